@@ -1,0 +1,69 @@
+/* closure.h - transitive closure of similar / dissimilar constraints.
+ *
+ * OAHU Sec. 3.1, footnote 1: similar pairs compose (x1~x2, x2~x3 => x1~x3), and
+ * a similar pair next to a dissimilar one gives a dissimilar pair
+ * (x1~x2, x1!~x3 => x2!~x3). So "similar" is the connected components of the
+ * similar-pair graph (union-find), and two items are dissimilar exactly when
+ * their components are joined by at least one dissimilar edge. A triplet
+ * (a, p, n) holds when a~p and a!~n.
+ *
+ * The closure is kept incrementally and never enumerated: components keep
+ * member arrays (merged smaller-into-larger) and sets of dissimilar
+ * components, and derived triplets are *sampled*. Memory is bounded by the
+ * number of nodes and dissimilar component edges given at creation.
+ *
+ * Nodes are item slots (uint32). Thread: one owner. */
+#ifndef OML_CLOSURE_H
+#define OML_CLOSURE_H
+
+#include <stdint.h>
+
+#include "err.h"
+#include "rng.h"
+
+typedef struct oml_triplet {
+    uint32_t a, p, n; /* anchor, positive, negative (item slots) */
+} oml_triplet;
+
+typedef struct oml_closure_stats {
+    uint64_t similar_pairs;    /* accepted similar facts */
+    uint64_t dissimilar_pairs; /* accepted dissimilar facts */
+    uint64_t conflicts;        /* refused: contradicted the closure */
+    uint64_t derived;          /* triplets handed out by derive/sample */
+    uint32_t components;       /* components with >= 2 members */
+    uint32_t dis_edges;        /* dissimilar component pairs */
+} oml_closure_stats;
+
+typedef struct oml_closure oml_closure;
+
+/* max_nodes: node ids must be < max_nodes; max_dis_edges: bound on distinct
+ * dissimilar component pairs. */
+int oml_closure_create(oml_closure **out, uint32_t max_nodes, uint32_t max_dis_edges,
+                       uint64_t seed);
+void oml_closure_destroy(oml_closure *c); /* accepts NULL */
+
+/* Adds a fact. Each call may return up to max_out triplets newly implied by
+ * this fact (sampled without listing them all; possibly fewer) into out and
+ * their number into *n_out (out/n_out may be NULL when max_out is 0).
+ * Errors leave the closure unchanged: OML_EINVAL (a == b, node out of range),
+ * OML_ECONFLICT (similar across a dissimilar edge, or dissimilar inside a
+ * component), OML_EFULL (dissimilar edge bound), OML_ENOMEM. A fact that is
+ * already implied succeeds and derives nothing. */
+int oml_closure_add_similar(oml_closure *c, uint32_t a, uint32_t b,
+                            oml_triplet *out, int max_out, int *n_out);
+int oml_closure_add_dissimilar(oml_closure *c, uint32_t a, uint32_t b,
+                               oml_triplet *out, int max_out, int *n_out);
+/* a~p and a!~n together; refused as a whole if either part conflicts. */
+int oml_closure_add_triplet(oml_closure *c, oml_triplet t,
+                            oml_triplet *out, int max_out, int *n_out);
+
+int oml_closure_is_similar(const oml_closure *c, uint32_t a, uint32_t b);
+int oml_closure_is_dissimilar(const oml_closure *c, uint32_t a, uint32_t b);
+
+/* Samples one triplet implied by the whole closure so far, uniformly enough
+ * for training streams. OML_EEMPTY if the closure implies no triplet. */
+int oml_closure_sample(oml_closure *c, oml_triplet *out);
+
+void oml_closure_get_stats(const oml_closure *c, oml_closure_stats *st);
+
+#endif

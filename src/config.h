@@ -1,0 +1,56 @@
+/* config.h - hyper-parameters of an OAHU model and the named presets.
+ *
+ * `paper` is Alg. 1 exactly as published (OAHU Sec. 4.3.2 defaults; tau is the
+ * ABTL control parameter of Eq. 8-11). `default` keeps the OAHU structure
+ * (multi-depth L2-normalised heads, adaptive-bound triplet loss, hedge
+ * weights) and adds the levers that make online learning improve kNN; each
+ * is measured in the README's ablation table. */
+#ifndef OML_CONFIG_H
+#define OML_CONFIG_H
+
+#include <stdint.h>
+
+#include "err.h"
+
+#define OML_MAX_LAYERS 16
+
+enum oml_init {
+    OML_INIT_RANDOM = 0, /* He-scaled Gaussian weights (the paper's "randomly initialized ANN") */
+    OML_INIT_PCA = 1     /* every head starts equal to a PCA projection of the stored items */
+};
+
+enum oml_hedge_signal {
+    OML_HEDGE_ABTL = 0,     /* Eq. 20 on the head's local ABTL loss (Eq. 13) */
+    OML_HEDGE_MARGIN = 1    /* Eq. 20 on a [0,1] ranking loss of the triplet in the head */
+};
+
+typedef struct oml_config {
+    int32_t dim;      /* d: input dimension */
+    int32_t layers;   /* L: hidden layers; there are L+1 heads */
+    int32_t hidden;   /* S_hidden */
+    int32_t emb;      /* S_emb */
+    float beta;       /* hedge discount, (0,1) */
+    float s;          /* hedge smooth factor: floor s/(L+1) */
+    float eta;        /* learning rate */
+    float tau;        /* ABTL control parameter, (0,2) */
+    uint64_t seed;
+    /* Levers beyond the paper (all off in `paper`). */
+    int32_t init;         /* enum oml_init */
+    int32_t center;       /* subtract the stored items' mean from inputs */
+    float eta_decay;      /* eta_t = eta / (1 + eta_decay * t) */
+    float prox;           /* pull toward the start weights: W -= eta*prox*(W - W0) */
+    int32_t hedge_signal; /* enum oml_hedge_signal */
+} oml_config;
+
+/* Fills *c with the preset `name` ("paper" or "default") for dim inputs.
+ * OML_EINVAL for an unknown name. */
+int oml_config_preset(oml_config *c, const char *name, int32_t dim);
+
+/* Checks every field's bounds; the diag names the first bad field. */
+int oml_config_validate(const oml_config *c, oml_diag *diag);
+
+/* Whether the model needs the stored items before it can start (PCA start or
+ * centring): then call oml_learner_prepare() with them. */
+int oml_config_needs_data(const oml_config *c);
+
+#endif

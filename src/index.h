@@ -1,0 +1,52 @@
+/* index.h - every stored item embedded under one snapshot, per head.
+ *
+ * Built in one pass (batched GEMM through oml_snapshot_embed) from a snapshot
+ * and the live items of a store; afterwards fully immutable and independent
+ * of the store: it copies the ids, label ids and label names it serves, so
+ * queries on any thread need only the index (which holds a reference on its
+ * snapshot). Exact search: distances D = ||f(q) - f(x)|| = sqrt(2 - 2 f(q).f(x))
+ * for unit vectors (OAHU Eq. 6). */
+#ifndef OML_INDEX_H
+#define OML_INDEX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+#include "snapshot.h"
+#include "store.h"
+
+typedef struct oml_neighbor {
+    int32_t row; /* index row, 0..n-1 */
+    float dist;  /* D in [0, 2] */
+} oml_neighbor;
+
+typedef struct oml_index {
+    oml_snapshot *snap;      /* owned reference */
+    int32_t n;               /* items */
+    int32_t heads, emb;
+    float *emb_all;          /* (heads, n, emb) unit rows */
+    uint32_t *slots;         /* (n) store slot of each row */
+    int32_t *labels;         /* (n) label id or OML_LABEL_NONE */
+    const char **ids;        /* (n) NUL-terminated ids (copied) */
+    size_t *id_lens;         /* (n) */
+    int32_t n_labels;
+    const char **label_names;/* (n_labels) copied */
+    void *_arena;
+} oml_index;
+
+/* Builds an index of all live items of store under snap (takes its own
+ * reference on snap). OML_ENOMEM; an empty store gives an empty index. */
+int oml_index_build(oml_index **out, oml_snapshot *snap, const oml_store *store);
+void oml_index_destroy(oml_index *ix); /* accepts NULL; releases the snapshot ref */
+
+/* Exact k nearest rows of a unit query q (emb) in one head, ascending by
+ * distance (ties by row), skipping row `exclude` (-1 for none). scratch holds
+ * n floats. Returns how many were written (min(k, available)). */
+int32_t oml_index_topk(const oml_index *ix, int head, const float *q, int32_t k,
+                       int32_t exclude, oml_neighbor *out, float *scratch);
+
+/* Row of a store slot, or -1 if the slot is not in this index. */
+int32_t oml_index_row_of_slot(const oml_index *ix, uint32_t slot);
+
+#endif

@@ -1,0 +1,344 @@
+/* learner.c - one OAHU update per triplet (Alg. 1), single-threaded by contract.
+ *
+ * DESIGN: the learner owns one parameter block (net.h layout) and a fixed
+ * workspace for three rows, so a step allocates nothing. The step order is
+ * Alg. 1 lines 4-11: forward (a, p, n) as one (3, d) batch; per head the
+ * ABTL thresholds from the pre-update distances (Eq. 11), losses (Eq. 12-13)
+ * and dLoss/df; one fused backward + SGD pass (Eq. 21-22); hedge (Eq. 20).
+ * Everything after that is the `default` preset's levers: a learning-rate
+ * decay and a proximal pull of the weights toward their start. */
+#include "learner.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "abtl.h"
+#include "hedge.h"
+
+#define LOSS_EMA 0.99f
+#define PROX_EVERY 8 /* apply the proximal pull every few steps, exactly compounded */
+
+/* PyTorch's nn.Linear default, U(-1/sqrt(fan_in), 1/sqrt(fan_in)): the
+ * "randomly initialized ANN" of Alg. 1 as its reference implementation has it. */
+static void init_uniform(oml_rng *rng, float *w, size_t rows, size_t cols)
+{
+    float bound = 1.0f / sqrtf((float)cols);
+    for (size_t i = 0; i < rows * cols; i++)
+        w[i] = (2.0f * oml_rng_uniform(rng) - 1.0f) * bound;
+}
+
+static void init_random(oml_learner *l)
+{
+    const oml_net_layout *lay = &l->lay;
+    memset(l->params, 0, lay->count * sizeof(float));
+    for (int k = 1; k <= lay->layers; k++)
+        init_uniform(&l->rng, l->params + lay->w[k], (size_t)lay->hidden,
+                     (size_t)oml_net_width(lay, k - 1));
+    for (int k = 0; k <= lay->layers; k++)
+        init_uniform(&l->rng, l->params + lay->theta[k], (size_t)lay->emb,
+                     (size_t)oml_net_width(lay, k));
+}
+
+int oml_learner_create(oml_learner **out, const oml_config *cfg, oml_diag *diag)
+{
+    int rc = oml_config_validate(cfg, diag);
+    if (rc != OML_OK)
+        return rc;
+    oml_learner *l = calloc(1, sizeof *l);
+    if (l == NULL)
+        return OML_ENOMEM;
+    l->cfg = *cfg;
+    oml_net_layout_init(&l->lay, cfg);
+    const oml_net_layout *lay = &l->lay;
+    int heads = cfg->layers + 1;
+    size_t emb3 = 3 * (size_t)cfg->emb;
+    size_t work = 3 * (size_t)cfg->dim + (size_t)heads * emb3 + oml_net_scratch_floats(lay, 3);
+
+    l->params = malloc(lay->count * sizeof(float));
+    l->_work = malloc(work * sizeof(float));
+    if (cfg->prox > 0)
+        l->start = malloc(lay->count * sizeof(float));
+    if (l->params == NULL || l->_work == NULL || (cfg->prox > 0 && l->start == NULL) ||
+        oml_net_acts_init(&l->_acts, lay, 3) != OML_OK) {
+        oml_learner_destroy(l);
+        return OML_ENOMEM;
+    }
+    float *p = l->_work;
+    l->_x3 = p;
+    p += 3 * (size_t)cfg->dim;
+    for (int k = 0; k < heads; k++, p += emb3)
+        l->_gz[k] = p;
+    l->_scratch = p;
+
+    oml_rng_seed(&l->rng, cfg->seed);
+    init_random(l);
+    if (l->start)
+        memcpy(l->start, l->params, lay->count * sizeof(float));
+    oml_hedge_init(l->alpha, heads);
+    *out = l;
+    return OML_OK;
+}
+
+void oml_learner_destroy(oml_learner *l)
+{
+    if (l == NULL)
+        return;
+    oml_net_acts_free(&l->_acts);
+    free(l->params);
+    free(l->start);
+    free(l->_work);
+    free(l);
+}
+
+/* LAPACK through OpenBLAS: eigenpairs il..iu of a symmetric matrix. */
+extern void ssyevr_(const char *jobz, const char *range, const char *uplo, const int *n,
+                    float *a, const int *lda, const float *vl, const float *vu, const int *il,
+                    const int *iu, const float *abstol, int *m, float *w, float *z,
+                    const int *ldz, int *isuppz, float *work, const int *lwork, int *iwork,
+                    const int *liwork, int *info);
+
+/* Top `k` principal directions of X (n, d) centred at mu: out (k, d), rows
+ * by descending variance. */
+static int pca_components(const float *X, int32_t n, int32_t d, const float *mu, int32_t k,
+                          float *out)
+{
+    size_t dd = (size_t)d * (size_t)d;
+    float *xc = malloc((size_t)n * (size_t)d * sizeof(float));
+    float *cov = malloc(dd * sizeof(float));
+    float *z = malloc((size_t)d * (size_t)k * sizeof(float));
+    float *w = malloc((size_t)d * sizeof(float));
+    int *isuppz = malloc(2 * (size_t)k * sizeof(int));
+    int rc = OML_ENOMEM;
+    float *work = NULL;
+    int *iwork = NULL;
+    if (!xc || !cov || !z || !w || !isuppz)
+        goto done;
+    for (int32_t i = 0; i < n; i++)
+        for (int32_t j = 0; j < d; j++)
+            xc[(size_t)i * d + j] = X[(size_t)i * d + j] - mu[j];
+    /* cov = xc^T xc / n, row-major upper == column-major lower. */
+    cblas_ssyrk(CblasRowMajor, CblasUpper, CblasTrans, d, n, 1.0f / (float)n, xc, d, 0.0f,
+                cov, d);
+
+    int nn = d, il = d - k + 1, iu = d, m = 0, info = 0, lwork = -1, liwork = -1, iw = 0;
+    float vl = 0, vu = 0, abstol = 0, wq = 0;
+    ssyevr_("V", "I", "L", &nn, cov, &nn, &vl, &vu, &il, &iu, &abstol, &m, w, z, &nn, isuppz,
+            &wq, &lwork, &iw, &liwork, &info);
+    lwork = (int)wq;
+    liwork = iw;
+    work = malloc((size_t)lwork * sizeof(float));
+    iwork = malloc((size_t)liwork * sizeof(int));
+    if (!work || !iwork)
+        goto done;
+    ssyevr_("V", "I", "L", &nn, cov, &nn, &vl, &vu, &il, &iu, &abstol, &m, w, z, &nn, isuppz,
+            work, &lwork, iwork, &liwork, &info);
+    if (info != 0 || m != k) {
+        rc = OML_EIO;
+        goto done;
+    }
+    /* z is column-major (d, k) in ascending eigenvalue order. */
+    for (int32_t r = 0; r < k; r++)
+        memcpy(out + (size_t)r * d, z + (size_t)(k - 1 - r) * d, (size_t)d * sizeof(float));
+    rc = OML_OK;
+done:
+    free(xc);
+    free(cov);
+    free(z);
+    free(w);
+    free(isuppz);
+    free(work);
+    free(iwork);
+    return rc;
+}
+
+/* Every head equal to the PCA projection P (emb, d): hidden layer 1 holds
+ * [P x]+ and [-P x]+ in its first 2*emb units, deeper layers pass those units
+ * on unchanged (identity rows; ReLU of a non-negative value is itself), and
+ * each head reads z = [P x]+ - [-P x]+ = P x. The remaining hidden units keep
+ * their random rows and start with zero head weight, so they are alive and
+ * can be recruited by the gradient. */
+static void init_pca_heads(oml_learner *l, const float *P)
+{
+    const oml_net_layout *lay = &l->lay;
+    int32_t d = lay->dim, e = lay->emb, hd = lay->hidden;
+    memcpy(l->params + lay->theta[0], P, (size_t)e * d * sizeof(float));
+    for (int k = 1; k <= lay->layers; k++) {
+        int32_t w = oml_net_width(lay, k - 1);
+        float *W = l->params + lay->w[k];
+        for (int32_t r = 0; r < 2 * e; r++) {
+            float *row = W + (size_t)r * w;
+            if (k == 1) {
+                const float *pr = P + (size_t)(r % e) * d;
+                float sign = r < e ? 1.0f : -1.0f;
+                for (int32_t j = 0; j < d; j++)
+                    row[j] = sign * pr[j];
+            } else {
+                memset(row, 0, (size_t)w * sizeof(float));
+                row[r] = 1.0f;
+            }
+        }
+        float *T = l->params + lay->theta[k];
+        memset(T, 0, (size_t)e * hd * sizeof(float));
+        for (int32_t r = 0; r < e; r++) {
+            T[(size_t)r * hd + r] = 1.0f;
+            T[(size_t)r * hd + e + r] = -1.0f;
+        }
+    }
+}
+
+int oml_learner_prepare(oml_learner *l, const float *X, int32_t n)
+{
+    const oml_net_layout *lay = &l->lay;
+    int32_t d = lay->dim;
+    if (n < 2)
+        return OML_EEMPTY;
+    float *mean = calloc((size_t)d, sizeof(float));
+    if (mean == NULL)
+        return OML_ENOMEM;
+    double *acc = calloc((size_t)d, sizeof(double));
+    if (acc == NULL) {
+        free(mean);
+        return OML_ENOMEM;
+    }
+    for (int32_t i = 0; i < n; i++)
+        for (int32_t j = 0; j < d; j++)
+            acc[j] += X[(size_t)i * d + j];
+    for (int32_t j = 0; j < d; j++)
+        mean[j] = (float)(acc[j] / n);
+    free(acc);
+
+    int rc = OML_OK;
+    if (l->cfg.init == OML_INIT_PCA) {
+        float *P = malloc((size_t)lay->emb * d * sizeof(float));
+        rc = P ? pca_components(X, n, d, mean, lay->emb, P) : OML_ENOMEM;
+        if (rc == OML_OK)
+            init_pca_heads(l, P);
+        free(P);
+    }
+    if (rc == OML_OK) {
+        if (l->cfg.center)
+            memcpy(l->params + lay->mu, mean, (size_t)d * sizeof(float));
+        if (l->start)
+            memcpy(l->start, l->params, lay->count * sizeof(float));
+        l->prepared = 1;
+    }
+    free(mean);
+    return rc;
+}
+
+static float distance(const float *a, const float *b, int32_t n)
+{
+    float s = 0.0f;
+    for (int32_t i = 0; i < n; i++) {
+        float t = a[i] - b[i];
+        s += t * t;
+    }
+    return sqrtf(s);
+}
+
+/* The [0, 1] signal the hedge sees for one head. OML_HEDGE_ABTL is the paper's
+ * local loss; OML_HEDGE_MARGIN is a ranking loss that is 0.5 when the
+ * positive and the negative are equally far and reaches 0 only when the
+ * triplet is satisfied by the full margin. */
+static float hedge_signal(const oml_learner *l, const oml_abtl *ab, float dp, float dn)
+{
+    if (l->cfg.hedge_signal == OML_HEDGE_MARGIN) {
+        float m = 0.5f + 0.25f * (dp - dn);
+        return m < 0.0f ? 0.0f : (m > 1.0f ? 1.0f : m);
+    }
+    return ab->loss;
+}
+
+/* Proximal pull toward the start weights, W <- W - eta*prox*(W - W0), applied
+ * every PROX_EVERY steps as the compounded factor 1 - (1 - eta*prox)^k so the
+ * cost per step is one pass over the block every few steps. mu is untouched. */
+static void proximal_pull(oml_learner *l, float eta, int steps)
+{
+    float keep = powf(1.0f - eta * l->cfg.prox, (float)steps);
+    float pull = 1.0f - keep;
+    const oml_net_layout *lay = &l->lay;
+    size_t from = lay->mu + (size_t)lay->dim;
+    float *p = l->params + from;
+    const float *s = l->start + from;
+    size_t n = lay->count - from;
+    for (size_t i = 0; i < n; i++)
+        p[i] -= pull * (p[i] - s[i]);
+}
+
+void oml_learner_step(oml_learner *l, const float *xa, const float *xp, const float *xn,
+                      oml_step_report *report)
+{
+    const oml_net_layout *lay = &l->lay;
+    int32_t d = lay->dim, e = lay->emb;
+    int heads = lay->layers + 1;
+    float loss[OML_MAX_HEADS], signal[OML_MAX_HEADS];
+    float ens_pos = 0.0f, ens_neg = 0.0f, overall = 0.0f;
+
+    /* Alg. 1 line 4: the three members go through the network together. */
+    memcpy(l->_x3, xa, (size_t)d * sizeof(float));
+    memcpy(l->_x3 + d, xp, (size_t)d * sizeof(float));
+    memcpy(l->_x3 + 2 * (size_t)d, xn, (size_t)d * sizeof(float));
+    oml_net_forward(lay, l->params, l->_x3, 3, &l->_acts);
+
+    for (int k = 0; k < heads; k++) {
+        const float *f = l->_acts.f[k];
+        const float *fa = f, *fp = f + e, *fn = f + 2 * e;
+        float dp = distance(fa, fp, e), dn = distance(fa, fn, e);
+        /* Lines 5-6: ABTL with thresholds from these pre-update distances. */
+        oml_abtl ab;
+        oml_abtl_eval(l->cfg.tau, dp, dn, &ab);
+        loss[k] = ab.loss;
+        signal[k] = hedge_signal(l, &ab, dp, dn);
+        overall += l->alpha[k] * ab.loss;
+        ens_pos += l->alpha[k] * dp;
+        ens_neg += l->alpha[k] * dn;
+
+        /* dL_overall/df for the three rows: alpha(l) * dL/dD * dD/df. */
+        float gp = dp > 1e-12f ? l->alpha[k] * ab.g_pos / dp : 0.0f;
+        float gn = dn > 1e-12f ? l->alpha[k] * ab.g_neg / dn : 0.0f;
+        float *gz = l->_gz[k];
+        for (int32_t j = 0; j < e; j++) {
+            float up = fa[j] - fp[j], un = fa[j] - fn[j];
+            gz[j] = gp * up + gn * un;  /* anchor */
+            gz[e + j] = -gp * up;       /* positive */
+            gz[2 * e + j] = -gn * un;   /* negative */
+        }
+        /* Through the L2 normalisation, row by row (in place is safe: the
+         * helper reads gf fully into a dot product before writing). */
+        for (int r = 0; r < 3; r++)
+            oml_net_normalize_backward(f + (size_t)r * e, l->_acts.znorm[k][r],
+                                       gz + (size_t)r * e, gz + (size_t)r * e, e);
+    }
+
+    float eta = l->cfg.eta / (1.0f + l->cfg.eta_decay * (float)l->stats.updates);
+    /* Lines 7-8: Eq. 21 and Eq. 22 in one backward pass. */
+    oml_net_backward_sgd(lay, l->params, &l->_acts, 3, l->_gz, eta, l->_scratch);
+    if (l->start && (l->stats.updates + 1) % PROX_EVERY == 0)
+        proximal_pull(l, eta, PROX_EVERY);
+
+    /* Lines 9-11: hedge, floor, normalise. */
+    oml_hedge_update(l->alpha, signal, heads, l->cfg.beta, l->cfg.s);
+
+    int satisfied = ens_pos < ens_neg;
+    int utilised = overall > 0.0f;
+    oml_learner_stats *st = &l->stats;
+    st->updates++;
+    st->satisfied += (uint64_t)satisfied;
+    st->utilised += (uint64_t)utilised;
+    for (int k = 0; k < heads; k++)
+        st->loss_ema[k] = st->updates == 1 ? loss[k]
+                                           : LOSS_EMA * st->loss_ema[k] + (1 - LOSS_EMA) * loss[k];
+    if (report) {
+        memcpy(report->loss, loss, sizeof(float) * (size_t)heads);
+        report->overall = overall;
+        report->satisfied = satisfied;
+        report->utilised = utilised;
+    }
+}
+
+oml_snapshot *oml_learner_snapshot(const oml_learner *l, uint64_t version)
+{
+    return oml_snapshot_create(&l->cfg, l->params, l->alpha, version, l->stats.updates);
+}

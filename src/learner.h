@@ -1,0 +1,78 @@
+/* learner.h - the online OAHU learner (OAHU Alg. 1).
+ *
+ * One learner object, owned and mutated by exactly one thread. Each call to
+ * oml_learner_step applies one triplet: forward of its three members together,
+ * ABTL per head (Eq. 9-13), one fused gradient step on every head and hidden
+ * layer (Eq. 21-22), then the hedge update (Eq. 20) with floor and
+ * normalisation. Readers never touch the learner: they take an immutable
+ * oml_snapshot (one memcpy of the parameter block). */
+#ifndef OML_LEARNER_H
+#define OML_LEARNER_H
+
+#include <stdint.h>
+
+#include "config.h"
+#include "net.h"
+#include "rng.h"
+#include "snapshot.h"
+
+#define OML_MAX_HEADS (OML_MAX_LAYERS + 1)
+
+/* What one step did. */
+typedef struct oml_step_report {
+    float loss[OML_MAX_HEADS];   /* local ABTL loss per head (Eq. 13) */
+    float overall;               /* Eq. 19 with the pre-update alpha */
+    int satisfied;               /* before the update, sum_l alpha D+ < sum_l alpha D- */
+    int utilised;                /* the triplet changed the model (non-zero loss) */
+} oml_step_report;
+
+/* Running counters; plain data, copied out for rendering. */
+typedef struct oml_learner_stats {
+    uint64_t updates;            /* triplets applied */
+    uint64_t satisfied;          /* ... already satisfied before their update */
+    uint64_t utilised;           /* ... with a non-zero loss */
+    float loss_ema[OML_MAX_HEADS]; /* per-head loss moving average (0.99) */
+} oml_learner_stats;
+
+typedef struct oml_learner {
+    oml_config cfg;
+    oml_net_layout lay;
+    float *params;               /* lay.count floats, the model */
+    float *start;                /* start weights for the proximal pull, or NULL */
+    float alpha[OML_MAX_HEADS];  /* hedge weights */
+    oml_rng rng;
+    oml_learner_stats stats;
+    int prepared;                /* mu / PCA start taken from data */
+    /* step workspace */
+    oml_net_acts _acts;
+    float *_x3;                  /* (3, dim) */
+    float *_gz[OML_MAX_HEADS];   /* (3, emb) each */
+    float *_scratch;
+    void *_work;
+} oml_learner;
+
+/* Creates a learner with randomly initialised weights (the paper's start).
+ * Errors: OML_EINVAL with diag naming the bad field, OML_ENOMEM. */
+int oml_learner_create(oml_learner **out, const oml_config *cfg, oml_diag *diag);
+void oml_learner_destroy(oml_learner *l); /* accepts NULL */
+
+/* Data-dependent start (config levers `center`, `init = pca`): sets mu to the
+ * mean of X (n, dim) and/or makes every head equal to the PCA projection of X
+ * onto its top `emb` components. Uses features only, never labels.
+ * OML_EEMPTY if n < 2 (PCA needs data), OML_ENOMEM, OML_EIO (LAPACK failed). */
+int oml_learner_prepare(oml_learner *l, const float *X, int32_t n);
+
+/* Applies one triplet (anchor, positive, negative; dim floats each, borrowed).
+ * The caller validates inputs (finite, right dimension). report may be NULL. */
+void oml_learner_step(oml_learner *l, const float *xa, const float *xp, const float *xn,
+                      oml_step_report *report);
+
+/* Returns an owned snapshot of the current model, or NULL on OOM. */
+oml_snapshot *oml_learner_snapshot(const oml_learner *l, uint64_t version);
+
+static inline int oml_learner_heads(const oml_learner *l)
+{
+    return l->cfg.layers + 1;
+}
+
+#endif

@@ -1,0 +1,174 @@
+/* net.c - forward and fused backward/SGD of the OAHU network (Eq. 1, 21, 22).
+ *
+ * Runs on whichever thread owns the parameter block; no allocation on the
+ * step path. Every matrix product goes through OpenBLAS (row-major cblas). */
+#include "net.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NORM_EPS 1e-12f
+
+void oml_net_layout_init(oml_net_layout *lay, const oml_config *c)
+{
+    memset(lay, 0, sizeof *lay);
+    lay->dim = c->dim;
+    lay->layers = c->layers;
+    lay->hidden = c->hidden;
+    lay->emb = c->emb;
+    size_t off = 0;
+    lay->mu = off;
+    off += (size_t)c->dim;
+    for (int l = 1; l <= c->layers; l++) {
+        lay->w[l] = off;
+        off += (size_t)c->hidden * (size_t)oml_net_width(lay, l - 1);
+    }
+    for (int l = 0; l <= c->layers; l++) {
+        lay->theta[l] = off;
+        off += (size_t)c->emb * (size_t)oml_net_width(lay, l);
+    }
+    lay->count = off;
+}
+
+int oml_net_acts_init(oml_net_acts *a, const oml_net_layout *lay, int32_t cap)
+{
+    memset(a, 0, sizeof *a);
+    int heads = lay->layers + 1;
+    size_t n = (size_t)cap;
+    size_t total = n * (size_t)lay->dim + n * (size_t)lay->hidden * (size_t)lay->layers
+                   + (size_t)heads * (2 * n * (size_t)lay->emb + n);
+    float *p = malloc(total * sizeof *p);
+    if (p == NULL)
+        return OML_ENOMEM;
+    a->cap = cap;
+    a->_block = p;
+    for (int l = 0; l <= lay->layers; l++) {
+        a->h[l] = p;
+        p += n * (size_t)oml_net_width(lay, l);
+    }
+    for (int l = 0; l < heads; l++) {
+        a->z[l] = p;
+        p += n * (size_t)lay->emb;
+        a->f[l] = p;
+        p += n * (size_t)lay->emb;
+        a->znorm[l] = p;
+        p += n;
+    }
+    return OML_OK;
+}
+
+void oml_net_acts_free(oml_net_acts *a)
+{
+    free(a->_block);
+    memset(a, 0, sizeof *a);
+}
+
+/* One head: z = h Theta^T, f = z / ||z||. h (n, width), Theta (emb, width). */
+static void head_forward(const oml_net_layout *lay, const float *theta, const float *h,
+                         int32_t width, int32_t n, float *z, float *f, float *znorm)
+{
+    int32_t e = lay->emb;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, e, width, 1.0f, h, width,
+                theta, width, 0.0f, z, e);
+    for (int32_t i = 0; i < n; i++) {
+        const float *zi = z + (size_t)i * e;
+        float *fi = f + (size_t)i * e;
+        float nrm = cblas_snrm2(e, zi, 1);
+        znorm[i] = nrm;
+        float inv = nrm > NORM_EPS ? 1.0f / nrm : 0.0f;
+        for (int32_t j = 0; j < e; j++)
+            fi[j] = zi[j] * inv;
+    }
+}
+
+void oml_net_forward(const oml_net_layout *lay, const float *params, const float *X,
+                     int32_t n, oml_net_acts *a)
+{
+    int32_t d = lay->dim, hd = lay->hidden;
+    const float *mu = params + lay->mu;
+    float *x = a->h[0];
+    for (int32_t i = 0; i < n; i++) {
+        const float *src = X + (size_t)i * d;
+        float *dst = x + (size_t)i * d;
+        for (int32_t j = 0; j < d; j++)
+            dst[j] = src[j] - mu[j];
+    }
+    for (int l = 1; l <= lay->layers; l++) {
+        /* h(l) = ReLU(h(l-1) W(l)^T): (n, width) x (width, hidden). OAHU Eq. 1. */
+        int32_t w = oml_net_width(lay, l - 1);
+        float *h = a->h[l];
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, hd, w, 1.0f, a->h[l - 1], w,
+                    params + lay->w[l], w, 0.0f, h, hd);
+        size_t m = (size_t)n * (size_t)hd;
+        for (size_t k = 0; k < m; k++)
+            h[k] = h[k] > 0.0f ? h[k] : 0.0f;
+    }
+    for (int l = 0; l <= lay->layers; l++)
+        head_forward(lay, params + lay->theta[l], a->h[l], oml_net_width(lay, l), n,
+                     a->z[l], a->f[l], a->znorm[l]);
+}
+
+void oml_net_normalize_backward(const float *f, float znorm, const float *gf, float *gz,
+                                int32_t emb)
+{
+    if (znorm <= NORM_EPS) {
+        memset(gz, 0, sizeof *gz * (size_t)emb);
+        return;
+    }
+    float dot = 0.0f;
+    for (int32_t j = 0; j < emb; j++)
+        dot += f[j] * gf[j];
+    float inv = 1.0f / znorm;
+    for (int32_t j = 0; j < emb; j++)
+        gz[j] = (gf[j] - f[j] * dot) * inv;
+}
+
+size_t oml_net_scratch_floats(const oml_net_layout *lay, int32_t n)
+{
+    int32_t w = lay->dim > lay->hidden ? lay->dim : lay->hidden;
+    return 2 * (size_t)n * (size_t)w;
+}
+
+void oml_net_backward_sgd(const oml_net_layout *lay, float *params, const oml_net_acts *a,
+                          int32_t n, float *const *gz, float eta, float *scratch)
+{
+    int32_t e = lay->emb, hd = lay->hidden;
+    size_t half = oml_net_scratch_floats(lay, n) / 2;
+    float *gh = scratch;            /* dLoss/dh(l), (n, hidden) */
+    float *gh_below = scratch + half; /* dLoss/dh(l-1) */
+
+    for (int l = lay->layers; l >= 1; l--) {
+        float *theta = params + lay->theta[l];
+        /* Head l's contribution to dLoss/dh(l), at the old Theta(l): gz (n,e) x Theta (e,hd). */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, hd, e, 1.0f, gz[l], e,
+                    theta, hd, l == lay->layers ? 0.0f : 1.0f, gh, hd);
+        /* OAHU Eq. 21: Theta(l) -= eta * gz^T h(l). */
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, e, hd, n, -eta, gz[l], e,
+                    a->h[l], hd, 1.0f, theta, hd);
+        /* Through the ReLU: gradient of the pre-activation. */
+        const float *h = a->h[l];
+        size_t m = (size_t)n * (size_t)hd;
+        for (size_t k = 0; k < m; k++)
+            if (h[k] <= 0.0f)
+                gh[k] = 0.0f;
+        int32_t w = oml_net_width(lay, l - 1);
+        float *W = params + lay->w[l];
+        if (l > 1) {
+            /* dLoss/dh(l-1) = ga (n,hd) x W(l) (hd,w), at the old W(l); the
+             * deeper heads' share reaches W(l-1) through it (Eq. 22, j >= l). */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, w, hd, 1.0f, gh, hd,
+                        W, w, 0.0f, gh_below, w);
+        }
+        /* OAHU Eq. 22: W(l) -= eta * ga^T h(l-1). */
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, hd, w, n, -eta, gh, hd,
+                    a->h[l - 1], w, 1.0f, W, w);
+        float *t = gh;
+        gh = gh_below;
+        gh_below = t;
+    }
+    /* Head 0 is linear on the (centred) input: Theta(0) -= eta * gz^T x. */
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, e, lay->dim, n, -eta, gz[0], e,
+                a->h[0], lay->dim, 1.0f, params + lay->theta[0], lay->dim);
+}

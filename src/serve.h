@@ -1,0 +1,63 @@
+/* serve.h - the serving rules of OAHU Sec. 3.6 over an index or a snapshot.
+ *
+ * classify (Eq. 23-25), verify (Eq. 26), retrieve (Eq. 27). All functions
+ * only read their immutable inputs and are safe on any thread. Query vectors
+ * are raw inputs (dim floats); they are embedded under the index's snapshot. */
+#ifndef OML_SERVE_H
+#define OML_SERVE_H
+
+#include <stdint.h>
+
+#include "err.h"
+#include "index.h"
+#include "snapshot.h"
+
+#define OML_SERVE_MAX_K 1024
+
+typedef struct oml_class_score {
+    int32_t label; /* label id of the index */
+    float score;   /* Eq. 24 */
+} oml_class_score;
+
+typedef struct oml_classification {
+    int32_t label;        /* Eq. 25 argmax (ties: smaller label id) */
+    float score;          /* its S(c) */
+    int32_t n_classes;    /* classes with a non-zero score, <= max given */
+    oml_class_score classes[16]; /* best classes, descending */
+} oml_classification;
+
+/* kNN classification of x (dim) with k neighbours per head. exclude_row is an
+ * index row to leave out (the query item itself), or -1. Errors: OML_EINVAL
+ * (k out of [1, OML_SERVE_MAX_K]), OML_EEMPTY (no labelled neighbour),
+ * OML_ENOMEM. Heads whose k neighbours are equally far (d_max = d_min) score
+ * every neighbour alpha(l), the limit of Eq. 23. */
+int oml_classify(const oml_index *ix, const float *x, int32_t k, int32_t exclude_row,
+                 oml_classification *out, oml_diag *diag);
+
+/* The same for m queries X (m, dim), labels only (the evaluation path):
+ * embeds and searches in blocks with GEMM. labels_out (m). */
+int oml_classify_batch(const oml_index *ix, const float *X, int32_t m, int32_t k,
+                       int32_t *labels_out);
+
+typedef struct oml_verification {
+    float probability;   /* Eq. 26 */
+    int similar;         /* probability >= 0.5 */
+    float dist[OML_MAX_LAYERS + 1]; /* D(l)(x1, x2) per head */
+} oml_verification;
+
+/* Eq. 26 with threshold T in (0, 1). OML_EINVAL for T out of range. */
+int oml_verify(const oml_snapshot *s, const float *x1, const float *x2, float threshold,
+               oml_verification *out, oml_diag *diag);
+
+typedef struct oml_hit {
+    int32_t row;  /* index row */
+    float score;  /* Eq. 27 */
+} oml_hit;
+
+/* Eq. 27: pools k neighbours from every head, scores them, keeps the top k
+ * distinct rows by descending score. out holds k hits; returns the count via
+ * *n_out. exclude_row as for classify. */
+int oml_retrieve(const oml_index *ix, const float *x, int32_t k, int32_t exclude_row,
+                 oml_hit *out, int32_t *n_out, oml_diag *diag);
+
+#endif

@@ -1,0 +1,137 @@
+/* oml-bench - throughput and latency figures of the engine. Prints figures,
+ * asserts nothing about time (machines are shared and noisy).
+ *
+ *   update_per_s_d784   one learner thread, paper sizes (d=784, L=5, 100, 50)
+ *   update_per_s_d4096  the same network on 4096-d deep-feature inputs
+ *   index_items_per_s   index build of 35,000 items at paper sizes
+ *   classify_p50_ms/p99 one classify query against 35,000 items */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "config.h"
+#include "index.h"
+#include "learner.h"
+#include "rng.h"
+#include "serve.h"
+#include "store.h"
+
+extern void openblas_set_num_threads(int);
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static float *random_items(oml_rng *r, int32_t n, int32_t d)
+{
+    float *x = malloc((size_t)n * d * sizeof(float));
+    for (size_t i = 0; x && i < (size_t)n * d; i++)
+        x[i] = oml_rng_uniform(r);
+    return x;
+}
+
+/* Triplet updates per second for one learner on random inputs of dim d. */
+static double bench_updates(const char *preset, int32_t d, int32_t steps)
+{
+    oml_config c;
+    oml_config_preset(&c, preset, d);
+    oml_learner *l = NULL;
+    oml_rng r;
+    oml_rng_seed(&r, 7);
+    int32_t pool = 512;
+    float *x = random_items(&r, pool, d);
+    if (x == NULL || oml_learner_create(&l, &c, NULL) != OML_OK)
+        return -1;
+    if (oml_config_needs_data(&c))
+        oml_learner_prepare(l, x, pool);
+    for (int i = 0; i < 200; i++) /* warm-up */
+        oml_learner_step(l, x, x + d, x + 2 * (size_t)d, NULL);
+    double t0 = now_s();
+    for (int32_t i = 0; i < steps; i++) {
+        size_t a = oml_rng_below(&r, (uint64_t)pool), p = oml_rng_below(&r, (uint64_t)pool),
+               n = oml_rng_below(&r, (uint64_t)pool);
+        oml_learner_step(l, x + a * d, x + p * d, x + n * d, NULL);
+    }
+    double rate = steps / (now_s() - t0);
+    oml_learner_destroy(l);
+    free(x);
+    return rate;
+}
+
+int main(int argc, char **argv)
+{
+    int32_t steps = argc > 1 ? atoi(argv[1]) : 20000;
+    openblas_set_num_threads(1);
+    oml_rng r;
+    oml_rng_seed(&r, 1);
+
+    double u784 = bench_updates("default", 784, steps);
+    double u784p = bench_updates("paper", 784, steps);
+    double u4096 = bench_updates("default", 4096, steps / 4);
+    printf("update: d=784 default %.0f/s, paper %.0f/s; d=4096 default %.0f/s\n", u784, u784p, u4096);
+
+    /* Index of 35,000 items at paper sizes. */
+    const int32_t n = 35000, d = 784;
+    float *items = random_items(&r, n, d);
+    oml_store *store = NULL;
+    oml_config c;
+    oml_config_preset(&c, "default", d);
+    oml_learner *l = NULL;
+    if (!items || oml_store_create(&store, d, (uint32_t)n) != OML_OK ||
+        oml_learner_create(&l, &c, NULL) != OML_OK)
+        return 1;
+    oml_learner_prepare(l, items, 5000);
+    for (int32_t i = 0; i < n; i++) {
+        char id[32], lab[8];
+        int il = snprintf(id, sizeof id, "item-%d", i), ll = snprintf(lab, sizeof lab, "%d", i % 10);
+        if (oml_store_put(store, id, (size_t)il, items + (size_t)i * d, lab, (size_t)ll, NULL, NULL) != OML_OK)
+            return 1;
+    }
+    oml_snapshot *snap = oml_learner_snapshot(l, 1);
+    double best = 1e9;
+    oml_index *ix = NULL;
+    for (int rep = 0; rep < 5; rep++) {
+        oml_index_destroy(ix);
+        ix = NULL;
+        double t0 = now_s();
+        if (oml_index_build(&ix, snap, store) != OML_OK)
+            return 1;
+        double t = now_s() - t0;
+        best = t < best ? t : best;
+    }
+    printf("index build: %d items in %.1f ms (best of 5), %.0f items/s\n", n, best * 1e3, n / best);
+
+    const int Q = 1000;
+    double *lat = malloc(Q * sizeof(double));
+    for (int q = 0; q < Q; q++) {
+        const float *x = items + oml_rng_below(&r, (uint64_t)n) * d;
+        oml_classification res;
+        double t0 = now_s();
+        oml_classify(ix, x, 5, -1, &res, NULL);
+        lat[q] = (now_s() - t0) * 1e3;
+    }
+    qsort(lat, Q, sizeof(double), cmp_double);
+    double p50 = lat[Q / 2], p99 = lat[Q * 99 / 100];
+    printf("classify: k=5 against %d items, p50 %.3f ms, p99 %.3f ms (%d queries)\n", n, p50, p99, Q);
+    printf("{\"update_per_s_d784\":%.0f,\"update_per_s_d784_paper\":%.0f,\"update_per_s_d4096\":%.0f,"
+           "\"index_items_per_s\":%.0f,\"index_build_ms\":%.2f,\"classify_p50_ms\":%.4f,"
+           "\"classify_p99_ms\":%.4f}\n",
+           u784, u784p, u4096, n / best, best * 1e3, p50, p99);
+    free(lat);
+    oml_index_destroy(ix);
+    oml_snapshot_release(snap);
+    oml_learner_destroy(l);
+    oml_store_destroy(store);
+    free(items);
+    return 0;
+}

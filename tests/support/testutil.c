@@ -1,0 +1,46 @@
+/* testutil.c - temp files and whole-file I/O for the unit tests. */
+#include "testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+int oml_test_tmpfile(char *buf, size_t cap)
+{
+    const char *dir = getenv("TMPDIR");
+    if (snprintf(buf, cap, "%s/omltest-XXXXXX", dir ? dir : "/tmp") >= (int)cap)
+        return -1;
+    int fd = mkstemp(buf);
+    if (fd < 0)
+        return -1;
+    close(fd);
+    return 0;
+}
+
+unsigned char *oml_test_read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *buf = malloc(n > 0 ? (size_t)n : 1);
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (buf)
+        *len = (size_t)n;
+    return buf;
+}
+
+int oml_test_write_file(const char *path, const void *buf, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    if (f == NULL)
+        return -1;
+    int ok = fwrite(buf, 1, len, f) == len;
+    return (fclose(f) == 0 && ok) ? 0 : -1;
+}
