@@ -61,3 +61,12 @@ int oml_config_needs_data(const oml_config *c)
 {
     return c->init == OML_INIT_PCA || c->center;
 }
+
+int oml_config_equal(const oml_config *a, const oml_config *b)
+{
+    return a->dim == b->dim && a->layers == b->layers && a->hidden == b->hidden &&
+           a->emb == b->emb && a->beta == b->beta && a->s == b->s && a->eta == b->eta &&
+           a->tau == b->tau && a->seed == b->seed && a->init == b->init &&
+           a->center == b->center && a->eta_decay == b->eta_decay && a->prox == b->prox &&
+           a->hedge_signal == b->hedge_signal;
+}

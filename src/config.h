@@ -49,6 +49,9 @@ int oml_config_preset(oml_config *c, const char *name, int32_t dim);
 /* Checks every field's bounds; the diag names the first bad field. */
 int oml_config_validate(const oml_config *c, oml_diag *diag);
 
+/* 1 if every field of a and b is equal (struct padding is ignored). */
+int oml_config_equal(const oml_config *a, const oml_config *b);
+
 /* Whether the model needs the stored items before it can start (PCA start or
  * centring): then call oml_learner_prepare() with them. */
 int oml_config_needs_data(const oml_config *c);

@@ -18,7 +18,7 @@
 #include "hedge.h"
 
 #define LOSS_EMA 0.99f
-#define PROX_EVERY 8 /* apply the proximal pull every few steps, exactly compounded */
+#define PROX_EVERY 32 /* apply the proximal pull every few steps, exactly compounded */
 
 /* PyTorch's nn.Linear default, U(-1/sqrt(fan_in), 1/sqrt(fan_in)): the
  * "randomly initialized ANN" of Alg. 1 as its reference implementation has it. */

@@ -10,6 +10,37 @@
 #include <string.h>
 
 #define NORM_EPS 1e-12f
+#define SMALL_BATCH 4 /* up to this many rows, matrix-vector products beat GEMM */
+
+/* out (n, rows) = X (n, cols) M^T for M (rows, cols) row-major, beta as in BLAS.
+ * For a handful of rows (a triplet) GEMM spends most of its time packing M,
+ * so one sgemv per row is used instead: M is streamed from cache per row. */
+static void matmul_nt(int32_t n, int32_t rows, int32_t cols, const float *X, const float *M,
+                      float beta, float *out)
+{
+    if (n <= SMALL_BATCH) {
+        for (int32_t i = 0; i < n; i++)
+            cblas_sgemv(CblasRowMajor, CblasNoTrans, rows, cols, 1.0f, M, cols,
+                        X + (size_t)i * cols, 1, beta, out + (size_t)i * rows, 1);
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, rows, cols, 1.0f, X, cols, M, cols,
+                beta, out, rows);
+}
+
+/* out (n, cols) = G (n, rows) M for M (rows, cols) row-major. */
+static void matmul_nn(int32_t n, int32_t rows, int32_t cols, const float *G, const float *M,
+                      float beta, float *out)
+{
+    if (n <= SMALL_BATCH) {
+        for (int32_t i = 0; i < n; i++)
+            cblas_sgemv(CblasRowMajor, CblasTrans, rows, cols, 1.0f, M, cols,
+                        G + (size_t)i * rows, 1, beta, out + (size_t)i * cols, 1);
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, cols, rows, 1.0f, G, rows, M, cols,
+                beta, out, cols);
+}
 
 void oml_net_layout_init(oml_net_layout *lay, const oml_config *c)
 {
@@ -70,8 +101,7 @@ static void head_forward(const oml_net_layout *lay, const float *theta, const fl
                          int32_t width, int32_t n, float *z, float *f, float *znorm)
 {
     int32_t e = lay->emb;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, e, width, 1.0f, h, width,
-                theta, width, 0.0f, z, e);
+    matmul_nt(n, e, width, h, theta, 0.0f, z);
     for (int32_t i = 0; i < n; i++) {
         const float *zi = z + (size_t)i * e;
         float *fi = f + (size_t)i * e;
@@ -99,8 +129,7 @@ void oml_net_forward(const oml_net_layout *lay, const float *params, const float
         /* h(l) = ReLU(h(l-1) W(l)^T): (n, width) x (width, hidden). OAHU Eq. 1. */
         int32_t w = oml_net_width(lay, l - 1);
         float *h = a->h[l];
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, hd, w, 1.0f, a->h[l - 1], w,
-                    params + lay->w[l], w, 0.0f, h, hd);
+        matmul_nt(n, hd, w, a->h[l - 1], params + lay->w[l], 0.0f, h);
         size_t m = (size_t)n * (size_t)hd;
         for (size_t k = 0; k < m; k++)
             h[k] = h[k] > 0.0f ? h[k] : 0.0f;
@@ -142,8 +171,7 @@ void oml_net_backward_sgd(const oml_net_layout *lay, float *params, const oml_ne
     for (int l = lay->layers; l >= 1; l--) {
         float *theta = params + lay->theta[l];
         /* Head l's contribution to dLoss/dh(l), at the old Theta(l): gz (n,e) x Theta (e,hd). */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, hd, e, 1.0f, gz[l], e,
-                    theta, hd, l == lay->layers ? 0.0f : 1.0f, gh, hd);
+        matmul_nn(n, e, hd, gz[l], theta, l == lay->layers ? 0.0f : 1.0f, gh);
         /* OAHU Eq. 21: Theta(l) -= eta * gz^T h(l). */
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, e, hd, n, -eta, gz[l], e,
                     a->h[l], hd, 1.0f, theta, hd);
@@ -158,8 +186,7 @@ void oml_net_backward_sgd(const oml_net_layout *lay, float *params, const oml_ne
         if (l > 1) {
             /* dLoss/dh(l-1) = ga (n,hd) x W(l) (hd,w), at the old W(l); the
              * deeper heads' share reaches W(l-1) through it (Eq. 22, j >= l). */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, w, hd, 1.0f, gh, hd,
-                        W, w, 0.0f, gh_below, w);
+            matmul_nn(n, hd, w, gh, W, 0.0f, gh_below);
         }
         /* OAHU Eq. 22: W(l) -= eta * ga^T h(l-1). */
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, hd, w, n, -eta, gh, hd,

@@ -1,0 +1,256 @@
+/* modelfile.c - versioned, checksummed learner files (see modelfile.h).
+ *
+ * Everything that determines the learner's future is written: configuration,
+ * parameters, proximal start weights, hedge weights, counters and the RNG
+ * state, so a loaded learner continues exactly as the saved one would. */
+#include "modelfile.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+static const char MAGIC[8] = {'O', 'M', 'L', 'M', 'O', 'D', 'E', 'L'};
+
+/* A bounded little-endian writer/reader over one buffer. The host is
+ * little-endian (checked at compile time below), so values are memcpy'd. */
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "model files assume a little-endian host");
+
+typedef struct cursor {
+    uint8_t *p;
+    const uint8_t *r;
+    size_t len, pos;
+    int bad;
+} cursor;
+
+static void put(cursor *c, const void *v, size_t n)
+{
+    if (c->p)
+        memcpy(c->p + c->pos, v, n);
+    c->pos += n;
+}
+
+static void get(cursor *c, void *v, size_t n)
+{
+    if (c->bad || c->len - c->pos < n) {
+        c->bad = 1;
+        memset(v, 0, n);
+        return;
+    }
+    memcpy(v, c->r + c->pos, n);
+    c->pos += n;
+}
+
+#define PUT(c, v) put(c, &(v), sizeof(v))
+#define GET(c, v) get(c, &(v), sizeof(v))
+
+/* The field list is written once and used for both directions. */
+#define CONFIG_FIELDS(X, c)                                                            \
+    X(c.dim) X(c.layers) X(c.hidden) X(c.emb) X(c.beta) X(c.s) X(c.eta) X(c.tau)       \
+    X(c.seed) X(c.init) X(c.center) X(c.eta_decay) X(c.prox) X(c.hedge_signal)
+
+static void encode_body(const oml_learner *l, cursor *c)
+{
+    uint32_t version = OML_MODELFILE_VERSION, reserved = 0;
+    put(c, MAGIC, sizeof MAGIC);
+    PUT(c, version);
+    PUT(c, reserved);
+#define W(f) PUT(c, l->f);
+    CONFIG_FIELDS(W, cfg)
+#undef W
+    const oml_learner_stats *st = &l->stats;
+    PUT(c, st->updates);
+    PUT(c, st->satisfied);
+    PUT(c, st->utilised);
+    put(c, st->loss_ema, sizeof st->loss_ema);
+    put(c, l->alpha, sizeof l->alpha);
+    put(c, l->rng.s, sizeof l->rng.s);
+    int32_t prepared = l->prepared, has_start = l->start != NULL;
+    PUT(c, prepared);
+    PUT(c, has_start);
+    uint64_t count = l->lay.count;
+    PUT(c, count);
+    put(c, l->params, count * sizeof(float));
+    if (has_start)
+        put(c, l->start, count * sizeof(float));
+}
+
+int oml_model_encode(const oml_learner *l, uint8_t **buf, size_t *len)
+{
+    cursor c = {0};
+    encode_body(l, &c); /* sizing pass */
+    size_t n = c.pos + sizeof(uint32_t);
+    uint8_t *b = malloc(n);
+    if (b == NULL)
+        return OML_ENOMEM;
+    c = (cursor){.p = b};
+    encode_body(l, &c);
+    uint32_t crc = (uint32_t)crc32(0L, b, (uInt)c.pos);
+    PUT(&c, crc);
+    *buf = b;
+    *len = n;
+    return OML_OK;
+}
+
+int oml_model_decode(oml_learner **out, const uint8_t *buf, size_t len, oml_diag *diag)
+{
+    size_t head = sizeof MAGIC + 2 * sizeof(uint32_t);
+    if (len < head || memcmp(buf, MAGIC, sizeof MAGIC) != 0)
+        return oml_diag_set(diag, OML_EFORMAT, "model", "not an omld model file (bad magic)");
+    uint32_t version;
+    memcpy(&version, buf + sizeof MAGIC, sizeof version);
+    if (version != OML_MODELFILE_VERSION)
+        return oml_diag_set(diag, OML_EVERSION, "model",
+                            "model file format version %u; this build reads version %u "
+                            "(HINT: load it with the omld release that wrote it)",
+                            version, OML_MODELFILE_VERSION);
+    if (len < head + sizeof(uint32_t))
+        return oml_diag_set(diag, OML_EFORMAT, "model", "model file truncated");
+    uint32_t stored;
+    memcpy(&stored, buf + len - sizeof stored, sizeof stored);
+    if ((uint32_t)crc32(0L, buf, (uInt)(len - sizeof stored)) != stored)
+        return oml_diag_set(diag, OML_EFORMAT, "model",
+                            "model file checksum mismatch (truncated or altered)");
+
+    cursor c = {.r = buf, .len = len - sizeof stored, .pos = head};
+    oml_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+#define R(f) GET(&c, f);
+    CONFIG_FIELDS(R, cfg)
+#undef R
+    oml_learner_stats st;
+    memset(&st, 0, sizeof st);
+    GET(&c, st.updates);
+    GET(&c, st.satisfied);
+    GET(&c, st.utilised);
+    get(&c, st.loss_ema, sizeof st.loss_ema);
+    float alpha[OML_MAX_HEADS];
+    get(&c, alpha, sizeof alpha);
+    uint64_t rng[4];
+    get(&c, rng, sizeof rng);
+    int32_t prepared, has_start;
+    uint64_t count;
+    GET(&c, prepared);
+    GET(&c, has_start);
+    GET(&c, count);
+    if (c.bad)
+        return oml_diag_set(diag, OML_EFORMAT, "model", "model file header truncated");
+
+    /* Check sizes against the configuration before allocating anything. */
+    if (oml_config_validate(&cfg, NULL) != OML_OK)
+        return oml_diag_set(diag, OML_EFORMAT, "model", "model file holds an invalid configuration");
+    oml_net_layout lay;
+    oml_net_layout_init(&lay, &cfg);
+    if (count != lay.count || c.len - c.pos != count * sizeof(float) * (has_start ? 2 : 1))
+        return oml_diag_set(diag, OML_EFORMAT, "model",
+                            "model file parameter block does not match its configuration");
+
+    oml_learner *l = NULL;
+    int rc = oml_learner_create(&l, &cfg, diag);
+    if (rc != OML_OK)
+        return rc == OML_ENOMEM ? rc
+                                : oml_diag_set(diag, OML_EFORMAT, "model",
+                                               "model file holds an invalid configuration");
+    if (count != l->lay.count || (has_start != 0) != (l->start != NULL)) {
+        oml_learner_destroy(l);
+        return oml_diag_set(diag, OML_EFORMAT, "model",
+                            "model file parameter block does not match its configuration");
+    }
+    get(&c, l->params, count * sizeof(float));
+    if (has_start)
+        get(&c, l->start, count * sizeof(float));
+    if (c.bad || c.pos != c.len) {
+        oml_learner_destroy(l);
+        return oml_diag_set(diag, OML_EFORMAT, "model", "model file size does not match its contents");
+    }
+    l->stats = st;
+    memcpy(l->alpha, alpha, sizeof alpha);
+    memcpy(l->rng.s, rng, sizeof rng);
+    l->prepared = prepared;
+    *out = l;
+    return OML_OK;
+}
+
+static int write_all(int fd, const uint8_t *b, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, b, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        b += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+int oml_model_save(const oml_learner *l, const char *path, oml_diag *diag)
+{
+    uint8_t *buf;
+    size_t len;
+    if (oml_model_encode(l, &buf, &len) != OML_OK)
+        return OML_ENOMEM;
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {
+        free(buf);
+        return oml_diag_set(diag, OML_EINVAL, "path", "path too long");
+    }
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int rc = OML_OK;
+    if (fd < 0 || write_all(fd, buf, len) != 0 || fsync(fd) != 0) {
+        rc = oml_diag_set(diag, OML_EIO, "path", "cannot write %s: %s", tmp, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        unlink(tmp);
+    } else if (close(fd) != 0 || rename(tmp, path) != 0) {
+        rc = oml_diag_set(diag, OML_EIO, "path", "cannot replace %s: %s", path, strerror(errno));
+        unlink(tmp);
+    } else {
+        /* Make the rename itself durable. */
+        char dir[4096];
+        snprintf(dir, sizeof dir, "%s", path);
+        int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0) {
+            fsync(dfd);
+            close(dfd);
+        }
+    }
+    free(buf);
+    return rc;
+}
+
+int oml_model_load(oml_learner **out, const char *path, oml_diag *diag)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return oml_diag_set(diag, OML_EIO, "path", "cannot open %s: %s", path, strerror(errno));
+    uint8_t *buf = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len == cap) {
+            cap = cap ? cap * 2 : 1 << 20;
+            uint8_t *nb = realloc(buf, cap);
+            if (nb == NULL) {
+                free(buf);
+                fclose(f);
+                return OML_ENOMEM;
+            }
+            buf = nb;
+        }
+        size_t got = fread(buf + len, 1, cap - len, f);
+        len += got;
+        if (got == 0)
+            break;
+    }
+    int err = ferror(f);
+    fclose(f);
+    int rc = err ? oml_diag_set(diag, OML_EIO, "path", "cannot read %s", path)
+                 : oml_model_decode(out, buf, len, diag);
+    free(buf);
+    return rc;
+}

@@ -1,0 +1,209 @@
+/* test_learner.c - learner behaviour beyond the gradient: utilisation,
+ * hedge bookkeeping, snapshots, the PCA start, determinism, validation. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "learner.h"
+#include "snapshot.h"
+
+#define D 30
+
+static oml_config cfg(const char *preset)
+{
+    oml_config c;
+    assert_int_equal(oml_config_preset(&c, preset, D), OML_OK);
+    c.layers = 3;
+    c.hidden = 24;
+    c.emb = 8;
+    return c;
+}
+
+static void fill(oml_rng *r, float *x, int n)
+{
+    for (int i = 0; i < n; i++)
+        x[i] = oml_rng_uniform(r);
+}
+
+/* ABTL never switches off: every random triplet is used (U = 1, Sec. 3.3.3),
+ * alpha stays a distribution, counters add up. */
+static void test_utilisation_one_on_random_triplets(void **state)
+{
+    (void)state;
+    const char *presets[] = {"paper", "default"};
+    for (int p = 0; p < 2; p++) {
+        oml_config c = cfg(presets[p]);
+        oml_learner *l = NULL;
+        assert_int_equal(oml_learner_create(&l, &c, NULL), OML_OK);
+        oml_rng r;
+        oml_rng_seed(&r, 9);
+        float x[100 * D];
+        fill(&r, x, 100 * D);
+        if (oml_config_needs_data(&c))
+            assert_int_equal(oml_learner_prepare(l, x, 100), OML_OK);
+        for (int t = 0; t < 2000; t++) {
+            oml_step_report rep;
+            int a = (int)oml_rng_below(&r, 100), b = (int)oml_rng_below(&r, 100),
+                n = (int)oml_rng_below(&r, 100);
+            if (a == b || a == n)
+                continue;
+            oml_learner_step(l, x + a * D, x + b * D, x + n * D, &rep);
+            assert_true(rep.utilised);
+            for (int k = 0; k <= c.layers; k++)
+                assert_true(rep.loss[k] > 0.0f && rep.loss[k] <= 1.0f);
+            float sum = 0;
+            for (int k = 0; k <= c.layers; k++) {
+                assert_true(l->alpha[k] > 0.0f);
+                sum += l->alpha[k];
+            }
+            assert_true(fabsf(sum - 1.0f) < 1e-5f);
+        }
+        assert_int_equal(l->stats.utilised, l->stats.updates);
+        assert_true(l->stats.updates > 1900);
+        assert_true(l->stats.satisfied <= l->stats.updates);
+        oml_learner_destroy(l);
+    }
+}
+
+/* A snapshot is a frozen copy: later steps do not change it, and it embeds
+ * exactly like the learner's parameters at the time it was taken. */
+static void test_snapshot_is_immutable_copy(void **state)
+{
+    (void)state;
+    oml_config c = cfg("paper");
+    oml_learner *l = NULL;
+    assert_int_equal(oml_learner_create(&l, &c, NULL), OML_OK);
+    oml_rng r;
+    oml_rng_seed(&r, 4);
+    float x[10 * D];
+    fill(&r, x, 10 * D);
+    oml_snapshot *s = oml_learner_snapshot(l, 7);
+    assert_non_null(s);
+    assert_int_equal(s->version, 7);
+    float *before = malloc(sizeof(float) * 4 * 10 * 8);
+    float *after = malloc(sizeof(float) * 4 * 10 * 8);
+    assert_int_equal(oml_snapshot_embed(s, x, 10, before), OML_OK);
+    for (int t = 0; t < 50; t++)
+        oml_learner_step(l, x, x + D, x + 2 * D, NULL);
+    assert_int_equal(oml_snapshot_embed(s, x, 10, after), OML_OK);
+    assert_memory_equal(before, after, sizeof(float) * 4 * 10 * 8);
+    /* Every embedding row is on the unit sphere. */
+    for (int i = 0; i < 4 * 10; i++) {
+        float n2 = 0;
+        for (int j = 0; j < 8; j++)
+            n2 += before[i * 8 + j] * before[i * 8 + j];
+        assert_true(fabsf(n2 - 1.0f) < 1e-5f);
+    }
+    oml_snapshot *s2 = oml_learner_snapshot(l, 8);
+    assert_int_equal(s2->updates, 50);
+    assert_true(memcmp(s->params, s2->params, l->lay.count * sizeof(float)) != 0);
+    oml_snapshot_retain(s);
+    oml_snapshot_release(s);
+    oml_snapshot_release(s);
+    oml_snapshot_release(s2);
+    free(before);
+    free(after);
+    oml_learner_destroy(l);
+}
+
+/* The PCA start makes every head the same linear projection: all heads
+ * embed any input identically, and head 0 agrees with P (x - mu). */
+static void test_pca_start_heads_agree(void **state)
+{
+    (void)state;
+    oml_config c = cfg("default");
+    oml_learner *l = NULL;
+    assert_int_equal(oml_learner_create(&l, &c, NULL), OML_OK);
+    oml_rng r;
+    oml_rng_seed(&r, 5);
+    float x[200 * D];
+    fill(&r, x, 200 * D);
+    assert_int_equal(oml_learner_prepare(l, x, 200), OML_OK);
+    oml_snapshot *s = oml_learner_snapshot(l, 1);
+    float out[4 * 5 * 8];
+    assert_int_equal(oml_snapshot_embed(s, x, 5, out), OML_OK);
+    for (int h = 1; h < 4; h++)
+        for (int i = 0; i < 5 * 8; i++)
+            assert_true(fabsf(out[h * 40 + i] - out[i]) < 1e-4f);
+    /* PCA rows are orthonormal. */
+    const float *P = l->params + l->lay.theta[0];
+    for (int a = 0; a < 8; a++)
+        for (int b = 0; b < 8; b++) {
+            float dot = 0;
+            for (int j = 0; j < D; j++)
+                dot += P[a * D + j] * P[b * D + j];
+            assert_true(fabsf(dot - (a == b ? 1.0f : 0.0f)) < 1e-4f);
+        }
+    oml_snapshot_release(s);
+    assert_int_equal(oml_learner_prepare(l, x, 1), OML_EEMPTY);
+    oml_learner_destroy(l);
+}
+
+/* Same seed, same stream: bit-identical learners. Different seed: not. */
+static void test_deterministic(void **state)
+{
+    (void)state;
+    oml_config c = cfg("paper");
+    oml_learner *a = NULL, *b = NULL, *e = NULL;
+    assert_int_equal(oml_learner_create(&a, &c, NULL), OML_OK);
+    assert_int_equal(oml_learner_create(&b, &c, NULL), OML_OK);
+    c.seed = 2;
+    assert_int_equal(oml_learner_create(&e, &c, NULL), OML_OK);
+    oml_rng r;
+    oml_rng_seed(&r, 6);
+    float x[3 * D];
+    for (int t = 0; t < 100; t++) {
+        fill(&r, x, 3 * D);
+        oml_learner_step(a, x, x + D, x + 2 * D, NULL);
+        oml_learner_step(b, x, x + D, x + 2 * D, NULL);
+    }
+    assert_memory_equal(a->params, b->params, a->lay.count * sizeof(float));
+    assert_memory_equal(a->alpha, b->alpha, sizeof a->alpha);
+    assert_true(memcmp(a->params, e->params, a->lay.count * sizeof(float)) != 0);
+    oml_learner_destroy(a);
+    oml_learner_destroy(b);
+    oml_learner_destroy(e);
+}
+
+static void test_config_validation_names_field(void **state)
+{
+    (void)state;
+    oml_config c = cfg("paper");
+    oml_learner *l = NULL;
+    oml_diag d = {0};
+    c.tau = 2.0f;
+    assert_int_equal(oml_learner_create(&l, &c, &d), OML_EINVAL);
+    assert_string_equal(d.field, "tau");
+    c = cfg("paper");
+    c.beta = 1.0f;
+    assert_int_equal(oml_learner_create(&l, &c, &d), OML_EINVAL);
+    assert_string_equal(d.field, "beta");
+    c = cfg("paper");
+    c.layers = OML_MAX_LAYERS + 1;
+    assert_int_equal(oml_learner_create(&l, &c, &d), OML_EINVAL);
+    assert_string_equal(d.field, "layers");
+    c = cfg("default");
+    c.hidden = c.emb; /* PCA start needs 2*emb hidden units */
+    assert_int_equal(oml_learner_create(&l, &c, &d), OML_EINVAL);
+    assert_string_equal(d.field, "init");
+    assert_null(l);
+    assert_int_equal(oml_config_preset(&c, "nonsense", D), OML_EINVAL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_utilisation_one_on_random_triplets),
+        cmocka_unit_test(test_snapshot_is_immutable_copy),
+        cmocka_unit_test(test_pca_start_heads_agree),
+        cmocka_unit_test(test_deterministic),
+        cmocka_unit_test(test_config_validation_names_field),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
