@@ -46,6 +46,19 @@ void oml_index_destroy(oml_index *ix); /* accepts NULL; releases the snapshot re
 int32_t oml_index_topk(const oml_index *ix, int head, const float *q, int32_t k,
                        int32_t exclude, oml_neighbor *out, float *scratch);
 
+/* The selection step of oml_index_topk, for callers that computed the dot
+ * products themselves (e.g. one GEMM for many queries): dots (n) holds any
+ * BLAS-accurate E_head . q and is destroyed (used as scratch). The result is
+ * exact and bit-identical whatever routine produced dots, because final
+ * distances are recomputed in a fixed order. out (k); returns the count. */
+int32_t oml_index_select(const oml_index *ix, int head, const float *q, float *dots,
+                         int32_t k, int32_t exclude, oml_neighbor *out);
+
+/* The distance every function here reports: D = sqrt(2 - 2 cos(a, b)) of two
+ * embedding rows (emb), the cosine taken in double with the rows' actual norms
+ * (0 for a zero row), so D(a, a) = 0 and D is in [0, 2]. Pure. */
+float oml_index_dist(const float *a, const float *b, int32_t emb);
+
 /* Row of a store slot, or -1 if the slot is not in this index. */
 int32_t oml_index_row_of_slot(const oml_index *ix, uint32_t slot);
 

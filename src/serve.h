@@ -28,14 +28,18 @@ typedef struct oml_classification {
 
 /* kNN classification of x (dim) with k neighbours per head. exclude_row is an
  * index row to leave out (the query item itself), or -1. Errors: OML_EINVAL
- * (k out of [1, OML_SERVE_MAX_K]), OML_EEMPTY (no labelled neighbour),
- * OML_ENOMEM. Heads whose k neighbours are equally far (d_max = d_min) score
- * every neighbour alpha(l), the limit of Eq. 23. */
+ * (k out of [1, OML_SERVE_MAX_K], field "k"; exclude_row out of [-1, n)),
+ * OML_ENONFINITE (field "features"), OML_EEMPTY (empty index or no labelled
+ * neighbour), OML_ENOMEM. Heads whose k neighbours are equally far
+ * (d_max = d_min) score every neighbour alpha(l), the limit of Eq. 23. */
 int oml_classify(const oml_index *ix, const float *x, int32_t k, int32_t exclude_row,
                  oml_classification *out, oml_diag *diag);
 
 /* The same for m queries X (m, dim), labels only (the evaluation path):
- * embeds and searches in blocks with GEMM. labels_out (m). */
+ * searches in blocks with one GEMM per head; labels_out (m) equals
+ * oml_classify row by row exactly, with OML_LABEL_NONE where that would be
+ * OML_EEMPTY. Errors (labels_out untouched): OML_EINVAL (k, m), OML_ENONFINITE,
+ * OML_EEMPTY (empty index and m > 0), OML_ENOMEM. */
 int oml_classify_batch(const oml_index *ix, const float *X, int32_t m, int32_t k,
                        int32_t *labels_out);
 
@@ -45,7 +49,8 @@ typedef struct oml_verification {
     float dist[OML_MAX_LAYERS + 1]; /* D(l)(x1, x2) per head */
 } oml_verification;
 
-/* Eq. 26 with threshold T in (0, 1). OML_EINVAL for T out of range. */
+/* Eq. 26 with threshold T in (0, 1): p_l = 1 iff D(l)/2 < T. OML_EINVAL for
+ * T out of range (field "threshold"), OML_ENONFINITE, OML_ENOMEM. */
 int oml_verify(const oml_snapshot *s, const float *x1, const float *x2, float threshold,
                oml_verification *out, oml_diag *diag);
 
@@ -55,8 +60,9 @@ typedef struct oml_hit {
 } oml_hit;
 
 /* Eq. 27: pools k neighbours from every head, scores them, keeps the top k
- * distinct rows by descending score. out holds k hits; returns the count via
- * *n_out. exclude_row as for classify. */
+ * distinct rows by descending score (ties: smaller row). out holds k hits;
+ * returns the count via *n_out (0 for an empty index). Errors as for
+ * classify, except that an empty index is not one. */
 int oml_retrieve(const oml_index *ix, const float *x, int32_t k, int32_t exclude_row,
                  oml_hit *out, int32_t *n_out, oml_diag *diag);
 

@@ -46,8 +46,8 @@ static int open_idx(const char *path, int ndim, uint32_t *sizes, gzFile *out, om
 
 int oml_idx_read_images(const char *path, float **out, int32_t *n, int32_t *dim, oml_diag *diag)
 {
-    uint32_t sz[3];
-    gzFile f;
+    uint32_t sz[3] = {0, 0, 0};
+    gzFile f = NULL;
     int rc = open_idx(path, 3, sz, &f, diag);
     if (rc != OML_OK)
         return rc;
@@ -82,8 +82,8 @@ int oml_idx_read_images(const char *path, float **out, int32_t *n, int32_t *dim,
 
 int oml_idx_read_labels(const char *path, int32_t **out, int32_t *n, oml_diag *diag)
 {
-    uint32_t sz[1];
-    gzFile f;
+    uint32_t sz[1] = {0};
+    gzFile f = NULL;
     int rc = open_idx(path, 1, sz, &f, diag);
     if (rc != OML_OK)
         return rc;

@@ -1,0 +1,386 @@
+/* serve.c - classification, verification and retrieval (OAHU Sec. 3.6).
+ *
+ * DESIGN: pure functions over an immutable index or snapshot; they run on
+ * query pool threads (and the evaluation tool) and never touch the store or
+ * the learner. Each call allocates one workspace and frees it before
+ * returning, so a failed allocation is OML_ENOMEM and nothing leaks.
+ *
+ * Exactness contract: oml_classify_batch gives the same labels as
+ * oml_classify row by row. Two things make that hold bit for bit although
+ * BLAS rounds differently for different matrix shapes (measured on
+ * OpenBLAS 0.3.21: 3% of 1 x n and 256 x n sgemm dot products differ in the
+ * last bit): (1) every query is embedded by its own one-row
+ * oml_snapshot_embed call on both paths, so its embedding is identical;
+ * (2) GEMM/GEMV dot products only pre-select neighbours and the distances
+ * are recomputed canonically (oml_index_select). Votes are then summed in
+ * the same order (head, then rank) by the same code. */
+#include "serve.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BATCH_ROWS 256 /* queries per GEMM block in oml_classify_batch */
+
+static int all_finite(const float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i]))
+            return 0;
+    return 1;
+}
+
+/* OAHU Eq. 23 (= Eq. 27) for neighbour j of one head whose k neighbours lie
+ * in [d_min, d_max]; if d_max = d_min the exponent is 0/0 and we take its
+ * limit for a shared distance, exp(0) = 1, i.e. S = alpha(l). */
+static double eq23_score(float d, float d_min, float d_max, float alpha)
+{
+    if (!(d_max > d_min))
+        return (double)alpha;
+    return exp(-((double)d - (double)d_min) / ((double)d_max - (double)d_min)) * (double)alpha;
+}
+
+/* Per-query voting state: dense class sums with a list of touched labels. */
+typedef struct vote_ws {
+    double *cls;      /* (n_labels) S(c), Eq. 24 */
+    unsigned char *seen;
+    int32_t *touched; /* labels with at least one vote */
+} vote_ws;
+
+/* Eq. 23-25 over the neighbours nb (heads, k) with cnt[h] valid per head.
+ * Writes the label (and the full result when out != NULL); OML_EEMPTY when no
+ * neighbour has a label. Leaves ws zeroed again. */
+static int vote(const oml_index *ix, const oml_neighbor *nb, const int32_t *cnt, int32_t k,
+                vote_ws *ws, int32_t *label, oml_classification *out)
+{
+    int32_t nt = 0;
+    for (int h = 0; h < ix->heads; h++) {
+        const oml_neighbor *nh = nb + (size_t)h * (size_t)k;
+        if (cnt[h] == 0)
+            continue;
+        float d_min = nh[0].dist, d_max = nh[cnt[h] - 1].dist; /* ascending */
+        for (int32_t j = 0; j < cnt[h]; j++) {
+            int32_t lab = ix->labels[nh[j].row];
+            if (lab < 0)
+                continue; /* an unlabelled neighbour votes for nothing */
+            if (!ws->seen[lab]) {
+                ws->seen[lab] = 1;
+                ws->touched[nt++] = lab;
+            }
+            ws->cls[lab] += eq23_score(nh[j].dist, d_min, d_max, ix->snap->alpha[h]); /* Eq. 24 */
+        }
+    }
+    if (nt == 0)
+        return OML_EEMPTY;
+
+    /* Eq. 25: argmax, ties to the smaller label id. */
+    int32_t best = ws->touched[0];
+    for (int32_t i = 1; i < nt; i++) {
+        int32_t c = ws->touched[i];
+        if (ws->cls[c] > ws->cls[best] || (ws->cls[c] == ws->cls[best] && c < best))
+            best = c;
+    }
+    *label = best;
+    if (out != NULL) {
+        memset(out, 0, sizeof *out);
+        out->label = best;
+        out->score = (float)ws->cls[best];
+        /* Up to 16 best non-zero classes by (score desc, label asc), by
+         * repeated selection: nt <= heads * k, so this is cheap. */
+        int32_t cap = (int32_t)(sizeof out->classes / sizeof out->classes[0]);
+        while (out->n_classes < cap) {
+            int32_t pick = -1;
+            for (int32_t i = 0; i < nt; i++) {
+                int32_t c = ws->touched[i];
+                if (ws->seen[c] != 1 || !(ws->cls[c] > 0.0))
+                    continue;
+                if (pick < 0 || ws->cls[c] > ws->cls[pick]
+                    || (ws->cls[c] == ws->cls[pick] && c < pick))
+                    pick = c;
+            }
+            if (pick < 0)
+                break;
+            ws->seen[pick] = 2; /* taken */
+            out->classes[out->n_classes].label = pick;
+            out->classes[out->n_classes].score = (float)ws->cls[pick];
+            out->n_classes++;
+        }
+    }
+    for (int32_t i = 0; i < nt; i++) {
+        ws->cls[ws->touched[i]] = 0.0;
+        ws->seen[ws->touched[i]] = 0;
+    }
+    return OML_OK;
+}
+
+/* Validation shared by classify and retrieve. */
+static int check_query(const oml_index *ix, const float *x, int32_t k, int32_t exclude_row,
+                       oml_diag *diag)
+{
+    if (ix == NULL || x == NULL)
+        return oml_diag_set(diag, OML_EINVAL, "index", "no index or no query");
+    if (k < 1 || k > OML_SERVE_MAX_K)
+        return oml_diag_set(diag, OML_EINVAL, "k", "k %d not in [1, %d]", (int)k,
+                            OML_SERVE_MAX_K);
+    if (!all_finite(x, (size_t)ix->snap->cfg.dim))
+        return oml_diag_set(diag, OML_ENONFINITE, "features", "query has a NaN or infinity");
+    if (exclude_row < -1 || exclude_row >= ix->n)
+        return oml_diag_set(diag, OML_EINVAL, "exclude_row", "row %d not in [-1, %d)",
+                            (int)exclude_row, (int)ix->n);
+    return OML_OK;
+}
+
+/* Query workspace: the query's embedding, GEMV scratch and k neighbours per
+ * head, in one allocation. */
+typedef struct query_ws {
+    float *q;          /* (heads, emb) */
+    float *scratch;    /* (n) */
+    oml_neighbor *nb;  /* (heads, k) */
+    int32_t cnt[OML_MAX_LAYERS + 1];
+    void *_block;
+} query_ws;
+
+static int query_ws_init(query_ws *w, const oml_index *ix, int32_t k, size_t extra,
+                         void **extra_out)
+{
+    size_t nnb = (size_t)ix->heads * (size_t)k;
+    size_t nf = (size_t)ix->heads * (size_t)ix->emb + (size_t)ix->n;
+    char *p = malloc(nnb * sizeof(oml_neighbor) + extra + nf * sizeof(float));
+    if (p == NULL)
+        return OML_ENOMEM;
+    w->_block = p;
+    w->nb = (oml_neighbor *)(void *)p;
+    p += nnb * sizeof(oml_neighbor);
+    *extra_out = p; /* extra bytes, 8-aligned (oml_neighbor is 8 bytes) */
+    p += extra;
+    w->q = (float *)(void *)p;
+    w->scratch = w->q + (size_t)ix->heads * (size_t)ix->emb;
+    return OML_OK;
+}
+
+/* Embeds x and finds k neighbours per head (Sec. 3.6.1, first step). */
+static int query_neighbors(const oml_index *ix, const float *x, int32_t k, int32_t exclude_row,
+                           query_ws *w)
+{
+    int rc = oml_snapshot_embed(ix->snap, x, 1, w->q); /* (heads, 1, emb) */
+    if (rc != OML_OK)
+        return rc;
+    for (int h = 0; h < ix->heads; h++)
+        w->cnt[h] = oml_index_topk(ix, h, w->q + (size_t)h * (size_t)ix->emb, k, exclude_row,
+                                   w->nb + (size_t)h * (size_t)k, w->scratch);
+    return OML_OK;
+}
+
+int oml_classify(const oml_index *ix, const float *x, int32_t k, int32_t exclude_row,
+                 oml_classification *out, oml_diag *diag)
+{
+    int rc = check_query(ix, x, k, exclude_row, diag);
+    if (rc != OML_OK)
+        return rc;
+    if (ix->n == 0)
+        return oml_diag_set(diag, OML_EEMPTY, "index", "the index has no items");
+    size_t nl = (size_t)ix->n_labels, nt = (size_t)ix->heads * (size_t)k;
+    size_t extra = nl * sizeof(double) + nl + (nt < nl ? nt : nl) * sizeof(int32_t);
+    extra = (extra + 7) & ~(size_t)7;
+    query_ws w;
+    void *ex;
+    if (query_ws_init(&w, ix, k, extra, &ex) != OML_OK)
+        return oml_diag_set(diag, OML_ENOMEM, "", "classify workspace");
+    vote_ws vw = {ex, NULL, NULL};
+    vw.touched = (int32_t *)(void *)(vw.cls + nl);
+    vw.seen = (unsigned char *)(vw.touched + (nt < nl ? nt : nl));
+    memset(vw.cls, 0, nl * sizeof(double));
+    memset(vw.seen, 0, nl);
+
+    rc = query_neighbors(ix, x, k, exclude_row, &w);
+    if (rc == OML_OK) {
+        oml_classification res;
+        int32_t label;
+        rc = vote(ix, w.nb, w.cnt, k, &vw, &label, &res);
+        if (rc == OML_OK)
+            *out = res;
+        else
+            oml_diag_set(diag, rc, "index", "no labelled neighbour");
+    } else {
+        oml_diag_set(diag, rc, "", "embedding the query");
+    }
+    free(w._block);
+    return rc;
+}
+
+int oml_classify_batch(const oml_index *ix, const float *X, int32_t m, int32_t k,
+                       int32_t *labels_out)
+{
+    if (ix == NULL || m < 0 || (m > 0 && (X == NULL || labels_out == NULL)))
+        return OML_EINVAL;
+    if (k < 1 || k > OML_SERVE_MAX_K)
+        return OML_EINVAL;
+    size_t dim = (size_t)ix->snap->cfg.dim;
+    if (!all_finite(X, (size_t)m * dim))
+        return OML_ENONFINITE;
+    if (m == 0)
+        return OML_OK;
+    if (ix->n == 0)
+        return OML_EEMPTY;
+
+    size_t n = (size_t)ix->n, e = (size_t)ix->emb, H = (size_t)ix->heads, K = (size_t)k;
+    size_t B = (size_t)(m < BATCH_ROWS ? m : BATCH_ROWS);
+    size_t nl = (size_t)ix->n_labels, nt = H * K < nl ? H * K : nl;
+    /* Layout, largest alignment first: class sums (nl) | neighbours
+     * (B, H, k) | dots (B, n) | queries (H, B, emb) | one-row embedding
+     * (H, emb) | labels (m) | counts (B, H) | touched | seen. */
+    size_t bytes = nl * sizeof(double) + B * H * K * sizeof(oml_neighbor)
+                   + (B * n + H * B * e + H * e) * sizeof(float)
+                   + ((size_t)m + B * H + nt) * sizeof(int32_t) + nl;
+    char *blk = malloc(bytes);
+    if (blk == NULL)
+        return OML_ENOMEM;
+    vote_ws vw;
+    vw.cls = (double *)(void *)blk;
+    oml_neighbor *nb = (oml_neighbor *)(void *)(vw.cls + nl);
+    float *dots = (float *)(void *)(nb + B * H * K);
+    float *Q = dots + B * n;
+    float *q1 = Q + H * B * e;
+    int32_t *labels = (int32_t *)(void *)(q1 + H * e);
+    int32_t *cnts = labels + m;
+    vw.touched = cnts + B * H;
+    vw.seen = (unsigned char *)(vw.touched + nt);
+    memset(vw.cls, 0, nl * sizeof(double));
+    memset(vw.seen, 0, nl);
+
+    int rc = OML_OK;
+    for (size_t i0 = 0; i0 < (size_t)m && rc == OML_OK; i0 += B) {
+        size_t b = (size_t)m - i0 < B ? (size_t)m - i0 : B;
+        /* One-row embeddings (see DESIGN), scattered to Q (H, b, emb). */
+        for (size_t i = 0; i < b && rc == OML_OK; i++) {
+            rc = oml_snapshot_embed(ix->snap, X + (i0 + i) * dim, 1, q1);
+            for (size_t h = 0; h < H && rc == OML_OK; h++)
+                memcpy(Q + (h * b + i) * e, q1 + h * e, e * sizeof(float));
+        }
+        for (size_t h = 0; h < H && rc == OML_OK; h++) {
+            /* dots (b, n) = Q_h (b, emb) . E_h (n, emb)^T: all pairs of the block. */
+            const float *Qh = Q + h * b * e;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)b, (int)n, (int)e, 1.0f,
+                        Qh, (int)e, ix->emb_all + h * n * e, (int)e, 0.0f, dots, (int)n);
+            for (size_t i = 0; i < b; i++)
+                cnts[i * H + h] = oml_index_select(ix, (int)h, Qh + i * e, dots + i * n, k,
+                                                   -1, nb + (i * H + h) * K);
+        }
+        for (size_t i = 0; i < b && rc == OML_OK; i++) {
+            int32_t lab = OML_LABEL_NONE;
+            if (vote(ix, nb + i * H * K, cnts + i * H, k, &vw, &lab, NULL) != OML_OK)
+                lab = OML_LABEL_NONE;
+            labels[i0 + i] = lab;
+        }
+    }
+    if (rc == OML_OK)
+        memcpy(labels_out, labels, (size_t)m * sizeof(int32_t));
+    free(blk);
+    return rc;
+}
+
+int oml_verify(const oml_snapshot *s, const float *x1, const float *x2, float threshold,
+               oml_verification *out, oml_diag *diag)
+{
+    if (s == NULL || x1 == NULL || x2 == NULL || out == NULL)
+        return oml_diag_set(diag, OML_EINVAL, "features", "missing snapshot or vector");
+    if (!(threshold > 0.0f && threshold < 1.0f))
+        return oml_diag_set(diag, OML_EINVAL, "threshold", "threshold %g not in (0, 1)",
+                            (double)threshold);
+    size_t dim = (size_t)s->cfg.dim, e = (size_t)s->cfg.emb, H = (size_t)oml_snapshot_heads(s);
+    if (!all_finite(x1, dim) || !all_finite(x2, dim))
+        return oml_diag_set(diag, OML_ENONFINITE, "features", "a vector has a NaN or infinity");
+    float *f = malloc(2 * H * e * sizeof *f);
+    if (f == NULL)
+        return oml_diag_set(diag, OML_ENOMEM, "", "verify workspace");
+    /* Two one-row calls, so that x1 == x2 embeds identically and gives D = 0. */
+    int rc = oml_snapshot_embed(s, x1, 1, f);
+    if (rc == OML_OK)
+        rc = oml_snapshot_embed(s, x2, 1, f + H * e);
+    if (rc != OML_OK) {
+        free(f);
+        return oml_diag_set(diag, rc, "", "embedding the pair");
+    }
+    oml_verification res;
+    memset(&res, 0, sizeof res);
+    double p = 0.0;
+    for (size_t h = 0; h < H; h++) {
+        res.dist[h] = oml_index_dist(f + h * e, f + (H + h) * e, (int32_t)e);
+        if (res.dist[h] / 2.0f < threshold) /* p_l of Eq. 26: D/2 normalised to [0, 1] */
+            p += (double)s->alpha[h];
+    }
+    res.probability = (float)p;      /* Eq. 26 */
+    res.similar = res.probability >= 0.5f;
+    free(f);
+    *out = res;
+    return OML_OK;
+}
+
+typedef struct pool_hit {
+    int32_t row;
+    double score;
+} pool_hit;
+
+static int by_row_then_score(const void *pa, const void *pb)
+{
+    const pool_hit *a = pa, *b = pb;
+    if (a->row != b->row)
+        return a->row < b->row ? -1 : 1;
+    return a->score > b->score ? -1 : a->score < b->score ? 1 : 0;
+}
+
+static int by_score_then_row(const void *pa, const void *pb)
+{
+    const pool_hit *a = pa, *b = pb;
+    if (a->score != b->score)
+        return a->score > b->score ? -1 : 1;
+    return a->row < b->row ? -1 : a->row > b->row ? 1 : 0;
+}
+
+int oml_retrieve(const oml_index *ix, const float *x, int32_t k, int32_t exclude_row,
+                 oml_hit *out, int32_t *n_out, oml_diag *diag)
+{
+    int rc = check_query(ix, x, k, exclude_row, diag);
+    if (rc != OML_OK)
+        return rc;
+    if (ix->n == 0) {
+        *n_out = 0; /* retrieving from nothing finds nothing */
+        return OML_OK;
+    }
+    size_t P = (size_t)ix->heads * (size_t)k;
+    query_ws w;
+    void *ex;
+    if (query_ws_init(&w, ix, k, P * sizeof(pool_hit), &ex) != OML_OK)
+        return oml_diag_set(diag, OML_ENOMEM, "", "retrieve workspace");
+    pool_hit *pool = ex;
+    rc = query_neighbors(ix, x, k, exclude_row, &w);
+    if (rc != OML_OK) {
+        free(w._block);
+        return oml_diag_set(diag, rc, "", "embedding the query");
+    }
+    /* Pool the k(L+1) candidates with their Eq. 27 scores. */
+    size_t np = 0;
+    for (int h = 0; h < ix->heads; h++) {
+        const oml_neighbor *nh = w.nb + (size_t)h * (size_t)k;
+        for (int32_t j = 0; j < w.cnt[h]; j++)
+            pool[np++] = (pool_hit){nh[j].row, eq23_score(nh[j].dist, nh[0].dist,
+                                                          nh[w.cnt[h] - 1].dist,
+                                                          ix->snap->alpha[h])};
+    }
+    /* "Sort descending and keep the top k distinct": the first occurrence of
+     * a row in descending order is its best score, so keep each row's best,
+     * then sort the distinct rows by (score desc, row asc). */
+    qsort(pool, np, sizeof *pool, by_row_then_score);
+    size_t nd = 0;
+    for (size_t i = 0; i < np; i++)
+        if (nd == 0 || pool[nd - 1].row != pool[i].row)
+            pool[nd++] = pool[i];
+    qsort(pool, nd, sizeof *pool, by_score_then_row);
+    int32_t cnt = (int32_t)(nd < (size_t)k ? nd : (size_t)k);
+    for (int32_t i = 0; i < cnt; i++)
+        out[i] = (oml_hit){pool[i].row, (float)pool[i].score};
+    *n_out = cnt;
+    free(w._block);
+    return OML_OK;
+}

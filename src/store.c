@@ -1,0 +1,300 @@
+/* store.c - the item store.
+ *
+ * DESIGN
+ * Owns: per-slot arrays (features (cap, dim) row-major, id copy, id length,
+ * label id, live flag), the id map (id -> slot of the *live* item), the label
+ * table (NUL-terminated copies) and the label map (name -> label id). Both
+ * maps borrow their keys from the copies owned here, which live until
+ * destroy, so a tombstoned slot still answers oml_store_id().
+ * Invariants: n_slots <= cap <= max_items; id_map holds exactly the live
+ * slots; n_labels <= max_items (labels are never forgotten, so this bound
+ * keeps memory finite under label churn).
+ * Every put validates all input, then reserves every allocation it may need
+ * (array capacity, id copy, label copy, map buckets) and only then mutates;
+ * so errors, OML_ENOMEM included, leave the store unchanged.
+ * Thread: one writer, see store.h. */
+#include "store.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "idmap.h"
+
+#define STORE_MIN_CAP 16u
+
+struct oml_store {
+    int32_t dim;
+    uint32_t max_items;
+    uint32_t n_slots, cap, n_live;
+    float *x;          /* (cap, dim) */
+    char **ids;        /* (cap), owned NUL-terminated copies */
+    uint32_t *id_len;  /* (cap) */
+    int32_t *label;    /* (cap) */
+    uint8_t *live;     /* (cap) */
+    oml_idmap id_map;  /* live id -> slot */
+
+    char **label_names; /* (label_cap), owned NUL-terminated copies */
+    uint32_t *label_len;
+    int32_t n_labels, label_cap;
+    oml_idmap label_map; /* name -> label id */
+};
+
+int oml_store_create(oml_store **out, int32_t dim, uint32_t max_items)
+{
+    if (out == NULL || dim <= 0 || max_items == 0 ||
+        (uint64_t)max_items * (uint64_t)dim > SIZE_MAX / sizeof(float))
+        return OML_EINVAL;
+    oml_store *s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return OML_ENOMEM;
+    s->dim = dim;
+    s->max_items = max_items;
+    oml_idmap_init(&s->id_map);
+    oml_idmap_init(&s->label_map);
+    *out = s;
+    return OML_OK;
+}
+
+void oml_store_destroy(oml_store *s)
+{
+    if (s == NULL)
+        return;
+    for (uint32_t i = 0; i < s->n_slots; i++)
+        free(s->ids[i]);
+    for (int32_t i = 0; i < s->n_labels; i++)
+        free(s->label_names[i]);
+    free(s->x);
+    free(s->ids);
+    free(s->id_len);
+    free(s->label);
+    free(s->live);
+    free(s->label_names);
+    free(s->label_len);
+    oml_idmap_free(&s->id_map);
+    oml_idmap_free(&s->label_map);
+    free(s);
+}
+
+/* Grows every slot array to hold one more slot. A failure part-way leaves
+ * some arrays larger than cap, which is harmless: cap only moves once all
+ * of them succeeded, and the next attempt reallocates again. */
+static int store_reserve_slot(oml_store *s)
+{
+    if (s->n_slots < s->cap)
+        return OML_OK;
+    uint64_t want = s->cap ? 2ull * s->cap : STORE_MIN_CAP;
+    uint32_t cap = want > s->max_items ? s->max_items : (uint32_t)want;
+    void *p;
+    if ((p = realloc(s->x, (size_t)cap * (size_t)s->dim * sizeof(float))) == NULL)
+        return OML_ENOMEM;
+    s->x = p;
+    if ((p = realloc(s->ids, (size_t)cap * sizeof *s->ids)) == NULL)
+        return OML_ENOMEM;
+    s->ids = p;
+    if ((p = realloc(s->id_len, (size_t)cap * sizeof *s->id_len)) == NULL)
+        return OML_ENOMEM;
+    s->id_len = p;
+    if ((p = realloc(s->label, (size_t)cap * sizeof *s->label)) == NULL)
+        return OML_ENOMEM;
+    s->label = p;
+    if ((p = realloc(s->live, (size_t)cap * sizeof *s->live)) == NULL)
+        return OML_ENOMEM;
+    s->live = p;
+    s->cap = cap;
+    return OML_OK;
+}
+
+static int store_reserve_label(oml_store *s)
+{
+    if (s->n_labels < s->label_cap)
+        return OML_OK;
+    uint64_t want = s->label_cap ? 2ull * (uint64_t)s->label_cap : STORE_MIN_CAP;
+    int32_t cap = want > s->max_items ? (int32_t)s->max_items : (int32_t)want;
+    void *p;
+    if ((p = realloc(s->label_names, (size_t)cap * sizeof *s->label_names)) == NULL)
+        return OML_ENOMEM;
+    s->label_names = p;
+    if ((p = realloc(s->label_len, (size_t)cap * sizeof *s->label_len)) == NULL)
+        return OML_ENOMEM;
+    s->label_len = p;
+    s->label_cap = cap;
+    return OML_OK;
+}
+
+static char *store_dup(const char *b, size_t n)
+{
+    char *d = malloc(n + 1);
+    if (d != NULL) {
+        memcpy(d, b, n);
+        d[n] = '\0';
+    }
+    return d;
+}
+
+/* Ids and labels share the rules: 1..OML_ID_MAX bytes, no NUL. */
+static int store_check_name(const char *b, size_t n, const char *field, oml_diag *diag)
+{
+    if (b == NULL || n == 0)
+        return oml_diag_set(diag, OML_EINVAL, field, "%s is empty", field);
+    if (n > OML_ID_MAX)
+        return oml_diag_set(diag, OML_EINVAL, field, "%s is %zu bytes, max %d", field, n,
+                            OML_ID_MAX);
+    const char *z = memchr(b, '\0', n);
+    if (z != NULL)
+        return oml_diag_set(diag, OML_EINVAL, field, "%s has a NUL byte at offset %td", field,
+                            z - b);
+    return OML_OK;
+}
+
+int oml_store_put(oml_store *s, const char *id, size_t id_len, const float *x,
+                  const char *label, size_t label_len, uint32_t *slot_out,
+                  oml_diag *diag)
+{
+    int rc = store_check_name(id, id_len, "id", diag);
+    if (rc != OML_OK)
+        return rc;
+    if (x == NULL)
+        return oml_diag_set(diag, OML_EINVAL, "features", "features are missing");
+    for (int32_t i = 0; i < s->dim; i++)
+        if (!isfinite(x[i]))
+            return oml_diag_set(diag, OML_ENONFINITE, "features",
+                                "features[%d] is not finite", (int)i);
+    if (label != NULL && (rc = store_check_name(label, label_len, "label", diag)) != OML_OK)
+        return rc;
+
+    /* Resolve or reserve the label. A new label's copy is made now and
+     * owned by this function until the commit below. */
+    int32_t lab = OML_LABEL_NONE;
+    char *new_label = NULL;
+    if (label != NULL) {
+        uint32_t v;
+        if (oml_idmap_get(&s->label_map, label, label_len, &v) == OML_OK) {
+            lab = (int32_t)v;
+        } else {
+            if ((uint32_t)s->n_labels >= s->max_items)
+                return oml_diag_set(diag, OML_EFULL, "label", "too many labels (max %u)",
+                                    s->max_items);
+            if (store_reserve_label(s) != OML_OK ||
+                oml_idmap_reserve(&s->label_map, 1) != OML_OK ||
+                (new_label = store_dup(label, label_len)) == NULL)
+                return oml_diag_set(diag, OML_ENOMEM, "label", "out of memory");
+            lab = s->n_labels;
+        }
+    }
+
+    uint32_t slot;
+    char *new_id = NULL;
+    if (oml_idmap_get(&s->id_map, id, id_len, &slot) != OML_OK) {
+        if (s->n_slots >= s->max_items) {
+            free(new_label);
+            return oml_diag_set(diag, OML_EFULL, "id", "store is full (%u slots)", s->max_items);
+        }
+        if (store_reserve_slot(s) != OML_OK || oml_idmap_reserve(&s->id_map, 1) != OML_OK ||
+            (new_id = store_dup(id, id_len)) == NULL) {
+            free(new_label);
+            return oml_diag_set(diag, OML_ENOMEM, "id", "out of memory");
+        }
+        slot = s->n_slots;
+    }
+
+    /* Commit: nothing below can fail, the maps have room reserved. */
+    if (new_label != NULL) {
+        s->label_names[lab] = new_label;
+        s->label_len[lab] = (uint32_t)label_len;
+        (void)oml_idmap_put(&s->label_map, new_label, label_len, (uint32_t)lab);
+        s->n_labels++;
+    }
+    if (new_id != NULL) {
+        s->ids[slot] = new_id;
+        s->id_len[slot] = (uint32_t)id_len;
+        s->live[slot] = 1;
+        (void)oml_idmap_put(&s->id_map, new_id, id_len, slot);
+        s->n_slots++;
+        s->n_live++;
+    }
+    memcpy(s->x + (size_t)slot * (size_t)s->dim, x, (size_t)s->dim * sizeof(float));
+    s->label[slot] = lab;
+    if (slot_out != NULL)
+        *slot_out = slot;
+    return OML_OK;
+}
+
+int oml_store_delete(oml_store *s, const char *id, size_t id_len)
+{
+    uint32_t slot;
+    if (id == NULL || oml_idmap_get(&s->id_map, id, id_len, &slot) != OML_OK)
+        return OML_ENOTFOUND;
+    (void)oml_idmap_del(&s->id_map, id, id_len);
+    s->live[slot] = 0;
+    s->n_live--;
+    return OML_OK;
+}
+
+int oml_store_find(const oml_store *s, const char *id, size_t id_len, uint32_t *slot)
+{
+    uint32_t v;
+    if (id == NULL || oml_idmap_get(&s->id_map, id, id_len, &v) != OML_OK)
+        return OML_ENOTFOUND;
+    if (slot != NULL)
+        *slot = v;
+    return OML_OK;
+}
+
+int oml_store_is_live(const oml_store *s, uint32_t slot)
+{
+    return slot < s->n_slots && s->live[slot];
+}
+
+const float *oml_store_features(const oml_store *s, uint32_t slot)
+{
+    return slot < s->n_slots ? s->x + (size_t)slot * (size_t)s->dim : NULL;
+}
+
+const char *oml_store_id(const oml_store *s, uint32_t slot, size_t *len)
+{
+    if (slot >= s->n_slots)
+        return NULL;
+    if (len != NULL)
+        *len = s->id_len[slot];
+    return s->ids[slot];
+}
+
+int32_t oml_store_label(const oml_store *s, uint32_t slot)
+{
+    return slot < s->n_slots ? s->label[slot] : OML_LABEL_NONE;
+}
+
+int32_t oml_store_label_count(const oml_store *s)
+{
+    return s->n_labels;
+}
+
+const char *oml_store_label_name(const oml_store *s, int32_t label, size_t *len)
+{
+    if (label < 0 || label >= s->n_labels)
+        return NULL;
+    if (len != NULL)
+        *len = s->label_len[label];
+    return s->label_names[label];
+}
+
+int32_t oml_store_dim(const oml_store *s)
+{
+    return s->dim;
+}
+
+uint32_t oml_store_slots(const oml_store *s)
+{
+    return s->n_slots;
+}
+
+uint32_t oml_store_count(const oml_store *s)
+{
+    return s->n_live;
+}
+
+const float *oml_store_matrix(const oml_store *s)
+{
+    return s->x;
+}

@@ -1,0 +1,476 @@
+/* test_index.c - the embedded item index: exact top-k, ties, exclusion,
+ * tombstones, ownership, and agreement with a naive full sort.
+ *
+ * Hand-worked model (layers = 1, dim = hidden = emb = 2, mu = 0, W(1) = I,
+ * Theta(0) = Theta(1) = I): head 0 is f0(x) = x / ||x||, head 1 is
+ * f1(x) = ReLU(x) / ||ReLU(x)|| (the zero vector when ReLU(x) = 0, whose
+ * distance to every unit vector is sqrt(2)).
+ *
+ * Items (row = slot order):  0 a (1,0) red    1 b (0,1) blue   2 c (1,1) red
+ *                            3 d (-1,0) blue  4 e (2,0) none   5 f (0.6,0.8) green
+ * Query x = (1,0), f0 = f1 = (1,0). D = sqrt(2 - 2 cos):
+ *   head 0: a 0, b sqrt(2), c sqrt(2 - sqrt(2)) = 0.76536686, d 2, e 0,
+ *           f sqrt(2 - 1.2) = 0.89442719  ->  order a e c f b d
+ *   head 1: as head 0 except d, whose ReLU is 0: D = sqrt(2), tied with b
+ *           ->  order a e c f b d (b before d: smaller row). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "index.h"
+#include "rng.h"
+
+#define D_AC 0.76536686f /* sqrt(2 - sqrt(2)) */
+#define D_AF 0.89442719f /* sqrt(0.8) */
+#define SQRT2 1.41421356f
+
+/* Snapshot with the given shape; params from `p` (lay.count floats) or, if
+ * NULL, Gaussian from seed. Equal hedge weights unless alpha is given. */
+static oml_snapshot *make_snap(int32_t layers, int32_t dim, int32_t hidden, int32_t emb,
+                               const float *p, const float *alpha, uint64_t seed)
+{
+    oml_config c;
+    assert_int_equal(oml_config_preset(&c, "paper", dim), OML_OK);
+    c.layers = layers;
+    c.hidden = hidden;
+    c.emb = emb;
+    oml_net_layout lay;
+    oml_net_layout_init(&lay, &c);
+    float *params = calloc(lay.count, sizeof *params);
+    assert_non_null(params);
+    if (p != NULL) {
+        memcpy(params, p, lay.count * sizeof *params);
+    } else {
+        oml_rng r;
+        oml_rng_seed(&r, seed);
+        for (size_t i = lay.dim; i < lay.count; i++) /* mu stays 0 */
+            params[i] = oml_rng_normal(&r);
+    }
+    float a[OML_MAX_LAYERS + 1];
+    for (int l = 0; l <= layers; l++)
+        a[l] = alpha ? alpha[l] : 1.0f / (float)(layers + 1);
+    oml_snapshot *s = oml_snapshot_create(&c, params, a, 1, 0);
+    assert_non_null(s);
+    free(params);
+    return s;
+}
+
+/* The hand-worked model of the file comment. */
+static oml_snapshot *hand_snap(void)
+{
+    /* mu (2) | W(1) (2x2) | Theta(0) (2x2) | Theta(1) (2x2) */
+    static const float p[14] = {0, 0, 1, 0, 0, 1, 1, 0, 0, 1, 1, 0, 0, 1};
+    oml_config c;
+    oml_config_preset(&c, "paper", 2);
+    c.layers = 1, c.hidden = 2, c.emb = 2;
+    oml_net_layout lay;
+    oml_net_layout_init(&lay, &c);
+    assert_int_equal(lay.count, 14);
+    assert_int_equal(lay.w[1], 2);
+    assert_int_equal(lay.theta[0], 6);
+    assert_int_equal(lay.theta[1], 10);
+    return make_snap(1, 2, 2, 2, p, NULL, 0);
+}
+
+static void put(oml_store *st, const char *id, float x0, float x1, const char *label)
+{
+    float x[2] = {x0, x1};
+    assert_int_equal(oml_store_put(st, id, strlen(id), x, label, label ? strlen(label) : 0,
+                                   NULL, NULL),
+                     OML_OK);
+}
+
+static oml_store *hand_store(void)
+{
+    oml_store *st = NULL;
+    assert_int_equal(oml_store_create(&st, 2, 64), OML_OK);
+    put(st, "a", 1, 0, "red");
+    put(st, "b", 0, 1, "blue");
+    put(st, "c", 1, 1, "red");
+    put(st, "d", -1, 0, "blue");
+    put(st, "e", 2, 0, NULL);
+    put(st, "f", 0.6f, 0.8f, "green");
+    return st;
+}
+
+static void expect(const oml_neighbor *nb, int32_t got, const int32_t *rows, const float *dists,
+                   int32_t want)
+{
+    assert_int_equal(got, want);
+    for (int32_t i = 0; i < want; i++) {
+        assert_int_equal(nb[i].row, rows[i]);
+        assert_float_equal(nb[i].dist, dists[i], 1e-6);
+    }
+}
+
+static void test_topk_hand(void **state)
+{
+    (void)state;
+    oml_snapshot *s = hand_snap();
+    oml_store *st = hand_store();
+    oml_index *ix = NULL;
+    assert_int_equal(oml_index_build(&ix, s, st), OML_OK);
+    assert_int_equal(ix->n, 6);
+    assert_int_equal(ix->heads, 2);
+    assert_int_equal(ix->emb, 2);
+    assert_int_equal(ix->n_labels, 3);
+    assert_string_equal(ix->ids[2], "c");
+    assert_int_equal(ix->id_lens[2], 1);
+    assert_int_equal(ix->labels[4], OML_LABEL_NONE);
+    assert_string_equal(ix->label_names[ix->labels[5]], "green");
+    /* f1(d) is the zero vector: ReLU(-1, 0) = 0. */
+    const float *d1 = ix->emb_all + ((size_t)1 * 6 + 3) * 2;
+    assert_true(d1[0] == 0.0f && d1[1] == 0.0f);
+
+    const float q[2] = {1, 0};
+    oml_neighbor nb[8];
+    float scratch[6];
+
+    /* Full order in both heads; in head 1, b (row 1) and d (row 3) are both
+     * at exactly sqrt(2) and the smaller row comes first. */
+    const int32_t all_rows[6] = {0, 4, 2, 5, 1, 3};
+    const float all0[6] = {0, 0, D_AC, D_AF, SQRT2, 2.0f};
+    const float all1[6] = {0, 0, D_AC, D_AF, SQRT2, SQRT2};
+    expect(nb, oml_index_topk(ix, 0, q, 6, -1, nb, scratch), all_rows, all0, 6);
+    expect(nb, oml_index_topk(ix, 1, q, 6, -1, nb, scratch), all_rows, all1, 6);
+    assert_true(nb[4].dist == nb[5].dist); /* a real tie, not a near one */
+    assert_true(nb[0].dist == 0.0f && nb[1].dist == 0.0f);
+
+    /* Ties at the cut: k = 1 keeps a (row 0) over e (row 4) at D = 0, and
+     * k = 5 in head 1 keeps b (row 1) over d (row 3) at D = sqrt(2). */
+    expect(nb, oml_index_topk(ix, 0, q, 1, -1, nb, scratch), all_rows, all0, 1);
+    expect(nb, oml_index_topk(ix, 1, q, 5, -1, nb, scratch), all_rows, all1, 5);
+
+    /* Excluding row 0 shifts everything up by one. */
+    expect(nb, oml_index_topk(ix, 0, q, 3, 0, nb, scratch), all_rows + 1, all0 + 1, 3);
+    /* Excluding a row that would be cut makes no difference. */
+    expect(nb, oml_index_topk(ix, 0, q, 2, 3, nb, scratch), all_rows, all0, 2);
+    /* k beyond n returns n; k = 0 returns nothing. */
+    expect(nb, oml_index_topk(ix, 0, q, 8, -1, nb, scratch), all_rows, all0, 6);
+    assert_int_equal(oml_index_topk(ix, 0, q, 0, -1, nb, scratch), 0);
+
+    oml_index_destroy(ix);
+    oml_store_destroy(st);
+    oml_snapshot_release(s);
+}
+
+static void test_deleted_items_absent(void **state)
+{
+    (void)state;
+    oml_snapshot *s = hand_snap();
+    oml_store *st = hand_store();
+    assert_int_equal(oml_store_delete(st, "c", 1), OML_OK);
+    oml_index *ix = NULL;
+    assert_int_equal(oml_index_build(&ix, s, st), OML_OK); /* the gather path: a hole */
+    assert_int_equal(ix->n, 5);
+    const uint32_t slots[5] = {0, 1, 3, 4, 5};
+    const char *ids[5] = {"a", "b", "d", "e", "f"};
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(ix->slots[i], slots[i]);
+        assert_string_equal(ix->ids[i], ids[i]);
+        assert_int_equal(oml_index_row_of_slot(ix, slots[i]), i);
+    }
+    assert_int_equal(oml_index_row_of_slot(ix, 2), -1);
+    assert_int_equal(oml_index_row_of_slot(ix, 6), -1);
+    assert_int_equal(oml_index_row_of_slot(ix, 4000000000u), -1);
+    /* Embeddings of the rows after the hole are the right items: d = (-1, 0). */
+    assert_float_equal(ix->emb_all[2 * 2 + 0], -1.0f, 1e-7);
+    assert_float_equal(ix->emb_all[2 * 2 + 1], 0.0f, 1e-7);
+    /* f (row 4) in head 0 is (0.6, 0.8). */
+    assert_float_equal(ix->emb_all[4 * 2 + 0], 0.6f, 1e-6);
+    assert_float_equal(ix->emb_all[4 * 2 + 1], 0.8f, 1e-6);
+
+    const float q[2] = {1, 0};
+    oml_neighbor nb[8];
+    float scratch[6]; /* room for the rebuilt index below */
+    const int32_t rows[5] = {0, 3, 4, 1, 2}; /* a e f b d: c is gone */
+    const float dists[5] = {0, 0, D_AF, SQRT2, 2.0f};
+    expect(nb, oml_index_topk(ix, 0, q, 8, -1, nb, scratch), rows, dists, 5);
+    oml_index_destroy(ix);
+
+    /* Re-putting c gives it a new slot (6), which becomes the last row. */
+    put(st, "c", 1, 1, "red");
+    assert_int_equal(oml_index_build(&ix, s, st), OML_OK);
+    assert_int_equal(ix->n, 6);
+    assert_int_equal(ix->slots[5], 6);
+    assert_int_equal(oml_index_row_of_slot(ix, 6), 5);
+    assert_int_equal(oml_index_topk(ix, 0, q, 3, -1, nb, scratch), 3);
+    assert_int_equal(nb[2].row, 5);
+    assert_float_equal(nb[2].dist, D_AC, 1e-6);
+    oml_index_destroy(ix);
+    oml_store_destroy(st);
+    oml_snapshot_release(s);
+}
+
+static void test_index_owns_its_data(void **state)
+{
+    (void)state;
+    oml_snapshot *s = hand_snap();
+    oml_store *st = hand_store();
+    oml_index *ix = NULL;
+    assert_int_equal(oml_index_build(&ix, s, st), OML_OK);
+    assert_int_equal(atomic_load(&s->_refs), 2);
+    /* Drop the store and our snapshot reference: the index must still serve
+     * (ASan would flag any pointer into either). */
+    oml_store_destroy(st);
+    oml_snapshot_release(s);
+    assert_ptr_equal(ix->snap, s);
+    assert_int_equal(atomic_load(&ix->snap->_refs), 1);
+    assert_string_equal(ix->ids[0], "a");
+    assert_string_equal(ix->ids[5], "f");
+    assert_string_equal(ix->label_names[0], "red");
+    assert_string_equal(ix->label_names[1], "blue");
+    assert_string_equal(ix->label_names[2], "green");
+    float f[4];
+    const float x[2] = {3, 4};
+    assert_int_equal(oml_snapshot_embed(ix->snap, x, 1, f), OML_OK);
+    assert_float_equal(f[0], 0.6f, 1e-6);
+    oml_neighbor nb[1];
+    float scratch[6];
+    assert_int_equal(oml_index_topk(ix, 0, f, 1, -1, nb, scratch), 1);
+    assert_int_equal(nb[0].row, 5); /* f = (0.6, 0.8) is (3, 4) normalised */
+    assert_float_equal(nb[0].dist, 0.0f, 1e-6);
+    oml_index_destroy(ix); /* releases the last reference */
+    oml_index_destroy(NULL);
+}
+
+static void test_empty_and_mismatch(void **state)
+{
+    (void)state;
+    oml_snapshot *s = hand_snap();
+    oml_store *st = NULL;
+    assert_int_equal(oml_store_create(&st, 2, 8), OML_OK);
+    oml_index *ix = NULL;
+    assert_int_equal(oml_index_build(&ix, s, st), OML_OK);
+    assert_int_equal(ix->n, 0);
+    const float q[2] = {1, 0};
+    oml_neighbor nb[4];
+    float scratch[1];
+    assert_int_equal(oml_index_topk(ix, 0, q, 4, -1, nb, scratch), 0);
+    assert_int_equal(oml_index_row_of_slot(ix, 0), -1);
+    oml_index_destroy(ix);
+
+    /* Every item deleted: also empty, but the labels are still known. */
+    put(st, "a", 1, 0, "red");
+    assert_int_equal(oml_store_delete(st, "a", 1), OML_OK);
+    assert_int_equal(oml_index_build(&ix, s, st), OML_OK);
+    assert_int_equal(ix->n, 0);
+    assert_int_equal(ix->n_labels, 1);
+    assert_string_equal(ix->label_names[0], "red");
+    oml_index_destroy(ix);
+    oml_store_destroy(st);
+
+    /* A store of another dimension is refused and *out is not written. */
+    assert_int_equal(oml_store_create(&st, 3, 8), OML_OK);
+    ix = (oml_index *)(uintptr_t)0x1;
+    assert_int_equal(oml_index_build(&ix, s, st), OML_EDIM);
+    assert_true(ix == (oml_index *)(uintptr_t)0x1);
+    oml_store_destroy(st);
+    assert_int_equal(atomic_load(&s->_refs), 1); /* no reference leaked */
+    oml_snapshot_release(s);
+}
+
+/* ---- agreement with a naive full sort on a random model ---- */
+
+typedef struct naive_nb {
+    int32_t row;
+    float dist;
+} naive_nb;
+
+static int naive_cmp(const void *pa, const void *pb)
+{
+    const naive_nb *a = pa, *b = pb;
+    if (a->dist != b->dist)
+        return a->dist < b->dist ? -1 : 1;
+    return a->row < b->row ? -1 : a->row > b->row;
+}
+
+static void test_topk_matches_naive(void **state)
+{
+    (void)state;
+    enum { DIM = 8, N = 400, Q = 40 };
+    oml_snapshot *s = make_snap(2, DIM, 6, 4, NULL, NULL, 7);
+    oml_store *st = NULL;
+    assert_int_equal(oml_store_create(&st, DIM, 1000), OML_OK);
+    oml_rng r;
+    oml_rng_seed(&r, 11);
+    float X[N][DIM];
+    char id[32];
+    for (int i = 0; i < N; i++) {
+        if (i >= 10 && i % 4 == 0) /* a quarter are exact duplicates: ties */
+            memcpy(X[i], X[oml_rng_below(&r, (uint64_t)i)], sizeof X[i]);
+        else
+            for (int j = 0; j < DIM; j++)
+                X[i][j] = oml_rng_normal(&r);
+        snprintf(id, sizeof id, "item-%d", i);
+        assert_int_equal(oml_store_put(st, id, strlen(id), X[i], NULL, 0, NULL, NULL), OML_OK);
+    }
+    for (int i = 0; i < N; i += 9) { /* tombstones */
+        snprintf(id, sizeof id, "item-%d", i);
+        assert_int_equal(oml_store_delete(st, id, strlen(id)), OML_OK);
+    }
+    oml_index *ix = NULL;
+    assert_int_equal(oml_index_build(&ix, s, st), OML_OK);
+    int32_t n = ix->n, e = ix->emb;
+    assert_int_equal(n, N - (N + 8) / 9);
+
+    /* The gathered embeddings equal one-row embeddings up to BLAS rounding. */
+    float f[3 * 4];
+    for (int32_t row = 0; row < n; row += 17) {
+        assert_int_equal(oml_snapshot_embed(s, X[ix->slots[row]], 1, f), OML_OK);
+        for (int h = 0; h < ix->heads; h++)
+            for (int32_t j = 0; j < e; j++)
+                assert_float_equal(f[h * e + j],
+                                   ix->emb_all[((size_t)h * n + row) * e + j], 1e-5);
+    }
+
+    naive_nb *all = malloc(sizeof *all * (size_t)n);
+    oml_neighbor *nb = malloc(sizeof *nb * (size_t)n);
+    oml_neighbor *nb2 = malloc(sizeof *nb2 * (size_t)n);
+    float *scratch = malloc(sizeof *scratch * (size_t)n);
+    assert_non_null(all);
+    assert_non_null(nb);
+    assert_non_null(nb2);
+    assert_non_null(scratch);
+    const int32_t ks[4] = {1, 7, 50, 1000};
+    int ties_seen = 0;
+    for (int t = 0; t < Q; t++) {
+        float x[DIM];
+        if (t % 2 == 0) { /* half the queries sit on a stored item */
+            memcpy(x, X[oml_rng_below(&r, N)], sizeof x);
+        } else {
+            for (int j = 0; j < DIM; j++)
+                x[j] = oml_rng_normal(&r);
+        }
+        assert_int_equal(oml_snapshot_embed(s, x, 1, f), OML_OK);
+        int32_t exclude = t % 3 == 0 ? (int32_t)oml_rng_below(&r, (uint64_t)n) : -1;
+        for (int h = 0; h < ix->heads; h++) {
+            const float *q = f + h * e;
+            const float *E = ix->emb_all + (size_t)h * n * e;
+            int32_t m = 0;
+            for (int32_t row = 0; row < n; row++) {
+                if (row == exclude)
+                    continue;
+                double dot = 0;
+                for (int32_t j = 0; j < e; j++)
+                    dot += (double)q[j] * E[(size_t)row * e + j];
+                all[m].row = row;
+                all[m].dist = oml_index_dist(q, E + (size_t)row * e, e);
+                /* The naive formula agrees to float accuracy. */
+                assert_float_equal(all[m].dist, sqrt(fmax(0.0, 2.0 - 2.0 * dot)), 2e-3);
+                m++;
+            }
+            qsort(all, (size_t)m, sizeof *all, naive_cmp);
+            for (int i = 1; i < m; i++)
+                ties_seen += all[i].dist == all[i - 1].dist;
+            for (int ki = 0; ki < 4; ki++) {
+                int32_t k = ks[ki], want = k < m ? k : m;
+                int32_t got = oml_index_topk(ix, h, q, k, exclude, nb, scratch);
+                assert_int_equal(got, want);
+                for (int32_t i = 0; i < want; i++) {
+                    assert_int_equal(nb[i].row, all[i].row);
+                    assert_true(nb[i].dist == all[i].dist);
+                }
+                /* Selection from differently rounded dot products (double
+                 * dots perturbed by +-1 ulp) gives the identical answer. */
+                for (int32_t row = 0; row < n; row++) {
+                    double dot = 0;
+                    for (int32_t j = 0; j < e; j++)
+                        dot += (double)q[j] * E[(size_t)row * e + j];
+                    float fd = (float)dot;
+                    scratch[row] = row % 2 ? nextafterf(fd, 2.0f) : nextafterf(fd, -2.0f);
+                }
+                got = oml_index_select(ix, h, q, scratch, k, exclude, nb2);
+                assert_int_equal(got, want);
+                assert_memory_equal(nb, nb2, sizeof *nb * (size_t)want);
+            }
+        }
+    }
+    assert_true(ties_seen > 0); /* the duplicates really produced ties */
+    free(all);
+    free(nb);
+    free(nb2);
+    free(scratch);
+    oml_index_destroy(ix);
+    oml_store_destroy(st);
+    oml_snapshot_release(s);
+}
+
+static void test_dist(void **state)
+{
+    (void)state;
+    const float a[2] = {1, 0}, b[2] = {0, 1}, c[2] = {-1, 0}, z[2] = {0, 0};
+    const float u[2] = {0.70710677f, 0.70710677f};
+    assert_true(oml_index_dist(a, a, 2) == 0.0f);
+    assert_true(oml_index_dist(u, u, 2) == 0.0f); /* not the 2e-4 of 2 - 2 u.u */
+    assert_float_equal(oml_index_dist(a, b, 2), SQRT2, 1e-7);
+    assert_float_equal(oml_index_dist(a, c, 2), 2.0f, 1e-7);
+    assert_float_equal(oml_index_dist(a, u, 2), D_AC, 1e-7);
+    assert_float_equal(oml_index_dist(a, z, 2), SQRT2, 1e-7); /* zero row: cos = 0 */
+    assert_float_equal(oml_index_dist(z, z, 2), SQRT2, 1e-7);
+}
+
+/* More rows than one gather chunk (1024), with holes in some chunks only:
+ * every row must still hold the embedding of its own slot's features. */
+static void test_build_chunks_with_holes(void **state)
+{
+    (void)state;
+    enum { DIM = 5, N = 2600 };
+    oml_snapshot *s = make_snap(2, DIM, 7, 3, NULL, NULL, 21);
+    oml_store *st = NULL;
+    assert_int_equal(oml_store_create(&st, DIM, N), OML_OK);
+    oml_rng r;
+    oml_rng_seed(&r, 4);
+    char id[32];
+    for (int i = 0; i < N; i++) {
+        float x[DIM];
+        for (int j = 0; j < DIM; j++)
+            x[j] = oml_rng_normal(&r);
+        snprintf(id, sizeof id, "%d", i);
+        assert_int_equal(oml_store_put(st, id, strlen(id), x, NULL, 0, NULL, NULL), OML_OK);
+    }
+    const int holes[3] = {5, 1500, 1501};
+    for (int i = 0; i < 3; i++) {
+        snprintf(id, sizeof id, "%d", holes[i]);
+        assert_int_equal(oml_store_delete(st, id, strlen(id)), OML_OK);
+    }
+    oml_index *ix = NULL;
+    assert_int_equal(oml_index_build(&ix, s, st), OML_OK);
+    assert_int_equal(ix->n, N - 3);
+    float f[3 * 3];
+    for (int32_t row = 0; row < ix->n; row++) {
+        uint32_t slot = ix->slots[row];
+        assert_int_equal(slot, (uint32_t)row + (row >= 5) + 2 * (row >= 1499));
+        snprintf(id, sizeof id, "%u", slot);
+        assert_string_equal(ix->ids[row], id);
+        assert_int_equal(oml_snapshot_embed(s, oml_store_features(st, slot), 1, f), OML_OK);
+        for (int h = 0; h < 3; h++)
+            for (int j = 0; j < 3; j++)
+                assert_float_equal(ix->emb_all[((size_t)h * ix->n + row) * 3 + j], f[h * 3 + j],
+                                   1e-5);
+    }
+    oml_index_destroy(ix);
+    oml_store_destroy(st);
+    oml_snapshot_release(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_dist),
+        cmocka_unit_test(test_topk_hand),
+        cmocka_unit_test(test_deleted_items_absent),
+        cmocka_unit_test(test_index_owns_its_data),
+        cmocka_unit_test(test_empty_and_mismatch),
+        cmocka_unit_test(test_topk_matches_naive),
+        cmocka_unit_test(test_build_chunks_with_holes),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

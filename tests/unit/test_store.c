@@ -1,0 +1,419 @@
+/* test_store.c - the item store and its hash map (idmap). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "idmap.h"
+#include "rng.h"
+#include "store.h"
+
+#define DIM 4
+
+static void fill(float *x, float v)
+{
+    for (int i = 0; i < DIM; i++)
+        x[i] = v + (float)i;
+}
+
+static int put(oml_store *s, const char *id, const float *x, const char *label, uint32_t *slot)
+{
+    return oml_store_put(s, id, strlen(id), x, label, label ? strlen(label) : 0, slot, NULL);
+}
+
+static void test_create_bad_args(void **state)
+{
+    (void)state;
+    oml_store *s = NULL;
+    assert_int_equal(oml_store_create(&s, 0, 10), OML_EINVAL);
+    assert_int_equal(oml_store_create(&s, -3, 10), OML_EINVAL);
+    assert_int_equal(oml_store_create(&s, 4, 0), OML_EINVAL);
+    assert_null(s);
+    oml_store_destroy(NULL);
+}
+
+static void test_upsert_and_overwrite(void **state)
+{
+    (void)state;
+    oml_store *s;
+    assert_int_equal(oml_store_create(&s, DIM, 100), OML_OK);
+    float x[DIM], y[DIM];
+    fill(x, 1.0f);
+    fill(y, 10.0f);
+    uint32_t s0 = 99, s1 = 99, s2 = 99;
+    assert_int_equal(put(s, "a", x, "cat", &s0), OML_OK);
+    assert_int_equal(put(s, "b", y, NULL, &s1), OML_OK);
+    assert_int_equal(s0, 0);
+    assert_int_equal(s1, 1);
+    assert_int_equal(oml_store_count(s), 2);
+    assert_int_equal(oml_store_slots(s), 2);
+    assert_int_equal(oml_store_dim(s), DIM);
+    assert_memory_equal(oml_store_features(s, 0), x, sizeof x);
+    assert_int_equal(oml_store_label(s, 0), 0);
+    assert_int_equal(oml_store_label(s, 1), OML_LABEL_NONE);
+
+    /* Overwrite in place: same slot, new features and label. */
+    assert_int_equal(put(s, "a", y, "dog", &s2), OML_OK);
+    assert_int_equal(s2, s0);
+    assert_int_equal(oml_store_slots(s), 2);
+    assert_int_equal(oml_store_count(s), 2);
+    assert_memory_equal(oml_store_features(s, 0), y, sizeof y);
+    assert_int_equal(oml_store_label(s, 0), 1);
+    assert_int_equal(put(s, "a", x, NULL, &s2), OML_OK);
+    assert_int_equal(oml_store_label(s, 0), OML_LABEL_NONE);
+    assert_memory_equal(oml_store_matrix(s), x, sizeof x);
+    assert_memory_equal(oml_store_matrix(s) + DIM, y, sizeof y);
+
+    size_t len;
+    assert_string_equal(oml_store_id(s, 1, &len), "b");
+    assert_int_equal(len, 1);
+    uint32_t f;
+    assert_int_equal(oml_store_find(s, "b", 1, &f), OML_OK);
+    assert_int_equal(f, 1);
+    assert_int_equal(oml_store_find(s, "c", 1, &f), OML_ENOTFOUND);
+    /* slot_out may be NULL. */
+    assert_int_equal(put(s, "c", x, NULL, NULL), OML_OK);
+    oml_store_destroy(s);
+}
+
+static void test_delete_and_reput(void **state)
+{
+    (void)state;
+    oml_store *s;
+    assert_int_equal(oml_store_create(&s, DIM, 100), OML_OK);
+    float x[DIM], y[DIM];
+    fill(x, 1.0f);
+    fill(y, 5.0f);
+    uint32_t s0, s1, f;
+    assert_int_equal(put(s, "item", x, "l", &s0), OML_OK);
+    assert_int_equal(oml_store_delete(s, "item", 4), OML_OK);
+    assert_int_equal(oml_store_find(s, "item", 4, &f), OML_ENOTFOUND);
+    assert_int_equal(oml_store_delete(s, "item", 4), OML_ENOTFOUND);
+    assert_int_equal(oml_store_delete(s, "never", 5), OML_ENOTFOUND);
+    assert_false(oml_store_is_live(s, s0));
+    assert_int_equal(oml_store_count(s), 0);
+    assert_int_equal(oml_store_slots(s), 1);
+    /* The tombstone keeps its id and features. */
+    size_t len;
+    assert_string_equal(oml_store_id(s, s0, &len), "item");
+    assert_memory_equal(oml_store_features(s, s0), x, sizeof x);
+
+    assert_int_equal(put(s, "item", y, NULL, &s1), OML_OK);
+    assert_int_not_equal(s1, s0);
+    assert_int_equal(s1, 1);
+    assert_true(oml_store_is_live(s, s1));
+    assert_int_equal(oml_store_find(s, "item", 4, &f), OML_OK);
+    assert_int_equal(f, s1);
+    assert_int_equal(oml_store_count(s), 1);
+    assert_int_equal(oml_store_slots(s), 2);
+    assert_memory_equal(oml_store_features(s, s0), x, sizeof x);
+    assert_memory_equal(oml_store_features(s, s1), y, sizeof y);
+    oml_store_destroy(s);
+}
+
+static void test_id_validation(void **state)
+{
+    (void)state;
+    oml_store *s;
+    assert_int_equal(oml_store_create(&s, DIM, 100), OML_OK);
+    float x[DIM];
+    fill(x, 0.0f);
+    oml_diag d;
+    char *big = malloc(OML_ID_MAX + 2);
+    memset(big, 'z', OML_ID_MAX + 1);
+    big[OML_ID_MAX + 1] = '\0';
+
+    uint32_t slot, f;
+    assert_int_equal(oml_store_put(s, big, OML_ID_MAX, x, NULL, 0, &slot, &d), OML_OK);
+    memset(&d, 0, sizeof d);
+    assert_int_equal(oml_store_put(s, big, OML_ID_MAX + 1, x, NULL, 0, &slot, &d), OML_EINVAL);
+    assert_string_equal(d.field, "id");
+    assert_int_equal(d.code, OML_EINVAL);
+    assert_int_equal(oml_store_put(s, "", 0, x, NULL, 0, &slot, &d), OML_EINVAL);
+    assert_string_equal(d.field, "id");
+    assert_int_equal(oml_store_put(s, NULL, 3, x, NULL, 0, &slot, &d), OML_EINVAL);
+    assert_int_equal(oml_store_put(s, "a\0b", 3, x, NULL, 0, &slot, &d), OML_EINVAL);
+    assert_string_equal(d.field, "id");
+    assert_int_equal(oml_store_find(s, "a", 1, &f), OML_ENOTFOUND);
+
+    /* Labels follow the same rules. */
+    assert_int_equal(oml_store_put(s, "ok", 2, x, big, OML_ID_MAX, &slot, &d), OML_OK);
+    assert_int_equal(oml_store_put(s, "ok2", 3, x, big, OML_ID_MAX + 1, &slot, &d), OML_EINVAL);
+    assert_string_equal(d.field, "label");
+    assert_int_equal(oml_store_put(s, "ok2", 3, x, "x\0y", 3, &slot, &d), OML_EINVAL);
+    assert_string_equal(d.field, "label");
+    assert_int_equal(oml_store_put(s, "ok2", 3, x, "", 0, &slot, &d), OML_EINVAL);
+    assert_string_equal(d.field, "label");
+    assert_int_equal(oml_store_find(s, "ok2", 3, &f), OML_ENOTFOUND);
+    assert_int_equal(oml_store_slots(s), 2);
+    assert_int_equal(oml_store_label_count(s), 1);
+
+    /* Missing features. */
+    assert_int_equal(oml_store_put(s, "ok3", 3, NULL, NULL, 0, &slot, &d), OML_EINVAL);
+    assert_string_equal(d.field, "features");
+    free(big);
+    oml_store_destroy(s);
+}
+
+static void test_utf8(void **state)
+{
+    (void)state;
+    oml_store *s;
+    assert_int_equal(oml_store_create(&s, DIM, 100), OML_OK);
+    float x[DIM];
+    fill(x, 0.0f);
+    const char *id = "caf\xc3\xa9-\xe6\x97\xa5\xe6\x9c\xac-\xf0\x9f\x90\x88";
+    const char *lab = "\xd0\xba\xd0\xbe\xd1\x82";
+    uint32_t slot, f;
+    assert_int_equal(put(s, id, x, lab, &slot), OML_OK);
+    assert_int_equal(oml_store_find(s, id, strlen(id), &f), OML_OK);
+    assert_int_equal(f, slot);
+    /* A prefix of the UTF-8 bytes is another id. */
+    assert_int_equal(oml_store_find(s, id, 4, &f), OML_ENOTFOUND);
+    size_t len;
+    assert_string_equal(oml_store_id(s, slot, &len), id);
+    assert_int_equal(len, strlen(id));
+    assert_string_equal(oml_store_label_name(s, oml_store_label(s, slot), &len), lab);
+    assert_int_equal(len, strlen(lab));
+    /* Bytes that are not valid UTF-8 are still fine as long as there is no NUL. */
+    assert_int_equal(put(s, "\xff\xfe", x, NULL, &slot), OML_OK);
+    oml_store_destroy(s);
+}
+
+static void test_nonfinite(void **state)
+{
+    (void)state;
+    oml_store *s;
+    assert_int_equal(oml_store_create(&s, DIM, 100), OML_OK);
+    float x[DIM], bad[DIM];
+    fill(x, 1.0f);
+    uint32_t slot, f;
+    assert_int_equal(put(s, "a", x, "l", &slot), OML_OK);
+    float poison[3] = {NAN, INFINITY, -INFINITY};
+    for (int k = 0; k < 3; k++) {
+        fill(bad, 7.0f);
+        bad[2] = poison[k];
+        oml_diag d;
+        memset(&d, 0, sizeof d);
+        /* Both a new id and an overwrite are refused, with nothing changed. */
+        assert_int_equal(oml_store_put(s, "a", 1, bad, "new", 3, &slot, &d), OML_ENONFINITE);
+        assert_string_equal(d.field, "features");
+        assert_non_null(strstr(d.msg, "2"));
+        assert_int_equal(oml_store_put(s, "b", 1, bad, "new", 3, &slot, &d), OML_ENONFINITE);
+        assert_memory_equal(oml_store_features(s, 0), x, sizeof x);
+        assert_int_equal(oml_store_label(s, 0), 0);
+        assert_int_equal(oml_store_label_count(s), 1);
+        assert_int_equal(oml_store_slots(s), 1);
+        assert_int_equal(oml_store_find(s, "b", 1, &f), OML_ENOTFOUND);
+    }
+    oml_store_destroy(s);
+}
+
+static void test_capacity(void **state)
+{
+    (void)state;
+    oml_store *s;
+    assert_int_equal(oml_store_create(&s, DIM, 3), OML_OK);
+    float x[DIM];
+    fill(x, 0.0f);
+    oml_diag d;
+    assert_int_equal(put(s, "a", x, NULL, NULL), OML_OK);
+    assert_int_equal(put(s, "b", x, NULL, NULL), OML_OK);
+    assert_int_equal(put(s, "c", x, NULL, NULL), OML_OK);
+    assert_int_equal(oml_store_put(s, "d", 1, x, NULL, 0, NULL, &d), OML_EFULL);
+    assert_int_equal(d.code, OML_EFULL);
+    /* Overwrites still work when full. */
+    assert_int_equal(put(s, "b", x, "lab", NULL), OML_OK);
+    /* Tombstones count against the bound. */
+    assert_int_equal(oml_store_delete(s, "a", 1), OML_OK);
+    assert_int_equal(put(s, "a", x, NULL, NULL), OML_EFULL);
+    assert_int_equal(oml_store_count(s), 2);
+    assert_int_equal(oml_store_slots(s), 3);
+    /* Labels are bounded by max_items too. */
+    assert_int_equal(put(s, "b", x, "l2", NULL), OML_OK);
+    assert_int_equal(put(s, "b", x, "l3", NULL), OML_OK);
+    assert_int_equal(oml_store_put(s, "b", 1, x, "l4", 2, NULL, &d), OML_EFULL);
+    assert_string_equal(d.field, "label");
+    assert_int_equal(oml_store_label_count(s), 3);
+    oml_store_destroy(s);
+}
+
+static void test_label_interning(void **state)
+{
+    (void)state;
+    oml_store *s;
+    assert_int_equal(oml_store_create(&s, DIM, 1000), OML_OK);
+    float x[DIM];
+    fill(x, 0.0f);
+    const char *names[] = {"red", "green", "blue"};
+    for (int i = 0; i < 300; i++) {
+        char id[32];
+        snprintf(id, sizeof id, "it%d", i);
+        uint32_t slot;
+        assert_int_equal(put(s, id, x, names[i % 3], &slot), OML_OK);
+        assert_int_equal(oml_store_label(s, slot), i % 3);
+    }
+    assert_int_equal(oml_store_label_count(s), 3);
+    for (int i = 0; i < 3; i++) {
+        size_t len;
+        assert_string_equal(oml_store_label_name(s, i, &len), names[i]);
+        assert_int_equal(len, strlen(names[i]));
+    }
+    assert_null(oml_store_label_name(s, 3, NULL));
+    assert_null(oml_store_label_name(s, -1, NULL));
+    /* Deleting every item keeps the label ids. */
+    for (int i = 0; i < 300; i++) {
+        char id[32];
+        int n = snprintf(id, sizeof id, "it%d", i);
+        assert_int_equal(oml_store_delete(s, id, (size_t)n), OML_OK);
+    }
+    uint32_t slot;
+    assert_int_equal(put(s, "again", x, "blue", &slot), OML_OK);
+    assert_int_equal(oml_store_label(s, slot), 2);
+    assert_int_equal(put(s, "again", x, "violet", &slot), OML_OK);
+    assert_int_equal(oml_store_label(s, slot), 3);
+    oml_store_destroy(s);
+}
+
+static void test_many_items(void **state)
+{
+    (void)state;
+    enum { N = 100000 };
+    oml_store *s;
+    assert_int_equal(oml_store_create(&s, DIM, N), OML_OK);
+    float x[DIM];
+    char id[32];
+    for (int i = 0; i < N; i++) {
+        fill(x, (float)i);
+        int n = snprintf(id, sizeof id, "item-%d", i);
+        uint32_t slot;
+        assert_int_equal(oml_store_put(s, id, (size_t)n, x, NULL, 0, &slot, NULL), OML_OK);
+        assert_int_equal(slot, (uint32_t)i);
+    }
+    assert_int_equal(oml_store_count(s), N);
+    for (int i = 0; i < N; i++) {
+        int n = snprintf(id, sizeof id, "item-%d", i);
+        uint32_t slot;
+        assert_int_equal(oml_store_find(s, id, (size_t)n, &slot), OML_OK);
+        assert_int_equal(slot, (uint32_t)i);
+        assert_true(oml_store_features(s, slot)[0] == (float)i);
+    }
+    /* Delete every other item, then check all lookups again. */
+    for (int i = 0; i < N; i += 2) {
+        int n = snprintf(id, sizeof id, "item-%d", i);
+        assert_int_equal(oml_store_delete(s, id, (size_t)n), OML_OK);
+    }
+    for (int i = 0; i < N; i++) {
+        int n = snprintf(id, sizeof id, "item-%d", i);
+        uint32_t slot;
+        int rc = oml_store_find(s, id, (size_t)n, &slot);
+        if (i % 2 == 0) {
+            assert_int_equal(rc, OML_ENOTFOUND);
+        } else {
+            assert_int_equal(rc, OML_OK);
+            assert_int_equal(slot, (uint32_t)i);
+        }
+    }
+    assert_int_equal(oml_store_count(s), N / 2);
+    assert_int_equal(put(s, "one-more", x, NULL, NULL), OML_EFULL);
+    oml_store_destroy(s);
+}
+
+/* idmap churn against a direct-indexed reference: keys "k<i>" for i < K. */
+static void test_idmap_churn(void **state)
+{
+    (void)state;
+    enum { K = 2000, STEPS = 200000 };
+    static char keys[K][16];
+    static size_t lens[K];
+    static int64_t ref[K];
+    for (int i = 0; i < K; i++) {
+        lens[i] = (size_t)snprintf(keys[i], sizeof keys[i], "k%d", i);
+        ref[i] = -1;
+    }
+    oml_idmap m;
+    oml_idmap_init(&m);
+    oml_rng r;
+    oml_rng_seed(&r, 42);
+    uint32_t live = 0, v;
+    for (int step = 0; step < STEPS; step++) {
+        int i = (int)oml_rng_below(&r, K);
+        /* Mostly inserts early on, balanced churn later. */
+        int op = (int)oml_rng_below(&r, 3);
+        if (op < 2 && !(step > STEPS / 2 && op == 1)) {
+            uint32_t val = (uint32_t)oml_rng_below(&r, 1u << 30);
+            assert_int_equal(oml_idmap_put(&m, keys[i], lens[i], val), OML_OK);
+            if (ref[i] < 0)
+                live++;
+            ref[i] = val;
+        } else {
+            int rc = oml_idmap_del(&m, keys[i], lens[i]);
+            assert_int_equal(rc, ref[i] < 0 ? OML_ENOTFOUND : OML_OK);
+            if (ref[i] >= 0)
+                live--;
+            ref[i] = -1;
+        }
+        assert_int_equal(oml_idmap_count(&m), live);
+        if (step % 5000 == 0 || step == STEPS - 1)
+            for (int j = 0; j < K; j++) {
+                int rc = oml_idmap_get(&m, keys[j], lens[j], &v);
+                if (ref[j] < 0) {
+                    assert_int_equal(rc, OML_ENOTFOUND);
+                } else {
+                    assert_int_equal(rc, OML_OK);
+                    assert_int_equal(v, (uint32_t)ref[j]);
+                }
+            }
+    }
+    /* Keys with NUL bytes and prefixes are distinct keys. */
+    assert_int_equal(oml_idmap_put(&m, "a\0b", 3, 1), OML_OK);
+    assert_int_equal(oml_idmap_put(&m, "a\0c", 3, 2), OML_OK);
+    assert_int_equal(oml_idmap_put(&m, "a", 1, 3), OML_OK);
+    assert_int_equal(oml_idmap_get(&m, "a\0b", 3, &v), OML_OK);
+    assert_int_equal(v, 1);
+    assert_int_equal(oml_idmap_get(&m, "a\0c", 3, &v), OML_OK);
+    assert_int_equal(v, 2);
+    assert_int_equal(oml_idmap_get(&m, "a", 1, &v), OML_OK);
+    assert_int_equal(v, 3);
+    assert_int_equal(oml_idmap_get(&m, "a\0", 2, &v), OML_ENOTFOUND);
+    /* Reserve then insert never grows. */
+    assert_int_equal(oml_idmap_reserve(&m, 5000), OML_OK);
+    const oml_idmap_entry *tab = m._tab;
+    static char more[5000][16];
+    for (int i = 0; i < 5000; i++) {
+        int n = snprintf(more[i], sizeof more[i], "m%d", i);
+        assert_int_equal(oml_idmap_put(&m, more[i], (size_t)n, (uint32_t)i), OML_OK);
+    }
+    assert_ptr_equal(m._tab, tab);
+    oml_idmap_free(&m);
+    oml_idmap_free(&m);
+
+    oml_idmap e;
+    oml_idmap_init(&e);
+    assert_int_equal(oml_idmap_get(&e, "x", 1, &v), OML_ENOTFOUND);
+    assert_int_equal(oml_idmap_del(&e, "x", 1), OML_ENOTFOUND);
+    oml_idmap_free(&e);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_create_bad_args),
+        cmocka_unit_test(test_upsert_and_overwrite),
+        cmocka_unit_test(test_delete_and_reput),
+        cmocka_unit_test(test_id_validation),
+        cmocka_unit_test(test_utf8),
+        cmocka_unit_test(test_nonfinite),
+        cmocka_unit_test(test_capacity),
+        cmocka_unit_test(test_label_interning),
+        cmocka_unit_test(test_many_items),
+        cmocka_unit_test(test_idmap_churn),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
