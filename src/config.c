@@ -20,9 +20,9 @@ int oml_config_preset(oml_config *c, const char *name, int32_t dim)
         /* See README "Making learning help kNN" for the measurements. */
         p.init = OML_INIT_PCA;
         p.center = 1;
-        p.eta = 0.03f;
+        p.eta = 0.01f;
         p.tau = 1.9f;
-        p.prox = 0.3f;
+        p.prox = 1.0f;
         *c = p;
         return OML_OK;
     }
@@ -52,7 +52,7 @@ int oml_config_validate(const oml_config *c, oml_diag *diag)
     CHECK(c->center == 0 || c->center == 1, "center", "center must be 0 or 1");
     CHECK(c->eta_decay >= 0 && isfinite(c->eta_decay), "eta_decay", "eta_decay must be >= 0");
     CHECK(c->prox >= 0 && c->prox * c->eta < 1, "prox", "prox must be >= 0 with eta*prox < 1");
-    CHECK(c->hedge_signal == OML_HEDGE_ABTL || c->hedge_signal == OML_HEDGE_MARGIN,
+    CHECK(c->hedge_signal >= OML_HEDGE_ABTL && c->hedge_signal <= OML_HEDGE_HARD,
           "hedge_signal", "hedge_signal %d unknown", c->hedge_signal);
     return OML_OK;
 }

@@ -21,7 +21,9 @@ enum oml_init {
 
 enum oml_hedge_signal {
     OML_HEDGE_ABTL = 0,     /* Eq. 20 on the head's local ABTL loss (Eq. 13) */
-    OML_HEDGE_MARGIN = 1    /* Eq. 20 on a [0,1] ranking loss of the triplet in the head */
+    OML_HEDGE_MARGIN = 1,   /* Eq. 20 on a [0,1] ranking loss of the triplet in the head */
+    OML_HEDGE_HARD = 2      /* Eq. 20 on the head's 0/1 violation, only for triplets the
+                               weighted ensemble got wrong before the update */
 };
 
 typedef struct oml_config {

@@ -273,7 +273,7 @@ void oml_learner_step(oml_learner *l, const float *xa, const float *xp, const fl
     const oml_net_layout *lay = &l->lay;
     int32_t d = lay->dim, e = lay->emb;
     int heads = lay->layers + 1;
-    float loss[OML_MAX_HEADS], signal[OML_MAX_HEADS];
+    float loss[OML_MAX_HEADS], signal[OML_MAX_HEADS], dps[OML_MAX_HEADS], dns[OML_MAX_HEADS];
     float ens_pos = 0.0f, ens_neg = 0.0f, overall = 0.0f;
 
     /* Alg. 1 line 4: the three members go through the network together. */
@@ -290,6 +290,8 @@ void oml_learner_step(oml_learner *l, const float *xa, const float *xp, const fl
         oml_abtl ab;
         oml_abtl_eval(l->cfg.tau, dp, dn, &ab);
         loss[k] = ab.loss;
+        dps[k] = dp;
+        dns[k] = dn;
         signal[k] = hedge_signal(l, &ab, dp, dn);
         overall += l->alpha[k] * ab.loss;
         ens_pos += l->alpha[k] * dp;
@@ -318,10 +320,19 @@ void oml_learner_step(oml_learner *l, const float *xa, const float *xp, const fl
     if (l->start && (l->stats.updates + 1) % PROX_EVERY == 0)
         proximal_pull(l, eta, PROX_EVERY);
 
-    /* Lines 9-11: hedge, floor, normalise. */
-    oml_hedge_update(l->alpha, signal, heads, l->cfg.beta, l->cfg.s);
-
     int satisfied = ens_pos < ens_neg;
+    /* Lines 9-11: hedge, floor, normalise. The `hard` signal lets only the
+     * triplets the ensemble got wrong move the weights, and scores each head
+     * by whether it got them wrong too. */
+    if (l->cfg.hedge_signal == OML_HEDGE_HARD) {
+        for (int k = 0; k < heads; k++)
+            signal[k] = dps[k] >= dns[k] ? 1.0f : 0.0f;
+        if (!satisfied)
+            oml_hedge_update(l->alpha, signal, heads, l->cfg.beta, l->cfg.s);
+    } else {
+        oml_hedge_update(l->alpha, signal, heads, l->cfg.beta, l->cfg.s);
+    }
+
     int utilised = overall > 0.0f;
     oml_learner_stats *st = &l->stats;
     st->updates++;
@@ -332,6 +343,8 @@ void oml_learner_step(oml_learner *l, const float *xa, const float *xp, const fl
                                            : LOSS_EMA * st->loss_ema[k] + (1 - LOSS_EMA) * loss[k];
     if (report) {
         memcpy(report->loss, loss, sizeof(float) * (size_t)heads);
+        memcpy(report->d_pos, dps, sizeof(float) * (size_t)heads);
+        memcpy(report->d_neg, dns, sizeof(float) * (size_t)heads);
         report->overall = overall;
         report->satisfied = satisfied;
         report->utilised = utilised;

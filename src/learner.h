@@ -21,6 +21,8 @@
 /* What one step did. */
 typedef struct oml_step_report {
     float loss[OML_MAX_HEADS];   /* local ABTL loss per head (Eq. 13) */
+    float d_pos[OML_MAX_HEADS];  /* pre-update D(a, p) per head */
+    float d_neg[OML_MAX_HEADS];  /* pre-update D(a, n) per head */
     float overall;               /* Eq. 19 with the pre-update alpha */
     int satisfied;               /* before the update, sum_l alpha D+ < sum_l alpha D- */
     int utilised;                /* the triplet changed the model (non-zero loss) */

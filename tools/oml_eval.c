@@ -57,7 +57,7 @@ static void usage(FILE *f)
             "  --heads-report      also report each head alone and all heads voting equally\n"
             " overrides of the preset (ablations):\n"
             "  --eta X --tau X --prox X --eta-decay X --beta X --s X\n"
-            "  --layers N --hidden N --emb N --init random|pca --center 0|1 --hedge abtl|margin\n");
+            "  --layers N --hidden N --emb N --init random|pca --center 0|1 --hedge abtl|margin|hard\n");
 }
 
 static int parse_args(int argc, char **argv, eval_opts *o)
@@ -118,7 +118,7 @@ static int parse_args(int argc, char **argv, eval_opts *o)
         } else if (OPT("--init")) {
             v->init = strcmp(val, "pca") == 0 ? OML_INIT_PCA : strcmp(val, "random") == 0 ? OML_INIT_RANDOM : 99;
         } else if (OPT("--hedge")) {
-            v->hedge_signal = strcmp(val, "margin") == 0 ? OML_HEDGE_MARGIN : strcmp(val, "abtl") == 0 ? OML_HEDGE_ABTL : 99;
+            v->hedge_signal = strcmp(val, "margin") == 0 ? OML_HEDGE_MARGIN : strcmp(val, "abtl") == 0 ? OML_HEDGE_ABTL : strcmp(val, "hard") == 0 ? OML_HEDGE_HARD : 99;
         } else {
             fprintf(stderr, "oml-eval: unknown or incomplete option '%s'\n", a);
             usage(stderr);
@@ -229,11 +229,29 @@ static int run_once(const eval_opts *o, uint64_t seed, const float *images, cons
     if (oml_config_needs_data(&cfg) && (rc = oml_learner_prepare(learner, dev_x, split.n_dev)) != OML_OK)
         goto done;
 
+    double viol[OML_MAX_HEADS] = {0}, hard_viol[OML_MAX_HEADS] = {0};
+    int32_t late = 0, hard = 0;
     double t0 = now_s();
     for (int32_t i = 0; i < stream.n; i++) {
         const oml_triplet *t = &stream.t[i];
+        oml_step_report rep;
         oml_learner_step(learner, dev_x + (size_t)t->a * dim, dev_x + (size_t)t->p * dim,
-                         dev_x + (size_t)t->n * dim, NULL);
+                         dev_x + (size_t)t->n * dim, &rep);
+        if (o->heads_report && i >= stream.n - stream.n / 5) {
+            late++;
+            hard += !rep.satisfied;
+            for (int h = 0; h < oml_learner_heads(learner); h++) {
+                int v = rep.d_pos[h] >= rep.d_neg[h];
+                viol[h] += v;
+                hard_viol[h] += !rep.satisfied && v;
+            }
+        }
+    }
+    if (o->heads_report) {
+        printf("    late-stream violation per head (all / ensemble-violated):");
+        for (int h = 0; h < oml_learner_heads(learner); h++)
+            printf(" %.3f/%.3f", viol[h] / (late ? late : 1), hard_viol[h] / (hard ? hard : 1));
+        printf("\n");
     }
     res->train_s = now_s() - t0;
     res->tps = stream.n / (res->train_s > 0 ? res->train_s : 1e-9);
