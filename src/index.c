@@ -188,9 +188,9 @@ int32_t oml_index_topk(const oml_index *ix, int head, const float *q, int32_t k,
     int32_t n = ix->n, e = ix->emb;
     if (k <= 0 || n <= 0)
         return 0;
-    /* scratch (n) = E_head (n, emb) . q (emb). */
-    const float *E = ix->emb_all + (size_t)head * (size_t)n * (size_t)e;
-    cblas_sgemv(CblasRowMajor, CblasNoTrans, n, e, 1.0f, E, e, q, 1, 0.0f, scratch, 1);
+    /* scratch (n) = q (emb) . E_head^T (emb, n), on the transposed copy. */
+    const float *Et = ix->emb_cols + (size_t)head * (size_t)n * (size_t)e;
+    cblas_sgemv(CblasRowMajor, CblasTrans, e, n, 1.0f, Et, n, q, 1, 0.0f, scratch, 1);
     return oml_index_select(ix, head, q, scratch, k, exclude, out);
 }
 
@@ -210,6 +210,18 @@ int32_t oml_index_row_of_slot(const oml_index *ix, uint32_t slot)
 /* Embeds the rows of the live slots into ix->emb_all (heads, n, emb). One
  * call straight on the store's matrix when the live slots are contiguous;
  * otherwise GATHER_ROWS rows at a time, copying only chunks with holes. */
+static void transpose_heads(oml_index *ix)
+{
+    size_t n = (size_t)ix->n, e = (size_t)ix->emb;
+    for (int h = 0; h < ix->heads; h++) {
+        const float *src = ix->emb_all + (size_t)h * n * e;
+        float *dst = ix->emb_cols + (size_t)h * n * e;
+        for (size_t i = 0; i < n; i++)
+            for (size_t j = 0; j < e; j++)
+                dst[j * n + i] = src[i * e + j];
+    }
+}
+
 static int embed_rows(oml_index *ix, const oml_store *store)
 {
     int32_t n = ix->n, e = ix->emb, dim = oml_store_dim(store);
@@ -280,7 +292,7 @@ int oml_index_build(oml_index **out, oml_snapshot *snap, const oml_store *store)
     size_t nl = (size_t)n_labels, ne = (size_t)ix->heads * n * (size_t)ix->emb;
     /* Arena, largest alignment first: ids, label_names, id_lens, emb_all,
      * slots, labels, then the characters. */
-    size_t total = (n + nl) * sizeof(char *) + n * sizeof(size_t) + ne * sizeof(float)
+    size_t total = (n + nl) * sizeof(char *) + n * sizeof(size_t) + 2 * ne * sizeof(float)
                    + n * (sizeof(uint32_t) + sizeof(int32_t)) + bytes + 1;
     char *p = malloc(total);
     if (p == NULL) {
@@ -295,6 +307,8 @@ int oml_index_build(oml_index **out, oml_snapshot *snap, const oml_store *store)
     ix->id_lens = (size_t *)(void *)p;
     p += n * sizeof(size_t);
     ix->emb_all = (float *)(void *)p;
+    p += ne * sizeof(float);
+    ix->emb_cols = (float *)(void *)p;
     p += ne * sizeof(float);
     ix->slots = (uint32_t *)(void *)p;
     p += n * sizeof(uint32_t);
@@ -331,6 +345,7 @@ int oml_index_build(oml_index **out, oml_snapshot *snap, const oml_store *store)
         oml_index_destroy(ix);
         return rc;
     }
+    transpose_heads(ix);
     *out = ix;
     return OML_OK;
 }

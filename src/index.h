@@ -26,6 +26,9 @@ typedef struct oml_index {
     int32_t n;               /* items */
     int32_t heads, emb;
     float *emb_all;          /* (heads, n, emb) unit rows */
+    float *emb_cols;         /* (heads, emb, n) the same, transposed: the layout one
+                                query scans (a row-major (emb, n) sgemv streams twice
+                                as fast as an (n, emb) one for emb ~ 50) */
     uint32_t *slots;         /* (n) store slot of each row */
     int32_t *labels;         /* (n) label id or OML_LABEL_NONE */
     const char **ids;        /* (n) NUL-terminated ids (copied) */
