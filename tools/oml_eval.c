@@ -24,6 +24,7 @@ extern void openblas_set_num_threads(int);
 
 typedef struct eval_opts {
     int32_t constraints, k, test_subsample, runs, heads_report;
+    double max_error; /* exit 3 if the mean error is above (0 = no check) */
     uint64_t seed;
     const char *preset, *data_dir;
     oml_config overrides; /* fields < 0 (or NaN) mean "from the preset" */
@@ -55,6 +56,7 @@ static void usage(FILE *f)
             "  --test-subsample M  classify only the first M test points (default all)\n"
             "  --data DIR          Fashion-MNIST IDX directory (default " OML_FMNIST_DIR ")\n"
             "  --heads-report      also report each head alone and all heads voting equally\n"
+            "  --max-error X       exit with status 3 if the mean error rate exceeds X\n"
             " overrides of the preset (ablations):\n"
             "  --eta X --tau X --prox X --eta-decay X --beta X --s X\n"
             "  --layers N --hidden N --emb N --init random|pca --center 0|1 --hedge abtl|margin|hard\n");
@@ -85,6 +87,8 @@ static int parse_args(int argc, char **argv, eval_opts *o)
             o->constraints = atoi(val);
         } else if (OPT("--seed")) {
             o->seed = strtoull(val, NULL, 10);
+        } else if (OPT("--max-error")) {
+            o->max_error = strtod(val, NULL);
         } else if (OPT("--runs")) {
             o->runs = atoi(val);
         } else if (OPT("--k")) {
@@ -384,5 +388,9 @@ int main(int argc, char **argv)
            o.preset);
     free(images);
     free(labels);
+    if (o.max_error > 0 && sum.error / R > o.max_error) {
+        fprintf(stderr, "oml-eval: error rate %.4f exceeds --max-error %.4f\n", sum.error / R, o.max_error);
+        return 3;
+    }
     return 0;
 }
