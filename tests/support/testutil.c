@@ -3,7 +3,10 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
+
+#include "rng.h"
 
 int oml_test_tmpfile(char *buf, size_t cap)
 {
@@ -43,4 +46,31 @@ int oml_test_write_file(const char *path, const void *buf, size_t len)
         return -1;
     int ok = fwrite(buf, 1, len, f) == len;
     return (fclose(f) == 0 && ok) ? 0 : -1;
+}
+
+oml_snapshot *oml_test_snapshot(int32_t layers, int32_t dim, int32_t hidden, int32_t emb,
+                                const float *p, const float *alpha, uint64_t seed)
+{
+    oml_config c;
+    if (oml_config_preset(&c, "paper", dim) != OML_OK)
+        return NULL;
+    c.layers = layers;
+    c.hidden = hidden;
+    c.emb = emb;
+    oml_net_layout lay;
+    oml_net_layout_init(&lay, &c);
+    float *params = calloc(lay.count, sizeof *params);
+    if (params == NULL)
+        return NULL;
+    if (p != NULL) {
+        memcpy(params, p, lay.count * sizeof *params);
+    } else {
+        oml_rng r;
+        oml_rng_seed(&r, seed);
+        for (size_t i = (size_t)lay.dim; i < lay.count; i++) /* mu stays 0 */
+            params[i] = oml_rng_normal(&r);
+    }
+    oml_snapshot *s = oml_snapshot_create(&c, params, alpha, 1, 0);
+    free(params);
+    return s;
 }

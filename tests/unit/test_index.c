@@ -26,6 +26,7 @@
 
 #include "index.h"
 #include "rng.h"
+#include "testutil.h"
 
 #define D_AC 0.76536686f /* sqrt(2 - sqrt(2)) */
 #define D_AF 0.89442719f /* sqrt(0.8) */
@@ -36,29 +37,11 @@
 static oml_snapshot *make_snap(int32_t layers, int32_t dim, int32_t hidden, int32_t emb,
                                const float *p, const float *alpha, uint64_t seed)
 {
-    oml_config c;
-    assert_int_equal(oml_config_preset(&c, "paper", dim), OML_OK);
-    c.layers = layers;
-    c.hidden = hidden;
-    c.emb = emb;
-    oml_net_layout lay;
-    oml_net_layout_init(&lay, &c);
-    float *params = calloc(lay.count, sizeof *params);
-    assert_non_null(params);
-    if (p != NULL) {
-        memcpy(params, p, lay.count * sizeof *params);
-    } else {
-        oml_rng r;
-        oml_rng_seed(&r, seed);
-        for (size_t i = lay.dim; i < lay.count; i++) /* mu stays 0 */
-            params[i] = oml_rng_normal(&r);
-    }
     float a[OML_MAX_LAYERS + 1];
     for (int l = 0; l <= layers; l++)
         a[l] = alpha ? alpha[l] : 1.0f / (float)(layers + 1);
-    oml_snapshot *s = oml_snapshot_create(&c, params, a, 1, 0);
+    oml_snapshot *s = oml_test_snapshot(layers, dim, hidden, emb, p, a, seed);
     assert_non_null(s);
-    free(params);
     return s;
 }
 

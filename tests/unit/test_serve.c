@@ -26,6 +26,7 @@
 
 #include "rng.h"
 #include "serve.h"
+#include "testutil.h"
 
 #define D_AC 0.76536686f
 #define SQRT2 1.41421356f
@@ -34,23 +35,6 @@
 static oml_snapshot *snap_with(int32_t layers, int32_t dim, int32_t hidden, int32_t emb,
                                const float *p, const float *alpha, uint64_t seed)
 {
-    oml_config c;
-    assert_int_equal(oml_config_preset(&c, "paper", dim), OML_OK);
-    c.layers = layers;
-    c.hidden = hidden;
-    c.emb = emb;
-    oml_net_layout lay;
-    oml_net_layout_init(&lay, &c);
-    float *params = calloc(lay.count, sizeof *params);
-    assert_non_null(params);
-    if (p != NULL) {
-        memcpy(params, p, lay.count * sizeof *params);
-    } else {
-        oml_rng r;
-        oml_rng_seed(&r, seed);
-        for (size_t i = lay.dim; i < lay.count; i++)
-            params[i] = oml_rng_normal(&r);
-    }
     float a[OML_MAX_LAYERS + 1];
     float sum = 0;
     for (int l = 0; l <= layers; l++) {
@@ -59,9 +43,8 @@ static oml_snapshot *snap_with(int32_t layers, int32_t dim, int32_t hidden, int3
     }
     for (int l = 0; l <= layers && alpha == NULL; l++)
         a[l] /= sum;
-    oml_snapshot *s = oml_snapshot_create(&c, params, a, 1, 0);
+    oml_snapshot *s = oml_test_snapshot(layers, dim, hidden, emb, p, a, seed);
     assert_non_null(s);
-    free(params);
     return s;
 }
 
