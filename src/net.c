@@ -52,13 +52,22 @@ void oml_net_layout_init(oml_net_layout *lay, const oml_config *c)
     size_t off = 0;
     lay->mu = off;
     off += (size_t)c->dim;
-    for (int l = 1; l <= c->layers; l++) {
-        lay->w[l] = off;
-        off += (size_t)c->hidden * (size_t)oml_net_width(lay, l - 1);
+    /* W(1) and Theta(0) both read the input, and are adjacent so that for a
+     * triplet they form one (hidden + emb, dim) matrix: one pass over the
+     * largest weights for the forward and one for the update. */
+    if (c->layers >= 1) {
+        lay->w[1] = off;
+        off += (size_t)c->hidden * (size_t)c->dim;
     }
-    for (int l = 0; l <= c->layers; l++) {
+    lay->theta[0] = off;
+    off += (size_t)c->emb * (size_t)c->dim;
+    for (int l = 2; l <= c->layers; l++) {
+        lay->w[l] = off;
+        off += (size_t)c->hidden * (size_t)c->hidden;
+    }
+    for (int l = 1; l <= c->layers; l++) {
         lay->theta[l] = off;
-        off += (size_t)c->emb * (size_t)oml_net_width(lay, l);
+        off += (size_t)c->emb * (size_t)c->hidden;
     }
     lay->count = off;
 }
@@ -69,7 +78,8 @@ int oml_net_acts_init(oml_net_acts *a, const oml_net_layout *lay, int32_t cap)
     int heads = lay->layers + 1;
     size_t n = (size_t)cap;
     size_t total = n * (size_t)lay->dim + n * (size_t)lay->hidden * (size_t)lay->layers
-                   + (size_t)heads * (2 * n * (size_t)lay->emb + n);
+                   + (size_t)heads * (2 * n * (size_t)lay->emb + n)
+                   + (size_t)lay->hidden + (size_t)lay->emb; /* _stack row */
     float *p = malloc(total * sizeof *p);
     if (p == NULL)
         return OML_ENOMEM;
@@ -87,6 +97,7 @@ int oml_net_acts_init(oml_net_acts *a, const oml_net_layout *lay, int32_t cap)
         a->znorm[l] = p;
         p += n;
     }
+    a->_stack = p;
     return OML_OK;
 }
 
@@ -96,12 +107,9 @@ void oml_net_acts_free(oml_net_acts *a)
     memset(a, 0, sizeof *a);
 }
 
-/* One head: z = h Theta^T, f = z / ||z||. h (n, width), Theta (emb, width). */
-static void head_forward(const oml_net_layout *lay, const float *theta, const float *h,
-                         int32_t width, int32_t n, float *z, float *f, float *znorm)
+/* f = z / ||z|| row by row, z (n, emb). */
+static void head_normalize(int32_t e, int32_t n, const float *z, float *f, float *znorm)
 {
-    int32_t e = lay->emb;
-    matmul_nt(n, e, width, h, theta, 0.0f, z);
     for (int32_t i = 0; i < n; i++) {
         const float *zi = z + (size_t)i * e;
         float *fi = f + (size_t)i * e;
@@ -111,6 +119,28 @@ static void head_forward(const oml_net_layout *lay, const float *theta, const fl
         for (int32_t j = 0; j < e; j++)
             fi[j] = zi[j] * inv;
     }
+}
+
+static void relu(float *h, size_t m)
+{
+    for (size_t k = 0; k < m; k++)
+        h[k] = h[k] > 0.0f ? h[k] : 0.0f;
+}
+
+/* Few rows, L >= 1: h(1) and z(0) from one sgemv per row over the adjacent
+ * [W(1); Theta(0)] block, into a (hidden + emb) row then split. */
+static void forward_input_stacked(const oml_net_layout *lay, const float *params, int32_t n,
+                                  oml_net_acts *a)
+{
+    int32_t d = lay->dim, hd = lay->hidden, e = lay->emb, rows = hd + e;
+    for (int32_t i = 0; i < n; i++) {
+        float *t = a->_stack;
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, rows, d, 1.0f, params + lay->w[1], d,
+                    a->h[0] + (size_t)i * d, 1, 0.0f, t, 1);
+        memcpy(a->h[1] + (size_t)i * hd, t, (size_t)hd * sizeof *t);
+        memcpy(a->z[0] + (size_t)i * e, t + hd, (size_t)e * sizeof *t);
+    }
+    relu(a->h[1], (size_t)n * (size_t)hd);
 }
 
 void oml_net_forward(const oml_net_layout *lay, const float *params, const float *X,
@@ -125,18 +155,22 @@ void oml_net_forward(const oml_net_layout *lay, const float *params, const float
         for (int32_t j = 0; j < d; j++)
             dst[j] = src[j] - mu[j];
     }
-    for (int l = 1; l <= lay->layers; l++) {
+    int stacked = n <= SMALL_BATCH && lay->layers >= 1;
+    if (stacked)
+        forward_input_stacked(lay, params, n, a);
+    for (int l = stacked ? 2 : 1; l <= lay->layers; l++) {
         /* h(l) = ReLU(h(l-1) W(l)^T): (n, width) x (width, hidden). OAHU Eq. 1. */
         int32_t w = oml_net_width(lay, l - 1);
-        float *h = a->h[l];
-        matmul_nt(n, hd, w, a->h[l - 1], params + lay->w[l], 0.0f, h);
-        size_t m = (size_t)n * (size_t)hd;
-        for (size_t k = 0; k < m; k++)
-            h[k] = h[k] > 0.0f ? h[k] : 0.0f;
+        matmul_nt(n, hd, w, a->h[l - 1], params + lay->w[l], 0.0f, a->h[l]);
+        relu(a->h[l], (size_t)n * (size_t)hd);
     }
-    for (int l = 0; l <= lay->layers; l++)
-        head_forward(lay, params + lay->theta[l], a->h[l], oml_net_width(lay, l), n,
-                     a->z[l], a->f[l], a->znorm[l]);
+    for (int l = 0; l <= lay->layers; l++) {
+        /* z(l) = h(l) Theta(l)^T, then onto the unit sphere. */
+        if (!(stacked && l == 0))
+            matmul_nt(n, lay->emb, oml_net_width(lay, l), a->h[l], params + lay->theta[l], 0.0f,
+                      a->z[l]);
+        head_normalize(lay->emb, n, a->z[l], a->f[l], a->znorm[l]);
+    }
 }
 
 void oml_net_normalize_backward(const float *f, float znorm, const float *gf, float *gz,
@@ -156,7 +190,8 @@ void oml_net_normalize_backward(const float *f, float znorm, const float *gf, fl
 
 size_t oml_net_scratch_floats(const oml_net_layout *lay, int32_t n)
 {
-    int32_t w = lay->dim > lay->hidden ? lay->dim : lay->hidden;
+    int32_t wide = lay->hidden + lay->emb; /* the stacked [ga | gz(0)] rows */
+    int32_t w = lay->dim > wide ? lay->dim : wide;
     return 2 * (size_t)n * (size_t)w;
 }
 
@@ -187,6 +222,19 @@ void oml_net_backward_sgd(const oml_net_layout *lay, float *params, const oml_ne
             /* dLoss/dh(l-1) = ga (n,hd) x W(l) (hd,w), at the old W(l); the
              * deeper heads' share reaches W(l-1) through it (Eq. 22, j >= l). */
             matmul_nn(n, hd, w, gh, W, 0.0f, gh_below);
+        }
+        if (l == 1 && n <= SMALL_BATCH) {
+            /* OAHU Eq. 21-22 for the adjacent [W(1); Theta(0)] in one rank-n
+             * update: [ga | gz(0)]^T x. */
+            int32_t wide = hd + e;
+            for (int32_t i = 0; i < n; i++) {
+                memcpy(gh_below + (size_t)i * wide, gh + (size_t)i * hd, (size_t)hd * sizeof *gh);
+                memcpy(gh_below + (size_t)i * wide + hd, gz[0] + (size_t)i * e,
+                       (size_t)e * sizeof *gh);
+            }
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, wide, w, n, -eta, gh_below, wide,
+                        a->h[0], w, 1.0f, W, w);
+            return;
         }
         /* OAHU Eq. 22: W(l) -= eta * ga^T h(l-1). */
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, hd, w, n, -eta, gh, hd,

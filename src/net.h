@@ -39,6 +39,7 @@ typedef struct oml_net_acts {
     float *f[OML_MAX_LAYERS + 1];     /* (cap, emb) L2-normalised heads */
     float *znorm[OML_MAX_LAYERS + 1]; /* (cap) ||z|| */
     float *_block;
+    float *_stack;                    /* (hidden + emb) row for the stacked input layer */
 } oml_net_acts;
 
 int oml_net_acts_init(oml_net_acts *a, const oml_net_layout *lay, int32_t cap);
@@ -53,7 +54,7 @@ void oml_net_forward(const oml_net_layout *lay, const float *params, const float
  * Hidden layer l receives gradient from every head j >= l (Eq. 22 read as
  * j = l..L). Every gradient is taken at the pre-update parameters; each
  * block is updated as soon as the gradient below it no longer needs it.
- * gh (n, max(dim, hidden)) x 2 is scratch. */
+ * scratch holds oml_net_scratch_floats(lay, n) floats. */
 void oml_net_backward_sgd(const oml_net_layout *lay, float *params, const oml_net_acts *a,
                           int32_t n, float *const *gz, float eta, float *scratch);
 
