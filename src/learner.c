@@ -241,9 +241,12 @@ static float distance(const float *a, const float *b, int32_t n)
 /* The [0, 1] signal the hedge sees for one head. OML_HEDGE_ABTL is the paper's
  * local loss; OML_HEDGE_MARGIN is a ranking loss that is 0.5 when the
  * positive and the negative are equally far and reaches 0 only when the
- * triplet is satisfied by the full margin. */
+ * triplet is satisfied by the full margin; OML_HEDGE_HARD is the head's 0/1
+ * violation. */
 static float hedge_signal(const oml_learner *l, const oml_abtl *ab, float dp, float dn)
 {
+    if (l->cfg.hedge_signal == OML_HEDGE_HARD)
+        return dp >= dn ? 1.0f : 0.0f;
     if (l->cfg.hedge_signal == OML_HEDGE_MARGIN) {
         float m = 0.5f + 0.25f * (dp - dn);
         return m < 0.0f ? 0.0f : (m > 1.0f ? 1.0f : m);
@@ -321,17 +324,10 @@ void oml_learner_step(oml_learner *l, const float *xa, const float *xp, const fl
         proximal_pull(l, eta, PROX_EVERY);
 
     int satisfied = ens_pos < ens_neg;
-    /* Lines 9-11: hedge, floor, normalise. The `hard` signal lets only the
-     * triplets the ensemble got wrong move the weights, and scores each head
-     * by whether it got them wrong too. */
-    if (l->cfg.hedge_signal == OML_HEDGE_HARD) {
-        for (int k = 0; k < heads; k++)
-            signal[k] = dps[k] >= dns[k] ? 1.0f : 0.0f;
-        if (!satisfied)
-            oml_hedge_update(l->alpha, signal, heads, l->cfg.beta, l->cfg.s);
-    } else {
+    /* Lines 9-11: hedge, floor, normalise. With the `hard` signal only the
+     * triplets the ensemble got wrong move the weights. */
+    if (l->cfg.hedge_signal != OML_HEDGE_HARD || !satisfied)
         oml_hedge_update(l->alpha, signal, heads, l->cfg.beta, l->cfg.s);
-    }
 
     int utilised = overall > 0.0f;
     oml_learner_stats *st = &l->stats;

@@ -171,6 +171,45 @@ static void test_deterministic(void **state)
     oml_learner_destroy(e);
 }
 
+/* The `hard` hedge signal moves alpha only on triplets the ensemble got
+ * wrong: a satisfied triplet leaves it as it was, a violated one changes it. */
+static void test_hard_hedge_only_on_violations(void **state)
+{
+    (void)state;
+    oml_config c = cfg("paper");
+    c.hedge_signal = OML_HEDGE_HARD;
+    oml_learner *l = NULL;
+    assert_int_equal(oml_learner_create(&l, &c, NULL), OML_OK);
+    oml_rng r;
+    oml_rng_seed(&r, 8);
+    float x[3 * D];
+    int seen_sat = 0, seen_viol = 0;
+    for (int t = 0; t < 400 && !(seen_sat && seen_viol); t++) {
+        fill(&r, x, 3 * D);
+        float before[OML_MAX_HEADS];
+        memcpy(before, l->alpha, sizeof before);
+        oml_step_report rep;
+        oml_learner_step(l, x, x + D, x + 2 * D, &rep);
+        int changed = memcmp(before, l->alpha, sizeof(float) * (size_t)(c.layers + 1)) != 0;
+        if (rep.satisfied) {
+            assert_false(changed);
+            seen_sat = 1;
+        } else {
+            /* Heads that disagree get different factors; if every head
+             * violated (or none), all scale alike and normalising undoes it. */
+            int violated = 0;
+            for (int k = 0; k <= c.layers; k++)
+                violated += rep.d_pos[k] >= rep.d_neg[k];
+            if (violated > 0 && violated <= c.layers) {
+                assert_true(changed);
+                seen_viol = 1;
+            }
+        }
+    }
+    assert_true(seen_sat && seen_viol);
+    oml_learner_destroy(l);
+}
+
 static void test_config_validation_names_field(void **state)
 {
     (void)state;
@@ -203,6 +242,7 @@ int main(void)
         cmocka_unit_test(test_snapshot_is_immutable_copy),
         cmocka_unit_test(test_pca_start_heads_agree),
         cmocka_unit_test(test_deterministic),
+        cmocka_unit_test(test_hard_hedge_only_on_violations),
         cmocka_unit_test(test_config_validation_names_field),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
