@@ -1,0 +1,287 @@
+/* options.c - option table, parsing and printing of the daemon configuration.
+ *
+ * DESIGN: one table (redis config.c style); nothing else knows the option
+ * names. Model hyper-parameters default to "" = "the preset's value", kept
+ * as NaN (reals) or -1 (integers) until the model is built. Runs once at
+ * startup on the main thread. */
+#include "options.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define OFF(f) offsetof(omld_config, f)
+#define STR(f, def, help) {#f, OMLD_OPT_STR, OFF(f), 0, OMLD_STR_MAX - 1, def, help}
+#define INT(f, lo, hi, def, help) {#f, OMLD_OPT_INT, OFF(f), lo, hi, def, help}
+#define REAL(f, lo, hi, def, help) {#f, OMLD_OPT_REAL, OFF(f), lo, hi, def, help}
+
+const omld_option omld_options[] = {
+    STR(listen, "127.0.0.1:7600", "HOST:PORT of the RPC listener (protobuf frames)"),
+    STR(unix_socket, "", "also listen on this Unix socket path (empty: none)"),
+    STR(http, "127.0.0.1:7601", "HOST:PORT of the HTTP status endpoint"),
+    STR(data_dir, "/var/lib/omld", "directory for the write-ahead log and checkpoints"),
+    STR(preset, "default", "model preset: default | paper"),
+    STR(log_level, "info", "error | warn | info | debug"),
+    INT(dim, 1, 1 << 20, "784", "input dimension of every item"),
+    INT(layers, 0, 16, "", "hidden layers L (L+1 heads); empty: the preset's"),
+    INT(hidden, 1, 65536, "", "units per hidden layer; empty: the preset's"),
+    INT(emb, 1, 65536, "", "embedding width of every head; empty: the preset's"),
+    INT(seed, 0, 9007199254740991.0, "1", "seed of the model and of closure sampling"),
+    REAL(eta, 1e-9, 10, "", "learning rate; empty: the preset's"),
+    REAL(tau, 1e-6, 1.999999, "", "ABTL control parameter, (0, 2); empty: the preset's"),
+    REAL(beta, 1e-6, 0.999999, "", "hedge discount, (0, 1); empty: the preset's"),
+    REAL(s, 0, 1, "", "hedge smooth factor (floor s/(L+1)); empty: the preset's"),
+    REAL(prox, 0, 1e6, "", "pull toward the start weights; empty: the preset's"),
+    INT(max_items, 1, 1LL << 31, "10000000", "most items the store holds"),
+    INT(max_frame_bytes, 64, 1 << 30, "4194304", "largest request frame accepted"),
+    INT(max_batch, 1, 1 << 20, "10000", "most items, triplets or pairs in one request"),
+    INT(max_connections, 1, 1 << 20, "1024", "most concurrent client connections"),
+    INT(max_k, 1, 1024, "1024", "largest k a query may ask for"),
+    INT(queue_capacity, 1, 1 << 24, "65536", "triplets queued for the learner before backpressure"),
+    INT(publish_every, 1, 1 << 30, "1000", "publish a new serving view every N updates"),
+    INT(publish_ms, 1, 3600000, "1000", "... or every T milliseconds, whichever first"),
+    {NULL, OMLD_OPT_STR, 0, 0, 0, NULL, NULL},
+};
+
+static const omld_option *find(const char *name, size_t len)
+{
+    for (const omld_option *o = omld_options; o->name; o++)
+        if (strlen(o->name) == len && strncmp(o->name, name, len) == 0)
+            return o;
+    return NULL;
+}
+
+static int fail(char *err, size_t errlen, const char *where, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Writes "WHERE: message" into err and returns -1. */
+static int fail(char *err, size_t errlen, const char *where, const char *fmt, ...)
+{
+    int n = where ? snprintf(err, errlen, "%s: ", where) : 0;
+    if (n < 0 || (size_t)n >= errlen)
+        n = 0;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static int set_option(omld_config *c, const omld_option *o, const char *value, const char *where,
+                      char *err, size_t errlen)
+{
+    char *field = (char *)c + o->offset;
+    if (o->type == OMLD_OPT_STR) {
+        if (strlen(value) > (size_t)o->max)
+            return fail(err, errlen, where, "option '%s': value too long (max %d bytes)", o->name,
+                        OMLD_STR_MAX - 1);
+        memcpy(field, value, strlen(value) + 1);
+        return 0;
+    }
+    if (*value == '\0') { /* empty: the preset's value */
+        if (o->type == OMLD_OPT_INT)
+            *(int64_t *)(void *)field = -1;
+        else
+            *(double *)(void *)field = NAN;
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    double v = o->type == OMLD_OPT_INT ? (double)strtoll(value, &end, 10) : strtod(value, &end);
+    if (errno != 0 || end == value || *end != '\0' || !isfinite(v))
+        return fail(err, errlen, where, "option '%s': '%s' is not a number", o->name, value);
+    if (v < o->min || v > o->max) {
+        return fail(err, errlen, where, "option '%s': '%s' is outside [%g, %g]", o->name, value,
+                    o->min, o->max);
+    }
+    if (o->type == OMLD_OPT_INT)
+        *(int64_t *)(void *)field = (int64_t)v;
+    else
+        *(double *)(void *)field = v;
+    return 0;
+}
+
+void omld_config_defaults(omld_config *c)
+{
+    memset(c, 0, sizeof *c);
+    char err[256];
+    for (const omld_option *o = omld_options; o->name; o++)
+        set_option(c, o, o->def, NULL, err, sizeof err); /* defaults are in bounds */
+}
+
+int omld_config_set(omld_config *c, const char *name, const char *value, const char *where,
+                    char *err, size_t errlen)
+{
+    const omld_option *o = find(name, strlen(name));
+    if (o == NULL)
+        return fail(err, errlen, where, "unknown option '%s'%s (omld --help lists them)", name, "");
+    return set_option(c, o, value, where, err, errlen);
+}
+
+static char *trim(char *s)
+{
+    while (*s == ' ' || *s == '\t')
+        s++;
+    size_t n = strlen(s);
+    while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\n' || s[n - 1] == '\r'))
+        s[--n] = '\0';
+    return s;
+}
+
+int omld_config_load_file(omld_config *c, const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return fail(err, errlen, NULL, "cannot open config file %s: %s", path, strerror(errno));
+    char line[1024], where[320];
+    int lineno = 0, rc = 0;
+    while (rc == 0 && fgets(line, sizeof line, f)) {
+        lineno++;
+        snprintf(where, sizeof where, "%s:%d", path, lineno);
+        if (strchr(line, '\n') == NULL && !feof(f)) {
+            rc = fail(err, errlen, where, "line longer than %d bytes", (int)sizeof line - 1);
+            break;
+        }
+        char *hash = strchr(line, '#');
+        if (hash)
+            *hash = '\0';
+        char *s = trim(line);
+        if (*s == '\0')
+            continue;
+        char *eq = strchr(s, '=');
+        if (eq == NULL) {
+            rc = fail(err, errlen, where, "expected 'name = value', got '%s'", s);
+            break;
+        }
+        *eq = '\0';
+        rc = omld_config_set(c, trim(s), trim(eq + 1), where, err, errlen);
+    }
+    fclose(f);
+    return rc;
+}
+
+int omld_config_parse_args(omld_config *c, int argc, char **argv, int *help, int *print,
+                           char *err, size_t errlen)
+{
+    *help = *print = 0;
+    /* --config first, so that flags override the file wherever they stand. */
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--config") == 0 || strncmp(a, "--config=", 9) == 0) {
+            const char *path = a[8] == '=' ? a + 9 : (i + 1 < argc ? argv[++i] : NULL);
+            if (path == NULL)
+                return fail(err, errlen, NULL, "option '%s' needs a value", "config");
+            if (omld_config_load_file(c, path, err, errlen) != 0)
+                return -1;
+        }
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            *help = 1;
+            continue;
+        }
+        if (strcmp(a, "--print-config") == 0) {
+            *print = 1;
+            continue;
+        }
+        if (strncmp(a, "--", 2) != 0)
+            return fail(err, errlen, NULL, "unexpected argument '%s'", a);
+        const char *name = a + 2, *eq = strchr(name, '='), *value;
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        if (len == 6 && strncmp(name, "config", 6) == 0) {
+            i += eq ? 0 : 1; /* applied above */
+            continue;
+        }
+        if (eq) {
+            value = eq + 1;
+        } else if (i + 1 < argc) {
+            value = argv[++i];
+        } else {
+            return fail(err, errlen, NULL, "option '%s' needs a value", name);
+        }
+        char key[64];
+        if (len >= sizeof key)
+            return fail(err, errlen, NULL, "unknown option '%s'", name);
+        memcpy(key, name, len);
+        key[len] = '\0';
+        for (char *p = key; *p; p++) /* --max-frame-bytes == --max_frame_bytes */
+            if (*p == '-')
+                *p = '_';
+        if (omld_config_set(c, key, value, "command line", err, errlen) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* HOST:PORT with a non-empty host and a port in 1..65535 (0 allowed: any). */
+static int valid_hostport(const char *s)
+{
+    const char *colon = strrchr(s, ':');
+    if (colon == NULL || colon == s || colon[1] == '\0')
+        return 0;
+    char *end;
+    long port = strtol(colon + 1, &end, 10);
+    return *end == '\0' && port >= 0 && port <= 65535;
+}
+
+int omld_config_validate(const omld_config *c, char *err, size_t errlen)
+{
+    if (!valid_hostport(c->listen))
+        return fail(err, errlen, NULL, "option 'listen': '%s' is not HOST:PORT", c->listen);
+    if (!valid_hostport(c->http))
+        return fail(err, errlen, NULL, "option 'http': '%s' is not HOST:PORT", c->http);
+    if (strcmp(c->preset, "default") != 0 && strcmp(c->preset, "paper") != 0)
+        return fail(err, errlen, NULL, "option 'preset': '%s' is not default or paper", c->preset);
+    const char *levels[] = {"error", "warn", "info", "debug"};
+    int ok = 0;
+    for (int i = 0; i < 4; i++)
+        ok |= strcmp(c->log_level, levels[i]) == 0;
+    if (!ok)
+        return fail(err, errlen, NULL, "option 'log_level': '%s' is not error, warn, info or debug",
+                    c->log_level);
+    if (c->data_dir[0] == '\0')
+        return fail(err, errlen, NULL, "option '%s' must not be empty", "data_dir");
+    return 0;
+}
+
+static void print_value(FILE *f, const omld_option *o, const omld_config *c)
+{
+    const char *field = (const char *)c + o->offset;
+    if (o->type == OMLD_OPT_STR) {
+        fputs(field, f);
+    } else if (o->type == OMLD_OPT_INT) {
+        int64_t v = *(const int64_t *)(const void *)field;
+        if (v >= 0)
+            fprintf(f, "%lld", (long long)v);
+    } else {
+        double v = *(const double *)(const void *)field;
+        if (!isnan(v))
+            fprintf(f, "%.9g", v);
+    }
+}
+
+void omld_config_print_help(FILE *f)
+{
+    fprintf(f, "usage: omld [--config FILE] [--NAME VALUE ...] [--print-config] [--help]\n\n"
+               "Options (also accepted as `name = value` lines in the config file):\n");
+    for (const omld_option *o = omld_options; o->name; o++) {
+        char bounds[80] = "";
+        if (o->type != OMLD_OPT_STR)
+            snprintf(bounds, sizeof bounds, " [%g .. %g]", o->min, o->max);
+        fprintf(f, "  --%-18s %s\n  %-20s default: %s%s\n", o->name, o->help, "",
+                o->def[0] ? o->def : "(preset)", bounds);
+    }
+}
+
+void omld_config_print(FILE *f, const omld_config *c)
+{
+    for (const omld_option *o = omld_options; o->name; o++) {
+        fprintf(f, "%s = ", o->name);
+        print_value(f, o, c);
+        fputc('\n', f);
+    }
+}

@@ -1,0 +1,68 @@
+/* options.h - the daemon's configuration: one table row per option.
+ *
+ * Every option has a name, a type, bounds, a default and a one-line
+ * description; the same table parses the config file and the command line,
+ * validates, prints `omld --help` and `omld --print-config`, and will
+ * generate deploy/omld.conf.example. Precedence: defaults < --config FILE <
+ * other flags. Config file lines are `name = value`; `#` starts a comment. */
+#ifndef OMLD_OPTIONS_H
+#define OMLD_OPTIONS_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#define OMLD_STR_MAX 256
+
+typedef struct omld_config {
+    char listen[OMLD_STR_MAX];      /* HOST:PORT of the RPC listener */
+    char unix_socket[OMLD_STR_MAX]; /* optional Unix socket path ("" = none) */
+    char http[OMLD_STR_MAX];        /* HOST:PORT of the status endpoint */
+    char data_dir[OMLD_STR_MAX];
+    char preset[OMLD_STR_MAX];      /* model preset: default | paper */
+    char log_level[OMLD_STR_MAX];   /* error | warn | info | debug */
+    int64_t dim, layers, hidden, emb, seed;
+    double eta, tau, beta, s, prox;
+    int64_t max_items, max_frame_bytes, max_batch, max_connections, max_k;
+    int64_t queue_capacity, publish_every, publish_ms;
+} omld_config;
+
+enum omld_opt_type { OMLD_OPT_STR, OMLD_OPT_INT, OMLD_OPT_REAL };
+
+typedef struct omld_option {
+    const char *name;
+    enum omld_opt_type type;
+    size_t offset;         /* into omld_config */
+    double min, max;       /* bounds for numbers (inclusive); for strings, max length */
+    const char *def;       /* default, as text; "" for the preset's own value */
+    const char *help;
+} omld_option;
+
+/* The table, terminated by a row with name == NULL. */
+extern const omld_option omld_options[];
+
+/* Fills every option with its default. */
+void omld_config_defaults(omld_config *c);
+
+/* Sets one option from text. Returns 0, or -1 with a message naming the
+ * option (and where, e.g. "omld.conf:12") in err. */
+int omld_config_set(omld_config *c, const char *name, const char *value, const char *where,
+                    char *err, size_t errlen);
+
+/* Reads a config file. Returns 0 or -1 with err naming file and line. */
+int omld_config_load_file(omld_config *c, const char *path, char *err, size_t errlen);
+
+/* Parses argv (argv[0] skipped): --config FILE is applied first, then every
+ * other --name VALUE / --name=VALUE in order. Sets *help / *print when
+ * --help / --print-config are given. Returns 0 or -1 with err. */
+int omld_config_parse_args(omld_config *c, int argc, char **argv, int *help, int *print,
+                           char *err, size_t errlen);
+
+/* Cross-option checks (e.g. a HOST:PORT that is not one). 0 or -1 with err. */
+int omld_config_validate(const omld_config *c, char *err, size_t errlen);
+
+/* `omld --help`: every option with default, bounds and description. */
+void omld_config_print_help(FILE *f);
+/* `omld --print-config`: the effective configuration as a loadable file. */
+void omld_config_print(FILE *f, const omld_config *c);
+
+#endif
