@@ -462,6 +462,15 @@ static uint32_t max3(uint32_t a, uint32_t b, uint32_t d)
     return m > d ? m : d;
 }
 
+/* Bookkeeping common to every accepted fact: count and hand out what it derived. */
+static int accepted(oml_closure *c, int got, int *n_out)
+{
+    c->st.derived += (uint64_t)got;
+    if (n_out != NULL)
+        *n_out = got;
+    return OML_OK;
+}
+
 int oml_closure_add_similar(oml_closure *c, uint32_t a, uint32_t b,
                             oml_triplet *out, int max_out, int *n_out)
 {
@@ -483,10 +492,7 @@ int oml_closure_add_similar(oml_closure *c, uint32_t a, uint32_t b,
         do_merge(c, l, s);
     }
     c->st.similar_pairs++;
-    c->st.derived += (uint64_t)got;
-    if (n_out != NULL)
-        *n_out = got;
-    return OML_OK;
+    return accepted(c, got, n_out);
 }
 
 int oml_closure_add_dissimilar(oml_closure *c, uint32_t a, uint32_t b,
@@ -511,10 +517,7 @@ int oml_closure_add_dissimilar(oml_closure *c, uint32_t a, uint32_t b,
         do_edge(c, ra, rb);
     }
     c->st.dissimilar_pairs++;
-    c->st.derived += (uint64_t)got;
-    if (n_out != NULL)
-        *n_out = got;
-    return OML_OK;
+    return accepted(c, got, n_out);
 }
 
 /* Edges that merging roots l and s would drop: neighbours of s that l has too. */
@@ -570,10 +573,7 @@ int oml_closure_add_triplet(oml_closure *c, oml_triplet t,
     }
     c->st.similar_pairs++;
     c->st.dissimilar_pairs++;
-    c->st.derived += (uint64_t)got;
-    if (n_out != NULL)
-        *n_out = got;
-    return OML_OK;
+    return accepted(c, got, n_out);
 }
 
 int oml_closure_is_similar(const oml_closure *c, uint32_t a, uint32_t b)
