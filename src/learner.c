@@ -54,7 +54,7 @@ int oml_learner_create(oml_learner **out, const oml_config *cfg, oml_diag *diag)
     const oml_net_layout *lay = &l->lay;
     int heads = cfg->layers + 1;
     size_t emb3 = 3 * (size_t)cfg->emb;
-    size_t work = 3 * (size_t)cfg->dim + (size_t)heads * emb3 + oml_net_scratch_floats(lay, 3);
+    size_t work = (size_t)heads * emb3 + oml_net_scratch_floats(lay, 3);
 
     l->params = malloc(lay->count * sizeof(float));
     l->_work = malloc(work * sizeof(float));
@@ -66,8 +66,6 @@ int oml_learner_create(oml_learner **out, const oml_config *cfg, oml_diag *diag)
         return OML_ENOMEM;
     }
     float *p = l->_work;
-    l->_x3 = p;
-    p += 3 * (size_t)cfg->dim;
     for (int k = 0; k < heads; k++, p += emb3)
         l->_gz[k] = p;
     l->_scratch = p;
@@ -274,16 +272,14 @@ void oml_learner_step(oml_learner *l, const float *xa, const float *xp, const fl
                       oml_step_report *report)
 {
     const oml_net_layout *lay = &l->lay;
-    int32_t d = lay->dim, e = lay->emb;
+    int32_t e = lay->emb;
     int heads = lay->layers + 1;
     float loss[OML_MAX_HEADS], signal[OML_MAX_HEADS], dps[OML_MAX_HEADS], dns[OML_MAX_HEADS];
     float ens_pos = 0.0f, ens_neg = 0.0f, overall = 0.0f;
 
     /* Alg. 1 line 4: the three members go through the network together. */
-    memcpy(l->_x3, xa, (size_t)d * sizeof(float));
-    memcpy(l->_x3 + d, xp, (size_t)d * sizeof(float));
-    memcpy(l->_x3 + 2 * (size_t)d, xn, (size_t)d * sizeof(float));
-    oml_net_forward(lay, l->params, l->_x3, 3, &l->_acts);
+    const float *rows[3] = {xa, xp, xn};
+    oml_net_forward_rows(lay, l->params, rows, 3, &l->_acts);
 
     for (int k = 0; k < heads; k++) {
         const float *f = l->_acts.f[k];

@@ -47,7 +47,6 @@ typedef struct oml_learner {
     int prepared;                /* mu / PCA start taken from data */
     /* step workspace */
     oml_net_acts _acts;
-    float *_x3;                  /* (3, dim) */
     float *_gz[OML_MAX_HEADS];   /* (3, emb) each */
     float *_scratch;
     void *_work;

@@ -143,18 +143,40 @@ static void forward_input_stacked(const oml_net_layout *lay, const float *params
     relu(a->h[1], (size_t)n * (size_t)hd);
 }
 
+/* h(0) row i = x - mu: the centred input. */
+static void set_input_row(const oml_net_layout *lay, const float *params, oml_net_acts *a,
+                          int32_t i, const float *x)
+{
+    int32_t d = lay->dim;
+    const float *mu = params + lay->mu;
+    float *dst = a->h[0] + (size_t)i * d;
+    for (int32_t j = 0; j < d; j++)
+        dst[j] = x[j] - mu[j];
+}
+
+static void forward_from_input(const oml_net_layout *lay, const float *params, int32_t n,
+                               oml_net_acts *a);
+
 void oml_net_forward(const oml_net_layout *lay, const float *params, const float *X,
                      int32_t n, oml_net_acts *a)
 {
-    int32_t d = lay->dim, hd = lay->hidden;
-    const float *mu = params + lay->mu;
-    float *x = a->h[0];
-    for (int32_t i = 0; i < n; i++) {
-        const float *src = X + (size_t)i * d;
-        float *dst = x + (size_t)i * d;
-        for (int32_t j = 0; j < d; j++)
-            dst[j] = src[j] - mu[j];
-    }
+    for (int32_t i = 0; i < n; i++)
+        set_input_row(lay, params, a, i, X + (size_t)i * lay->dim);
+    forward_from_input(lay, params, n, a);
+}
+
+void oml_net_forward_rows(const oml_net_layout *lay, const float *params,
+                          const float *const *rows, int32_t n, oml_net_acts *a)
+{
+    for (int32_t i = 0; i < n; i++)
+        set_input_row(lay, params, a, i, rows[i]);
+    forward_from_input(lay, params, n, a);
+}
+
+static void forward_from_input(const oml_net_layout *lay, const float *params, int32_t n,
+                               oml_net_acts *a)
+{
+    int32_t hd = lay->hidden;
     int stacked = n <= SMALL_BATCH && lay->layers >= 1;
     if (stacked)
         forward_input_stacked(lay, params, n, a);

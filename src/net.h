@@ -49,6 +49,11 @@ void oml_net_acts_free(oml_net_acts *a); /* accepts a zeroed struct */
 void oml_net_forward(const oml_net_layout *lay, const float *params, const float *X,
                      int32_t n, oml_net_acts *a);
 
+/* The same for n rows given by pointer (a triplet's members, wherever they
+ * live), without gathering them first. */
+void oml_net_forward_rows(const oml_net_layout *lay, const float *params,
+                          const float *const *rows, int32_t n, oml_net_acts *a);
+
 /* Backward of rows already forwarded in `a`, fused with the SGD step
  * (OAHU Eq. 21-22): gz[l] (n, emb) is dLoss/dz(l), already scaled by alpha(l).
  * Hidden layer l receives gradient from every head j >= l (Eq. 22 read as
