@@ -21,8 +21,9 @@ int oml_config_preset(oml_config *c, const char *name, int32_t dim)
         p.init = OML_INIT_PCA;
         p.center = 1;
         p.eta = 0.01f;
+        p.eta_decay = 1e-4f;
         p.tau = 1.9f;
-        p.prox = 1.0f;
+        p.hedge_signal = OML_HEDGE_LOCAL;
         *c = p;
         return OML_OK;
     }
@@ -52,14 +53,14 @@ int oml_config_validate(const oml_config *c, oml_diag *diag)
     CHECK(c->center == 0 || c->center == 1, "center", "center must be 0 or 1");
     CHECK(c->eta_decay >= 0 && isfinite(c->eta_decay), "eta_decay", "eta_decay must be >= 0");
     CHECK(c->prox >= 0 && c->prox * c->eta < 1, "prox", "prox must be >= 0 with eta*prox < 1");
-    CHECK(c->hedge_signal >= OML_HEDGE_ABTL && c->hedge_signal <= OML_HEDGE_HARD,
+    CHECK(c->hedge_signal >= OML_HEDGE_ABTL && c->hedge_signal <= OML_HEDGE_LOCAL,
           "hedge_signal", "hedge_signal %d unknown", c->hedge_signal);
     return OML_OK;
 }
 
 int oml_config_needs_data(const oml_config *c)
 {
-    return c->init == OML_INIT_PCA || c->center;
+    return c->init == OML_INIT_PCA || c->center || c->hedge_signal == OML_HEDGE_LOCAL;
 }
 
 int oml_config_equal(const oml_config *a, const oml_config *b)

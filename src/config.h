@@ -22,8 +22,10 @@ enum oml_init {
 enum oml_hedge_signal {
     OML_HEDGE_ABTL = 0,     /* Eq. 20 on the head's local ABTL loss (Eq. 13) */
     OML_HEDGE_MARGIN = 1,   /* Eq. 20 on a [0,1] ranking loss of the triplet in the head */
-    OML_HEDGE_HARD = 2      /* Eq. 20 on the head's 0/1 violation, only for triplets the
+    OML_HEDGE_HARD = 2,     /* Eq. 20 on the head's 0/1 violation, only for triplets the
                                weighted ensemble got wrong before the update */
+    OML_HEDGE_LOCAL = 3     /* Eq. 20 on how much of the anchor's start neighbourhood
+                               (among a sample of stored items) the head keeps */
 };
 
 typedef struct oml_config {
@@ -54,8 +56,9 @@ int oml_config_validate(const oml_config *c, oml_diag *diag);
 /* 1 if every field of a and b is equal (struct padding is ignored). */
 int oml_config_equal(const oml_config *a, const oml_config *b);
 
-/* Whether the model needs the stored items before it can start (PCA start or
- * centring): then call oml_learner_prepare() with them. */
+/* Whether the model needs the stored items before it can start (PCA start,
+ * centring or the local hedge's reference sample): then call
+ * oml_learner_prepare() with them. */
 int oml_config_needs_data(const oml_config *c);
 
 #endif

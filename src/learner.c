@@ -18,7 +18,11 @@
 #include "hedge.h"
 
 #define LOSS_EMA 0.99f
-#define PROX_EVERY 32 /* apply the proximal pull every few steps, exactly compounded */
+#define PROX_EVERY 32
+#define REF_ITEMS 256      /* OML_HEDGE_LOCAL: stored items sampled as the reference */
+#define REF_K 10           /* ... neighbours compared */
+#define REF_REFRESH 1000   /* ... re-embed the reference every so many updates */
+#define REF_EVERY 4        /* ... the hedge moves on every 4th triplet */ /* apply the proximal pull every few steps, exactly compounded */
 
 /* PyTorch's nn.Linear default, U(-1/sqrt(fan_in), 1/sqrt(fan_in)): the
  * "randomly initialized ANN" of Alg. 1 as its reference implementation has it. */
@@ -87,6 +91,7 @@ void oml_learner_destroy(oml_learner *l)
     free(l->params);
     free(l->start);
     free(l->_work);
+    free(l->_ref_block);
     free(l);
 }
 
@@ -186,6 +191,119 @@ static void init_pca_heads(oml_learner *l, const float *P)
     }
 }
 
+/* Re-embeds the reference sample through every head. */
+static int ref_refresh(oml_learner *l)
+{
+    const oml_net_layout *lay = &l->lay;
+    oml_net_acts a;
+    if (oml_net_acts_init(&a, lay, l->ref_n) != OML_OK)
+        return OML_ENOMEM;
+    oml_net_forward(lay, l->params, l->ref_x, l->ref_n, &a);
+    size_t per = (size_t)l->ref_n * (size_t)lay->emb;
+    for (int k = 0; k <= lay->layers; k++)
+        memcpy(l->ref_emb + (size_t)k * per, a.f[k], per * sizeof(float));
+    oml_net_acts_free(&a);
+    l->ref_at = l->stats.updates;
+    return OML_OK;
+}
+
+/* Marks in `in` (n) the REF_K rows of E (n, emb) nearest to the unit q. */
+static void ref_topk(const float *E, int32_t n, int32_t e, const float *q, unsigned char *in,
+                     float *dots)
+{
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, n, e, 1.0f, E, e, q, 1, 0.0f, dots, 1);
+    memset(in, 0, (size_t)n);
+    for (int t = 0; t < REF_K && t < n; t++) {
+        int32_t best = -1;
+        for (int32_t i = 0; i < n; i++)
+            if (!in[i] && (best < 0 || dots[i] > dots[best]))
+                best = i;
+        in[best] = 1;
+    }
+}
+
+/* OML_HEDGE_LOCAL, the hedge signal aligned with kNN: per head, 1 minus the
+ * share of the anchor's REF_K nearest reference items at the start (the PCA
+ * projection, where neighbours are mostly of one class) that are still among
+ * its REF_K nearest in the head now. A head that learns the triplets while
+ * keeping local neighbourhoods scores near 0; one that collapses them (the
+ * deep heads, measured: README) near 1. Stored features only, no labels. */
+static void local_signal(oml_learner *l, const float *xa, float *signal)
+{
+    const oml_net_layout *lay = &l->lay;
+    int32_t d = lay->dim, e = lay->emb, n = l->ref_n;
+    float *xc = l->_ref_scratch, *q = xc + d, *dots = q + e;
+    unsigned char in0[REF_ITEMS], in[REF_ITEMS];
+    const float *mu = l->params + lay->mu;
+    for (int32_t j = 0; j < d; j++)
+        xc[j] = xa[j] - mu[j];
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, e, d, 1.0f, l->theta0_start, d, xc, 1, 0.0f, q, 1);
+    float nrm = cblas_snrm2(e, q, 1);
+    if (nrm > 0)
+        cblas_sscal(e, 1.0f / nrm, q, 1);
+    ref_topk(l->ref_start, n, e, q, in0, dots);
+    for (int k = 0; k <= lay->layers; k++) {
+        ref_topk(l->ref_emb + (size_t)k * (size_t)n * (size_t)e, n, e, l->_acts.f[k], in, dots);
+        int keep = 0;
+        for (int32_t i = 0; i < n; i++)
+            keep += in0[i] && in[i];
+        signal[k] = 1.0f - (float)keep / (float)(REF_K < n ? REF_K : n);
+    }
+}
+
+/* Floats of the reference block for ref_n items. */
+static size_t ref_floats(const oml_net_layout *lay, int32_t ref_n)
+{
+    size_t m = (size_t)ref_n, d = (size_t)lay->dim, e = (size_t)lay->emb;
+    return m * d + m * e + (size_t)(lay->layers + 1) * m * e + e * d + (d + e + m);
+}
+
+int oml__learner_ref_alloc(oml_learner *l, int32_t ref_n)
+{
+    const oml_net_layout *lay = &l->lay;
+    float *p = malloc(ref_floats(lay, ref_n) * sizeof(float));
+    if (p == NULL)
+        return OML_ENOMEM;
+    free(l->_ref_block);
+    size_t m = (size_t)ref_n, d = (size_t)lay->dim, e = (size_t)lay->emb;
+    l->_ref_block = p;
+    l->ref_n = ref_n;
+    l->ref_x = p;
+    p += m * d;
+    l->ref_start = p;
+    p += m * e;
+    l->ref_emb = p;
+    p += (size_t)(lay->layers + 1) * m * e;
+    l->theta0_start = p;
+    p += e * d;
+    l->_ref_scratch = p;
+    return OML_OK;
+}
+
+size_t oml__learner_ref_floats(const oml_learner *l)
+{
+    /* everything but the scratch, which is contiguous at the end */
+    return ref_floats(&l->lay, l->ref_n) - ((size_t)l->lay.dim + (size_t)l->lay.emb + (size_t)l->ref_n);
+}
+
+/* Samples the reference from the stored items X (n, dim) and records where
+ * it sits at the start. */
+static int ref_prepare(oml_learner *l, const float *X, int32_t n)
+{
+    const oml_net_layout *lay = &l->lay;
+    int32_t d = lay->dim, e = lay->emb, m = n < REF_ITEMS ? n : REF_ITEMS;
+    if (oml__learner_ref_alloc(l, m) != OML_OK)
+        return OML_ENOMEM;
+    for (int32_t i = 0; i < m; i++)
+        memcpy(l->ref_x + (size_t)i * d, X + oml_rng_below(&l->rng, (uint64_t)n) * d,
+               (size_t)d * sizeof(float));
+    memcpy(l->theta0_start, l->params + lay->theta[0], (size_t)e * d * sizeof(float));
+    int rc = ref_refresh(l);
+    if (rc == OML_OK)
+        memcpy(l->ref_start, l->ref_emb, (size_t)m * e * sizeof(float));
+    return rc;
+}
+
 int oml_learner_prepare(oml_learner *l, const float *X, int32_t n)
 {
     const oml_net_layout *lay = &l->lay;
@@ -218,6 +336,8 @@ int oml_learner_prepare(oml_learner *l, const float *X, int32_t n)
     if (rc == OML_OK) {
         if (l->cfg.center)
             memcpy(l->params + lay->mu, mean, (size_t)d * sizeof(float));
+        if (l->cfg.hedge_signal == OML_HEDGE_LOCAL)
+            rc = ref_prepare(l, X, n);
         if (l->start)
             memcpy(l->start, l->params, lay->count * sizeof(float));
         l->prepared = 1;
@@ -322,8 +442,17 @@ void oml_learner_step(oml_learner *l, const float *xa, const float *xp, const fl
     int satisfied = ens_pos < ens_neg;
     /* Lines 9-11: hedge, floor, normalise. With the `hard` signal only the
      * triplets the ensemble got wrong move the weights. */
-    if (l->cfg.hedge_signal != OML_HEDGE_HARD || !satisfied)
+    if (l->cfg.hedge_signal == OML_HEDGE_LOCAL) {
+        /* A failed re-embedding (out of memory) keeps the previous one. */
+        if (l->ref_n > 0 && l->stats.updates % REF_EVERY == 0) {
+            if (l->stats.updates - l->ref_at >= REF_REFRESH)
+                ref_refresh(l);
+            local_signal(l, xa, signal);
+            oml_hedge_update(l->alpha, signal, heads, l->cfg.beta, l->cfg.s);
+        }
+    } else if (l->cfg.hedge_signal != OML_HEDGE_HARD || !satisfied) {
         oml_hedge_update(l->alpha, signal, heads, l->cfg.beta, l->cfg.s);
+    }
 
     int utilised = overall > 0.0f;
     oml_learner_stats *st = &l->stats;

@@ -45,6 +45,16 @@ typedef struct oml_learner {
     oml_rng rng;
     oml_learner_stats stats;
     int prepared;                /* mu / PCA start taken from data */
+    /* OML_HEDGE_LOCAL: a sample of stored items (features only) and where
+     * it sits at the start and now; all in _ref_block, saved in model files */
+    int32_t ref_n;
+    uint64_t ref_at;             /* update count of the last re-embedding */
+    float *ref_x;                /* (ref_n, dim) features */
+    float *ref_start;            /* (ref_n, emb) head 0 at the start */
+    float *ref_emb;              /* (heads, ref_n, emb) every head, re-embedded periodically */
+    float *theta0_start;         /* (emb, dim) head 0 at the start, for anchors */
+    float *_ref_scratch;         /* dim + emb + ref_n floats */
+    void *_ref_block;
     /* step workspace */
     oml_net_acts _acts;
     float *_gz[OML_MAX_HEADS];   /* (3, emb) each */
@@ -70,6 +80,12 @@ void oml_learner_step(oml_learner *l, const float *xa, const float *xp, const fl
 
 /* Returns an owned snapshot of the current model, or NULL on OOM. */
 oml_snapshot *oml_learner_snapshot(const oml_learner *l, uint64_t version);
+
+/* Internal, for model files: (re)allocates the OML_HEDGE_LOCAL reference
+ * for ref_n items, and the floats of it that a file must hold (ref_x ..
+ * theta0_start, contiguous). */
+int oml__learner_ref_alloc(oml_learner *l, int32_t ref_n);
+size_t oml__learner_ref_floats(const oml_learner *l);
 
 static inline int oml_learner_heads(const oml_learner *l)
 {

@@ -77,6 +77,14 @@ static void encode_body(const oml_learner *l, cursor *c)
     put(c, l->params, count * sizeof(float));
     if (has_start)
         put(c, l->start, count * sizeof(float));
+    /* The hedge's reference sample (OML_HEDGE_LOCAL), so that a loaded
+     * learner continues bit-identically. */
+    int32_t ref_n = l->ref_n;
+    uint64_t ref_at = l->ref_at;
+    PUT(c, ref_n);
+    PUT(c, ref_at);
+    if (ref_n > 0)
+        put(c, l->ref_x, oml__learner_ref_floats(l) * sizeof(float));
 }
 
 int oml_model_encode(const oml_learner *l, uint8_t **buf, size_t *len)
@@ -145,9 +153,21 @@ int oml_model_decode(oml_learner **out, const uint8_t *buf, size_t len, oml_diag
         return oml_diag_set(diag, OML_EFORMAT, "model", "model file holds an invalid configuration");
     oml_net_layout lay;
     oml_net_layout_init(&lay, &cfg);
-    if (count != lay.count || c.len - c.pos != count * sizeof(float) * (has_start ? 2 : 1))
+    size_t params_bytes = count * sizeof(float) * (has_start ? 2 : 1);
+    if (count != lay.count || c.len - c.pos < params_bytes + sizeof(int32_t) + sizeof(uint64_t))
         return oml_diag_set(diag, OML_EFORMAT, "model",
                             "model file parameter block does not match its configuration");
+    /* Peek at the reference header behind the parameters to size everything first. */
+    int32_t ref_n;
+    uint64_t ref_at;
+    memcpy(&ref_n, c.r + c.pos + params_bytes, sizeof ref_n);
+    memcpy(&ref_at, c.r + c.pos + params_bytes + sizeof ref_n, sizeof ref_at);
+    size_t m = ref_n > 0 ? (size_t)ref_n : 0, d = (size_t)cfg.dim, e = (size_t)cfg.emb;
+    size_t ref_bytes = (m * d + m * e + (size_t)(cfg.layers + 1) * m * e + (m ? e * d : 0)) * sizeof(float);
+    if (ref_n < 0 || ref_n > 65536 ||
+        c.len - c.pos != params_bytes + sizeof ref_n + sizeof ref_at + ref_bytes)
+        return oml_diag_set(diag, OML_EFORMAT, "model",
+                            "model file size does not match its configuration");
 
     oml_learner *l = NULL;
     int rc = oml_learner_create(&l, &cfg, diag);
@@ -163,6 +183,15 @@ int oml_model_decode(oml_learner **out, const uint8_t *buf, size_t len, oml_diag
     get(&c, l->params, count * sizeof(float));
     if (has_start)
         get(&c, l->start, count * sizeof(float));
+    c.pos += sizeof ref_n + sizeof ref_at; /* read above */
+    if (ref_n > 0) {
+        if (oml__learner_ref_alloc(l, ref_n) != OML_OK) {
+            oml_learner_destroy(l);
+            return OML_ENOMEM;
+        }
+        get(&c, l->ref_x, oml__learner_ref_floats(l) * sizeof(float));
+        l->ref_at = ref_at;
+    }
     if (c.bad || c.pos != c.len) {
         oml_learner_destroy(l);
         return oml_diag_set(diag, OML_EFORMAT, "model", "model file size does not match its contents");

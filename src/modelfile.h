@@ -4,6 +4,7 @@
  *   "OMLMODEL" | u32 format version | u32 reserved (0)
  *   configuration (every oml_config field) | counters | hedge weights
  *   RNG state | flags | u64 parameter count | parameters | [start weights]
+ *   i32 reference items | u64 update of their last embedding | [reference]
  *   u32 CRC-32 of everything before it
  * A file of another format version is refused with OML_EVERSION, a truncated
  * or altered one with OML_EFORMAT; the diag says which and what to do.

@@ -59,7 +59,7 @@ static void usage(FILE *f)
             "  --max-error X       exit with status 3 if the mean error rate exceeds X\n"
             " overrides of the preset (ablations):\n"
             "  --eta X --tau X --prox X --eta-decay X --beta X --s X\n"
-            "  --layers N --hidden N --emb N --init random|pca --center 0|1 --hedge abtl|margin|hard\n");
+            "  --layers N --hidden N --emb N --init random|pca --center 0|1 --hedge abtl|margin|hard|local\n");
 }
 
 static int parse_args(int argc, char **argv, eval_opts *o)
@@ -122,7 +122,7 @@ static int parse_args(int argc, char **argv, eval_opts *o)
         } else if (OPT("--init")) {
             v->init = strcmp(val, "pca") == 0 ? OML_INIT_PCA : strcmp(val, "random") == 0 ? OML_INIT_RANDOM : 99;
         } else if (OPT("--hedge")) {
-            v->hedge_signal = strcmp(val, "margin") == 0 ? OML_HEDGE_MARGIN : strcmp(val, "abtl") == 0 ? OML_HEDGE_ABTL : strcmp(val, "hard") == 0 ? OML_HEDGE_HARD : 99;
+            v->hedge_signal = strcmp(val, "margin") == 0 ? OML_HEDGE_MARGIN : strcmp(val, "abtl") == 0 ? OML_HEDGE_ABTL : strcmp(val, "hard") == 0 ? OML_HEDGE_HARD : strcmp(val, "local") == 0 ? OML_HEDGE_LOCAL : 99;
         } else {
             fprintf(stderr, "oml-eval: unknown or incomplete option '%s'\n", a);
             usage(stderr);

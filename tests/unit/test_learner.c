@@ -210,6 +210,39 @@ static void test_hard_hedge_only_on_violations(void **state)
     oml_learner_destroy(l);
 }
 
+/* The local hedge signal: while every head still equals the PCA start, each
+ * keeps the anchor's start neighbourhood and alpha stays uniform; a head
+ * whose read-out is scrambled loses its neighbourhoods and its weight. */
+static void test_local_hedge_tracks_neighbourhoods(void **state)
+{
+    (void)state;
+    oml_config c = cfg("default");
+    c.eta = 1e-9f; /* steps that change nothing measurable */
+    oml_learner *l = NULL;
+    assert_int_equal(oml_learner_create(&l, &c, NULL), OML_OK);
+    oml_rng r;
+    oml_rng_seed(&r, 12);
+    float x[300 * D];
+    fill(&r, x, 300 * D);
+    assert_int_equal(oml_learner_prepare(l, x, 300), OML_OK);
+    assert_int_equal(l->ref_n, 256);
+    for (int t = 0; t < 40; t++)
+        oml_learner_step(l, x + t * D, x + (t + 1) * D, x + (t + 2) * D, NULL);
+    for (int k = 0; k <= c.layers; k++)
+        assert_true(fabsf(l->alpha[k] - 1.0f / (float)(c.layers + 1)) < 2e-3f); /* rounding may swap a tie */
+
+    /* Scramble head 2's read-out: its neighbourhoods are gone. */
+    float *T = l->params + l->lay.theta[2];
+    for (int i = 0; i < c.emb * c.hidden; i++)
+        T[i] = oml_rng_normal(&r);
+    for (int t = 0; t < 200; t++)
+        oml_learner_step(l, x + t * D, x + (t + 1) * D, x + (t + 2) * D, NULL);
+    for (int k = 0; k <= c.layers; k++)
+        if (k != 2)
+            assert_true(l->alpha[2] < 0.8f * l->alpha[k]);
+    oml_learner_destroy(l);
+}
+
 static void test_config_validation_names_field(void **state)
 {
     (void)state;
@@ -243,6 +276,7 @@ int main(void)
         cmocka_unit_test(test_pca_start_heads_agree),
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_hard_hedge_only_on_violations),
+        cmocka_unit_test(test_local_hedge_tracks_neighbourhoods),
         cmocka_unit_test(test_config_validation_names_field),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
