@@ -207,19 +207,28 @@ static int ref_refresh(oml_learner *l)
     return OML_OK;
 }
 
-/* Marks in `in` (n) the REF_K rows of E (n, emb) nearest to the unit q. */
+/* Marks in `in` (n) the REF_K rows of E (n, emb) nearest to the unit q:
+ * the first REF_K by (dot descending, row ascending), kept in one pass as a
+ * sorted list that most rows leave after a single comparison. */
 static void ref_topk(const float *E, int32_t n, int32_t e, const float *q, unsigned char *in,
                      float *dots)
 {
     cblas_sgemv(CblasRowMajor, CblasNoTrans, n, e, 1.0f, E, e, q, 1, 0.0f, dots, 1);
-    memset(in, 0, (size_t)n);
-    for (int t = 0; t < REF_K && t < n; t++) {
-        int32_t best = -1;
-        for (int32_t i = 0; i < n; i++)
-            if (!in[i] && (best < 0 || dots[i] > dots[best]))
-                best = i;
-        in[best] = 1;
+    int32_t top[REF_K], k = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (k == REF_K && !(dots[i] > dots[top[k - 1]]))
+            continue; /* a later row wins only by a strictly larger dot */
+        int32_t j = k < REF_K ? k++ : k - 1;
+        while (j > 0 && dots[i] > dots[top[j - 1]]) {
+            top[j] = top[j - 1];
+            j--;
+        }
+        top[j] = i;
     }
+    for (int32_t i = 0; i < n; i++)
+        in[i] = 0;
+    for (int32_t t = 0; t < k; t++)
+        in[top[t]] = 1;
 }
 
 /* OML_HEDGE_LOCAL, the hedge signal aligned with kNN: per head, 1 minus the
