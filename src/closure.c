@@ -471,14 +471,27 @@ static int accepted(oml_closure *c, int got, int *n_out)
     return OML_OK;
 }
 
-int oml_closure_add_similar(oml_closure *c, uint32_t a, uint32_t b,
-                            oml_triplet *out, int max_out, int *n_out)
+/* The common start of add_similar / add_dissimilar: validates the pair and
+ * the output buffer, makes room for both nodes, finds their roots. */
+static int pair_roots(oml_closure *c, uint32_t a, uint32_t b, const oml_triplet *out,
+                      int max_out, uint32_t *ra, uint32_t *rb)
 {
     if (check_pair(c, a, b) != OML_OK || (max_out > 0 && out == NULL))
         return OML_EINVAL;
     if (grow_nodes(c, max3(a, b, 0) + 1) != OML_OK)
         return OML_ENOMEM;
-    uint32_t ra = find_mut(c, a), rb = find_mut(c, b);
+    *ra = find_mut(c, a);
+    *rb = find_mut(c, b);
+    return OML_OK;
+}
+
+int oml_closure_add_similar(oml_closure *c, uint32_t a, uint32_t b,
+                            oml_triplet *out, int max_out, int *n_out)
+{
+    uint32_t ra, rb;
+    int rc = pair_roots(c, a, b, out, max_out, &ra, &rb);
+    if (rc != OML_OK)
+        return rc;
     int got = 0;
     if (ra != rb) {
         if (dis_roots(c, ra, rb)) {
@@ -498,11 +511,10 @@ int oml_closure_add_similar(oml_closure *c, uint32_t a, uint32_t b,
 int oml_closure_add_dissimilar(oml_closure *c, uint32_t a, uint32_t b,
                                oml_triplet *out, int max_out, int *n_out)
 {
-    if (check_pair(c, a, b) != OML_OK || (max_out > 0 && out == NULL))
-        return OML_EINVAL;
-    if (grow_nodes(c, max3(a, b, 0) + 1) != OML_OK)
-        return OML_ENOMEM;
-    uint32_t ra = find_mut(c, a), rb = find_mut(c, b);
+    uint32_t ra, rb;
+    int rc = pair_roots(c, a, b, out, max_out, &ra, &rb);
+    if (rc != OML_OK)
+        return rc;
     if (ra == rb) {
         c->st.conflicts++;
         return OML_ECONFLICT;

@@ -260,11 +260,21 @@ static void local_signal(oml_learner *l, const float *xa, float *signal)
     }
 }
 
-/* Floats of the reference block for ref_n items. */
+/* Floats a model file holds for a reference of ref_n items: ref_x,
+ * ref_start, ref_emb and theta0_start (none for ref_n = 0). */
+size_t oml__learner_ref_file_floats(const oml_net_layout *lay, int32_t ref_n)
+{
+    if (ref_n <= 0)
+        return 0;
+    size_t m = (size_t)ref_n, d = (size_t)lay->dim, e = (size_t)lay->emb;
+    return m * d + m * e + (size_t)(lay->layers + 1) * m * e + e * d;
+}
+
+/* ... plus the scratch of local_signal: dim + emb + ref_n floats. */
 static size_t ref_floats(const oml_net_layout *lay, int32_t ref_n)
 {
-    size_t m = (size_t)ref_n, d = (size_t)lay->dim, e = (size_t)lay->emb;
-    return m * d + m * e + (size_t)(lay->layers + 1) * m * e + e * d + (d + e + m);
+    return oml__learner_ref_file_floats(lay, ref_n) + (size_t)lay->dim + (size_t)lay->emb +
+           (size_t)ref_n;
 }
 
 int oml__learner_ref_alloc(oml_learner *l, int32_t ref_n)
@@ -289,11 +299,6 @@ int oml__learner_ref_alloc(oml_learner *l, int32_t ref_n)
     return OML_OK;
 }
 
-size_t oml__learner_ref_floats(const oml_learner *l)
-{
-    /* everything but the scratch, which is contiguous at the end */
-    return ref_floats(&l->lay, l->ref_n) - ((size_t)l->lay.dim + (size_t)l->lay.emb + (size_t)l->ref_n);
-}
 
 /* Samples the reference from the stored items X (n, dim) and records where
  * it sits at the start. */

@@ -82,10 +82,10 @@ void oml_learner_step(oml_learner *l, const float *xa, const float *xp, const fl
 oml_snapshot *oml_learner_snapshot(const oml_learner *l, uint64_t version);
 
 /* Internal, for model files: (re)allocates the OML_HEDGE_LOCAL reference
- * for ref_n items, and the floats of it that a file must hold (ref_x ..
- * theta0_start, contiguous). */
+ * for ref_n items, and the floats of it that a file holds (ref_x ..
+ * theta0_start, contiguous in that order). */
 int oml__learner_ref_alloc(oml_learner *l, int32_t ref_n);
-size_t oml__learner_ref_floats(const oml_learner *l);
+size_t oml__learner_ref_file_floats(const oml_net_layout *lay, int32_t ref_n);
 
 static inline int oml_learner_heads(const oml_learner *l)
 {

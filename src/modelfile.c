@@ -84,7 +84,7 @@ static void encode_body(const oml_learner *l, cursor *c)
     PUT(c, ref_n);
     PUT(c, ref_at);
     if (ref_n > 0)
-        put(c, l->ref_x, oml__learner_ref_floats(l) * sizeof(float));
+        put(c, l->ref_x, oml__learner_ref_file_floats(&l->lay, ref_n) * sizeof(float));
 }
 
 int oml_model_encode(const oml_learner *l, uint8_t **buf, size_t *len)
@@ -162,8 +162,7 @@ int oml_model_decode(oml_learner **out, const uint8_t *buf, size_t len, oml_diag
     uint64_t ref_at;
     memcpy(&ref_n, c.r + c.pos + params_bytes, sizeof ref_n);
     memcpy(&ref_at, c.r + c.pos + params_bytes + sizeof ref_n, sizeof ref_at);
-    size_t m = ref_n > 0 ? (size_t)ref_n : 0, d = (size_t)cfg.dim, e = (size_t)cfg.emb;
-    size_t ref_bytes = (m * d + m * e + (size_t)(cfg.layers + 1) * m * e + (m ? e * d : 0)) * sizeof(float);
+    size_t ref_bytes = oml__learner_ref_file_floats(&lay, ref_n) * sizeof(float);
     if (ref_n < 0 || ref_n > 65536 ||
         c.len - c.pos != params_bytes + sizeof ref_n + sizeof ref_at + ref_bytes)
         return oml_diag_set(diag, OML_EFORMAT, "model",
@@ -189,7 +188,7 @@ int oml_model_decode(oml_learner **out, const uint8_t *buf, size_t len, oml_diag
             oml_learner_destroy(l);
             return OML_ENOMEM;
         }
-        get(&c, l->ref_x, oml__learner_ref_floats(l) * sizeof(float));
+        get(&c, l->ref_x, oml__learner_ref_file_floats(&l->lay, ref_n) * sizeof(float));
         l->ref_at = ref_at;
     }
     if (c.bad || c.pos != c.len) {
