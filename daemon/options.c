@@ -40,9 +40,12 @@ const omld_option omld_options[] = {
     INT(max_batch, 1, 1 << 20, "10000", "most items, triplets or pairs in one request"),
     INT(max_connections, 1, 1 << 20, "1024", "most concurrent client connections"),
     INT(max_k, 1, 1024, "1024", "largest k a query may ask for"),
-    INT(queue_capacity, 1, 1 << 24, "65536", "triplets queued for the learner before backpressure"),
-    INT(publish_every, 1, 1 << 30, "1000", "publish a new serving view every N updates"),
-    INT(publish_ms, 1, 3600000, "1000", "... or every T milliseconds, whichever first"),
+    INT(default_k, 1, 1024, "5", "neighbours per head when a query gives no k"),
+    REAL(default_threshold, 1e-6, 1, "0.5", "verify threshold T (D/2 < T) when a query gives none"),
+    INT(max_pipeline, 1, 65536, "256", "requests in flight per connection before reading pauses"),
+    INT(queue_capacity, 1, 1 << 24, "16384", "entries (triplets, items, pairs) queued for the learner before backpressure"),
+    INT(publish_every, 1, 1 << 30, "10000", "publish a new serving view every N updates"),
+    INT(publish_ms, 1, 3600000, "500", "... or every T milliseconds when anything changed"),
     {NULL, OMLD_OPT_STR, 0, 0, 0, NULL, NULL},
 };
 

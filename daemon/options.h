@@ -23,6 +23,8 @@ typedef struct omld_config {
     int64_t dim, layers, hidden, emb, seed;
     double eta, tau, beta, s, prox;
     int64_t max_items, max_frame_bytes, max_batch, max_connections, max_k;
+    int64_t default_k, max_pipeline;
+    double default_threshold;
     int64_t queue_capacity, publish_every, publish_ms;
 } omld_config;
 

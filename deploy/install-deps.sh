@@ -5,7 +5,7 @@ set -eu
 
 PKGS="build-essential cmake pkg-config
 libopenblas-dev libcmocka-dev libuv1-dev zlib1g-dev
-libprotobuf-c-dev protobuf-c-compiler
+libprotobuf-c-dev protobuf-c-compiler libhttp-parser-dev
 dataset-fashion-mnist"
 
 missing=""

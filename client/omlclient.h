@@ -1,0 +1,182 @@
+/* omlclient.h - libomlclient: a blocking C client for omld.
+ *
+ * One omlc is one connection (TCP "HOST:PORT" or "unix:/path"), used by one
+ * thread at a time. Every call sends one Request frame and waits for its
+ * Response, with the connection's timeout on connect, on every write and on
+ * every read. Request ids are chosen by the library (1, 2, ...) and checked
+ * on the answer. Errors:
+ *   return 0        OK
+ *   return > 0      the daemon's Status.Code (omld.proto), err holds its
+ *                   message and field
+ *   return < 0      OMLC_E*: the connection failed, timed out, or the answer
+ *                   made no sense; the connection is then unusable (close it)
+ * Pipelining: omlc_send() many requests, then omlc_recv() their answers in
+ * order; the *_pipelined batch helpers do this with a bounded window. */
+#ifndef OMLCLIENT_H
+#define OMLCLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "omld.pb-c.h"
+
+enum omlc_transport_err {
+    OMLC_ECONNECT = -1,  /* could not connect / resolve */
+    OMLC_EIO = -2,       /* read or write failed, or the daemon closed */
+    OMLC_ETIMEOUT = -3,  /* no progress within the timeout */
+    OMLC_EPROTO = -4,    /* an answer that is not a valid Response / wrong id */
+    OMLC_ENOMEM = -5,
+    OMLC_EARG = -6       /* a bad argument to the library itself */
+};
+
+typedef struct omlc_error {
+    int code;            /* as returned */
+    char message[512];
+    char field[128];
+} omlc_error;
+
+typedef struct omlc omlc;
+
+/* server: "HOST:PORT" or "unix:/path/to/socket". timeout_ms > 0. */
+int omlc_connect(omlc **out, const char *server, int timeout_ms, omlc_error *err);
+void omlc_close(omlc *c); /* accepts NULL */
+void omlc_set_timeout(omlc *c, int timeout_ms);
+/* Largest frame the client will accept (default 64 MiB). */
+void omlc_set_max_frame(omlc *c, uint32_t bytes);
+
+/* --- the generic layer: any Request, the raw Response --- */
+
+/* Sets req->request_id, sends one frame. */
+int omlc_send(omlc *c, Omld__Request *req, omlc_error *err);
+/* Receives the next Response (caller frees with omld__response__free_unpacked
+ * (r, NULL)). Fills err from its status; returns its code (0 = OK). */
+int omlc_recv(omlc *c, Omld__Response **resp, omlc_error *err);
+/* send + recv. */
+int omlc_call(omlc *c, Omld__Request *req, Omld__Response **resp, omlc_error *err);
+/* Writes raw bytes (tests of malformed input). */
+int omlc_send_raw(omlc *c, const void *buf, size_t len, omlc_error *err);
+
+/* --- typed operations --- */
+
+/* An item reference: a stored id, or an inline vector of dim floats. */
+typedef struct omlc_ref {
+    const char *id;        /* used when non-NULL */
+    const float *vector;   /* else this, dim floats */
+    uint32_t dim;
+} omlc_ref;
+
+typedef struct omlc_item {
+    const char *id;
+    const float *features; /* dim floats */
+    uint32_t dim;
+    const char *label;     /* NULL: unlabelled */
+} omlc_item;
+
+int omlc_put_items(omlc *c, const omlc_item *items, size_t n, uint32_t *created,
+                   uint32_t *replaced, omlc_error *err);
+int omlc_delete_items(omlc *c, const char *const *ids, size_t n, int missing_ok,
+                      uint32_t *deleted, omlc_error *err);
+/* Answer owned by the caller (omld__response__free_unpacked(*resp, NULL));
+ * (*resp)->get_items holds the items in request order. */
+int omlc_get_items(omlc *c, const char *const *ids, size_t n, Omld__Response **resp,
+                   omlc_error *err);
+
+typedef struct omlc_triplet {
+    omlc_ref anchor, positive, negative;
+} omlc_triplet;
+int omlc_add_triplets(omlc *c, const omlc_triplet *t, size_t n, uint32_t *accepted,
+                      uint64_t *queue_depth, omlc_error *err);
+
+typedef struct omlc_pair {
+    omlc_ref a, b;
+    int similar;           /* 1 similar, 0 dissimilar */
+} omlc_pair;
+int omlc_add_pairs(omlc *c, const omlc_pair *p, size_t n, uint32_t *accepted,
+                   uint64_t *derived, omlc_error *err);
+
+#define OMLC_LABEL_MAX 256
+typedef struct omlc_class_score {
+    char label[OMLC_LABEL_MAX];
+    float score;
+} omlc_class_score;
+typedef struct omlc_classification {
+    char label[OMLC_LABEL_MAX];  /* "" if no labelled items */
+    int n_scores;
+    omlc_class_score scores[16];
+    uint64_t model_version;
+} omlc_classification;
+/* k = 0: the daemon's default. model NULL: the live model. */
+int omlc_classify(omlc *c, const omlc_ref *q, uint32_t k, const char *model,
+                  omlc_classification *out, omlc_error *err);
+
+typedef struct omlc_verification {
+    int similar;
+    float score;
+    int n_heads;
+    float distances[17];
+    uint64_t model_version;
+} omlc_verification;
+/* threshold <= 0: the daemon's default. */
+int omlc_verify(omlc *c, const omlc_ref *a, const omlc_ref *b, float threshold,
+                const char *model, omlc_verification *out, omlc_error *err);
+
+typedef struct omlc_hit {
+    char id[OMLC_LABEL_MAX];
+    char label[OMLC_LABEL_MAX];  /* "" if unlabelled */
+    float score;
+} omlc_hit;
+/* out holds max_hits; *n_hits gets the count. */
+int omlc_retrieve(omlc *c, const omlc_ref *q, uint32_t k, const char *model, omlc_hit *out,
+                  size_t max_hits, size_t *n_hits, uint64_t *model_version, omlc_error *err);
+
+/* Answer owned by the caller; (*resp)->embed holds heads and alpha. */
+int omlc_embed(omlc *c, const omlc_ref *item, const char *model, Omld__Response **resp,
+               omlc_error *err);
+
+/* Answer owned by the caller; (*resp)->status_info. */
+int omlc_status(omlc *c, Omld__Response **resp, omlc_error *err);
+int omlc_health(omlc *c, int *live, int *ready, int *draining, omlc_error *err);
+int omlc_checkpoint(omlc *c, Omld__Response **resp, omlc_error *err);
+
+/* --- batch helpers: split into requests of `batch`, keep up to `window`
+ * requests in flight, call progress(done, total, arg) after each answer
+ * (may be NULL). Stop at the first error (returned, err filled). --- */
+typedef void (*omlc_progress_fn)(size_t done, size_t total, void *arg);
+int omlc_put_items_pipelined(omlc *c, const omlc_item *items, size_t n, size_t batch,
+                             size_t window, omlc_progress_fn progress, void *arg,
+                             omlc_error *err);
+int omlc_add_triplets_pipelined(omlc *c, const omlc_triplet *t, size_t n, size_t batch,
+                                size_t window, omlc_progress_fn progress, void *arg,
+                                omlc_error *err);
+
+/* --- additions (not in the first draft of this header) --- */
+
+/* Pairs, batched and pipelined like the helpers above. */
+int omlc_add_pairs_pipelined(omlc *c, const omlc_pair *p, size_t n, size_t batch,
+                             size_t window, omlc_progress_fn progress, void *arg,
+                             omlc_error *err);
+
+/* Classifies n queries with up to `window` requests in flight; out (n) gets
+ * the answers in order. Stops at the first error like the helpers above. */
+int omlc_classify_pipelined(omlc *c, const omlc_ref *q, size_t n, uint32_t k,
+                            const char *model, size_t window, omlc_classification *out,
+                            omlc_progress_fn progress, void *arg, omlc_error *err);
+
+/* Sums over the answers of the last *_pipelined call on c (zeroed at its
+ * start): what the per-batch answers said, and the last model_version. */
+typedef struct omlc_totals {
+    uint64_t created, replaced;  /* put_items */
+    uint64_t accepted;           /* add_triplets / add_pairs */
+    uint64_t derived;            /* add_pairs: derived triplets */
+    uint64_t queue_depth;        /* add_triplets: of the last answer */
+    uint64_t model_version;      /* of the last answer */
+} omlc_totals;
+void omlc_last_totals(const omlc *c, omlc_totals *out);
+
+/* The model_version of the last Response received (0 before any). */
+uint64_t omlc_last_model_version(const omlc *c);
+
+/* A static name for a status or transport code ("NOT_FOUND", "timeout"). */
+const char *omlc_code_name(int code);
+
+#endif

@@ -1,0 +1,97 @@
+/* engine.h - the learner thread: the one owner of all learned state.
+ *
+ * Every request that changes state (PutItems, DeleteItems, AddTriplets,
+ * AddPairs, Checkpoint) is a command in one bounded FIFO in front of this
+ * thread, in the order the loop decoded them. The thread takes commands in
+ * groups; for each it checks what needs state (unknown ids, closure
+ * conflicts), applies it to the item store, the closure and the OAHU
+ * learner (one step per triplet), and then answers the whole group (the
+ * write-ahead log's group commit belongs here, before the answers). One
+ * thread, one total order: the model is a function of the command sequence.
+ *
+ * The FIFO is bounded in "cost" (triplets + items + pairs carried): when
+ * submit() finds it full it refuses, and the caller pauses the connection
+ * until the wake callback says there is room (backpressure, never drops).
+ *
+ * Every publish_every updates or publish_ms milliseconds (when anything
+ * changed) the thread takes a snapshot and hands it to the views' indexer.
+ *
+ * Answers go back to the loop through a uv_async: done(ctx, reply) runs on
+ * the loop thread, which then owns the reply. */
+#ifndef OMLD_ENGINE_H
+#define OMLD_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "closure.h"
+#include "config.h"
+#include "learner.h"
+#include "metrics.h"
+#include "omld.pb-c.h"
+#include "options.h"
+#include "reply.h"
+#include "store.h"
+#include "view.h"
+
+typedef struct omld_engine omld_engine;
+
+/* Called on the loop thread with the answer (owned by the callee). */
+typedef void (*omld_engine_done_fn)(void *ctx, omld_reply *reply);
+
+/* Model and learning state as plain numbers, for /status and StatusResponse. */
+typedef struct omld_model_stats {
+    oml_config cfg;
+    char preset[32];
+    int heads;
+    int prepared;                     /* the data-dependent start has happened */
+    float alpha[OML_MAX_HEADS];
+    float loss_ema[OML_MAX_HEADS];
+    uint64_t updates, satisfied, utilised;
+    uint64_t items;                   /* live stored items */
+    uint32_t labels;                  /* distinct labels */
+    uint64_t queue_depth;             /* triplets waiting for the learner */
+    uint64_t queue_capacity;
+    oml_closure_stats closure;
+    uint64_t view_version;            /* newest published view, 0 before */
+    uint64_t view_age_ms;             /* since that view's snapshot was taken */
+    uint64_t view_items;
+} omld_model_stats;
+
+/* Builds the model configuration from the daemon options (preset + any
+ * overrides) and validates it; -1 with err naming the option. */
+int omld_engine_model_config(const omld_config *opts, oml_config *out, char *err, size_t errlen);
+
+/* Creates the store, closure and learner, publishes view 1 (the untrained
+ * model over an empty store), starts the thread. 0 or -1 with err. */
+int omld_engine_start(omld_engine **out, uv_loop_t *loop, const omld_config *opts,
+                      omld_metrics *metrics, char *err, size_t errlen);
+
+/* Queues a validated mutation request (borrowed until done is called).
+ * cost: triplets + items + pairs it carries (>= 1). Returns 0, or 1 if the
+ * queue has no room now (nothing queued; retry after the wake callback).
+ * A single request costing more than the capacity is accepted when the
+ * queue is empty, so nothing can be stuck forever. */
+int omld_engine_submit(omld_engine *e, const Omld__Request *req, uint64_t cost,
+                       omld_engine_done_fn done, void *ctx);
+
+/* Called on the loop thread whenever room was freed in the queue. */
+void omld_engine_set_wake(omld_engine *e, void (*wake)(void *arg), void *arg);
+
+/* The views (for queries) and the store with its lock (for reads by id). */
+omld_views *omld_engine_views(omld_engine *e);
+const oml_store *omld_engine_store_rdlock(omld_engine *e);
+void omld_engine_store_unlock(omld_engine *e);
+/* The store and its lock, for omld_query_ctx (reads under lock->rw). */
+void omld_engine_store_ref(omld_engine *e, const oml_store **store, omld_store_lock **lock);
+
+void omld_engine_stats(omld_engine *e, omld_model_stats *out);
+
+/* Stops taking commands, finishes those queued (answering each), stops the
+ * thread and the indexer. Must be called on the loop thread; the loop must
+ * run afterwards until the async handle is closed (omld_engine_destroy). */
+void omld_engine_stop(omld_engine *e);
+void omld_engine_destroy(omld_engine *e); /* accepts NULL; after stop */
+
+#endif

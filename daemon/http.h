@@ -1,0 +1,34 @@
+/* http.h - the status endpoint: a small HTTP/1.1 server on the loop.
+ *
+ * Requests are parsed by nodejs/http-parser (Debian libhttp-parser-dev), not
+ * by hand. Routes: GET /status (JSON), GET /metrics (Prometheus text),
+ * GET /livez (200 while the process runs), GET /readyz (200 once a view is
+ * published and while not draining, else 503); 404 for other paths, 405
+ * for other methods, 400 for a request that does not parse. Keep-alive is
+ * honoured; header bytes are bounded (8 KiB) and bodies are refused (413).
+ * Thread: the loop thread only. */
+#ifndef OMLD_HTTP_H
+#define OMLD_HTTP_H
+
+#include <stddef.h>
+#include <uv.h>
+
+#include "status.h"
+
+typedef struct omld_http omld_http;
+
+/* Fills *in (and any storage it points into, owned by the callee and valid
+ * until the next call) with the current state. Called per request. */
+typedef void (*omld_http_gather_fn)(void *arg, omld_status_input *in);
+
+/* Listens on host_port ("HOST:PORT"; port 0 = ephemeral). The bound
+ * address is written to bound (may be NULL). 0 or -1 with err. */
+int omld_http_start(omld_http **out, uv_loop_t *loop, const char *host_port,
+                    omld_http_gather_fn gather, void *arg, struct sockaddr_storage *bound,
+                    char *err, size_t errlen);
+
+/* Stops listening and closes every connection; frees itself once the loop
+ * has closed the handles. Accepts NULL. */
+void omld_http_close(omld_http *h);
+
+#endif

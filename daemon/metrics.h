@@ -1,0 +1,82 @@
+/* metrics.h - the daemon's counters, gauges and latency histograms.
+ *
+ * One omld_metrics lives for the whole process; every thread updates it with
+ * relaxed atomics (no locks on any hot path), and the status endpoint reads
+ * it. Latency histograms have fixed log-spaced buckets (upper bounds from
+ * 10 us to ~10 s, factor ~1.78 = 10^(1/4)), which serve both the Prometheus
+ * histogram exposition and the p50/p99 on /status. */
+#ifndef OMLD_METRICS_H
+#define OMLD_METRICS_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#define OMLD_HIST_BUCKETS 25 /* 24 finite upper bounds + the +Inf bucket */
+
+typedef struct omld_histogram {
+    atomic_uint_fast64_t bucket[OMLD_HIST_BUCKETS]; /* non-cumulative counts */
+    atomic_uint_fast64_t count;
+    atomic_uint_fast64_t sum_ns;
+} omld_histogram;
+
+/* Upper bound of bucket i in seconds (i < OMLD_HIST_BUCKETS - 1). */
+double omld_hist_bound(int i);
+void omld_hist_observe(omld_histogram *h, uint64_t ns);
+/* The q-quantile (0 < q < 1) in seconds, interpolated inside the bucket;
+ * 0 when empty. */
+double omld_hist_quantile(const omld_histogram *h, double q);
+
+enum omld_query_kind {
+    OMLD_Q_CLASSIFY = 0,
+    OMLD_Q_VERIFY,
+    OMLD_Q_RETRIEVE,
+    OMLD_Q_EMBED,
+    OMLD_Q_GET_ITEMS,
+    OMLD_Q_KINDS
+};
+const char *omld_query_kind_name(int kind); /* "classify", ... */
+
+#define OMLD_STATUS_CODES 13 /* Omld__Status__Code values 0..12 */
+
+typedef struct omld_metrics {
+    /* ingest */
+    atomic_uint_fast64_t items_put;          /* items stored (created or replaced) */
+    atomic_uint_fast64_t items_deleted;
+    atomic_uint_fast64_t triplets_received;  /* accepted into the learner queue */
+    atomic_uint_fast64_t triplets_applied;   /* learned */
+    atomic_uint_fast64_t pairs_received;
+    atomic_uint_fast64_t derived_triplets;   /* queued because of pairs */
+    atomic_uint_fast64_t backpressure_events;/* times a connection was paused for a full queue */
+    /* requests */
+    atomic_uint_fast64_t requests;           /* frames answered */
+    atomic_uint_fast64_t responses_by_code[OMLD_STATUS_CODES];
+    atomic_uint_fast64_t queries[OMLD_Q_KINDS];
+    /* connections */
+    atomic_uint_fast64_t connections_accepted;
+    atomic_uint_fast64_t connections_refused;/* over max_connections */
+    atomic_int_fast64_t connections_open;    /* gauge */
+    atomic_uint_fast64_t frames_too_large;
+    atomic_uint_fast64_t frames_malformed;
+    /* views */
+    atomic_uint_fast64_t views_published;
+    /* latency */
+    omld_histogram update_latency;           /* one learner step */
+    omld_histogram ingest_latency;           /* mutation request: decoded -> acknowledged */
+    omld_histogram query_latency[OMLD_Q_KINDS]; /* decoded -> answered */
+    omld_histogram index_build_latency;
+} omld_metrics;
+
+static inline void omld_count(atomic_uint_fast64_t *c, uint64_t n)
+{
+    atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+}
+
+static inline uint64_t omld_read(const atomic_uint_fast64_t *c)
+{
+    return atomic_load_explicit(c, memory_order_relaxed);
+}
+
+/* Monotonic clock in nanoseconds. */
+uint64_t omld_now_ns(void);
+
+#endif

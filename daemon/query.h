@@ -1,0 +1,31 @@
+/* query.h - answering the read operations against one serving view.
+ *
+ * Classify (OAHU Eq. 23-25), Verify (Eq. 26), Retrieve (Eq. 27), Embed and
+ * GetItems. Runs on libuv's threadpool: it reads only the immutable view it
+ * was given and, for references by id, the item store under its read lock
+ * (copying the features out before it computes). The request has passed
+ * omld_validate(); what is checked here needs state: unknown ids
+ * (NOT_FOUND, field e.g. "classify.query.id"), unknown model names
+ * (NOT_FOUND, "classify.model"; only the live model exists until batch
+ * models do, and it answers to "" and "live"). A query by id excludes that
+ * item from its own neighbours. Every answer carries the view's version. */
+#ifndef OMLD_QUERY_H
+#define OMLD_QUERY_H
+
+#include "omld.pb-c.h"
+#include "reply.h"
+#include "store.h"
+#include "validate.h"
+#include "view.h"
+
+typedef struct omld_query_ctx {
+    const omld_limits *lim;
+    const oml_store *store;      /* read under lock */
+    omld_store_lock *lock;
+} omld_query_ctx;
+
+/* Fills r (body or error) for req (a QUERY route) against v (non-NULL). */
+void omld_query_run(const omld_query_ctx *q, omld_view *v, const Omld__Request *req,
+                    omld_reply *r);
+
+#endif

@@ -1,0 +1,29 @@
+/* status.h - rendering what the daemon knows: GET /status (JSON) and
+ * GET /metrics (Prometheus text exposition 0.0.4).
+ *
+ * Pure functions of an omld_status_input gathered on the loop thread, so
+ * both pages always agree and both are unit-testable without a daemon. */
+#ifndef OMLD_STATUS_H
+#define OMLD_STATUS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine.h"
+#include "metrics.h"
+#include "options.h"
+
+typedef struct omld_status_input {
+    const char *version;            /* "0.1.0" */
+    uint64_t uptime_ms;
+    const omld_config *cfg;
+    const omld_model_stats *model;
+    const omld_metrics *metrics;
+    int ready, draining;
+} omld_status_input;
+
+/* malloc'd NUL-terminated text, its length in *len; NULL on OOM. */
+char *omld_status_json(const omld_status_input *in, size_t *len);
+char *omld_metrics_text(const omld_status_input *in, size_t *len);
+
+#endif

@@ -1,0 +1,50 @@
+/* validate.h - every check of a request that needs no state, at the edge.
+ *
+ * Runs on the loop thread right after decoding, before anything is queued,
+ * so that a bad request changes nothing and gets a named error: the body is
+ * set; batches hold 1..max_batch entries; ids and labels are 1..255 bytes
+ * without NUL; no id twice in one PutItems / DeleteItems batch; feature
+ * vectors (items and inline refs) have exactly dim values, all finite;
+ * every triplet member and pair member is set; a pair's relation is
+ * SIMILAR or DISSIMILAR; k, when given, is in 1..max_k; a threshold, when
+ * given, is in (0, 1]. Checks that need the store (unknown ids) or the
+ * model registry (unknown model names) happen where that state lives.
+ * Pure functions; thread-safe. */
+#ifndef OMLD_VALIDATE_H
+#define OMLD_VALIDATE_H
+
+#include <stdint.h>
+
+#include "omld.pb-c.h"
+#include "reply.h"
+
+#define OMLD_ID_MAX 255 /* bytes in an id, a label or a model name (omld.proto) */
+
+typedef struct omld_limits {
+    int32_t dim;
+    uint32_t max_batch;
+    uint32_t max_k;
+    uint32_t default_k;
+    float default_threshold;
+} omld_limits;
+
+/* What a request is, for routing. */
+enum omld_route {
+    OMLD_ROUTE_MUTATION = 0, /* put/delete items, triplets, pairs, checkpoint: the engine */
+    OMLD_ROUTE_QUERY,        /* classify, verify, retrieve, embed, get_items: the threadpool */
+    OMLD_ROUTE_INLINE        /* status, health: answered on the loop thread */
+};
+
+/* Checks req. On success returns 0 and sets *route and *cost (entries the
+ * request carries, >= 1: items, triplets, pairs or ids). On failure fills r
+ * with the error (code, field path such as "put_items.items[3].features",
+ * message) and returns the code (> 0). */
+int omld_validate(const Omld__Request *req, const omld_limits *lim, omld_reply *r,
+                  int *route, uint64_t *cost);
+
+/* One ItemRef: set, id 1..255 bytes without NUL or vector of dim finite
+ * values. field is the path used in errors. 0 or the code (r filled). */
+int omld_validate_ref(const Omld__ItemRef *ref, const omld_limits *lim, const char *field,
+                      omld_reply *r);
+
+#endif

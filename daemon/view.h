@@ -1,0 +1,75 @@
+/* view.h - the serving view: one model snapshot + the index of every stored
+ * item under it, immutable, refcounted, swapped in by pointer.
+ *
+ * Queries take a reference on the current view (omld_views_acquire), run on
+ * any thread against it, and release it; the indexer thread builds the next
+ * view off to the side and swaps it in, so a query never waits for learning
+ * and learning never waits for a query (DESIGN.md, rules). The views object
+ * owns the indexer thread: omld_views_submit() hands it the newest snapshot
+ * (latest wins: an older one still waiting is dropped), and it builds the
+ * index under the store's read lock. */
+#ifndef OMLD_VIEW_H
+#define OMLD_VIEW_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "idmap.h"
+#include "index.h"
+#include "metrics.h"
+#include "snapshot.h"
+#include "store.h"
+
+typedef struct omld_view {
+    atomic_int _refs;
+    oml_index *ix;          /* owns a reference on ix->snap */
+    oml_idmap by_id;        /* id -> index row; keys borrowed from ix->ids */
+    uint64_t version;       /* model version (== ix->snap->version) */
+    uint64_t updates;       /* triplets the model had learned */
+    uint64_t published_ns;  /* omld_now_ns() when it was swapped in */
+    uint64_t snapshot_ns;   /* omld_now_ns() when its snapshot was taken */
+} omld_view;
+
+/* Row of a stored id in this view, or -1. */
+int32_t omld_view_row(const omld_view *v, const char *id, size_t len);
+
+omld_view *omld_view_retain(omld_view *v);
+void omld_view_release(omld_view *v); /* accepts NULL; frees at zero */
+
+typedef struct omld_views omld_views;
+
+/* Reader-writer lock the store's owner holds (write) while it mutates the
+ * store; the indexer holds it (read) while it builds. */
+typedef struct omld_store_lock {
+    pthread_rwlock_t rw;
+} omld_store_lock;
+
+/* Starts the indexer thread. store and lock are borrowed (the engine owns
+ * them and outlives the views). on_publish (may be NULL) is called on the
+ * indexer thread after each swap, e.g. to wake the loop. 0 or -1. */
+int omld_views_create(omld_views **out, const oml_store *store, omld_store_lock *lock,
+                      omld_metrics *metrics, void (*on_publish)(void *arg, const omld_view *v),
+                      void *arg);
+/* Stops and joins the indexer, releases the current view. Accepts NULL. */
+void omld_views_destroy(omld_views *vs);
+
+/* Hands a snapshot (ownership transferred) to the indexer. snapshot_ns is
+ * when it was taken. Never blocks on an index build. */
+void omld_views_submit(omld_views *vs, oml_snapshot *snap, uint64_t snapshot_ns);
+
+/* Builds a view synchronously on the calling thread (startup, tests), which
+ * must hold the store's read lock or own the store. */
+int omld_views_publish_now(omld_views *vs, oml_snapshot *snap, uint64_t snapshot_ns);
+
+/* The current view with a reference taken, or NULL before the first one. */
+omld_view *omld_views_acquire(omld_views *vs);
+
+/* Version of the current view, 0 before the first. Lock-free. */
+uint64_t omld_views_version(const omld_views *vs);
+
+/* Blocks until the current view's version is >= version or timeout_ms
+ * passes; returns 1 if reached. (Tests, benchmarks, freshness.) */
+int omld_views_wait(omld_views *vs, uint64_t version, int timeout_ms);
+
+#endif
