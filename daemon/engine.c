@@ -681,7 +681,7 @@ int omld_engine_start(omld_engine **out, uv_loop_t *loop, const omld_config *opt
     pthread_mutex_init(&e->stats_mu, NULL);
     pthread_rwlock_init(&e->lock.rw, NULL);
     e->stats.cfg = mcfg;
-    snprintf(e->stats.preset, sizeof e->stats.preset, "%s", opts->preset);
+    snprintf(e->stats.preset, sizeof e->stats.preset, "%.31s", opts->preset);
 
     oml_diag d = {0};
     int rc = oml_store_create(&e->store, (int32_t)opts->dim, (uint32_t)opts->max_items);
