@@ -186,6 +186,7 @@ void omld_engine_stats(omld_engine *e, omld_model_stats *out)
         out->view_version = v->version;
         out->view_age_ms = (omld_now_ns() - v->snapshot_ns) / 1000000u;
         out->view_items = (uint64_t)v->ix->n;
+        out->view_updates = v->updates;
         omld_view_release(v);
     }
 }
@@ -267,6 +268,7 @@ static void apply_triplets(omld_engine *e, const Omld__AddTripletsRequest *rq, o
             return;
         }
     }
+    omld_count(&e->metrics->triplets_received, n);
     prepare_model(e);
     for (size_t i = 0; i < n; i++) {
         learn(e, e->rows[3 * i], e->rows[3 * i + 1], e->rows[3 * i + 2]);
@@ -620,10 +622,8 @@ int omld_engine_submit(omld_engine *e, const Omld__Request *req, uint64_t cost,
     c->done = done;
     c->ctx = ctx;
     c->reply = r;
-    if (req->body_case == OMLD__REQUEST__BODY_ADD_TRIPLETS) {
+    if (req->body_case == OMLD__REQUEST__BODY_ADD_TRIPLETS)
         atomic_fetch_add(&e->queued_triplets, req->add_triplets->n_triplets);
-        omld_count(&e->metrics->triplets_received, req->add_triplets->n_triplets);
-    }
     pthread_mutex_lock(&e->mu);
     list_push(&e->inbox, c);
     e->inbox_cost += cost;

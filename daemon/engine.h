@@ -57,6 +57,7 @@ typedef struct omld_model_stats {
     uint64_t view_version;            /* newest published view, 0 before */
     uint64_t view_age_ms;             /* since that view's snapshot was taken */
     uint64_t view_items;
+    uint64_t view_updates;            /* triplets learned by the view's model */
 } omld_model_stats;
 
 /* Builds the model configuration from the daemon options (preset + any

@@ -42,7 +42,7 @@ typedef struct omld_metrics {
     /* ingest */
     atomic_uint_fast64_t items_put;          /* items stored (created or replaced) */
     atomic_uint_fast64_t items_deleted;
-    atomic_uint_fast64_t triplets_received;  /* accepted into the learner queue */
+    atomic_uint_fast64_t triplets_received;  /* accepted (ids resolved) by the learner */
     atomic_uint_fast64_t triplets_applied;   /* learned */
     atomic_uint_fast64_t pairs_received;
     atomic_uint_fast64_t derived_triplets;   /* queued because of pairs */

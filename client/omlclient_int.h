@@ -1,0 +1,43 @@
+/* omlclient_int.h - what omlclient.c (connection, framing, the generic
+ * layer) shares with omlclient_ops.c (typed operations, pipelining).
+ * Internal to libomlclient. */
+#ifndef OMLCLIENT_INT_H
+#define OMLCLIENT_INT_H
+
+#include "frame.h"
+#include "omlclient.h"
+
+struct omlc {
+    int fd;
+    int timeout_ms;
+    int broken;            /* a transport/protocol error happened */
+    int raw_outstanding;   /* raw bytes were sent and not yet passed */
+    int peer_closed;       /* read() returned 0 */
+    int max_pending;       /* max_frame changed; apply when the reader is empty */
+    uint64_t next_id;      /* id of the next request (starts at 1) */
+    uint64_t *fifo;        /* ids sent and not answered, ring buffer */
+    size_t fifo_cap, fifo_head, fifo_len;
+    uint32_t max_frame;
+    oml_frame_reader rd;
+    uint8_t *wbuf;
+    size_t wcap;
+    uint64_t last_version;
+    omlc_totals totals;
+};
+
+/* Clears err (may be NULL). */
+void omlc__err_clear(omlc_error *err);
+/* Fills err (may be NULL) and returns code; the connection is unaffected. */
+int omlc__err_set(omlc_error *err, int code, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* A transport failure: marks c broken, fills err, returns code. */
+int omlc__fail(omlc *c, omlc_error *err, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* 0 if c can be used, else OMLC_EARG / OMLC_EIO with err filled. */
+int omlc__check_usable(omlc *c, omlc_error *err);
+/* A call whose OK answer must carry body `want`: *out owns it on OK, is
+ * NULL on any error. */
+int omlc__call_expect(omlc *c, Omld__Request *req, Omld__Response__BodyCase want,
+                      Omld__Response **out, omlc_error *err);
+
+#endif

@@ -1,0 +1,665 @@
+/* http.c - the status endpoint: GET /status /metrics /livez /readyz.
+ *
+ * DESIGN. Loop thread only. One omld_http owns the listener and a list of
+ * connections; each connection embeds its TCP handle, an idle/deadline
+ * timer and an http_parser, and is freed only when both handles' close
+ * callbacks have run; the server frees itself once the listener and every
+ * connection are closed (omld_http_close).
+ *
+ * Requests are answered synchronously from the parser's message-complete
+ * callback (gather + render), so answers leave in request order and
+ * pipelining needs no queue. Bounds: header bytes (8 KiB, enforced by
+ * http_parser's own counter, then 431), no bodies (413), at most
+ * MAX_CONNS connections, a request must arrive whole within REQUEST_MS and
+ * an idle keep-alive connection is closed after IDLE_MS. If the client
+ * does not read its answers, parsing pauses once WRITE_HIGH bytes are
+ * queued and resumes (with the unparsed rest of the read) below WRITE_LOW.
+ *
+ * A connection that must end (Connection: close, an error answer) stops
+ * parsing, shuts down its write side after the queued answers, and keeps
+ * reading and discarding until the peer closes or LINGER_MS passes: closing
+ * with unread input would make the kernel send RST, which can destroy the
+ * error answer before the client reads it. */
+#include "http.h"
+
+#include <errno.h>
+#include <http_parser.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "log.h"
+
+#define MAX_HEADER_BYTES 8192
+#define MAX_CONNS 64
+#define READ_BUF 65536
+#define IDLE_MS 60000
+#define REQUEST_MS 30000
+#define LINGER_MS 2000
+#define WRITE_HIGH (1u << 20)
+#define WRITE_LOW (256u << 10)
+
+typedef struct http_conn http_conn;
+
+struct omld_http {
+    uv_loop_t *loop;
+    uv_tcp_t listener;
+    omld_http_gather_fn gather;
+    void *arg;
+    http_conn *conns;   /* doubly linked */
+    int nconns;
+    int closing;
+    int listener_open;
+    char rbuf[READ_BUF]; /* shared: every read is consumed before the next alloc */
+};
+
+struct http_conn {
+    uv_tcp_t tcp;
+    uv_timer_t timer;
+    uv_shutdown_t shutdown;
+    http_parser parser;
+    omld_http *srv;
+    http_conn *prev, *next;
+    int handles;        /* handles still to be closed (2 -> 0) */
+    int closed;         /* uv_close called */
+    int finishing;      /* no more requests: shut down, drain, close */
+    int reading;
+    int eof;            /* the peer will send nothing more */
+    int shut_done;      /* our FIN is out (every answer was written) */
+    int paused;         /* parser paused for backpressure */
+    int reject;         /* HTTP status decided in a callback (413, 414), 0 if none */
+    char *pending;      /* unparsed input held while paused */
+    size_t pending_len;
+    size_t url_len;
+    char url[MAX_HEADER_BYTES + 1];
+};
+
+typedef struct http_write {
+    uv_write_t req;
+    http_conn *conn;
+    char *body;         /* owned, may be NULL */
+    size_t head_len;
+    char head[512];
+} http_write;
+
+static int on_message_begin(http_parser *p);
+static int on_url(http_parser *p, const char *at, size_t n);
+static int on_headers_complete(http_parser *p);
+static int on_message_complete(http_parser *p);
+
+static const http_parser_settings g_settings = {
+    .on_message_begin = on_message_begin,
+    .on_url = on_url,
+    .on_headers_complete = on_headers_complete,
+    .on_message_complete = on_message_complete,
+};
+
+static void conn_close(http_conn *c);
+static void conn_finish(http_conn *c);
+static void conn_feed(http_conn *c, const char *data, size_t n);
+
+/* ---- lifetime ---- */
+
+static void server_maybe_free(omld_http *h)
+{
+    if (h->closing && !h->listener_open && h->nconns == 0)
+        free(h);
+}
+
+static void on_conn_handle_closed(uv_handle_t *handle)
+{
+    http_conn *c = handle->data;
+    if (--c->handles > 0)
+        return;
+    omld_http *h = c->srv;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        h->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    h->nconns--;
+    free(c->pending);
+    free(c);
+    server_maybe_free(h);
+}
+
+/* Idempotent: both handles close; the memory goes in the last callback. */
+static void conn_close(http_conn *c)
+{
+    if (c->closed)
+        return;
+    c->closed = 1;
+    c->finishing = 1;
+    uv_close((uv_handle_t *)&c->tcp, on_conn_handle_closed);
+    uv_close((uv_handle_t *)&c->timer, on_conn_handle_closed);
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    conn_close(t->data); /* idle, too slow, or done lingering */
+}
+
+static void arm_timer(http_conn *c, uint64_t ms)
+{
+    if (!c->closed)
+        uv_timer_start(&c->timer, on_timer, ms, 0);
+}
+
+/* ---- writing ---- */
+
+static void on_write(uv_write_t *req, int status)
+{
+    http_write *w = req->data;
+    http_conn *c = w->conn;
+    free(w->body);
+    free(w);
+    if (c->closed)
+        return;
+    if (status < 0) {
+        conn_close(c);
+        return;
+    }
+    if (c->paused && !c->finishing && uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) <= WRITE_LOW) {
+        /* Resume: parse what was held back, then read again. */
+        char *data = c->pending;
+        size_t n = c->pending_len;
+        c->pending = NULL;
+        c->pending_len = 0;
+        c->paused = 0;
+        http_parser_pause(&c->parser, 0);
+        conn_feed(c, data, n);
+        free(data);
+    }
+}
+
+static const char *reason(int code)
+{
+    switch (code) {
+    case 200: return "OK";
+    case 400: return "Bad Request";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 413: return "Payload Too Large";
+    case 414: return "URI Too Long";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 503: return "Service Unavailable";
+    default: return "Unknown";
+    }
+}
+
+/* Queues one answer. body is owned (taken) and may be NULL; with head_only
+ * the Content-Length is body_len but no body is sent (HEAD). */
+static void send_response(http_conn *c, int code, const char *ctype, char *body, size_t body_len,
+                          int head_only, int keep_alive)
+{
+    if (c->closed) {
+        free(body);
+        return;
+    }
+    http_write *w = malloc(sizeof *w);
+    if (!w) {
+        free(body);
+        conn_close(c);
+        return;
+    }
+    w->conn = c;
+    w->req.data = w;
+    int n = snprintf(w->head, sizeof w->head,
+                     "HTTP/1.1 %d %s\r\n"
+                     "Content-Type: %s\r\n"
+                     "Content-Length: %zu\r\n"
+                     "Cache-Control: no-store\r\n"
+                     "%s"
+                     "Connection: %s\r\n\r\n",
+                     code, reason(code), ctype, body_len,
+                     code == 405 ? "Allow: GET, HEAD\r\n" : "", keep_alive ? "keep-alive" : "close");
+    w->head_len = (size_t)n < sizeof w->head ? (size_t)n : sizeof w->head - 1;
+    w->body = body;
+    uv_buf_t bufs[2] = {uv_buf_init(w->head, (unsigned)w->head_len),
+                        uv_buf_init(body ? body : w->head, head_only ? 0 : (unsigned)body_len)};
+    unsigned nbufs = head_only || !body || body_len == 0 ? 1 : 2;
+    int rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, bufs, nbufs, on_write);
+    if (rc < 0) { /* the callback will not run */
+        free(w->body);
+        free(w);
+        conn_close(c);
+    }
+}
+
+static void send_text(http_conn *c, int code, const char *text, int head_only, int keep_alive)
+{
+    size_t n = strlen(text);
+    char *body = malloc(n + 1);
+    if (body)
+        memcpy(body, text, n + 1);
+    send_response(c, code, "text/plain; charset=utf-8", body, body ? n : 0, head_only,
+                  keep_alive);
+}
+
+/* An error answer that ends the connection. */
+static void send_error_and_finish(http_conn *c, int code)
+{
+    char text[64];
+    snprintf(text, sizeof text, "%d %s\n", code, reason(code));
+    send_text(c, code, text, 0, 0);
+    conn_finish(c);
+}
+
+/* ---- graceful end ---- */
+
+static void on_shutdown(uv_shutdown_t *req, int status)
+{
+    http_conn *c = req->data;
+    if (c->closed)
+        return;
+    if (status < 0 || c->eof) {
+        conn_close(c);
+        return;
+    }
+    /* Every answer is out: drain input until EOF or the linger timer. */
+    c->shut_done = 1;
+    arm_timer(c, LINGER_MS);
+}
+
+static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
+{
+    http_conn *c = handle->data;
+    *buf = uv_buf_init(c->srv->rbuf, sizeof c->srv->rbuf);
+}
+
+static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
+
+/* No more requests on c: answers already queued are sent, then FIN; the
+ * rest of the input is read and discarded. Idempotent. */
+static void conn_finish(http_conn *c)
+{
+    if (c->closed || c->shutdown.data)
+        return;
+    c->finishing = 1;
+    c->shutdown.data = c;
+    if (uv_shutdown(&c->shutdown, (uv_stream_t *)&c->tcp, on_shutdown) < 0) {
+        conn_close(c);
+        return;
+    }
+    if (!c->reading && !c->eof && uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0)
+        c->reading = 1;
+    arm_timer(c, REQUEST_MS); /* for the answers to be written */
+}
+
+/* ---- requests ---- */
+
+/* Path of the request target: "/status?x" and "http://h/status" -> "/status". */
+static int url_path(const http_conn *c, const char **path, size_t *len)
+{
+    struct http_parser_url u;
+    http_parser_url_init(&u);
+    if (c->url_len == 0 || http_parser_parse_url(c->url, c->url_len, 0, &u) != 0)
+        return -1;
+    if (!(u.field_set & (1 << UF_PATH))) {
+        *path = "/";
+        *len = 1;
+        return 0;
+    }
+    *path = c->url + u.field_data[UF_PATH].off;
+    *len = u.field_data[UF_PATH].len;
+    return 0;
+}
+
+static int path_is(const char *p, size_t n, const char *want)
+{
+    return strlen(want) == n && memcmp(p, want, n) == 0;
+}
+
+static void answer(http_conn *c, int keep_alive)
+{
+    omld_http *h = c->srv;
+    int method = c->parser.method;
+    int head = method == HTTP_HEAD;
+    const char *path;
+    size_t plen;
+    if (url_path(c, &path, &plen) != 0) {
+        send_error_and_finish(c, 400);
+        return;
+    }
+    int route = path_is(path, plen, "/status")    ? 1
+                : path_is(path, plen, "/metrics") ? 2
+                : path_is(path, plen, "/livez")   ? 3
+                : path_is(path, plen, "/readyz")  ? 4
+                                                  : 0;
+    if (method != HTTP_GET && !head) {
+        send_text(c, 405, "405 Method Not Allowed\n", 0, keep_alive);
+        return;
+    }
+    if (route == 0) {
+        send_text(c, 404, "404 Not Found\n", head, keep_alive);
+        return;
+    }
+    if (route == 3) {
+        send_text(c, 200, "ok\n", head, keep_alive);
+        return;
+    }
+    omld_status_input in;
+    memset(&in, 0, sizeof in);
+    h->gather(h->arg, &in);
+    if (route == 4) {
+        int ok = in.ready && !in.draining;
+        send_text(c, ok ? 200 : 503, ok ? "ready\n" : in.draining ? "draining\n" : "not ready\n",
+                  head, keep_alive);
+        return;
+    }
+    size_t len = 0;
+    char *body = route == 1 ? omld_status_json(&in, &len) : omld_metrics_text(&in, &len);
+    if (!body) {
+        send_text(c, 500, "500 out of memory\n", head, keep_alive);
+        return;
+    }
+    send_response(c, 200, route == 1 ? "application/json" : "text/plain; version=0.0.4; charset=utf-8",
+                  body, len, head, keep_alive);
+}
+
+static int on_message_begin(http_parser *p)
+{
+    http_conn *c = p->data;
+    if (c->finishing)
+        return -1;
+    c->url_len = 0;
+    c->reject = 0;
+    arm_timer(c, REQUEST_MS);
+    return 0;
+}
+
+static int on_url(http_parser *p, const char *at, size_t n)
+{
+    http_conn *c = p->data;
+    if (n > MAX_HEADER_BYTES - c->url_len) {
+        c->reject = 414;
+        return -1;
+    }
+    memcpy(c->url + c->url_len, at, n);
+    c->url_len += n;
+    c->url[c->url_len] = '\0';
+    return 0;
+}
+
+static int on_headers_complete(http_parser *p)
+{
+    http_conn *c = p->data;
+    /* content_length is ULLONG_MAX when the header is absent. */
+    if ((p->flags & F_CHUNKED) || (p->content_length > 0 && p->content_length != ULLONG_MAX)) {
+        c->reject = 413;
+        return -1;
+    }
+    return 0;
+}
+
+static int on_message_complete(http_parser *p)
+{
+    http_conn *c = p->data;
+    int keep_alive = http_should_keep_alive(p) && !c->srv->closing;
+    answer(c, keep_alive);
+    if (!keep_alive)
+        conn_finish(c);
+    if (c->closed || c->finishing) {
+        http_parser_pause(p, 1); /* nothing after this request is parsed */
+        return 0;
+    }
+    arm_timer(c, IDLE_MS);
+    if (uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) > WRITE_HIGH) {
+        c->paused = 1;
+        http_parser_pause(p, 1);
+    }
+    return 0;
+}
+
+/* Parses n bytes of input, answering every complete request. */
+static void conn_feed(http_conn *c, const char *data, size_t n)
+{
+    while (n > 0 && !c->finishing) {
+        size_t used = http_parser_execute(&c->parser, &g_settings, data, n);
+        if (used > n)
+            used = n;
+        enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
+        data += used;
+        n -= used;
+        if (c->closed || c->finishing)
+            return;
+        if (e == HPE_PAUSED) {
+            if (!c->paused)
+                return;
+            /* Backpressure: hold the rest, stop reading until writes drain. */
+            if (n > 0) {
+                c->pending = malloc(n);
+                if (!c->pending) {
+                    conn_close(c);
+                    return;
+                }
+                memcpy(c->pending, data, n);
+                c->pending_len = n;
+            }
+            if (c->reading) {
+                uv_read_stop((uv_stream_t *)&c->tcp);
+                c->reading = 0;
+            }
+            return;
+        }
+        if (e != HPE_OK) {
+            int code = c->reject ? c->reject : e == HPE_HEADER_OVERFLOW ? 431 : 400;
+            send_error_and_finish(c, code);
+            return;
+        }
+        if (c->parser.upgrade) { /* Upgrade / CONNECT: answered already, nothing more */
+            conn_finish(c);
+            return;
+        }
+        if (used == 0)
+            break;
+    }
+    if (!c->finishing && !c->paused && !c->reading && !c->closed &&
+        uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0)
+        c->reading = 1;
+}
+
+static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
+{
+    http_conn *c = stream->data;
+    if (nread == 0)
+        return;
+    if (nread == UV_EOF) {
+        /* The peer half-closed: answers already queued still go out (a
+         * request cut off mid-way gets none), then the connection ends. */
+        c->eof = 1;
+        uv_read_stop(stream);
+        c->reading = 0;
+        if (c->shut_done)
+            conn_close(c);
+        else
+            conn_finish(c);
+        return;
+    }
+    if (nread < 0) {
+        conn_close(c);
+        return;
+    }
+    if (c->finishing)
+        return; /* draining before close */
+    conn_feed(c, buf->base, (size_t)nread);
+}
+
+/* ---- accepting ---- */
+
+static void on_connection(uv_stream_t *server, int status)
+{
+    omld_http *h = server->data;
+    if (status < 0 || h->closing)
+        return;
+    http_conn *c = calloc(1, sizeof *c);
+    if (!c) {
+        /* Leave it in the backlog; nothing else to do without memory. */
+        return;
+    }
+    c->srv = h;
+    uv_tcp_init(h->loop, &c->tcp);
+    uv_timer_init(h->loop, &c->timer);
+    c->tcp.data = c;
+    c->timer.data = c;
+    c->handles = 2;
+    c->next = h->conns;
+    if (h->conns)
+        h->conns->prev = c;
+    h->conns = c;
+    h->nconns++;
+    http_parser_init(&c->parser, HTTP_REQUEST);
+    c->parser.data = c;
+    if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0) {
+        conn_close(c);
+        return;
+    }
+    if (h->nconns > MAX_CONNS) {
+        omld_log(OMLD_LOG_WARN, "http", "connection refused: %d open", MAX_CONNS);
+        conn_close(c);
+        return;
+    }
+    uv_tcp_nodelay(&c->tcp, 1);
+    if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) != 0) {
+        conn_close(c);
+        return;
+    }
+    c->reading = 1;
+    arm_timer(c, IDLE_MS);
+}
+
+/* "HOST:PORT" / "[V6]:PORT" -> a bound, listening, non-blocking socket. */
+static int listen_socket(const char *host_port, int *fd_out, char *err, size_t errlen)
+{
+    char host[256];
+    const char *colon = strrchr(host_port, ':');
+    if (!colon || colon[1] == '\0') {
+        snprintf(err, errlen, "http: '%s' is not HOST:PORT", host_port);
+        return -1;
+    }
+    size_t hl = (size_t)(colon - host_port);
+    const char *hs = host_port;
+    if (hl >= 2 && hs[0] == '[' && hs[hl - 1] == ']') {
+        hs++;
+        hl -= 2;
+    }
+    if (hl >= sizeof host) {
+        snprintf(err, errlen, "http: host in '%s' is too long", host_port);
+        return -1;
+    }
+    memcpy(host, hs, hl);
+    host[hl] = '\0';
+    const char *port = colon + 1;
+
+    struct addrinfo hints, *res = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    int rc = getaddrinfo(hl == 0 || strcmp(host, "*") == 0 ? NULL : host, port, &hints, &res);
+    if (rc != 0) {
+        snprintf(err, errlen, "http: cannot resolve '%s': %s", host_port, gai_strerror(rc));
+        return -1;
+    }
+    int fd = -1, saved = 0;
+    for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
+        if (fd < 0) {
+            saved = errno;
+            continue;
+        }
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, 128) == 0)
+            break;
+        saved = errno;
+        close(fd);
+        fd = -1;
+    }
+    freeaddrinfo(res);
+    if (fd < 0) {
+        snprintf(err, errlen, "http: cannot listen on '%s': %s", host_port, strerror(saved));
+        return -1;
+    }
+    *fd_out = fd;
+    return 0;
+}
+
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+/* Process-wide in http_parser (this file is its only user): the bound on
+ * the bytes of a request line plus headers, past which it fails with
+ * HPE_HEADER_OVERFLOW. */
+static void set_header_bound(void)
+{
+    http_parser_set_max_header_size(MAX_HEADER_BYTES);
+}
+
+int omld_http_start(omld_http **out, uv_loop_t *loop, const char *host_port,
+                    omld_http_gather_fn gather, void *arg, struct sockaddr_storage *bound,
+                    char *err, size_t errlen)
+{
+    pthread_once(&g_once, set_header_bound);
+
+    int fd;
+    if (listen_socket(host_port, &fd, err, errlen) != 0)
+        return -1;
+    omld_http *h = calloc(1, sizeof *h);
+    if (!h) {
+        close(fd);
+        snprintf(err, errlen, "http: out of memory");
+        return -1;
+    }
+    h->loop = loop;
+    h->gather = gather;
+    h->arg = arg;
+    int rc = uv_tcp_init(loop, &h->listener);
+    if (rc != 0) {
+        close(fd);
+        free(h);
+        snprintf(err, errlen, "http: %s", uv_strerror(rc));
+        return -1;
+    }
+    h->listener.data = h;
+    h->listener_open = 1;
+    rc = uv_tcp_open(&h->listener, fd);
+    if (rc != 0)
+        close(fd); /* not the handle's yet */
+    else
+        rc = uv_listen((uv_stream_t *)&h->listener, 128, on_connection);
+    if (rc == 0 && bound) {
+        int blen = (int)sizeof *bound;
+        rc = uv_tcp_getsockname(&h->listener, (struct sockaddr *)bound, &blen);
+    }
+    if (rc != 0) {
+        snprintf(err, errlen, "http: cannot listen on '%s': %s", host_port, uv_strerror(rc));
+        omld_http_close(h); /* the handle closes (and h is freed) when the loop runs */
+        return -1;
+    }
+    *out = h;
+    return 0;
+}
+
+static void on_listener_closed(uv_handle_t *handle)
+{
+    omld_http *h = handle->data;
+    h->listener_open = 0;
+    server_maybe_free(h);
+}
+
+void omld_http_close(omld_http *h)
+{
+    if (!h || h->closing)
+        return;
+    h->closing = 1;
+    uv_close((uv_handle_t *)&h->listener, on_listener_closed);
+    for (http_conn *c = h->conns; c; c = c->next)
+        conn_close(c);
+}

@@ -1,0 +1,314 @@
+/* main.c - the omld executable: options, logging, startup, the address
+ * file, signals and graceful shutdown.
+ *
+ * DESIGN
+ * Everything runs on one libuv loop owned here. Startup: options (exit 2 on
+ * a bad one), log level, fixed BLAS threading, the data directory, the
+ * engine (learner + indexer threads), the RPC server, the HTTP status
+ * endpoint, then the address file <data_dir>/omld.addr (temp + rename) with
+ * the ports actually bound, so scripts can start omld on port 0.
+ *
+ * Shutdown (SIGTERM / SIGINT, or a failed start): set draining (/readyz and
+ * Health turn not-ready), drain the RPC server (answer every decoded
+ * request, close the connections), close HTTP, stop the engine (it
+ * finishes its queue and joins its threads), close the signal handles; then
+ * uv_run returns, the engine is destroyed and uv_loop_close must succeed:
+ * every handle has been closed by its owner. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "engine.h"
+#include "http.h"
+#include "log.h"
+#include "metrics.h"
+#include "options.h"
+#include "server.h"
+#include "status.h"
+#include "view.h"
+
+/* OpenBLAS has no public header of ours to include for this one call. */
+extern void openblas_set_num_threads(int);
+
+typedef struct omld_main {
+    uv_loop_t loop;
+    omld_config cfg;
+    omld_metrics metrics;
+    uint64_t start_ns;
+    omld_engine *engine;
+    omld_server *server;
+    omld_http *http;
+    uv_signal_t sigterm, sigint;
+    int signals_open;
+    int draining, engine_stopped, exit_code;
+    omld_model_stats stats;      /* storage the HTTP gather callback points into */
+    char addr_path[OMLD_STR_MAX + 32];
+} omld_main;
+
+/* ------------------------------------------------------------ helpers */
+
+/* mkdir -p path (0755 for what it creates). 0 or -1 with err. */
+static int make_dirs(const char *path, char *err, size_t errlen)
+{
+    char buf[OMLD_STR_MAX];
+    size_t n = strlen(path);
+    if (n == 0 || n >= sizeof buf) {
+        snprintf(err, errlen, "bad directory name '%s'", path);
+        return -1;
+    }
+    memcpy(buf, path, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] != '/' && buf[i] != '\0')
+            continue;
+        char saved = buf[i];
+        buf[i] = '\0';
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST) {
+            snprintf(err, errlen, "cannot create directory %s: %s", buf, strerror(errno));
+            return -1;
+        }
+        buf[i] = saved;
+    }
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "%s is not a directory", path);
+        return -1;
+    }
+    if (access(path, W_OK | X_OK) != 0) {
+        snprintf(err, errlen, "directory %s is not writable: %s", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* Writes text to path through a temp file and rename, so a reader never
+ * sees half a file. 0 or -1 with err. */
+static int write_file_atomic(const char *path, const char *text, char *err, size_t errlen)
+{
+    char tmp[OMLD_STR_MAX + 64];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (f == NULL) {
+        snprintf(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
+        return -1;
+    }
+    int ok = fputs(text, f) >= 0;
+    ok &= fflush(f) == 0;
+    ok &= fsync(fileno(f)) == 0;
+    ok &= fclose(f) == 0;
+    if (!ok || rename(tmp, path) != 0) {
+        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+/* The status endpoint's view of the process, gathered per request. */
+static void gather(void *arg, omld_status_input *in)
+{
+    omld_main *m = arg;
+    memset(in, 0, sizeof *in);
+    in->version = OMLD_VERSION;
+    in->uptime_ms = (omld_now_ns() - m->start_ns) / 1000000u;
+    in->cfg = &m->cfg;
+    in->metrics = &m->metrics;
+    in->draining = m->draining;
+    if (m->engine && !m->engine_stopped) {
+        omld_engine_stats(m->engine, &m->stats);
+        in->model = &m->stats;
+        in->ready = omld_views_version(omld_engine_views(m->engine)) > 0 && !m->draining;
+    }
+}
+
+static void on_walk(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    LOG_ERROR("main", "handle still open at exit: %s (%s, %s)",
+              uv_handle_type_name(uv_handle_get_type(h)), uv_is_active(h) ? "active" : "inactive",
+              uv_is_closing(h) ? "closing" : "not closing");
+}
+
+/* ------------------------------------------------------------ shutdown */
+
+/* The RPC server has answered everything and closed: the rest can go. */
+static void on_drained(void *arg)
+{
+    omld_main *m = arg;
+    m->server = NULL;
+    omld_http_close(m->http);
+    m->http = NULL;
+    if (m->engine && !m->engine_stopped) {
+        m->engine_stopped = 1;
+        omld_engine_stop(m->engine); /* finishes its queue, joins its threads */
+    }
+    if (m->signals_open) {
+        m->signals_open = 0;
+        uv_close((uv_handle_t *)&m->sigterm, NULL);
+        uv_close((uv_handle_t *)&m->sigint, NULL);
+    }
+    if (m->addr_path[0])
+        unlink(m->addr_path);
+    LOG_INFO("main", "stopped");
+}
+
+static void shutdown_begin(omld_main *m)
+{
+    if (m->draining)
+        return;
+    m->draining = 1;
+    if (m->server)
+        omld_server_drain(m->server, on_drained, m); /* on_drained runs when it is done */
+    else
+        on_drained(m);
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+    omld_main *m = h->data;
+    if (m->draining) {
+        LOG_WARN("main", "%s: shutdown already in progress", strsignal(signum));
+        return;
+    }
+    LOG_INFO("main", "%s: draining and shutting down", strsignal(signum));
+    shutdown_begin(m);
+}
+
+/* ------------------------------------------------------------ startup */
+
+static int start(omld_main *m)
+{
+    char err[512];
+    if (omld_engine_start(&m->engine, &m->loop, &m->cfg, &m->metrics, err, sizeof err) != 0) {
+        LOG_ERROR("main", "%s", err);
+        m->engine_stopped = 1; /* a half-started engine is only destroyed */
+        return -1;
+    }
+    if (omld_server_start(&m->server, &m->loop, &m->cfg, m->engine, &m->metrics, m->start_ns, err,
+                          sizeof err) != 0) {
+        m->server = NULL;
+        LOG_ERROR("main", "%s", err);
+        return -1;
+    }
+    struct sockaddr_storage http_addr;
+    if (omld_http_start(&m->http, &m->loop, m->cfg.http, gather, m, &http_addr, err,
+                        sizeof err) != 0) {
+        m->http = NULL;
+        LOG_ERROR("main", "http: %s", err);
+        return -1;
+    }
+
+    struct sockaddr_storage rpc_addr;
+    omld_server_rpc_address(m->server, &rpc_addr);
+    char rpc[128], http[128], text[3 * OMLD_STR_MAX];
+    omld_addr_format(&rpc_addr, rpc, sizeof rpc);
+    omld_addr_format(&http_addr, http, sizeof http);
+    LOG_INFO("main", "listening on %s (rpc)", rpc);
+    if (m->cfg.unix_socket[0])
+        LOG_INFO("main", "listening on unix:%s (rpc)", m->cfg.unix_socket);
+    LOG_INFO("main", "listening on http://%s (status)", http);
+    if (!omld_addr_is_loopback(&rpc_addr))
+        LOG_WARN("main", "WARNING: the RPC listener %s is not a loopback address: omld has no "
+                 "authentication, anyone who can reach it can change the model", rpc);
+    if (!omld_addr_is_loopback(&http_addr))
+        LOG_WARN("main", "WARNING: the HTTP status endpoint %s is not a loopback address", http);
+
+    int n = snprintf(text, sizeof text, "rpc %s\nhttp %s\n", rpc, http);
+    if (m->cfg.unix_socket[0] && n > 0 && (size_t)n < sizeof text)
+        snprintf(text + n, sizeof text - (size_t)n, "unix %s\n", m->cfg.unix_socket);
+    snprintf(m->addr_path, sizeof m->addr_path, "%s/omld.addr", m->cfg.data_dir);
+    if (write_file_atomic(m->addr_path, text, err, sizeof err) != 0) {
+        m->addr_path[0] = '\0';
+        LOG_ERROR("main", "%s", err);
+        return -1;
+    }
+
+    uv_signal_init(&m->loop, &m->sigterm);
+    uv_signal_init(&m->loop, &m->sigint);
+    m->sigterm.data = m->sigint.data = m;
+    m->signals_open = 1;
+    if (uv_signal_start(&m->sigterm, on_signal, SIGTERM) != 0 ||
+        uv_signal_start(&m->sigint, on_signal, SIGINT) != 0) {
+        LOG_ERROR("main", "cannot install the signal handlers");
+        return -1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    omld_main *m = calloc(1, sizeof *m);
+    if (m == NULL) {
+        fprintf(stderr, "omld: out of memory\n");
+        return 1;
+    }
+    m->start_ns = omld_now_ns();
+    char err[512];
+    int help = 0, print = 0;
+    omld_config_defaults(&m->cfg);
+    if (omld_config_parse_args(&m->cfg, argc, argv, &help, &print, err, sizeof err) != 0) {
+        fprintf(stderr, "omld: %s\n(omld --help lists the options)\n", err);
+        free(m);
+        return 2;
+    }
+    if (help) {
+        printf("usage: omld [--config FILE] [--name VALUE ...] [--help] [--print-config]\n\n");
+        omld_config_print_help(stdout);
+        free(m);
+        return 0;
+    }
+    if (omld_config_validate(&m->cfg, err, sizeof err) != 0) {
+        fprintf(stderr, "omld: %s\n", err);
+        free(m);
+        return 2;
+    }
+    if (print) {
+        omld_config_print(stdout, &m->cfg);
+        free(m);
+        return 0;
+    }
+    omld_log_set_level(omld_log_parse_level(m->cfg.log_level));
+    signal(SIGPIPE, SIG_IGN);
+    openblas_set_num_threads(1); /* fixed BLAS threading: determinism, no oversubscription */
+
+    if (make_dirs(m->cfg.data_dir, err, sizeof err) != 0) {
+        LOG_ERROR("main", "data_dir: %s", err);
+        free(m);
+        return 1;
+    }
+    /* A stale address file from an earlier run must not be read as ours. */
+    char stale[OMLD_STR_MAX + 32];
+    snprintf(stale, sizeof stale, "%s/omld.addr", m->cfg.data_dir);
+    unlink(stale);
+
+    LOG_INFO("main", "omld %s starting (pid %ld, data_dir %s)", OMLD_VERSION, (long)getpid(),
+             m->cfg.data_dir);
+    int rc = uv_loop_init(&m->loop);
+    if (rc != 0) {
+        LOG_ERROR("main", "uv_loop_init: %s", uv_strerror(rc));
+        free(m);
+        return 1;
+    }
+    if (start(m) != 0) {
+        m->exit_code = 1;
+        shutdown_begin(m);
+    } else {
+        LOG_INFO("main", "ready");
+    }
+    uv_run(&m->loop, UV_RUN_DEFAULT);
+    omld_engine_destroy(m->engine);
+    m->engine = NULL;
+    rc = uv_loop_close(&m->loop);
+    if (rc != 0) {
+        LOG_ERROR("main", "uv_loop_close: %s; handles left open:", uv_strerror(rc));
+        uv_walk(&m->loop, on_walk, NULL);
+        m->exit_code = 1;
+    }
+    int code = m->exit_code;
+    free(m);
+    return code;
+}

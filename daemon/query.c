@@ -1,0 +1,418 @@
+/* query.c - the read operations against one serving view (see query.h).
+ *
+ * DESIGN
+ * Runs on libuv's threadpool. Reads only the view it was handed (immutable;
+ * the caller holds a reference) and, for items named by id, the store under
+ * its read lock: the lock is held just long enough to copy the features out,
+ * so the learner's writes wait for a memcpy, never for a query's search.
+ * Everything the answer points to comes from the reply's arena, so
+ * omld_reply_free() releases it whatever path was taken; scratch buffers of
+ * the computation are malloc'd and freed here.
+ *
+ * A query by id uses the store's current features and leaves the item's own
+ * row of the view (omld_view_row; -1 if the view predates the item) out of
+ * its neighbours. Every answer, errors included, carries the view's version. */
+#include "query.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "err.h"
+#include "serve.h"
+
+#define FIELD_CAP 128
+
+/* A printable, quoted, shortened (past 40 bytes) copy of s for messages, so
+ * that status messages stay ASCII whatever bytes a client sent. */
+static const char *quote(char *buf, size_t cap, const char *s, size_t len)
+{
+    size_t o = 0, shown = len > 40 ? 40 : len;
+    buf[o++] = '"';
+    for (size_t i = 0; i < shown && o + 8 < cap; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\')
+            buf[o++] = (char)c;
+        else
+            o += (size_t)snprintf(buf + o, cap - o, "\\x%02x", c);
+    }
+    if (shown < len && o + 4 < cap) {
+        memcpy(buf + o, "...", 3);
+        o += 3;
+    }
+    buf[o++] = '"';
+    buf[o] = '\0';
+    return buf;
+}
+
+static int oom(omld_reply *r, const char *op)
+{
+    return omld_reply_error(r, OMLD__STATUS__CODE__INTERNAL, NULL,
+                            "the daemon ran out of memory while answering %s", op);
+}
+
+/* A liboml error: its wire code, its diag field under the op's path. */
+static int lib_error(omld_reply *r, int rc, const oml_diag *d, const char *op)
+{
+    char field[FIELD_CAP];
+    if (d->field[0])
+        snprintf(field, sizeof field, "%s.%s", op, d->field);
+    else
+        snprintf(field, sizeof field, "%s", op);
+    return omld_reply_error(r, omld_status_from_oml(rc), field, "%s failed: %s", op,
+                            d->msg[0] ? d->msg : oml_strerror(rc));
+}
+
+/* Only the live model exists (until batch-trained models do): it answers to
+ * no name, "" and "live". */
+static int check_model(int set, const char *model, const char *op, omld_reply *r)
+{
+    if (!set || model == NULL || model[0] == '\0' || strcmp(model, "live") == 0)
+        return 0;
+    char field[FIELD_CAP], q[200];
+    snprintf(field, sizeof field, "%s.model", op);
+    return omld_reply_error(r, OMLD__STATUS__CODE__NOT_FOUND, field,
+                            "model %s does not exist; only the live model (\"live\") is served",
+                            quote(q, sizeof q, model, strlen(model)));
+}
+
+/* One resolved ItemRef. */
+typedef struct query_item {
+    const float *x; /* dim floats: the request's own vector, or a copy in the reply's arena */
+    int32_t row;    /* the item's row in the view, or -1 */
+} query_item;
+
+/* Resolves ref (field is its path, e.g. "classify.query"): an inline vector
+ * is used as is; an id is looked up in the store and its features copied
+ * out under the read lock. 0, or the error filled into r. */
+static int resolve(const omld_query_ctx *q, const omld_view *v, const Omld__ItemRef *ref,
+                   const char *field, query_item *qi, omld_reply *r)
+{
+    size_t dim = (size_t)v->ix->snap->cfg.dim;
+    char path[FIELD_CAP];
+    qi->x = NULL;
+    qi->row = -1;
+    if (ref != NULL && ref->ref_case == OMLD__ITEM_REF__REF_VECTOR) {
+        /* omld_validate checked it against the configured dimension; check
+         * again against the model's, since reading past it would be a bug. */
+        size_t n = ref->vector ? ref->vector->n_values : 0;
+        if (n != dim) {
+            snprintf(path, sizeof path, "%s.vector", field);
+            return omld_reply_error(r, OMLD__STATUS__CODE__WRONG_DIMENSION, path,
+                                    "vector has %zu values; the model's dimension is %zu", n,
+                                    dim);
+        }
+        qi->x = ref->vector->values;
+        return 0;
+    }
+    if (ref == NULL || ref->ref_case != OMLD__ITEM_REF__REF_ID || ref->id == NULL)
+        return omld_reply_error(r, OMLD__STATUS__CODE__INVALID_ARGUMENT, field,
+                                "%s is missing: give an item id or a vector", field);
+    if ((size_t)oml_store_dim(q->store) != dim)
+        return omld_reply_error(r, OMLD__STATUS__CODE__INTERNAL, field,
+                                "the store's dimension (%d) differs from the model's (%zu)",
+                                (int)oml_store_dim(q->store), dim);
+    size_t len = strlen(ref->id);
+    float *buf = omld_reply_alloc(r, dim * sizeof *buf);
+    if (buf == NULL)
+        return oom(r, field);
+    uint32_t slot;
+    pthread_rwlock_rdlock(&q->lock->rw);
+    int rc = oml_store_find(q->store, ref->id, len, &slot);
+    if (rc == OML_OK)
+        memcpy(buf, oml_store_features(q->store, slot), dim * sizeof *buf);
+    pthread_rwlock_unlock(&q->lock->rw);
+    if (rc != OML_OK) {
+        char qid[200];
+        snprintf(path, sizeof path, "%s.id", field);
+        return omld_reply_error(r, OMLD__STATUS__CODE__NOT_FOUND, path, "no item has id %s",
+                                quote(qid, sizeof qid, ref->id, len));
+    }
+    qi->x = buf;
+    qi->row = omld_view_row(v, ref->id, len);
+    return 0;
+}
+
+static int run_classify(const omld_query_ctx *q, omld_view *v, const Omld__ClassifyRequest *m,
+                        omld_reply *r)
+{
+    int rc = check_model(m->model_opt_case == OMLD__CLASSIFY_REQUEST__MODEL_OPT_MODEL, m->model,
+                         "classify", r);
+    if (rc)
+        return rc;
+    int32_t k = (int32_t)(m->k_opt_case == OMLD__CLASSIFY_REQUEST__K_OPT_K ? m->k
+                                                                           : q->lim->default_k);
+    query_item qi;
+    if ((rc = resolve(q, v, m->query, "classify.query", &qi, r)) != 0)
+        return rc;
+    oml_classification c;
+    oml_diag d = {0};
+    rc = oml_classify(v->ix, qi.x, k, qi.row, &c, &d);
+    if (rc != OML_OK && rc != OML_EEMPTY)
+        return lib_error(r, rc, &d, "classify");
+    Omld__ClassifyResponse *resp = omld_reply_alloc(r, sizeof *resp);
+    if (resp == NULL)
+        return oom(r, "classify");
+    omld__classify_response__init(resp);
+    if (rc == OML_OK) { /* OML_EEMPTY (no labelled neighbour) is an empty answer */
+        const oml_index *ix = v->ix;
+        size_t n = (size_t)c.n_classes;
+        const char *name = ix->label_names[c.label];
+        resp->label = omld_reply_strdup(r, name, strlen(name));
+        Omld__ClassScore *sc = omld_reply_alloc(r, n * sizeof *sc);
+        resp->scores = omld_reply_alloc(r, n * sizeof *resp->scores);
+        if (resp->label == NULL || sc == NULL || resp->scores == NULL)
+            return oom(r, "classify");
+        for (size_t i = 0; i < n; i++) {
+            omld__class_score__init(&sc[i]);
+            name = ix->label_names[c.classes[i].label];
+            if ((sc[i].label = omld_reply_strdup(r, name, strlen(name))) == NULL)
+                return oom(r, "classify");
+            sc[i].score = c.classes[i].score;
+            resp->scores[i] = &sc[i];
+        }
+        resp->n_scores = n;
+    }
+    r->msg.body_case = OMLD__RESPONSE__BODY_CLASSIFY;
+    r->msg.classify = resp;
+    return 0;
+}
+
+static int run_verify(const omld_query_ctx *q, omld_view *v, const Omld__VerifyRequest *m,
+                      omld_reply *r)
+{
+    int rc = check_model(m->model_opt_case == OMLD__VERIFY_REQUEST__MODEL_OPT_MODEL, m->model,
+                         "verify", r);
+    if (rc)
+        return rc;
+    float t = m->threshold_opt_case == OMLD__VERIFY_REQUEST__THRESHOLD_OPT_THRESHOLD
+                  ? m->threshold
+                  : q->lim->default_threshold;
+    query_item a, b;
+    if ((rc = resolve(q, v, m->a, "verify.a", &a, r)) != 0
+        || (rc = resolve(q, v, m->b, "verify.b", &b, r)) != 0)
+        return rc;
+    const oml_snapshot *s = v->ix->snap;
+    oml_verification res;
+    oml_diag d = {0};
+    /* The wire allows T = 1 (omld.proto: (0, 1]); oml_verify takes (0, 1).
+     * For T >= 1 it measures the distances under any valid threshold and
+     * Eq. 26 is applied here, summed in the same order and precision. */
+    rc = oml_verify(s, a.x, b.x, t < 1.0f ? t : 0.5f, &res, &d);
+    if (rc != OML_OK)
+        return lib_error(r, rc, &d, "verify");
+    int heads = oml_snapshot_heads(s);
+    if (!(t < 1.0f)) {
+        double p = 0.0;
+        for (int h = 0; h < heads; h++)
+            if (res.dist[h] / 2.0f < t)
+                p += (double)s->alpha[h];
+        res.probability = (float)p;
+        res.similar = res.probability >= 0.5f;
+    }
+    Omld__VerifyResponse *resp = omld_reply_alloc(r, sizeof *resp);
+    float *dist = omld_reply_alloc(r, (size_t)heads * sizeof *dist);
+    if (resp == NULL || dist == NULL)
+        return oom(r, "verify");
+    omld__verify_response__init(resp);
+    memcpy(dist, res.dist, (size_t)heads * sizeof *dist);
+    resp->similar = res.similar != 0;
+    resp->score = res.probability;
+    resp->n_distances = (size_t)heads;
+    resp->distances = dist;
+    r->msg.body_case = OMLD__RESPONSE__BODY_VERIFY;
+    r->msg.verify = resp;
+    return 0;
+}
+
+static int run_retrieve(const omld_query_ctx *q, omld_view *v, const Omld__RetrieveRequest *m,
+                        omld_reply *r)
+{
+    int rc = check_model(m->model_opt_case == OMLD__RETRIEVE_REQUEST__MODEL_OPT_MODEL, m->model,
+                         "retrieve", r);
+    if (rc)
+        return rc;
+    int32_t k = (int32_t)(m->k_opt_case == OMLD__RETRIEVE_REQUEST__K_OPT_K ? m->k
+                                                                           : q->lim->default_k);
+    query_item qi;
+    if ((rc = resolve(q, v, m->query, "retrieve.query", &qi, r)) != 0)
+        return rc;
+    /* Scratch from the arena too (k <= max_k <= OML_SERVE_MAX_K hits). */
+    oml_hit *hits = omld_reply_alloc(r, (size_t)(k > 0 ? k : 1) * sizeof *hits);
+    if (hits == NULL)
+        return oom(r, "retrieve");
+    int32_t n = 0;
+    oml_diag d = {0};
+    if ((rc = oml_retrieve(v->ix, qi.x, k, qi.row, hits, &n, &d)) != OML_OK)
+        return lib_error(r, rc, &d, "retrieve");
+    const oml_index *ix = v->ix;
+    Omld__RetrieveResponse *resp = omld_reply_alloc(r, sizeof *resp);
+    Omld__Hit *h = omld_reply_alloc(r, (size_t)n * sizeof *h);
+    Omld__Hit **hp = omld_reply_alloc(r, (size_t)n * sizeof *hp);
+    if (resp == NULL || h == NULL || hp == NULL)
+        return oom(r, "retrieve");
+    omld__retrieve_response__init(resp);
+    for (int32_t i = 0; i < n; i++) {
+        int32_t row = hits[i].row;
+        omld__hit__init(&h[i]);
+        if ((h[i].id = omld_reply_strdup(r, ix->ids[row], ix->id_lens[row])) == NULL)
+            return oom(r, "retrieve");
+        h[i].score = hits[i].score;
+        if (ix->labels[row] != OML_LABEL_NONE) {
+            const char *name = ix->label_names[ix->labels[row]];
+            h[i].label_opt_case = OMLD__HIT__LABEL_OPT_LABEL;
+            if ((h[i].label = omld_reply_strdup(r, name, strlen(name))) == NULL)
+                return oom(r, "retrieve");
+        }
+        hp[i] = &h[i];
+    }
+    resp->n_hits = (size_t)n;
+    resp->hits = hp;
+    r->msg.body_case = OMLD__RESPONSE__BODY_RETRIEVE;
+    r->msg.retrieve = resp;
+    return 0;
+}
+
+static int run_embed(const omld_query_ctx *q, omld_view *v, const Omld__EmbedRequest *m,
+                     omld_reply *r)
+{
+    int rc = check_model(m->model_opt_case == OMLD__EMBED_REQUEST__MODEL_OPT_MODEL, m->model,
+                         "embed", r);
+    if (rc)
+        return rc;
+    query_item qi;
+    if ((rc = resolve(q, v, m->item, "embed.item", &qi, r)) != 0)
+        return rc;
+    const oml_snapshot *s = v->ix->snap;
+    size_t heads = (size_t)oml_snapshot_heads(s), emb = (size_t)s->cfg.emb;
+    Omld__EmbedResponse *resp = omld_reply_alloc(r, sizeof *resp);
+    float *out = omld_reply_alloc(r, heads * emb * sizeof *out); /* (heads, 1, emb) */
+    float *alpha = omld_reply_alloc(r, heads * sizeof *alpha);
+    Omld__Vector *vec = omld_reply_alloc(r, heads * sizeof *vec);
+    Omld__Vector **vp = omld_reply_alloc(r, heads * sizeof *vp);
+    if (resp == NULL || out == NULL || alpha == NULL || vec == NULL || vp == NULL)
+        return oom(r, "embed");
+    if ((rc = oml_snapshot_embed(s, qi.x, 1, out)) != OML_OK) {
+        oml_diag d = {0};
+        oml_diag_set(&d, rc, "", "embedding the item failed");
+        return lib_error(r, rc, &d, "embed");
+    }
+    omld__embed_response__init(resp);
+    for (size_t h = 0; h < heads; h++) {
+        omld__vector__init(&vec[h]);
+        vec[h].n_values = emb;
+        vec[h].values = out + h * emb;
+        vp[h] = &vec[h];
+    }
+    memcpy(alpha, s->alpha, heads * sizeof *alpha);
+    resp->n_heads = heads;
+    resp->heads = vp;
+    resp->n_alpha = heads;
+    resp->alpha = alpha;
+    r->msg.body_case = OMLD__RESPONSE__BODY_EMBED;
+    r->msg.embed = resp;
+    return 0;
+}
+
+/* Every item is read under one hold of the read lock, so the answer is one
+ * consistent state of the store. All memory but the label names is taken
+ * before the lock; each label name is copied once, on first use. */
+static int run_get_items(const omld_query_ctx *q, const Omld__GetItemsRequest *m,
+                         omld_reply *r)
+{
+    size_t n = m->n_ids, dim = (size_t)oml_store_dim(q->store), id_bytes = 0;
+    for (size_t i = 0; i < n; i++)
+        id_bytes += strlen(m->ids[i]) + 1;
+    Omld__GetItemsResponse *resp = omld_reply_alloc(r, sizeof *resp);
+    Omld__Item *items = omld_reply_alloc(r, n * sizeof *items);
+    Omld__Item **ip = omld_reply_alloc(r, n * sizeof *ip);
+    float *feats = omld_reply_alloc(r, n * dim * sizeof *feats);
+    char *idbuf = omld_reply_alloc(r, id_bytes);
+    if (resp == NULL || items == NULL || ip == NULL || feats == NULL || idbuf == NULL)
+        return oom(r, "get_items");
+    omld__get_items_response__init(resp);
+    for (size_t i = 0, off = 0; i < n; i++) {
+        size_t len = strlen(m->ids[i]);
+        memcpy(idbuf + off, m->ids[i], len + 1);
+        omld__item__init(&items[i]);
+        items[i].id = idbuf + off;
+        items[i].n_features = dim;
+        items[i].features = feats + i * dim;
+        off += len + 1;
+    }
+
+    int failed = 0; /* 1: unknown id at index `bad`; 2: out of memory */
+    size_t bad = 0;
+    pthread_rwlock_rdlock(&q->lock->rw);
+    int32_t n_labels = oml_store_label_count(q->store);
+    char **names = omld_reply_alloc(r, (size_t)(n_labels > 0 ? n_labels : 1) * sizeof *names);
+    if (names == NULL)
+        failed = 2;
+    for (size_t i = 0; i < n && !failed; i++) {
+        uint32_t slot;
+        if (oml_store_find(q->store, items[i].id, strlen(items[i].id), &slot) != OML_OK) {
+            failed = 1;
+            bad = i;
+            break;
+        }
+        memcpy(items[i].features, oml_store_features(q->store, slot), dim * sizeof(float));
+        int32_t lab = oml_store_label(q->store, slot);
+        if (lab < 0 || lab >= n_labels)
+            continue;
+        if (names[lab] == NULL) {
+            size_t len = 0;
+            const char *name = oml_store_label_name(q->store, lab, &len);
+            if ((names[lab] = omld_reply_strdup(r, name, len)) == NULL) {
+                failed = 2;
+                break;
+            }
+        }
+        items[i].label_opt_case = OMLD__ITEM__LABEL_OPT_LABEL;
+        items[i].label = names[lab];
+    }
+    pthread_rwlock_unlock(&q->lock->rw);
+
+    if (failed == 2)
+        return oom(r, "get_items");
+    if (failed == 1) {
+        char field[FIELD_CAP], qid[200];
+        snprintf(field, sizeof field, "get_items.ids[%zu]", bad);
+        return omld_reply_error(r, OMLD__STATUS__CODE__NOT_FOUND, field, "no item has id %s",
+                                quote(qid, sizeof qid, m->ids[bad], strlen(m->ids[bad])));
+    }
+    for (size_t i = 0; i < n; i++)
+        ip[i] = &items[i];
+    resp->n_items = n;
+    resp->items = ip;
+    r->msg.body_case = OMLD__RESPONSE__BODY_GET_ITEMS;
+    r->msg.get_items = resp;
+    return 0;
+}
+
+void omld_query_run(const omld_query_ctx *q, omld_view *v, const Omld__Request *req,
+                    omld_reply *r)
+{
+    r->msg.model_version = v->version;
+    switch (req->body_case) {
+    case OMLD__REQUEST__BODY_CLASSIFY:
+        run_classify(q, v, req->classify, r);
+        break;
+    case OMLD__REQUEST__BODY_VERIFY:
+        run_verify(q, v, req->verify, r);
+        break;
+    case OMLD__REQUEST__BODY_RETRIEVE:
+        run_retrieve(q, v, req->retrieve, r);
+        break;
+    case OMLD__REQUEST__BODY_EMBED:
+        run_embed(q, v, req->embed, r);
+        break;
+    case OMLD__REQUEST__BODY_GET_ITEMS:
+        run_get_items(q, req->get_items, r);
+        break;
+    default:
+        omld_reply_error(r, OMLD__STATUS__CODE__INTERNAL, "body",
+                         "operation %d is not a query (a routing bug)", (int)req->body_case);
+        break;
+    }
+}

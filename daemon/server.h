@@ -1,0 +1,62 @@
+/* server.h - the RPC side of omld on the libuv loop: listeners, connections,
+ * framing, pipelining, backpressure and dispatch.
+ *
+ * One omld_server listens on cfg->listen (TCP, port 0 = ephemeral) and, if
+ * cfg->unix_socket is set, on a Unix socket. Each connection reads frames
+ * (proto/frame.h), decodes and validates them, and routes each request:
+ * status/health are answered on the loop, queries run on libuv's threadpool
+ * against a refcounted view, mutations go to the engine's queue. Answers
+ * are written strictly in request order per connection. Reading pauses when
+ * a connection has max_pipeline requests in flight, when its unsent output
+ * exceeds a bound, or when the engine queue is full (backpressure; resumed
+ * from the engine's wake callback). Thread: the loop thread only. */
+#ifndef OMLD_SERVER_H
+#define OMLD_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "engine.h"
+#include "metrics.h"
+#include "options.h"
+
+#define OMLD_VERSION "0.1.0"
+
+typedef struct omld_server omld_server;
+
+/* Binds and starts listening. cfg, engine and metrics are borrowed and must
+ * outlive the server; start_ns (omld_now_ns() at process start) is the
+ * origin of StatusResponse.uptime_ms. Installs the engine's wake callback.
+ * 0 or -1 with err (nothing is left open on failure once the loop has run). */
+int omld_server_start(omld_server **out, uv_loop_t *loop, const omld_config *cfg,
+                      omld_engine *engine, omld_metrics *metrics, uint64_t start_ns, char *err,
+                      size_t errlen);
+
+/* The bound TCP address (the real port when cfg->listen asked for port 0). */
+void omld_server_rpc_address(const omld_server *s, struct sockaddr_storage *out);
+
+/* 1 once omld_server_drain() has been called. */
+int omld_server_draining(const omld_server *s);
+
+/* Graceful stop: closes the listeners (and unlinks the Unix socket), stops
+ * reading, answers every request already decoded (frames buffered but not
+ * yet decoded get UNAVAILABLE), then closes each connection once its
+ * answers are written. Connections still open after a grace period (a
+ * client that does not read) are closed hard. When every handle is closed,
+ * done(arg) runs on the loop thread and the server frees itself: s is
+ * invalid after done. Call once. */
+void omld_server_drain(omld_server *s, void (*done)(void *arg), void *arg);
+
+/* --- address helpers, shared with main.c --- */
+
+/* Resolves "HOST:PORT" (HOST may be an IPv4/IPv6 literal, "[v6]" or a
+ * name; resolved once, synchronously: startup only). 0 or -1 with err. */
+int omld_addr_resolve(const char *host_port, struct sockaddr_storage *out, char *err,
+                      size_t errlen);
+/* "HOST:PORT" ("[v6]:PORT" for IPv6) into buf. */
+void omld_addr_format(const struct sockaddr_storage *a, char *buf, size_t len);
+/* 1 if a is a loopback address (127.0.0.0/8, ::1). */
+int omld_addr_is_loopback(const struct sockaddr_storage *a);
+
+#endif

@@ -1,0 +1,482 @@
+/* status.c - GET /status (JSON) and GET /metrics (Prometheus text 0.0.4).
+ *
+ * Both are pure functions of one omld_status_input, so the two pages always
+ * agree. Counters are read once each (relaxed); a histogram is copied into a
+ * local snapshot first and its count is the sum of that copy's buckets, so
+ * that in the exposition the +Inf bucket always equals _count even while
+ * other threads observe. Any thread; no global state. */
+#include "status.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "json.h"
+
+/* Omld__Status__Code names, index = value (proto/omld.proto). */
+static const char *const CODE_NAMES[OMLD_STATUS_CODES] = {
+    "OK",          "INVALID_ARGUMENT", "NOT_FOUND",       "WRONG_DIMENSION", "NON_FINITE",
+    "RESOURCE_EXHAUSTED", "FRAME_TOO_LARGE", "MALFORMED", "UNAVAILABLE", "INTERNAL",
+    "UNAUTHENTICATED", "PERMISSION_DENIED", "CONFLICT",
+};
+
+/* A consistent-enough copy of one histogram. */
+typedef struct hist_copy {
+    uint64_t bucket[OMLD_HIST_BUCKETS];
+    uint64_t count;
+    double sum_s;
+} hist_copy;
+
+static void hist_read(const omld_histogram *h, hist_copy *c)
+{
+    c->count = 0;
+    for (int i = 0; i < OMLD_HIST_BUCKETS; i++) {
+        c->bucket[i] = omld_read(&h->bucket[i]);
+        c->count += c->bucket[i];
+    }
+    c->sum_s = (double)omld_read(&h->sum_ns) * 1e-9;
+}
+
+static int model_heads(const omld_model_stats *m)
+{
+    int h = m->heads;
+    if (h < 0)
+        h = 0;
+    if (h > OML_MAX_HEADS)
+        h = OML_MAX_HEADS;
+    return h;
+}
+
+static double ratio(uint64_t num, uint64_t den)
+{
+    return den ? (double)num / (double)den : 0.0;
+}
+
+/* ---- JSON ---- */
+
+/* A model option left to the preset is -1 (integers) or NaN (reals) in
+ * omld_config; both are written as null ("the preset's value"). */
+static void kv_opt_int(omld_json *j, const char *key, int64_t v)
+{
+    omld_json_key(j, key);
+    if (v < 0)
+        omld_json_null(j);
+    else
+        omld_json_int(j, v);
+}
+
+static void json_config(omld_json *j, const omld_config *c)
+{
+    omld_json_key(j, "config");
+    if (!c) {
+        omld_json_null(j);
+        return;
+    }
+    omld_json_object_begin(j);
+    omld_json_kv_string(j, "listen", c->listen);
+    omld_json_kv_string(j, "http", c->http);
+    omld_json_kv_string(j, "data_dir", c->data_dir);
+    omld_json_kv_string(j, "preset", c->preset);
+    kv_opt_int(j, "dim", c->dim);
+    kv_opt_int(j, "layers", c->layers);
+    kv_opt_int(j, "hidden", c->hidden);
+    kv_opt_int(j, "emb", c->emb);
+    omld_json_kv_double(j, "eta", c->eta);
+    omld_json_kv_double(j, "tau", c->tau);
+    omld_json_kv_double(j, "beta", c->beta);
+    omld_json_kv_double(j, "s", c->s);
+    omld_json_kv_int(j, "seed", c->seed);
+    omld_json_kv_int(j, "queue_capacity", c->queue_capacity);
+    omld_json_kv_int(j, "publish_every", c->publish_every);
+    omld_json_kv_int(j, "publish_ms", c->publish_ms);
+    omld_json_kv_int(j, "max_frame_bytes", c->max_frame_bytes);
+    omld_json_kv_int(j, "max_batch", c->max_batch);
+    omld_json_kv_int(j, "max_connections", c->max_connections);
+    omld_json_kv_int(j, "max_k", c->max_k);
+    omld_json_object_end(j);
+}
+
+static void json_model(omld_json *j, const omld_model_stats *m)
+{
+    omld_json_key(j, "model");
+    if (!m) {
+        omld_json_null(j);
+        return;
+    }
+    int heads = model_heads(m);
+    omld_json_object_begin(j);
+    omld_json_kv_string(j, "preset", m->preset);
+    omld_json_kv_int(j, "dim", m->cfg.dim);
+    omld_json_kv_int(j, "layers", m->cfg.layers);
+    omld_json_kv_int(j, "heads", heads);
+    omld_json_kv_int(j, "hidden", m->cfg.hidden);
+    omld_json_kv_int(j, "emb", m->cfg.emb);
+    omld_json_kv_float(j, "eta", m->cfg.eta);
+    omld_json_kv_float(j, "tau", m->cfg.tau);
+    omld_json_kv_float(j, "beta", m->cfg.beta);
+    omld_json_kv_float(j, "s", m->cfg.s);
+    omld_json_kv_bool(j, "prepared", m->prepared);
+    omld_json_key(j, "alpha");
+    omld_json_array_begin(j);
+    for (int i = 0; i < heads; i++)
+        omld_json_float(j, m->alpha[i]);
+    omld_json_array_end(j);
+    omld_json_key(j, "loss_ema");
+    omld_json_array_begin(j);
+    for (int i = 0; i < heads; i++)
+        omld_json_float(j, m->loss_ema[i]);
+    omld_json_array_end(j);
+    omld_json_kv_uint(j, "updates", m->updates);
+    omld_json_kv_double(j, "utilisation", ratio(m->utilised, m->updates));
+    omld_json_kv_double(j, "accuracy", ratio(m->satisfied, m->updates));
+    omld_json_kv_uint(j, "version", m->view_version);
+    omld_json_kv_uint(j, "snapshot_age_ms", m->view_age_ms);
+    omld_json_kv_uint(j, "view_items", m->view_items);
+    omld_json_kv_uint(j, "items", m->items);
+    omld_json_kv_uint(j, "labels", m->labels);
+    omld_json_object_end(j);
+}
+
+char *omld_status_json(const omld_status_input *in, size_t *len)
+{
+    static const omld_metrics zero_metrics;
+    static const omld_model_stats zero_model;
+    const omld_metrics *mt = in->metrics ? in->metrics : &zero_metrics;
+    const omld_model_stats *m = in->model ? in->model : &zero_model;
+    omld_json j;
+    omld_json_init(&j);
+    omld_json_object_begin(&j);
+    omld_json_kv_string(&j, "version", in->version ? in->version : "");
+    omld_json_kv_uint(&j, "uptime_ms", in->uptime_ms);
+    json_config(&j, in->cfg);
+    json_model(&j, in->model);
+
+    omld_json_key(&j, "ingest");
+    omld_json_object_begin(&j);
+    omld_json_kv_uint(&j, "items_put", omld_read(&mt->items_put));
+    omld_json_kv_uint(&j, "items_deleted", omld_read(&mt->items_deleted));
+    omld_json_kv_uint(&j, "triplets_received", omld_read(&mt->triplets_received));
+    omld_json_kv_uint(&j, "triplets_applied", omld_read(&mt->triplets_applied));
+    omld_json_kv_uint(&j, "triplets_queued", m->queue_depth);
+    omld_json_kv_uint(&j, "pairs_received", omld_read(&mt->pairs_received));
+    omld_json_kv_uint(&j, "derived_triplets", omld_read(&mt->derived_triplets));
+    omld_json_kv_uint(&j, "queue_depth", m->queue_depth);
+    omld_json_kv_uint(&j, "queue_capacity", m->queue_capacity);
+    omld_json_kv_uint(&j, "backpressure_events", omld_read(&mt->backpressure_events));
+    omld_json_object_end(&j);
+
+    omld_json_key(&j, "closure");
+    omld_json_object_begin(&j);
+    omld_json_kv_uint(&j, "similar_pairs", m->closure.similar_pairs);
+    omld_json_kv_uint(&j, "dissimilar_pairs", m->closure.dissimilar_pairs);
+    omld_json_kv_uint(&j, "conflicts", m->closure.conflicts);
+    omld_json_kv_uint(&j, "components", m->closure.components);
+    omld_json_kv_uint(&j, "dis_edges", m->closure.dis_edges);
+    omld_json_object_end(&j);
+
+    omld_json_key(&j, "queries");
+    omld_json_object_begin(&j);
+    for (int k = 0; k < OMLD_Q_KINDS; k++) {
+        omld_json_key(&j, omld_query_kind_name(k));
+        omld_json_object_begin(&j);
+        omld_json_kv_uint(&j, "count", omld_read(&mt->queries[k]));
+        omld_json_kv_double(&j, "p50_ms", omld_hist_quantile(&mt->query_latency[k], 0.5) * 1e3);
+        omld_json_kv_double(&j, "p99_ms", omld_hist_quantile(&mt->query_latency[k], 0.99) * 1e3);
+        omld_json_object_end(&j);
+    }
+    omld_json_object_end(&j);
+
+    omld_json_key(&j, "latency");
+    omld_json_object_begin(&j);
+    const struct { const char *name; const omld_histogram *h; } lat[] = {
+        {"update", &mt->update_latency},
+        {"ingest", &mt->ingest_latency},
+        {"index_build", &mt->index_build_latency},
+    };
+    for (size_t i = 0; i < sizeof lat / sizeof lat[0]; i++) {
+        omld_json_key(&j, lat[i].name);
+        omld_json_object_begin(&j);
+        omld_json_kv_uint(&j, "count", omld_read(&lat[i].h->count));
+        omld_json_kv_double(&j, "p50_ms", omld_hist_quantile(lat[i].h, 0.5) * 1e3);
+        omld_json_kv_double(&j, "p99_ms", omld_hist_quantile(lat[i].h, 0.99) * 1e3);
+        omld_json_object_end(&j);
+    }
+    omld_json_object_end(&j);
+
+    omld_json_key(&j, "requests");
+    omld_json_object_begin(&j);
+    omld_json_kv_uint(&j, "total", omld_read(&mt->requests));
+    omld_json_key(&j, "by_code");
+    omld_json_object_begin(&j);
+    for (int c = 0; c < OMLD_STATUS_CODES; c++)
+        omld_json_kv_uint(&j, CODE_NAMES[c], omld_read(&mt->responses_by_code[c]));
+    omld_json_object_end(&j);
+    omld_json_object_end(&j);
+
+    omld_json_key(&j, "connections");
+    omld_json_object_begin(&j);
+    int64_t open = atomic_load_explicit(&mt->connections_open, memory_order_relaxed);
+    omld_json_kv_int(&j, "open", open < 0 ? 0 : open);
+    omld_json_kv_uint(&j, "accepted", omld_read(&mt->connections_accepted));
+    omld_json_kv_uint(&j, "refused", omld_read(&mt->connections_refused));
+    omld_json_object_end(&j);
+
+    omld_json_key(&j, "frames");
+    omld_json_object_begin(&j);
+    omld_json_kv_uint(&j, "too_large", omld_read(&mt->frames_too_large));
+    omld_json_kv_uint(&j, "malformed", omld_read(&mt->frames_malformed));
+    omld_json_object_end(&j);
+
+    omld_json_kv_uint(&j, "views_published", omld_read(&mt->views_published));
+    omld_json_kv_bool(&j, "ready", in->ready);
+    omld_json_kv_bool(&j, "draining", in->draining);
+    omld_json_object_end(&j);
+
+    size_t n = 0;
+    char *text = omld_json_finish(&j, &n);
+    if (!text)
+        return NULL;
+    omld_buf b = {.data = text, .len = n, .cap = n + 1}; /* plus a newline for curl users */
+    omld_buf_append(&b, "\n", 1);
+    return omld_buf_take(&b, len);
+}
+
+/* ---- Prometheus text exposition 0.0.4 ---- */
+
+/* A sample value: integers exactly, doubles shortest, specials by name. */
+static void prom_double(omld_buf *b, double v)
+{
+    if (isnan(v))
+        omld_buf_puts(b, "NaN");
+    else if (isinf(v))
+        omld_buf_puts(b, v > 0 ? "+Inf" : "-Inf");
+    else {
+        char t[40];
+        omld_fmt_double(t, sizeof t, v);
+        omld_buf_puts(b, t);
+    }
+}
+
+static void prom_float(omld_buf *b, float f)
+{
+    if (!isfinite(f)) {
+        prom_double(b, f);
+        return;
+    }
+    char t[40];
+    omld_fmt_float(t, sizeof t, f);
+    omld_buf_puts(b, t);
+}
+
+/* Label value escaping: backslash, double quote and line feed. */
+static void prom_label_value(omld_buf *b, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '\\')
+            omld_buf_puts(b, "\\\\");
+        else if (*s == '"')
+            omld_buf_puts(b, "\\\"");
+        else if (*s == '\n')
+            omld_buf_puts(b, "\\n");
+        else
+            omld_buf_append(b, s, 1);
+    }
+}
+
+static void family(omld_buf *b, const char *name, const char *type, const char *help)
+{
+    omld_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* The start of a sample line: name, and {label="value"} unless label is NULL. */
+static void sample_name(omld_buf *b, const char *name, const char *label, const char *value)
+{
+    omld_buf_puts(b, name);
+    if (label) {
+        omld_buf_printf(b, "{%s=\"", label);
+        prom_label_value(b, value);
+        omld_buf_puts(b, "\"}");
+    }
+    omld_buf_puts(b, " ");
+}
+
+static void sample_u(omld_buf *b, const char *name, const char *label, const char *value,
+                     uint64_t v)
+{
+    sample_name(b, name, label, value);
+    omld_buf_printf(b, "%llu\n", (unsigned long long)v);
+}
+
+static void sample_d(omld_buf *b, const char *name, const char *label, const char *value,
+                     double v)
+{
+    sample_name(b, name, label, value);
+    prom_double(b, v);
+    omld_buf_puts(b, "\n");
+}
+
+static void sample_f(omld_buf *b, const char *name, const char *label, const char *value,
+                     float v)
+{
+    sample_name(b, name, label, value);
+    prom_float(b, v);
+    omld_buf_puts(b, "\n");
+}
+
+static void counter(omld_buf *b, const char *name, const char *help, uint64_t v)
+{
+    family(b, name, "counter", help);
+    sample_u(b, name, NULL, NULL, v);
+}
+
+static void gauge(omld_buf *b, const char *name, const char *help, double v)
+{
+    family(b, name, "gauge", help);
+    sample_d(b, name, NULL, NULL, v);
+}
+
+/* The samples of one histogram (the family is declared by the caller);
+ * label/value may be NULL. Buckets are cumulative; +Inf equals _count. */
+static void hist_samples(omld_buf *b, const char *name, const char *label, const char *value,
+                         const omld_histogram *h)
+{
+    hist_copy c;
+    hist_read(h, &c);
+    uint64_t cum = 0;
+    for (int i = 0; i < OMLD_HIST_BUCKETS; i++) {
+        cum += c.bucket[i];
+        omld_buf_printf(b, "%s_bucket{", name);
+        if (label) {
+            omld_buf_printf(b, "%s=\"", label);
+            prom_label_value(b, value);
+            omld_buf_puts(b, "\",");
+        }
+        omld_buf_puts(b, "le=\"");
+        if (i == OMLD_HIST_BUCKETS - 1)
+            omld_buf_puts(b, "+Inf");
+        else
+            prom_double(b, omld_hist_bound(i));
+        omld_buf_printf(b, "\"} %llu\n", (unsigned long long)cum);
+    }
+    char n[128];
+    snprintf(n, sizeof n, "%s_sum", name);
+    sample_d(b, n, label, value, c.sum_s);
+    snprintf(n, sizeof n, "%s_count", name);
+    sample_u(b, n, label, value, c.count);
+}
+
+static void histogram(omld_buf *b, const char *name, const char *help, const omld_histogram *h)
+{
+    family(b, name, "histogram", help);
+    hist_samples(b, name, NULL, NULL, h);
+}
+
+char *omld_metrics_text(const omld_status_input *in, size_t *len)
+{
+    static const omld_metrics zero_metrics;
+    static const omld_model_stats zero_model;
+    const omld_metrics *mt = in->metrics ? in->metrics : &zero_metrics;
+    const omld_model_stats *m = in->model ? in->model : &zero_model;
+    int heads = model_heads(m);
+    char depth[16];
+    omld_buf b;
+    omld_buf_init(&b);
+
+    family(&b, "omld_build_info", "gauge", "Always 1; the version is the label.");
+    sample_u(&b, "omld_build_info", "version", in->version ? in->version : "", 1);
+    gauge(&b, "omld_uptime_seconds", "Seconds since the daemon started.",
+          (double)in->uptime_ms / 1e3);
+    gauge(&b, "omld_ready", "1 once a model view is published and while not draining.",
+          in->ready && !in->draining ? 1 : 0);
+    gauge(&b, "omld_draining", "1 while shutting down.", in->draining ? 1 : 0);
+
+    /* ingest */
+    counter(&b, "omld_items_put_total", "Items stored (created or replaced).",
+            omld_read(&mt->items_put));
+    counter(&b, "omld_items_deleted_total", "Items deleted.", omld_read(&mt->items_deleted));
+    counter(&b, "omld_triplets_received_total", "Triplets accepted into the learner queue.",
+            omld_read(&mt->triplets_received));
+    counter(&b, "omld_triplets_applied_total", "Triplets learned.",
+            omld_read(&mt->triplets_applied));
+    counter(&b, "omld_pairs_received_total", "Similar/dissimilar pairs accepted.",
+            omld_read(&mt->pairs_received));
+    counter(&b, "omld_derived_triplets_total", "Triplets queued because of pairs.",
+            omld_read(&mt->derived_triplets));
+    counter(&b, "omld_backpressure_events_total",
+            "Times a connection was paused because the learner queue was full.",
+            omld_read(&mt->backpressure_events));
+    gauge(&b, "omld_queue_depth", "Triplets waiting for the learner.", (double)m->queue_depth);
+    gauge(&b, "omld_queue_capacity", "Bound of the learner queue.", (double)m->queue_capacity);
+    gauge(&b, "omld_items", "Live stored items.", (double)m->items);
+    gauge(&b, "omld_labels", "Distinct labels among stored items.", (double)m->labels);
+
+    /* closure */
+    counter(&b, "omld_closure_similar_pairs_total", "Similar facts accepted by the closure.",
+            m->closure.similar_pairs);
+    counter(&b, "omld_closure_dissimilar_pairs_total",
+            "Dissimilar facts accepted by the closure.", m->closure.dissimilar_pairs);
+    counter(&b, "omld_closure_conflicts_total", "Pairs refused: they contradicted the closure.",
+            m->closure.conflicts);
+    gauge(&b, "omld_closure_components", "Similarity components with two or more members.",
+          (double)m->closure.components);
+    gauge(&b, "omld_closure_dis_edges", "Dissimilar component pairs.",
+          (double)m->closure.dis_edges);
+
+    /* model */
+    counter(&b, "omld_model_updates_total", "Learner steps taken.", m->updates);
+    gauge(&b, "omld_model_version", "Version of the newest published view (0 before).",
+          (double)m->view_version);
+    gauge(&b, "omld_snapshot_age_seconds", "Age of the serving view's snapshot.",
+          (double)m->view_age_ms / 1e3);
+    gauge(&b, "omld_utilisation", "Share of updates that changed the model.",
+          ratio(m->utilised, m->updates));
+    gauge(&b, "omld_triplet_accuracy",
+          "Test-then-train triplet accuracy: share of triplets already satisfied.",
+          ratio(m->satisfied, m->updates));
+    family(&b, "omld_hedge_weight", "gauge", "Hedge weight alpha of each head, by depth.");
+    for (int i = 0; i < heads; i++) {
+        snprintf(depth, sizeof depth, "%d", i);
+        sample_f(&b, "omld_hedge_weight", "depth", depth, m->alpha[i]);
+    }
+    family(&b, "omld_head_loss_ema", "gauge", "Moving average of each head's loss, by depth.");
+    for (int i = 0; i < heads; i++) {
+        snprintf(depth, sizeof depth, "%d", i);
+        sample_f(&b, "omld_head_loss_ema", "depth", depth, m->loss_ema[i]);
+    }
+    counter(&b, "omld_views_published_total", "Serving views swapped in.",
+            omld_read(&mt->views_published));
+
+    /* requests and connections */
+    family(&b, "omld_requests_total", "counter", "RPC responses sent, by status code.");
+    for (int c = 0; c < OMLD_STATUS_CODES; c++)
+        sample_u(&b, "omld_requests_total", "code", CODE_NAMES[c],
+                 omld_read(&mt->responses_by_code[c]));
+    family(&b, "omld_queries_total", "counter", "Read requests, by kind.");
+    for (int k = 0; k < OMLD_Q_KINDS; k++)
+        sample_u(&b, "omld_queries_total", "kind", omld_query_kind_name(k),
+                 omld_read(&mt->queries[k]));
+    counter(&b, "omld_connections_accepted_total", "RPC connections accepted.",
+            omld_read(&mt->connections_accepted));
+    counter(&b, "omld_connections_refused_total", "RPC connections refused (over the limit).",
+            omld_read(&mt->connections_refused));
+    int64_t open = atomic_load_explicit(&mt->connections_open, memory_order_relaxed);
+    gauge(&b, "omld_connections_open", "RPC connections open.", (double)(open < 0 ? 0 : open));
+    counter(&b, "omld_frames_too_large_total", "Frames refused for exceeding max_frame_bytes.",
+            omld_read(&mt->frames_too_large));
+    counter(&b, "omld_frames_malformed_total", "Frames whose payload was not a Request.",
+            omld_read(&mt->frames_malformed));
+
+    /* latency */
+    histogram(&b, "omld_update_duration_seconds", "One learner step.", &mt->update_latency);
+    histogram(&b, "omld_ingest_duration_seconds",
+              "Mutation requests, decoded to acknowledged.", &mt->ingest_latency);
+    family(&b, "omld_query_duration_seconds", "histogram",
+           "Read requests, decoded to answered, by kind.");
+    for (int k = 0; k < OMLD_Q_KINDS; k++)
+        hist_samples(&b, "omld_query_duration_seconds", "kind", omld_query_kind_name(k),
+                     &mt->query_latency[k]);
+    histogram(&b, "omld_index_build_duration_seconds", "Building the index of one view.",
+              &mt->index_build_latency);
+
+    return omld_buf_take(&b, len);
+}

@@ -1,0 +1,459 @@
+/* validate.c - every stateless check of a request, its route and its cost
+ * (see validate.h).
+ *
+ * DESIGN
+ * Runs on the loop thread for every decoded request, so it is linear in the
+ * size of the request: each value is looked at once (finiteness with a
+ * branch-free pass that vectorises, then a search only if it failed), and
+ * repeated ids in one batch are found with one hash set whose keys are the
+ * request's own strings (oml_idmap borrows keys), reserved once up front.
+ * The first offending value in request order is reported, with its path
+ * ("put_items.items[3].features") and an English sentence naming it.
+ *
+ * Strings arrive from protobuf-c NUL-terminated and unchecked: a NUL inside
+ * an id on the wire is seen here as its end (protobuf-c keeps no length, so
+ * this cannot be told apart), and UTF-8 is checked here. Lengths are
+ * measured with strnlen capped at one byte past the limit, so a huge string
+ * costs nothing to refuse. */
+#include "validate.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "err.h"
+#include "idmap.h"
+
+#define INVALID OMLD__STATUS__CODE__INVALID_ARGUMENT
+
+/* Longest path we build: "add_triplets.triplets[4294967295].negative.vector". */
+#define PATH_CAP 128
+
+/* A printable, quoted and (past 40 bytes) shortened copy of s for messages:
+ * bytes outside printable ASCII, quotes and backslashes become \xNN. */
+static const char *quote(char *buf, size_t cap, const char *s, size_t len)
+{
+    size_t o = 0, shown = len > 40 ? 40 : len;
+    buf[o++] = '"';
+    for (size_t i = 0; i < shown && o + 8 < cap; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\')
+            buf[o++] = (char)c;
+        else
+            o += (size_t)snprintf(buf + o, cap - o, "\\x%02x", c);
+    }
+    if (shown < len && o + 4 < cap) {
+        memcpy(buf + o, "...", 3);
+        o += 3;
+    }
+    buf[o++] = '"';
+    buf[o] = '\0';
+    return buf;
+}
+
+/* Offset of the first byte of s (n) that is not part of well-formed UTF-8
+ * (RFC 3629: no overlong forms, no surrogates, nothing above U+10FFFF), or
+ * n. proto3 strings must be UTF-8; protobuf-c does not check on decoding,
+ * and an id that is not would later make strict clients (Go, Python, Java)
+ * fail to decode the answers that echo it. */
+static size_t utf8_bad(const unsigned char *s, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        unsigned c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        size_t len;
+        unsigned lo = 0x80, hi = 0xbf; /* allowed range of the second byte */
+        if (c >= 0xc2 && c <= 0xdf)
+            len = 2;
+        else if (c >= 0xe0 && c <= 0xef) {
+            len = 3;
+            if (c == 0xe0)
+                lo = 0xa0; /* overlong */
+            else if (c == 0xed)
+                hi = 0x9f; /* surrogates */
+        } else if (c >= 0xf0 && c <= 0xf4) {
+            len = 4;
+            if (c == 0xf0)
+                lo = 0x90; /* overlong */
+            else if (c == 0xf4)
+                hi = 0x8f; /* above U+10FFFF */
+        } else
+            return i;
+        if (i + len > n || s[i + 1] < lo || s[i + 1] > hi)
+            return i;
+        for (size_t j = 2; j < len; j++)
+            if ((s[i + j] & 0xc0) != 0x80)
+                return i;
+        i += len;
+    }
+    return n;
+}
+
+/* An id, a label or a model name: 1..OMLD_ID_MAX bytes of UTF-8 (0 allowed
+ * when allow_empty). what names the value in the message. */
+static int check_name(const char *s, const char *what, int allow_empty, const char *field,
+                      omld_reply *r)
+{
+    size_t n = s ? strnlen(s, OMLD_ID_MAX + 1) : 0;
+    if (n == 0 && !allow_empty)
+        return omld_reply_error(r, INVALID, field, "%s is empty; it must have 1 to %d bytes", what,
+                                OMLD_ID_MAX);
+    if (n > OMLD_ID_MAX) {
+        char q[200];
+        return omld_reply_error(r, INVALID, field, "%s %s is longer than %d bytes", what,
+                                quote(q, sizeof q, s, n), OMLD_ID_MAX);
+    }
+    size_t bad = utf8_bad((const unsigned char *)s, n);
+    if (bad < n) {
+        char q[200];
+        return omld_reply_error(r, INVALID, field, "%s %s is not valid UTF-8 (at byte %zu)", what,
+                                quote(q, sizeof q, s, n), bad);
+    }
+    return 0;
+}
+
+/* Index of the first NaN or infinity in x (n), or n if every value is finite.
+ * The first pass tests the exponent bits of every value without a branch, so
+ * the compiler vectorises it; only a vector that fails is searched. */
+static size_t first_non_finite(const float *x, size_t n)
+{
+    uint32_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], sizeof u);
+        bad |= (uint32_t)((u & 0x7f800000u) == 0x7f800000u);
+    }
+    if (!bad)
+        return n;
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i]))
+            return i;
+    return n;
+}
+
+/* A feature vector: exactly dim values, all finite. what names it. */
+static int check_vector(const float *x, size_t n, const omld_limits *lim, const char *what,
+                        const char *field, omld_reply *r)
+{
+    if (n != (size_t)lim->dim)
+        return omld_reply_error(r, OMLD__STATUS__CODE__WRONG_DIMENSION, field,
+                                "%s has %zu values; the daemon's dimension is %d", what, n,
+                                (int)lim->dim);
+    size_t j = first_non_finite(x, n);
+    if (j < n)
+        return omld_reply_error(r, OMLD__STATUS__CODE__NON_FINITE, field,
+                                "%s[%zu] is %s; every feature value must be finite", what, j,
+                                isnan(x[j]) ? "NaN" : x[j] > 0 ? "+Inf" : "-Inf");
+    return 0;
+}
+
+/* A batch holds 1..max_batch entries. what names the repeated field. */
+static int check_batch(size_t n, const omld_limits *lim, const char *what, const char *field,
+                       omld_reply *r)
+{
+    if (n == 0)
+        return omld_reply_error(r, INVALID, field,
+                                "%s is empty; a request carries 1 to %u entries", what,
+                                (unsigned)lim->max_batch);
+    if (n > lim->max_batch)
+        return omld_reply_error(r, INVALID, field,
+                                "%s has %zu entries; the limit (max_batch) is %u", what, n,
+                                (unsigned)lim->max_batch);
+    return 0;
+}
+
+/* Repeated-id detection over one batch: keys are borrowed from the request,
+ * the table is reserved once (so puts cannot fail), and a batch of one needs
+ * no table at all. */
+typedef struct dupset {
+    oml_idmap m;
+    int on;
+} dupset;
+
+static int dupset_init(dupset *d, size_t n, const char *field, omld_reply *r)
+{
+    oml_idmap_init(&d->m);
+    d->on = n > 1;
+    if (d->on && oml_idmap_reserve(&d->m, (uint32_t)n) != OML_OK)
+        return omld_reply_error(r, OMLD__STATUS__CODE__INTERNAL, field,
+                                "out of memory while checking %zu ids for repeats", n);
+    return 0;
+}
+
+/* 0, or CONFLICT naming the earlier entry that has the same id. */
+static int dupset_add(dupset *d, const char *id, size_t i, const char *what, const char *field,
+                      omld_reply *r)
+{
+    if (!d->on)
+        return 0;
+    size_t len = strlen(id); /* already checked to be <= OMLD_ID_MAX */
+    uint32_t prev;
+    if (oml_idmap_get(&d->m, id, len, &prev) == OML_OK) {
+        char q[200];
+        return omld_reply_error(r, OMLD__STATUS__CODE__CONFLICT, field,
+                                "id %s appears twice in this batch (%s[%u] and %s[%zu])",
+                                quote(q, sizeof q, id, len), what, (unsigned)prev, what, i);
+    }
+    (void)oml_idmap_put(&d->m, id, len, (uint32_t)i); /* reserved: cannot fail */
+    return 0;
+}
+
+int omld_validate_ref(const Omld__ItemRef *ref, const omld_limits *lim, const char *field,
+                      omld_reply *r)
+{
+    char path[PATH_CAP];
+    if (ref == NULL || ref->ref_case == OMLD__ITEM_REF__REF__NOT_SET)
+        return omld_reply_error(r, INVALID, field, "%s is missing: give an item id or a vector",
+                                field);
+    if (ref->ref_case == OMLD__ITEM_REF__REF_ID) {
+        snprintf(path, sizeof path, "%s.id", field);
+        return check_name(ref->id, "id", 0, path, r);
+    }
+    if (ref->ref_case == OMLD__ITEM_REF__REF_VECTOR) {
+        snprintf(path, sizeof path, "%s.vector", field);
+        const Omld__Vector *v = ref->vector;
+        return check_vector(v ? v->values : NULL, v ? v->n_values : 0, lim, "vector", path, r);
+    }
+    return omld_reply_error(r, INVALID, field, "%s names an unknown kind of reference (%d)", field,
+                            (int)ref->ref_case);
+}
+
+static int check_k(int set, uint32_t k, const omld_limits *lim, const char *field, omld_reply *r)
+{
+    if (!set)
+        return 0;
+    if (k == 0 || k > lim->max_k)
+        return omld_reply_error(r, INVALID, field, "k is %u; it must be between 1 and %u (max_k)",
+                                (unsigned)k, (unsigned)lim->max_k);
+    return 0;
+}
+
+static int check_model(int set, const char *model, const char *field, omld_reply *r)
+{
+    return set ? check_name(model, "model name", 1, field, r) : 0;
+}
+
+static int check_put_items(const Omld__PutItemsRequest *m, const omld_limits *lim, omld_reply *r)
+{
+    size_t n = m ? m->n_items : 0;
+    int rc = check_batch(n, lim, "items", "put_items.items", r);
+    if (rc)
+        return rc;
+    dupset seen;
+    if ((rc = dupset_init(&seen, n, "put_items.items", r)) != 0)
+        return rc;
+    char path[PATH_CAP];
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        const Omld__Item *it = m->items[i];
+        snprintf(path, sizeof path, "put_items.items[%zu].id", i);
+        if ((rc = check_name(it->id, "id", 0, path, r)) != 0)
+            break;
+        if ((rc = dupset_add(&seen, it->id, i, "items", path, r)) != 0)
+            break;
+        snprintf(path, sizeof path, "put_items.items[%zu].features", i);
+        if ((rc = check_vector(it->features, it->n_features, lim, "features", path, r)) != 0)
+            break;
+        if (it->label_opt_case == OMLD__ITEM__LABEL_OPT_LABEL) {
+            snprintf(path, sizeof path, "put_items.items[%zu].label", i);
+            rc = check_name(it->label, "label", 0, path, r);
+        }
+    }
+    oml_idmap_free(&seen.m);
+    return rc;
+}
+
+/* ids of DeleteItems (unique) and GetItems (repeats allowed). */
+static int check_ids(char *const *ids, size_t n, int unique, const char *op,
+                     const omld_limits *lim, omld_reply *r)
+{
+    char path[PATH_CAP];
+    snprintf(path, sizeof path, "%s.ids", op);
+    int rc = check_batch(n, lim, "ids", path, r);
+    if (rc)
+        return rc;
+    dupset seen;
+    if ((rc = dupset_init(&seen, unique ? n : 0, path, r)) != 0)
+        return rc;
+    for (size_t i = 0; i < n; i++) {
+        snprintf(path, sizeof path, "%s.ids[%zu]", op, i);
+        if ((rc = check_name(ids[i], "id", 0, path, r)) != 0)
+            break;
+        if ((rc = dupset_add(&seen, ids[i], i, "ids", path, r)) != 0)
+            break;
+    }
+    oml_idmap_free(&seen.m);
+    return rc;
+}
+
+static int check_triplets(const Omld__AddTripletsRequest *m, const omld_limits *lim,
+                          omld_reply *r)
+{
+    size_t n = m ? m->n_triplets : 0;
+    int rc = check_batch(n, lim, "triplets", "add_triplets.triplets", r);
+    char path[PATH_CAP];
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        const Omld__Triplet *t = m->triplets[i];
+        const Omld__ItemRef *refs[3] = {t->anchor, t->positive, t->negative};
+        static const char *const names[3] = {"anchor", "positive", "negative"};
+        for (int j = 0; j < 3 && rc == 0; j++) {
+            snprintf(path, sizeof path, "add_triplets.triplets[%zu].%s", i, names[j]);
+            rc = omld_validate_ref(refs[j], lim, path, r);
+        }
+    }
+    return rc;
+}
+
+static int check_pairs(const Omld__AddPairsRequest *m, const omld_limits *lim, omld_reply *r)
+{
+    size_t n = m ? m->n_pairs : 0;
+    int rc = check_batch(n, lim, "pairs", "add_pairs.pairs", r);
+    char path[PATH_CAP];
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        const Omld__Pair *p = m->pairs[i];
+        snprintf(path, sizeof path, "add_pairs.pairs[%zu].a", i);
+        if ((rc = omld_validate_ref(p->a, lim, path, r)) != 0)
+            break;
+        snprintf(path, sizeof path, "add_pairs.pairs[%zu].b", i);
+        if ((rc = omld_validate_ref(p->b, lim, path, r)) != 0)
+            break;
+        if (p->relation != OMLD__PAIR__RELATION__SIMILAR
+            && p->relation != OMLD__PAIR__RELATION__DISSIMILAR) {
+            snprintf(path, sizeof path, "add_pairs.pairs[%zu].relation", i);
+            rc = omld_reply_error(r, INVALID, path,
+                                  p->relation == OMLD__PAIR__RELATION__RELATION_UNSPECIFIED
+                                      ? "relation is unspecified (%d); it must be SIMILAR or "
+                                        "DISSIMILAR"
+                                      : "relation %d is unknown; it must be SIMILAR or DISSIMILAR",
+                                  (int)p->relation);
+        }
+    }
+    return rc;
+}
+
+static int check_classify(const Omld__ClassifyRequest *m, const omld_limits *lim, omld_reply *r)
+{
+    if (m == NULL)
+        return omld_validate_ref(NULL, lim, "classify.query", r);
+    int rc = omld_validate_ref(m->query, lim, "classify.query", r);
+    if (rc == 0)
+        rc = check_k(m->k_opt_case == OMLD__CLASSIFY_REQUEST__K_OPT_K, m->k, lim, "classify.k", r);
+    if (rc == 0)
+        rc = check_model(m->model_opt_case == OMLD__CLASSIFY_REQUEST__MODEL_OPT_MODEL, m->model,
+                         "classify.model", r);
+    return rc;
+}
+
+static int check_verify(const Omld__VerifyRequest *m, const omld_limits *lim, omld_reply *r)
+{
+    if (m == NULL)
+        return omld_validate_ref(NULL, lim, "verify.a", r);
+    int rc = omld_validate_ref(m->a, lim, "verify.a", r);
+    if (rc == 0)
+        rc = omld_validate_ref(m->b, lim, "verify.b", r);
+    if (rc == 0 && m->threshold_opt_case == OMLD__VERIFY_REQUEST__THRESHOLD_OPT_THRESHOLD
+        && !(m->threshold > 0.0f && m->threshold <= 1.0f)) /* also refuses NaN */
+        rc = omld_reply_error(r, INVALID, "verify.threshold",
+                              "threshold is %g; it must be in (0, 1]", (double)m->threshold);
+    if (rc == 0)
+        rc = check_model(m->model_opt_case == OMLD__VERIFY_REQUEST__MODEL_OPT_MODEL, m->model,
+                         "verify.model", r);
+    return rc;
+}
+
+static int check_retrieve(const Omld__RetrieveRequest *m, const omld_limits *lim, omld_reply *r)
+{
+    if (m == NULL)
+        return omld_validate_ref(NULL, lim, "retrieve.query", r);
+    int rc = omld_validate_ref(m->query, lim, "retrieve.query", r);
+    if (rc == 0)
+        rc = check_k(m->k_opt_case == OMLD__RETRIEVE_REQUEST__K_OPT_K, m->k, lim, "retrieve.k", r);
+    if (rc == 0)
+        rc = check_model(m->model_opt_case == OMLD__RETRIEVE_REQUEST__MODEL_OPT_MODEL, m->model,
+                         "retrieve.model", r);
+    return rc;
+}
+
+static int check_embed(const Omld__EmbedRequest *m, const omld_limits *lim, omld_reply *r)
+{
+    if (m == NULL)
+        return omld_validate_ref(NULL, lim, "embed.item", r);
+    int rc = omld_validate_ref(m->item, lim, "embed.item", r);
+    if (rc == 0)
+        rc = check_model(m->model_opt_case == OMLD__EMBED_REQUEST__MODEL_OPT_MODEL, m->model,
+                         "embed.model", r);
+    return rc;
+}
+
+int omld_validate(const Omld__Request *req, const omld_limits *lim, omld_reply *r, int *route,
+                  uint64_t *cost)
+{
+    int rc = 0, rt = OMLD_ROUTE_QUERY;
+    uint64_t c = 1;
+    switch (req ? req->body_case : OMLD__REQUEST__BODY__NOT_SET) {
+    case OMLD__REQUEST__BODY_PUT_ITEMS:
+        rt = OMLD_ROUTE_MUTATION;
+        rc = check_put_items(req->put_items, lim, r);
+        c = req->put_items ? req->put_items->n_items : 0;
+        break;
+    case OMLD__REQUEST__BODY_DELETE_ITEMS: {
+        const Omld__DeleteItemsRequest *m = req->delete_items;
+        rt = OMLD_ROUTE_MUTATION;
+        c = m ? m->n_ids : 0;
+        rc = check_ids(m ? m->ids : NULL, (size_t)c, 1, "delete_items", lim, r);
+        break;
+    }
+    case OMLD__REQUEST__BODY_GET_ITEMS: {
+        const Omld__GetItemsRequest *m = req->get_items;
+        c = m ? m->n_ids : 0;
+        rc = check_ids(m ? m->ids : NULL, (size_t)c, 0, "get_items", lim, r);
+        break;
+    }
+    case OMLD__REQUEST__BODY_ADD_TRIPLETS:
+        rt = OMLD_ROUTE_MUTATION;
+        rc = check_triplets(req->add_triplets, lim, r);
+        c = req->add_triplets ? req->add_triplets->n_triplets : 0;
+        break;
+    case OMLD__REQUEST__BODY_ADD_PAIRS:
+        rt = OMLD_ROUTE_MUTATION;
+        rc = check_pairs(req->add_pairs, lim, r);
+        c = req->add_pairs ? req->add_pairs->n_pairs : 0;
+        break;
+    case OMLD__REQUEST__BODY_CHECKPOINT:
+        rt = OMLD_ROUTE_MUTATION;
+        break;
+    case OMLD__REQUEST__BODY_CLASSIFY:
+        rc = check_classify(req->classify, lim, r);
+        break;
+    case OMLD__REQUEST__BODY_VERIFY:
+        rc = check_verify(req->verify, lim, r);
+        break;
+    case OMLD__REQUEST__BODY_RETRIEVE:
+        rc = check_retrieve(req->retrieve, lim, r);
+        break;
+    case OMLD__REQUEST__BODY_EMBED:
+        rc = check_embed(req->embed, lim, r);
+        break;
+    case OMLD__REQUEST__BODY_STATUS:
+    case OMLD__REQUEST__BODY_HEALTH:
+        rt = OMLD_ROUTE_INLINE;
+        break;
+    case OMLD__REQUEST__BODY__NOT_SET:
+        return omld_reply_error(r, INVALID, "body",
+                                "the request has no body; set one operation, e.g. put_items");
+    default:
+        return omld_reply_error(r, INVALID, "body",
+                                "the request's body is operation %d, which this daemon does not "
+                                "know",
+                                (int)req->body_case);
+    }
+    if (rc)
+        return rc;
+    *route = rt;
+    *cost = c ? c : 1;
+    return 0;
+}

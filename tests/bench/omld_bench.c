@@ -1,0 +1,295 @@
+/* omld-bench - the daemon measured end to end, on Fashion-MNIST.
+ *
+ * 1. Ingest: the same triplet stream learned in process (oml_learner_step
+ *    in a loop) and through a real omld over TCP (AddTriplets batches of 256
+ *    by id, pipelined), side by side in one run; the ratio is the figure.
+ * 2. Classify latency at 35,000 stored items, idle and while two clients
+ *    keep the learner busy at full speed.
+ * 3. Freshness during that load: from a triplet's acknowledgement to the
+ *    first serving view whose model has learned it.
+ * Prints a readable report and, last, one JSON line. */
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "harness.h"
+#include "idx.h"
+#include "learner.h"
+#include "omlclient.h"
+#include "protocol.h"
+
+extern void openblas_set_num_threads(int);
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double quantile(double *v, int n, double q)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    int i = (int)ceil(q * n) - 1;
+    return v[i < 0 ? 0 : i >= n ? n - 1 : i];
+}
+
+static void die(const char *what, const omlc_error *err)
+{
+    fprintf(stderr, "omld-bench: %s: %s (%s)\n", what, err ? err->message : "", err ? err->field : "");
+    exit(1);
+}
+
+typedef struct data {
+    float *images;
+    int32_t *labels, n, dim;
+    oml_split split;
+    float *dev_x;
+    int32_t *dev_labels;
+    char (*ids)[16];
+    oml_stream stream;
+} data;
+
+static void load(data *d, int32_t n_triplets)
+{
+    oml_diag diag = {0};
+    if (oml_fmnist_load(OML_FMNIST_DIR, &d->images, &d->labels, &d->n, &d->dim, &diag) != 0) {
+        fprintf(stderr, "omld-bench: %s\n", diag.msg);
+        exit(1);
+    }
+    oml_split_make(&d->split, d->n, 1);
+    int32_t nd = d->split.n_dev;
+    d->dev_x = malloc((size_t)nd * d->dim * sizeof(float));
+    d->dev_labels = malloc((size_t)nd * sizeof(int32_t));
+    d->ids = malloc((size_t)nd * sizeof *d->ids);
+    for (int32_t i = 0; i < nd; i++) {
+        int32_t row = d->split.dev[i];
+        memcpy(d->dev_x + (size_t)i * d->dim, d->images + (size_t)row * d->dim,
+               (size_t)d->dim * sizeof(float));
+        d->dev_labels[i] = d->labels[row];
+        snprintf(d->ids[i], sizeof d->ids[i], "dev-%d", row);
+    }
+    if (oml_stream_make(&d->stream, d->dev_labels, nd, n_triplets, 1, &diag) != 0) {
+        fprintf(stderr, "omld-bench: %s\n", diag.msg);
+        exit(1);
+    }
+}
+
+static double in_process_rate(const data *d, const char *preset)
+{
+    oml_config cfg;
+    oml_config_preset(&cfg, preset, d->dim);
+    oml_learner *l = NULL;
+    oml_learner_create(&l, &cfg, NULL);
+    if (oml_config_needs_data(&cfg))
+        oml_learner_prepare(l, d->dev_x, d->split.n_dev);
+    double t0 = now_s();
+    for (int32_t i = 0; i < d->stream.n; i++) {
+        const oml_triplet *t = &d->stream.t[i];
+        oml_learner_step(l, d->dev_x + (size_t)t->a * d->dim, d->dev_x + (size_t)t->p * d->dim,
+                         d->dev_x + (size_t)t->n * d->dim, NULL);
+    }
+    double rate = d->stream.n / (now_s() - t0);
+    oml_learner_destroy(l);
+    return rate;
+}
+
+static omlc_triplet *triplets_by_id(const data *d)
+{
+    omlc_triplet *t = malloc((size_t)d->stream.n * sizeof *t);
+    for (int32_t i = 0; i < d->stream.n; i++) {
+        const oml_triplet *s = &d->stream.t[i];
+        t[i] = (omlc_triplet){{d->ids[s->a], NULL, 0}, {d->ids[s->p], NULL, 0},
+                              {d->ids[s->n], NULL, 0}};
+    }
+    return t;
+}
+
+static void put_dev(omlc *c, const data *d)
+{
+    int32_t nd = d->split.n_dev;
+    omlc_item *items = malloc((size_t)nd * sizeof *items);
+    static char lab[10][4];
+    for (int k = 0; k < 10; k++)
+        snprintf(lab[k], sizeof lab[k], "%d", k);
+    for (int32_t i = 0; i < nd; i++)
+        items[i] = (omlc_item){d->ids[i], d->dev_x + (size_t)i * d->dim, (uint32_t)d->dim,
+                               lab[d->dev_labels[i]]};
+    omlc_error err;
+    if (omlc_put_items_pipelined(c, items, (size_t)nd, 500, 8, NULL, NULL, &err) != 0)
+        die("put", &err);
+    free(items);
+}
+
+static Omld__StatusResponse status(omlc *c)
+{
+    Omld__Response *r = NULL;
+    omlc_error err;
+    if (omlc_status(c, &r, &err) != 0)
+        die("status", &err);
+    Omld__StatusResponse s = *r->status_info;
+    s.version = NULL;
+    s.alpha = NULL;
+    omld__response__free_unpacked(r, NULL);
+    return s;
+}
+
+/* ---- background load: keeps the learner busy ---- */
+
+typedef struct flood {
+    const char *server;
+    const omlc_triplet *t;
+    int32_t n;
+    volatile int run;
+    uint64_t sent;
+    pthread_t th;
+} flood;
+
+static void *flood_main(void *arg)
+{
+    flood *f = arg;
+    omlc *c = NULL;
+    omlc_error err;
+    if (omlc_connect(&c, f->server, 30000, &err) != 0)
+        return NULL;
+    for (int32_t at = 0; f->run; at = (at + 256) % (f->n - 256)) {
+        if (omlc_add_triplets_pipelined(c, f->t + at, 256 * 8, 256, 8, NULL, NULL, &err) != 0)
+            break;
+        f->sent += 256 * 8;
+    }
+    omlc_close(c);
+    return NULL;
+}
+
+static void classify_latency(omlc *c, const data *d, int queries, double *p50, double *p99)
+{
+    double *lat = malloc((size_t)queries * sizeof *lat);
+    omlc_error err;
+    for (int i = 0; i < queries; i++) {
+        int32_t row = d->split.test[i % d->split.n_test];
+        omlc_ref q = {NULL, d->images + (size_t)row * d->dim, (uint32_t)d->dim};
+        omlc_classification cl;
+        double t0 = now_s();
+        if (omlc_classify(c, &q, 5, NULL, &cl, &err) != 0)
+            die("classify", &err);
+        lat[i] = (now_s() - t0) * 1e3;
+    }
+    *p50 = quantile(lat, queries, 0.5);
+    *p99 = quantile(lat, queries, 0.99);
+    free(lat);
+}
+
+int main(int argc, char **argv)
+{
+    int32_t n_triplets = 100000;
+    int queries = 2000, probes = 20;
+    const char *preset = "default";
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (strcmp(argv[i], "--triplets") == 0)
+            n_triplets = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--queries") == 0)
+            queries = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--preset") == 0)
+            preset = argv[i + 1];
+        else {
+            fprintf(stderr, "usage: omld-bench [--triplets N] [--queries M] [--preset P]\n");
+            return 1;
+        }
+    }
+    signal(SIGPIPE, SIG_IGN);
+    openblas_set_num_threads(1);
+    data d = {0};
+    load(&d, n_triplets);
+    printf("omld-bench: %d dev items, %d triplets, preset %s\n", d.split.n_dev, d.stream.n, preset);
+
+    char preset_arg[64];
+    snprintf(preset_arg, sizeof preset_arg, "--preset=%s", preset);
+    const char *args[] = {preset_arg, "--max_batch=1000", NULL};
+    omld_proc p;
+    if (omld_proc_start(&p, args, 30000) != 0)
+        return 1;
+    omlc *c = NULL;
+    omlc_error err;
+    if (omlc_connect(&c, p.rpc, 60000, &err) != 0)
+        die("connect", &err);
+    double t0 = now_s();
+    put_dev(c, &d);
+    printf("  put %d items: %.2f s\n", d.split.n_dev, now_s() - t0);
+
+    /* 1. ingest, side by side. The first triplet takes the model's start
+     * (PCA of the stored items) in both cases outside the timing. */
+    omlc_triplet *t = triplets_by_id(&d);
+    if (omlc_add_triplets(c, t, 1, NULL, NULL, &err) != 0)
+        die("first triplet", &err);
+    double in_rate = in_process_rate(&d, preset);
+    t0 = now_s();
+    if (omlc_add_triplets_pipelined(c, t + 1, (size_t)d.stream.n - 1, 256, 16, NULL, NULL, &err) != 0)
+        die("triplets", &err);
+    double e2e_rate = (d.stream.n - 1) / (now_s() - t0);
+    Omld__StatusResponse s = status(c);
+    printf("  ingest: in process %.0f triplets/s, through omld %.0f triplets/s: ratio %.3f "
+           "(applied %llu)\n", in_rate, e2e_rate, e2e_rate / in_rate,
+           (unsigned long long)s.triplets_applied);
+
+    /* 2. classify latency, idle then under load. */
+    double idle50, idle99, busy50, busy99;
+    classify_latency(c, &d, queries, &idle50, &idle99);
+    flood fl[2];
+    for (int i = 0; i < 2; i++) {
+        fl[i] = (flood){.server = p.rpc, .t = t, .n = d.stream.n, .run = 1};
+        pthread_create(&fl[i].th, NULL, flood_main, &fl[i]);
+    }
+    sleep(1);
+    Omld__StatusResponse s0 = status(c);
+    double tl = now_s();
+    classify_latency(c, &d, queries, &busy50, &busy99);
+    Omld__StatusResponse s1 = status(c);
+    double learn_rate = (double)(s1.triplets_applied - s0.triplets_applied) / (now_s() - tl);
+    printf("  classify at %llu items: idle p50 %.2f ms p99 %.2f ms; while learning at %.0f "
+           "triplets/s: p50 %.2f ms p99 %.2f ms\n", (unsigned long long)s1.items, idle50, idle99,
+           learn_rate, busy50, busy99);
+
+    /* 3. freshness under the same load. */
+    double *fresh = malloc((size_t)probes * sizeof *fresh);
+    for (int i = 0; i < probes; i++) {
+        if (omlc_add_triplets(c, t + i, 1, NULL, NULL, &err) != 0)
+            die("probe", &err);
+        double acked = now_s();
+        uint64_t need = status(c).triplets_applied; /* ours is learned: acks follow learning */
+        while (status(c).view_triplets < need)
+            usleep(2000);
+        fresh[i] = (now_s() - acked) * 1e3;
+    }
+    double f50 = quantile(fresh, probes, 0.5), fmax = quantile(fresh, probes, 1.0);
+    printf("  freshness (ack -> first view that learned it) over %d probes: p50 %.0f ms, max %.0f ms\n",
+           probes, f50, fmax);
+    for (int i = 0; i < 2; i++) {
+        fl[i].run = 0;
+        pthread_join(fl[i].th, NULL);
+    }
+    omlc_close(c);
+    int rc = omld_proc_stop(&p, SIGTERM, 60000);
+    omld_proc_cleanup(&p);
+    printf("{\"bench\":\"omld\",\"preset\":\"%s\",\"items\":%d,\"in_process_tps\":%.0f,"
+           "\"omld_tps\":%.0f,\"ingest_ratio\":%.3f,\"classify_idle_p50_ms\":%.3f,"
+           "\"classify_idle_p99_ms\":%.3f,\"classify_learning_p50_ms\":%.3f,"
+           "\"classify_learning_p99_ms\":%.3f,\"learning_tps_during_queries\":%.0f,"
+           "\"freshness_p50_ms\":%.0f,\"freshness_max_ms\":%.0f,\"exit\":%d}\n",
+           preset, d.split.n_dev, in_rate, e2e_rate, e2e_rate / in_rate, idle50, idle99, busy50,
+           busy99, learn_rate, f50, fmax, rc);
+    free(fresh);
+    free(t);
+    return rc == 0 ? 0 : 1;
+}

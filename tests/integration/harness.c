@@ -1,0 +1,228 @@
+/* harness.c - see harness.h. */
+#include "harness.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef OMLD_BIN
+#error "OMLD_BIN must name the omld executable"
+#endif
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static int read_addr(omld_proc *p)
+{
+    char path[300];
+    snprintf(path, sizeof path, "%s/omld.addr", p->dir);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return -1;
+    char key[32], val[120];
+    int got = 0;
+    while (fscanf(f, "%31s %119s", key, val) == 2) {
+        if (strcmp(key, "rpc") == 0)
+            got |= 1, snprintf(p->rpc, sizeof p->rpc, "%s", val);
+        else if (strcmp(key, "http") == 0)
+            got |= 2, snprintf(p->http, sizeof p->http, "%s", val);
+    }
+    fclose(f);
+    return got == 3 ? 0 : -1;
+}
+
+int omld_proc_start(omld_proc *p, const char *const *extra, int timeout_ms)
+{
+    memset(p, 0, sizeof *p);
+    snprintf(p->dir, sizeof p->dir, "%s/omld-it-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    if (mkdtemp(p->dir) == NULL)
+        return -1;
+    snprintf(p->log, sizeof p->log, "%s/omld.log", p->dir);
+    char dir_arg[300];
+    snprintf(dir_arg, sizeof dir_arg, "--data_dir=%s", p->dir);
+    const char *argv[64] = {OMLD_BIN, dir_arg, "--listen=127.0.0.1:0", "--http=127.0.0.1:0"};
+    int argc = 4;
+    for (int i = 0; extra && extra[i] && argc < 63; i++)
+        argv[argc++] = extra[i];
+    argv[argc] = NULL;
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        int fd = open(p->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) {
+            dup2(fd, 2);
+            dup2(fd, 1);
+            close(fd);
+        }
+        setenv("OPENBLAS_NUM_THREADS", "1", 1);
+        execv(OMLD_BIN, (char *const *)argv);
+        _exit(127);
+    }
+    p->pid = pid;
+    for (int waited = 0; waited < timeout_ms; waited += 10) {
+        if (read_addr(p) == 0)
+            return 0;
+        int st;
+        if (waitpid(pid, &st, WNOHANG) == pid) {
+            fprintf(stderr, "harness: omld exited during startup (status %d)\n", st);
+            omld_proc_dump_log(p);
+            p->pid = 0;
+            return -1;
+        }
+        sleep_ms(10);
+    }
+    fprintf(stderr, "harness: omld did not write %s/omld.addr within %d ms\n", p->dir, timeout_ms);
+    omld_proc_dump_log(p);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    p->pid = 0;
+    return -1;
+}
+
+int omld_proc_stop(omld_proc *p, int sig, int timeout_ms)
+{
+    if (p->pid <= 0)
+        return -1;
+    kill(p->pid, sig);
+    for (int waited = 0; waited <= timeout_ms; waited += 5) {
+        int st;
+        if (waitpid(p->pid, &st, WNOHANG) == p->pid) {
+            p->pid = 0;
+            if (WIFEXITED(st))
+                return WEXITSTATUS(st);
+            return 128 + WTERMSIG(st);
+        }
+        sleep_ms(5);
+    }
+    kill(p->pid, SIGKILL);
+    waitpid(p->pid, NULL, 0);
+    p->pid = 0;
+    return -1;
+}
+
+void omld_proc_cleanup(omld_proc *p)
+{
+    if (p->pid > 0)
+        omld_proc_stop(p, SIGKILL, 1000);
+    if (p->dir[0]) {
+        char cmd[300];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", p->dir);
+        if (system(cmd) != 0)
+            fprintf(stderr, "harness: could not remove %s\n", p->dir);
+    }
+}
+
+void omld_proc_dump_log(const omld_proc *p)
+{
+    FILE *f = fopen(p->log, "r");
+    if (f == NULL)
+        return;
+    char line[1024];
+    fprintf(stderr, "---- omld log (%s) ----\n", p->log);
+    while (fgets(line, sizeof line, f))
+        fputs(line, stderr);
+    fprintf(stderr, "---- end of log ----\n");
+    fclose(f);
+}
+
+static int dial(const char *host_port)
+{
+    char host[128];
+    const char *colon = strrchr(host_port, ':');
+    if (colon == NULL || (size_t)(colon - host_port) >= sizeof host)
+        return -1;
+    memcpy(host, host_port, (size_t)(colon - host_port));
+    host[colon - host_port] = 0;
+    struct addrinfo hints = {0}, *ai = NULL;
+    hints.ai_socktype = SOCK_STREAM;
+    if (getaddrinfo(host, colon + 1, &hints, &ai) != 0)
+        return -1;
+    int fd = socket(ai->ai_family, SOCK_STREAM, 0);
+    if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+        close(fd);
+        fd = -1;
+    }
+    freeaddrinfo(ai);
+    return fd;
+}
+
+int omld_http_get(const char *host_port, const char *path, char **body, size_t *len)
+{
+    if (body)
+        *body = NULL;
+    int fd = dial(host_port);
+    if (fd < 0)
+        return -1;
+    struct timeval tv = {10, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    char req[512];
+    int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n",
+                     path, host_port);
+    if (write(fd, req, (size_t)n) != n) {
+        close(fd);
+        return -1;
+    }
+    size_t cap = 65536, got = 0;
+    char *buf = malloc(cap + 1);
+    ssize_t r;
+    while (buf && (r = read(fd, buf + got, cap - got)) > 0) {
+        got += (size_t)r;
+        if (got == cap) {
+            char *nb = realloc(buf, 2 * cap + 1);
+            if (nb == NULL)
+                break;
+            buf = nb;
+            cap *= 2;
+        }
+    }
+    close(fd);
+    if (buf == NULL)
+        return -1;
+    buf[got] = 0;
+    int code = -1;
+    if (sscanf(buf, "HTTP/1.%*d %d", &code) != 1) {
+        free(buf);
+        return -1;
+    }
+    char *b = strstr(buf, "\r\n\r\n");
+    if (body && b) {
+        size_t bl = got - (size_t)(b + 4 - buf);
+        *body = malloc(bl + 1);
+        if (*body) {
+            memcpy(*body, b + 4, bl);
+            (*body)[bl] = 0;
+            if (len)
+                *len = bl;
+        }
+    }
+    free(buf);
+    return code;
+}
+
+long omld_proc_rss_kib(pid_t pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return -1;
+    long kib = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+            break;
+    fclose(f);
+    return kib;
+}

@@ -1,0 +1,44 @@
+/* harness.h - starting the real omld for integration tests and benchmarks.
+ *
+ * omld runs as a child process in a fresh temporary data directory, on
+ * ephemeral ports (127.0.0.1:0); the harness waits for the address file it
+ * writes (<data_dir>/omld.addr) and hands back "HOST:PORT" strings that
+ * libomlclient and omld_http_get() take. */
+#ifndef OMLD_HARNESS_H
+#define OMLD_HARNESS_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+typedef struct omld_proc {
+    pid_t pid;
+    char dir[256];       /* data directory (removed by omld_proc_cleanup) */
+    char rpc[128];       /* "127.0.0.1:PORT" */
+    char http[128];
+    char log[300];       /* the daemon's stderr, kept in dir */
+} omld_proc;
+
+/* Starts OMLD_BIN (compile-time path) with extra "--name=value" args
+ * (NULL-terminated list, may be NULL) and waits up to timeout_ms for its
+ * address file. 0, or -1 (the child is killed, its log printed). */
+int omld_proc_start(omld_proc *p, const char *const *extra_args, int timeout_ms);
+
+/* Sends sig and waits up to timeout_ms for the exit; returns the exit
+ * status (0..255), 128 + signal if killed by one, or -1 on timeout (the
+ * child is then SIGKILLed). */
+int omld_proc_stop(omld_proc *p, int sig, int timeout_ms);
+
+/* Removes the data directory. */
+void omld_proc_cleanup(omld_proc *p);
+
+/* Prints the daemon's log to stderr (for failing tests). */
+void omld_proc_dump_log(const omld_proc *p);
+
+/* A blocking HTTP/1.1 GET with Connection: close. Returns the status code
+ * and a malloc'd body (*body, may be NULL), or -1. */
+int omld_http_get(const char *host_port, const char *path, char **body, size_t *len);
+
+/* Resident set size of a process in KiB (from /proc), or -1. */
+long omld_proc_rss_kib(pid_t pid);
+
+#endif
