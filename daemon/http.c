@@ -24,6 +24,7 @@
 
 #include <errno.h>
 #include <http_parser.h>
+#include <limits.h>
 #include <netdb.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -164,7 +165,8 @@ static void on_write(uv_write_t *req, int status)
         conn_close(c);
         return;
     }
-    if (c->paused && !c->finishing && uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) <= WRITE_LOW) {
+    if (c->paused && !c->finishing &&
+        uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) <= WRITE_LOW) {
         /* Resume: parse what was held back, then read again. */
         char *data = c->pending;
         size_t n = c->pending_len;
@@ -360,8 +362,9 @@ static void answer(http_conn *c, int keep_alive)
         send_text(c, 500, "500 out of memory\n", head, keep_alive);
         return;
     }
-    send_response(c, 200, route == 1 ? "application/json" : "text/plain; version=0.0.4; charset=utf-8",
-                  body, len, head, keep_alive);
+    const char *ctype =
+        route == 1 ? "application/json" : "text/plain; version=0.0.4; charset=utf-8";
+    send_response(c, 200, ctype, body, len, head, keep_alive);
 }
 
 static int on_message_begin(http_parser *p)

@@ -132,6 +132,7 @@ static void json_model(omld_json *j, const omld_model_stats *m)
     omld_json_kv_uint(j, "version", m->view_version);
     omld_json_kv_uint(j, "snapshot_age_ms", m->view_age_ms);
     omld_json_kv_uint(j, "view_items", m->view_items);
+    omld_json_kv_uint(j, "view_updates", m->view_updates);
     omld_json_kv_uint(j, "items", m->items);
     omld_json_kv_uint(j, "labels", m->labels);
     omld_json_object_end(j);
@@ -394,7 +395,7 @@ char *omld_metrics_text(const omld_status_input *in, size_t *len)
     counter(&b, "omld_items_put_total", "Items stored (created or replaced).",
             omld_read(&mt->items_put));
     counter(&b, "omld_items_deleted_total", "Items deleted.", omld_read(&mt->items_deleted));
-    counter(&b, "omld_triplets_received_total", "Triplets accepted into the learner queue.",
+    counter(&b, "omld_triplets_received_total", "Triplets accepted (ids resolved) by the learner.",
             omld_read(&mt->triplets_received));
     counter(&b, "omld_triplets_applied_total", "Triplets learned.",
             omld_read(&mt->triplets_applied));

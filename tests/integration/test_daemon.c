@@ -588,7 +588,7 @@ static void test_status_and_metrics_endpoints(void **state)
     assert_non_null(f);
     fwrite(body, 1, len, f);
     fclose(f);
-    char cmd[1200];
+    char cmd[4096];
     snprintf(cmd, sizeof cmd,
              "python3 -c 'import json,sys; s=json.load(open(\"%s\")); "
              "m=s[\"model\"]; i=s[\"ingest\"]; "
@@ -607,9 +607,12 @@ static void test_status_and_metrics_endpoints(void **state)
     assert_non_null(f);
     fwrite(body, 1, len, f);
     fclose(f);
-    snprintf(cmd, sizeof cmd, "python3 %s/check_prometheus.py %s omld_hedge_weight "
-             "omld_triplets_applied_total omld_query_duration_seconds omld_update_duration_seconds",
-             OMLD_TEST_TOOLS, path);
+    snprintf(cmd, sizeof cmd, "python3 %s/check_prometheus.py %s && "
+             "grep -q '^omld_hedge_weight{depth=\"2\"} ' %s && "
+             "grep -q '^omld_triplets_applied_total ' %s && "
+             "grep -q '^omld_query_duration_seconds_bucket{kind=\"classify\",le=\"+Inf\"} ' %s && "
+             "grep -q '^omld_update_duration_seconds_count ' %s",
+             OMLD_TEST_TOOLS, path, path, path, path, path);
     assert_int_equal(system(cmd), 0);
     free(body);
 }

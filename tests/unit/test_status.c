@@ -459,6 +459,7 @@ static void fill(fixture *f)
     m->view_version = 42;
     m->view_age_ms = 1500;
     m->view_items = 1200;
+    m->view_updates = 190;
 
     omld_metrics *mt = &f->metrics;
     omld_count(&mt->items_put, 1234);
@@ -531,6 +532,7 @@ static void test_status_json(void **state)
     assert_has(s, "\"accuracy\":0.75");
     assert_has(s, "\"version\":42");
     assert_has(s, "\"snapshot_age_ms\":1500");
+    assert_has(s, "\"view_updates\":190");
     assert_has(s, "\"items\":1234");
     assert_has(s, "\"labels\":10");
     assert_has(s, "\"triplets_received\":217");
