@@ -516,6 +516,8 @@ static void answer_inline(omld_slot *sl)
         st->triplets_applied = ms.updates;
         st->queue_depth = ms.queue_depth;
         st->snapshot_age_ms = ms.view_age_ms;
+        st->model_version = ms.view_version;
+        st->view_triplets = ms.view_updates;
         if (ms.view_version > r.msg.model_version)
             r.msg.model_version = ms.view_version;
         r.msg.body_case = OMLD__RESPONSE__BODY_STATUS_INFO;
