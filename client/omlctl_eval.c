@@ -207,10 +207,10 @@ static int eval_run(omlc *c, const eval_opts *o, const float *images, const int3
            "reports", s->version, s->dim, s->depth, s->depth + 1,
            (unsigned long long)st->model_version, (unsigned long long)s->items,
            (unsigned long long)s->triplets_applied);
-    printf("note: the model (preset, seed, hyper-parameters) is the daemon's own; this run\n"
-           "      matches oml-eval only if omld was started fresh with --seed %lld and the\n"
-           "      preset named here (%s)\n",
-           o->seed, o->preset);
+    printf("daemon model: preset %s, seed %llu\n", s->preset, (unsigned long long)s->seed);
+    if (s->seed != (uint64_t)o->seed || (s->preset[0] && strcmp(s->preset, o->preset) != 0))
+        printf("note: this run matches oml-eval --seed %lld --preset %s only if omld runs that\n"
+               "      seed and preset and was started fresh\n", o->seed, o->preset);
     if (s->dim != (uint32_t)dim) {
         fprintf(stderr, "omlctl eval: the daemon's dimension is %u, the data's %d\n", s->dim, dim);
         rc = CTL_EXIT_USAGE;
@@ -332,15 +332,15 @@ static int eval_run(omlc *c, const eval_opts *o, const float *images, const int3
     for (size_t h = 0; h < s->n_alpha; h++)
         printf(" %.3f", s->alpha[h]);
     printf("\n");
-    printf("{\"error_rate\":%.5f,\"macro_f1\":%.5f,\"utilization\":null,"
-           "\"test_then_train_accuracy\":null,\"alpha\":[",
-           error, f1);
+    printf("{\"error_rate\":%.5f,\"macro_f1\":%.5f,\"utilization\":%.5f,"
+           "\"test_then_train_accuracy\":%.5f,\"alpha\":[",
+           error, f1, s->utilisation, s->triplet_accuracy);
     for (size_t h = 0; h < s->n_alpha; h++)
         printf("%s%.5f", h ? "," : "", s->alpha[h]);
     printf("],\"error_rates\":[%.5f],\"constraints\":%lld,\"k\":%lld,\"runs\":1,\"seed\":%lld,"
            "\"train_seconds\":%.4f,\"triplets_per_second\":%.1f,\"preset\":",
            error, o->constraints, o->k, o->seed, train_s, tps);
-    ctl_json_string(stdout, o->preset);
+    ctl_json_string(stdout, s->preset[0] ? s->preset : o->preset);
     printf(",\"model_version\":%llu,\"test_points\":%d,\"through\":\"omld\"}\n",
            (unsigned long long)version, n_test);
     fflush(stdout);

@@ -518,6 +518,12 @@ static void answer_inline(omld_slot *sl)
         st->snapshot_age_ms = ms.view_age_ms;
         st->model_version = ms.view_version;
         st->view_triplets = ms.view_updates;
+        st->preset = omld_reply_strdup(&r, ms.preset, strlen(ms.preset));
+        if (st->preset == NULL)
+            goto oom;
+        st->seed = ms.cfg.seed;
+        st->utilisation = ms.updates ? (double)ms.utilised / (double)ms.updates : 0.0;
+        st->triplet_accuracy = ms.updates ? (double)ms.satisfied / (double)ms.updates : 0.0;
         if (ms.view_version > r.msg.model_version)
             r.msg.model_version = ms.view_version;
         r.msg.body_case = OMLD__RESPONSE__BODY_STATUS_INFO;
