@@ -1,0 +1,574 @@
+#!/usr/bin/python3
+"""Tests of the Python client against a real omld.
+
+The daemon (OMLD_BIN) is started on ephemeral ports in a temporary data
+directory; its addresses are read from <data_dir>/omld.addr. Data: 4
+classes of items in 8 dimensions, each class a tight cloud around its own
+centre, so a correctly serving model classifies every item by its
+neighbours. Tests run in name order against the one daemon; the last one
+stops it with SIGTERM and expects exit 0.
+
+Environment: OMLD_BIN (required), OMLD_PB2_DIR (the generated omld_pb2.py;
+else omld._pb generates one). Exit 77 (a ctest skip) when this Python has
+no google.protobuf.
+"""
+import array
+import math
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+try:
+    import google.protobuf  # noqa: F401
+except ImportError:
+    print("SKIP: %s has no google.protobuf (apt-get install python3-protobuf)" % sys.executable)
+    sys.exit(77)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PKG_ROOT = os.path.dirname(HERE)
+sys.path.insert(0, PKG_ROOT)
+import omld  # noqa: E402
+
+try:
+    import numpy
+except ImportError:
+    numpy = None
+
+DIM = 8
+CLASSES = 4
+N_ITEMS = 80
+MAX_K = 100
+EXAMPLE = os.path.join(PKG_ROOT, "examples", "clicklog_to_triplets.py")
+MODEL_ARGS = ["--dim=%d" % DIM, "--layers=2", "--hidden=16", "--emb=4", "--publish_ms=50",
+              "--max_k=%d" % MAX_K, "--max_batch=1000", "--seed=3", "--log_level=warn"]
+
+
+def make_data():
+    state = [12345]
+
+    def rnd():
+        state[0] = (state[0] * 1103515245 + 12345) & 0xFFFFFFFF
+        return ((state[0] >> 8) & 0xFFFF) / 65536.0 - 0.5
+
+    X, ids, labels = [], [], []
+    for i in range(N_ITEMS):
+        c = i % CLASSES
+        X.append([(1.0 if j % CLASSES == c else 0.0) + rnd() * 0.1 for j in range(DIM)])
+        ids.append("item-%d" % i)
+        labels.append("class-%d" % c)
+    return X, ids, labels
+
+
+X, ID, LABEL = make_data()
+
+
+def f32(v):
+    """v as float32 values (what the daemon stores)."""
+    return array.array("f", v).tolist()
+
+
+def triplet(i):
+    """Anchor and positive of one class, negative of the next."""
+    a = (i * 7) % N_ITEMS
+    p = (a + CLASSES * (1 + i % 5)) % N_ITEMS
+    n = (a + 1) % N_ITEMS
+    return (ID[a], ID[p], ID[n])
+
+
+class Daemon:
+    def __init__(self, extra):
+        self.dir = tempfile.mkdtemp(prefix="omld-py-")
+        self.unix = os.path.join(self.dir, "omld.sock")
+        self.log = os.path.join(self.dir, "omld.log")
+        binary = os.environ.get("OMLD_BIN")
+        if not binary or not os.access(binary, os.X_OK):
+            raise RuntimeError("OMLD_BIN must name the omld executable (got %r)" % binary)
+        argv = [binary, "--data_dir=" + self.dir, "--listen=127.0.0.1:0",
+                "--http=127.0.0.1:0", "--unix_socket=" + self.unix] + extra
+        env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+        with open(self.log, "wb") as log:
+            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
+        self.rpc = self.http = None
+        deadline = time.monotonic() + 20
+        path = os.path.join(self.dir, "omld.addr")
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("omld exited during startup (%s):\n%s"
+                                   % (self.proc.returncode, self.log_text()))
+            if os.path.exists(path):
+                with open(path) as f:
+                    kv = dict(line.split(None, 1) for line in f.read().splitlines() if line)
+                self.rpc, self.http = kv.get("rpc", "").strip(), kv.get("http", "").strip()
+                if self.rpc and self.http:
+                    return
+            time.sleep(0.01)
+        self.proc.kill()
+        raise RuntimeError("omld did not write %s:\n%s" % (path, self.log_text()))
+
+    def log_text(self):
+        try:
+            with open(self.log, errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def stop(self, sig=signal.SIGTERM, timeout=20):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                return None
+        return self.proc.returncode
+
+    def cleanup(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+D = None
+
+
+def setUpModule():
+    global D
+    D = Daemon(MODEL_ARGS)
+    with omld.Client(D.rpc, timeout=20) as c:
+        r = c.put_items([(ID[i], X[i], LABEL[i]) for i in range(N_ITEMS)])
+        assert r.created == N_ITEMS, r
+
+
+def tearDownModule():
+    if D is not None:
+        D.cleanup()
+
+
+class TestClient(unittest.TestCase):
+    def setUp(self):
+        self.c = omld.Client(D.rpc, timeout=20)
+
+    def tearDown(self):
+        self.c.close()
+
+    def expect(self, cls, field, fn, *args, **kw):
+        """fn(*args, **kw) raises cls with the given field (None: any)."""
+        with self.assertRaises(cls) as cm:
+            fn(*args, **kw)
+        e = cm.exception
+        self.assertIsInstance(e, omld.OmldError)
+        self.assertEqual(e.code, cls.code)
+        self.assertEqual(e.code_name, omld.code_name(cls.code))
+        self.assertTrue(e.message)
+        if field is not None:
+            self.assertEqual(e.field, field, str(e))
+            self.assertIn(field, str(e))
+        self.assertIn(e.code_name, str(e))
+        return e
+
+    # ------------------------------------------------------------ happy paths
+
+    def test_01_put_get_round_trip(self):
+        items = self.c.get_items([ID[5], ID[6]])
+        self.assertEqual([it.id for it in items], [ID[5], ID[6]])
+        self.assertEqual(items[0].features, f32(X[5]))
+        self.assertEqual(items[1].label, LABEL[6])
+        # Replacing by id; an unlabelled item; features as tuple / array('f') / numpy.
+        r = self.c.put_items([omld.Item(ID[5], X[5], LABEL[5]),
+                              {"id": "extra-a", "features": tuple(X[1])},
+                              ("extra-b", array.array("f", X[2]), "class-2")])
+        self.assertEqual((r.created, r.replaced), (2, 1))
+        self.assertGreaterEqual(r.model_version, 1)
+        a, b = self.c.get_items(["extra-a", "extra-b"])
+        self.assertIsNone(a.label)
+        self.assertEqual(a.features, f32(X[1]))
+        self.assertEqual(b.features, f32(X[2]))
+        if numpy is not None:
+            self.c.put_items([("extra-np", numpy.array(X[3], dtype=numpy.float32))])
+            self.assertEqual(self.c.get_items("extra-np")[0].features, f32(X[3]))
+            self.c.delete_items(["extra-np"])
+        r = self.c.delete_items(["extra-a", "extra-b"])
+        self.assertEqual(r.deleted, 2)
+        self.expect(omld.NotFound, "get_items.ids[0]", self.c.get_items, ["extra-a"])
+        self.expect(omld.NotFound, "delete_items.ids[1]", self.c.delete_items,
+                    [ID[0], "extra-a"])
+        self.assertEqual(self.c.delete_items(["extra-a"], missing_ok=True).deleted, 0)
+        self.assertEqual(self.c.status().items, N_ITEMS)
+
+    def test_02_triplets_and_pairs_are_applied(self):
+        before = self.c.wait_learned()
+        ts = [triplet(i) for i in range(300)]
+        ts[7] = (ts[7][0], ts[7][1], X[9])                     # an inline vector
+        ts[8] = omld.Triplet(array.array("f", X[8]), ID[12], ID[13])
+        r = self.c.add_triplets(ts)
+        self.assertEqual(r.accepted, 300)
+        self.assertGreaterEqual(r.queue_depth, 0)
+        p = self.c.add_pairs([(ID[0], ID[4], True), omld.Pair(ID[0], ID[1], False),
+                              (ID[8], ID[12], "similar")])
+        self.assertEqual(p.accepted, 3)
+        s = self.c.wait_learned(before.triplets_applied + 300 + p.derived_triplets)
+        self.assertEqual(s.triplets_received, before.triplets_received + 300)
+        self.assertEqual(s.triplets_applied,
+                         before.triplets_applied + 300 + p.derived_triplets)
+        self.assertGreaterEqual(s.view_triplets, s.triplets_applied)
+        self.assertGreater(s.model_version, before.model_version)
+
+    def test_03_classify(self):
+        for i in range(12):
+            cl = self.c.classify(ID[i], k=5)
+            self.assertEqual(cl.label, LABEL[i], cl)
+            self.assertGreaterEqual(cl.model_version, 1)
+            self.assertTrue(cl.scores)
+            self.assertEqual(cl.scores[0].label, cl.label)
+            self.assertEqual(cl.scores, sorted(cl.scores, key=lambda s: -s.score))
+            self.assertEqual(self.c.classify(X[i], k=5, model="live").label, LABEL[i])
+        self.assertEqual(self.c.classify(ID[1]).label, LABEL[1])  # the daemon's default k
+        got = self.c.classify_many([ID[i] for i in range(40)] + [X[3]], k=5, window=8)
+        self.assertEqual([c.label for c in got], LABEL[:40] + [LABEL[3]])
+
+    def test_04_verify(self):
+        v = self.c.verify(ID[0], ID[0], threshold=0.5)
+        self.assertTrue(v.similar)
+        self.assertAlmostEqual(v.score, 1.0, places=5)
+        self.assertEqual(len(v.distances), 3)
+        self.assertTrue(all(d == 0 or d < 1e-4 for d in v.distances), v)
+        v = self.c.verify(ID[0], X[4])
+        self.assertEqual(len(v.distances), 3)
+        self.assertTrue(all(0 <= d <= 2 for d in v.distances), v)
+        self.assertTrue(0 <= v.score <= 1)
+        far = self.c.verify(ID[0], ID[1], threshold=1e-6)
+        self.assertFalse(far.similar)
+
+    def test_05_retrieve(self):
+        for i in (0, 1, 2, 3, 17):
+            hits = self.c.retrieve(ID[i], k=10)
+            self.assertEqual(len(hits), 10)
+            self.assertNotIn(ID[i], hits.ids)
+            for h in hits:
+                self.assertEqual(h.label, LABEL[i], hits)
+            scores = [h.score for h in hits]
+            self.assertEqual(scores, sorted(scores, reverse=True))
+        by_vec = self.c.retrieve(X[2], k=3)
+        self.assertEqual(len(by_vec.hits), 3)
+        self.assertIn(ID[2], by_vec.ids)  # a vector query may find the item itself
+
+    def test_06_embed_status_health(self):
+        e = self.c.embed(ID[0])
+        self.assertEqual(len(e.heads), 3)
+        for h in e.heads:
+            self.assertEqual(len(h), 4)
+            self.assertAlmostEqual(math.sqrt(sum(x * x for x in h)), 1.0, places=4)
+        self.assertEqual(len(e.alpha), 3)
+        self.assertAlmostEqual(sum(e.alpha), 1.0, places=4)
+        self.assertEqual(len(self.c.embed(X[0]).heads), 3)
+        s = self.c.status()
+        self.assertIsInstance(s, omld.Status)
+        self.assertEqual((s.dim, s.depth, s.items, s.seed), (DIM, 2, N_ITEMS, 3))
+        self.assertEqual(len(s.alpha), 3)
+        self.assertAlmostEqual(sum(s.alpha), 1.0, places=4)
+        self.assertTrue(s.version)
+        self.assertEqual(s.preset, "default")
+        self.assertGreaterEqual(s.model_version, 1)
+        self.assertEqual(self.c.last_model_version, s.model_version)
+        h = self.c.health()
+        self.assertEqual((h.live, h.ready, h.draining), (True, True, False))
+
+    def test_07_checkpoint(self):
+        cp = self.c.checkpoint()
+        self.assertGreater(cp.bytes, 0)
+        self.assertTrue(os.path.isfile(cp.path), cp)
+        self.assertEqual(cp.triplets_applied, self.c.wait_learned().triplets_applied)
+
+    def test_08_unix_socket(self):
+        with omld.Client("unix:" + D.unix, timeout=10) as u:
+            self.assertTrue(u.health().live)
+            self.assertEqual(u.classify(ID[3], k=5).label, LABEL[3])
+        self.assertTrue(u.closed)
+
+    # ------------------------------------------------------------ errors
+
+    def test_10_errors_carry_code_and_field(self):
+        c = self.c
+        before = c.status()
+        good = (ID[1], X[1])
+        self.expect(omld.WrongDimension, "put_items.items[1].features", c.put_items,
+                    [("new-1", X[1]), ("new-2", X[2][:DIM - 1])])
+        nan = list(X[2])
+        nan[3] = float("nan")
+        self.expect(omld.NonFinite, "put_items.items[1].features", c.put_items,
+                    [good, ("new-2", nan)])
+        nan[3] = float("inf")
+        self.expect(omld.NonFinite, "put_items.items[0].features", c.put_items, [("new-2", nan)])
+        self.expect(omld.Conflict, None, c.put_items, [("new-1", X[1]), ("new-1", X[2])])
+        self.expect(omld.InvalidArgument, "put_items.items[0].id", c.put_items, [("", X[1])])
+
+        ts = [triplet(0), triplet(1), (ID[2], "no-such-item", ID[3])]
+        self.expect(omld.NotFound, "add_triplets.triplets[2].positive.id", c.add_triplets, ts)
+        self.expect(omld.WrongDimension, None, c.add_triplets,
+                    [triplet(0), (X[0][:DIM - 2], ID[1], ID[2])])
+        self.expect(omld.NotFound, "classify.query.id", c.classify, "ghost")
+        self.expect(omld.InvalidArgument, "classify.k", c.classify, ID[1], k=MAX_K + 1)
+        self.expect(omld.InvalidArgument, "classify.k", c.classify, ID[1], k=0)
+        self.expect(omld.InvalidArgument, "retrieve.k", c.retrieve, ID[1], k=10 ** 6)
+        self.expect(omld.NotFound, "classify.model", c.classify, ID[1], model="no-such-model")
+        self.expect(omld.NotFound, "retrieve.model", c.retrieve, ID[1], model="no-such-model")
+        self.expect(omld.InvalidArgument, "verify.threshold", c.verify, ID[1], ID[1],
+                    threshold=1.5)
+        self.expect(omld.WrongDimension, None, c.embed, [1.0, 2.0])
+        self.expect(omld.InvalidArgument, "body", c.call, omld.pb.Request())
+
+        # Every code maps to its class; OmldError is the common base.
+        for code, name in omld.CODE_NAMES.items():
+            if code:
+                e = omld.error_for(code, "m", "f")
+                self.assertEqual((e.code, e.code_name), (code, name))
+                self.assertIsInstance(e, omld.OmldError)
+        self.assertIs(type(omld.error_for(12, "")), omld.Conflict)
+        self.assertIs(type(omld.error_for(99, "")), omld.OmldError)
+
+        # Nothing changed, and the connection is still good.
+        after = c.status()
+        self.assertEqual(after.items, before.items)
+        self.assertEqual(after.triplets_received, before.triplets_received)
+        self.assertTrue(c.health().live)
+
+    def test_11_pair_conflict(self):
+        c = self.c
+        c.add_pairs([(ID[20], ID[24], True)])
+        e = self.expect(omld.Conflict, "add_pairs.pairs[0]", c.add_pairs,
+                        [(ID[20], ID[24], False)])
+        self.assertIsInstance(e, omld.Conflict)
+        self.expect(omld.InvalidArgument, None, c.add_pairs, [(ID[20], X[0], True)])
+        self.expect(omld.InvalidArgument, None, c.add_pairs, [(ID[20], ID[21], None)])
+
+    def test_12_local_argument_errors(self):
+        with self.assertRaises(TypeError):
+            self.c.classify(42)
+        with self.assertRaises(TypeError):
+            self.c.put_items([("id-only",)])
+        with self.assertRaises(TypeError):
+            self.c.add_triplets([(ID[0], ID[1])])
+        with self.assertRaises(ValueError):
+            omld.Client("no-port")
+        self.assertTrue(self.c.health().live)  # nothing was sent
+
+    def test_13_malformed_and_oversized_frames(self):
+        self.c.send_raw(b"\x00\x00\x00\x06" + b"\xff" * 6)
+        r = self.c.recv()
+        self.assertEqual((r.status.code, r.request_id), (7, 0))
+        with self.assertRaises(omld.Malformed):
+            omld.Client.check(r)
+        self.assertTrue(self.c.health().live)  # still in step
+
+        self.c.send_raw((64 << 20).to_bytes(4, "big"))
+        with self.assertRaises(omld.FrameTooLarge):
+            self.c.check(self.c.recv())
+        self.assertTrue(self.c.closed)
+        with self.assertRaises(omld.OmldConnectionError):
+            self.c.health()
+
+    def test_14_transport_errors(self):
+        # Nothing listening.
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        with self.assertRaises(omld.OmldConnectionError) as cm:
+            omld.Client("127.0.0.1:%d" % port, timeout=2)
+        self.assertNotIsInstance(cm.exception, omld.OmldTimeout)
+        # A peer that accepts and never answers.
+        srv = socket.socket()
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(1)
+        try:
+            c = omld.Client("127.0.0.1:%d" % srv.getsockname()[1], timeout=0.3)
+            t0 = time.monotonic()
+            with self.assertRaises(omld.OmldTimeout):
+                c.health()
+            self.assertLess(time.monotonic() - t0, 5)
+            self.assertTrue(c.closed)
+        finally:
+            srv.close()
+        # A peer that closes at once.
+        srv = socket.socket()
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(1)
+        t = threading.Thread(target=lambda: srv.accept()[0].close())
+        t.start()
+        try:
+            c = omld.Client("127.0.0.1:%d" % srv.getsockname()[1], timeout=5)
+            with self.assertRaises(omld.OmldConnectionError):
+                c.health()
+        finally:
+            t.join()
+            srv.close()
+
+    # ------------------------------------------------------------ batch helpers
+
+    def test_20_pipelined_batches(self):
+        c = self.c
+        before = c.wait_learned()
+        extra = [("bulk-%d" % i, X[i % N_ITEMS], LABEL[i % N_ITEMS]) for i in range(500)]
+        seen = []
+        r = c.put_items_pipelined(extra, batch=64, window=4,
+                                  progress=lambda done, total: seen.append((done, total)))
+        self.assertEqual((r.created, r.replaced, r.requests, r.done), (500, 0, 8, 500))
+        self.assertEqual(seen[-1], (500, 500))
+        self.assertEqual([d for d, _ in seen], sorted(d for d, _ in seen))
+        self.assertEqual(c.status().items, N_ITEMS + 500)
+
+        # A generator (no len), 2000 triplets in 20 requests, 8 in flight.
+        gen = (triplet(i) for i in range(2000))
+        r = c.add_triplets_pipelined(gen, batch=100, window=8)
+        self.assertEqual((r.accepted, r.requests), (2000, 20))
+        # Plain batching: one request at a time.
+        r = c.add_triplets_batched([triplet(i) for i in range(250)], batch=100)
+        self.assertEqual((r.accepted, r.requests), (250, 3))
+        r = c.add_pairs_pipelined([(ID[40 + i], ID[44 + i], True) for i in range(8)], batch=3)
+        self.assertEqual((r.accepted, r.requests), (8, 3))
+        s = c.wait_learned(before.triplets_applied + 2250 + r.derived_triplets)
+        self.assertEqual(s.triplets_received, before.triplets_received + 2250)
+
+        # An error in batch 2: raised with where it happened and what came before.
+        bad = [triplet(i) for i in range(500)]
+        bad[250] = ("ghost", ID[1], ID[2])
+        with self.assertRaises(omld.NotFound) as cm:
+            c.add_triplets_pipelined(bad, batch=100, window=1)
+        e = cm.exception
+        self.assertEqual((e.batch_index, e.offset), (2, 200))
+        self.assertEqual(e.field, "add_triplets.triplets[50].anchor.id")
+        self.assertEqual(e.totals.accepted, 200)
+        self.assertEqual(c.status().triplets_received, before.triplets_received + 2450)
+        self.assertEqual(e.applied_after, [])
+        # With a window: batches 0-7 sent, 8 and 9 as 0 and 1 are answered;
+        # 5 fails, 6-9 were in flight and are applied; the connection stays
+        # in step.
+        with self.assertRaises(omld.NotFound) as cm:
+            c.add_triplets_pipelined(bad, batch=50, window=8)
+        e = cm.exception
+        self.assertEqual((e.batch_index, e.offset, e.totals.accepted), (5, 250, 250))
+        self.assertEqual(e.applied_after, [(300, 50), (350, 50), (400, 50), (450, 50)])
+        self.assertEqual(c.status().triplets_received, before.triplets_received + 2450 + 450)
+        self.assertTrue(c.health().live)
+        # Bad input in a later batch: a local error, after draining.
+        with self.assertRaises(TypeError):
+            c.put_items_pipelined(extra[:10] + [("x",)], batch=5, window=4)
+        self.assertTrue(c.health().live)
+        c.delete_items([i for i, _, _ in extra])
+
+    def test_21_generic_pipelining_in_order(self):
+        c = self.c
+        ids = []
+        for i in range(60):
+            req = omld.pb.Request()
+            if i % 3 == 0:
+                req.classify.query.id = ID[i % N_ITEMS]
+            elif i % 3 == 1:
+                t = req.add_triplets.triplets.add()
+                t.anchor.id, t.positive.id, t.negative.id = triplet(i)
+            else:
+                req.status.SetInParent()
+            ids.append(c.send(req))
+        want = ["classify", "add_triplets", "status_info"]
+        for i in range(60):
+            r = c.check(c.recv())
+            self.assertEqual(r.request_id, ids[i])
+            self.assertEqual(r.WhichOneof("body"), want[i % 3])
+
+    # ------------------------------------------------------------ the click-log example
+
+    def run_example(self, *args, **kw):
+        env = dict(os.environ, PYTHONPATH=PKG_ROOT)
+        return subprocess.run([sys.executable, EXAMPLE, "--server", D.rpc] + list(args),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                              timeout=60, universal_newlines=True, **kw)
+
+    def test_30_clicklog_example(self):
+        c = self.c
+        before = c.wait_learned()
+        lines = [
+            '{"query": "item-0", "clicked": ["item-4"], "skipped": ["item-1", "item-2"]}',
+            '{"query": "item-1", "clicked": ["item-5", "item-9"], "skipped": ["item-2", "item-3", "item-6"]}',
+            'this is not json',
+            '{"query": 17, "clicked": ["item-4"], "skipped": ["item-1"]}',
+            '',
+            '{"query": "item-2", "clicked": ["item-6"], "skipped": []}',
+            '{"query": "item-3", "clicked": ["item-7"], "skipped": ["item-no-such"]}',
+            '{"query": "item-3", "clicked": ["item-7"], "skipped": ["item-0", "item-1"]}',
+            '["a", "list"]',
+        ]
+        expected = 2 + 6 + 0 + 2   # the unknown id's triplet is dropped
+        path = os.path.join(D.dir, "clicks.jsonl")
+        with open(path, "w") as f:
+            f.write("\n".join(lines))  # the last line has no newline
+        p = self.run_example("--batch", "3", path)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("line 3: skipped: not JSON", p.stderr)
+        self.assertIn("line 4: skipped", p.stderr)
+        self.assertIn("line 9: skipped", p.stderr)
+        self.assertIn("dropping triplet ('item-3', 'item-7', 'item-no-such')", p.stderr)
+        self.assertIn("3 malformed, %d triplets sent" % expected, p.stderr)
+        s = c.wait_learned(before.triplets_applied + expected)
+        self.assertEqual(s.triplets_received, before.triplets_received + expected)
+        self.assertEqual(s.triplets_applied, before.triplets_applied + expected)
+
+        # stdin.
+        p = self.run_example("-", input=lines[0] + "\n" + lines[1] + "\n")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        s2 = c.wait_learned(s.triplets_applied + 8)
+        self.assertEqual(s2.triplets_received, s.triplets_received + 8)
+
+    def test_31_clicklog_follow(self):
+        c = self.c
+        before = c.wait_learned()
+        path = os.path.join(D.dir, "follow.jsonl")
+        old = '{"query": "item-0", "clicked": ["item-4"], "skipped": ["item-1"]}\n'
+        with open(path, "w") as f:
+            f.write(old)  # before the follower starts: not sent without --from-start
+        env = dict(os.environ, PYTHONPATH=PKG_ROOT)
+        proc = subprocess.Popen([sys.executable, EXAMPLE, "--server", D.rpc, "--follow",
+                                 "--batch", "100", "--flush-ms", "100", path],
+                                stderr=subprocess.PIPE, env=env, universal_newlines=True)
+        try:
+            # Once it has said where it starts, appended lines are its.
+            self.assertIn("following %s from byte %d" % (path, len(old)),
+                          proc.stderr.readline())
+            with open(path, "a") as f:
+                for i in range(10):
+                    f.write('{"query": "item-%d", "clicked": ["item-%d"], '
+                            '"skipped": ["item-%d", "item-%d"]}\n'
+                            % (i, i + 4, i + 1, i + 2))
+                    f.flush()
+                    time.sleep(0.02)
+            deadline = time.monotonic() + 20
+            while c.status().triplets_received < before.triplets_received + 20:
+                self.assertLess(time.monotonic(), deadline, "the follower sent nothing")
+                time.sleep(0.05)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=20)
+        self.assertEqual(proc.returncode, 0, err)
+        self.assertEqual(c.status().triplets_received, before.triplets_received + 20)
+        self.assertIn("10 lines, 0 malformed, 20 triplets sent", err)
+
+    # ------------------------------------------------------------ shutdown
+
+    def test_99_sigterm_exits_zero(self):
+        self.c.close()
+        rc = D.stop(signal.SIGTERM)
+        if rc != 0:
+            sys.stderr.write(D.log_text())
+        self.assertEqual(rc, 0)
+
+
+if __name__ == "__main__":
+    unittest.main()
