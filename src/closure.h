@@ -16,6 +16,7 @@
 #ifndef OML_CLOSURE_H
 #define OML_CLOSURE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "err.h"
@@ -65,5 +66,39 @@ int oml_closure_is_dissimilar(const oml_closure *c, uint32_t a, uint32_t b);
 int oml_closure_sample(oml_closure *c, oml_triplet *out);
 
 void oml_closure_get_stats(const oml_closure *c, oml_closure_stats *st);
+
+/* ---- bit-exact serialisation (for checkpoints) ----
+ *
+ * Everything that decides a future answer is written, in the orders the
+ * sampler indexes: the bounds, the RNG state, the counters, the union-find
+ * parent array as it is (path compression included), member and dissimilar
+ * neighbour arrays of every root in their array order, and the eligible
+ * root list in its order. Format version OML_CLOSURE_CODEC_VERSION,
+ * little-endian u32s unless said:
+ *   "OMLC" | version | max_nodes | max_dis_edges | nodes (allocated) |
+ *   roots (listed below) | dis_edges | eligible | components | 0 (reserved)
+ *   u64 rng[4] | u64 similar_pairs, dissimilar_pairs, conflicts, derived
+ *   parent[nodes]
+ *   roots, ascending node, every root with >= 2 members or >= 1 edge:
+ *     node | size | deg | members[size] (only if size >= 2) | nbr[deg]
+ *   eligible[eligible]
+ * Canonical: a buffer that decodes re-encodes to itself. No checksum (the
+ * checkpoint file carries one). */
+#define OML_CLOSURE_CODEC_VERSION 1u
+
+/* Serialises c into a malloc'd buffer (*buf, *len) owned by the caller.
+ * OML_EINVAL, OML_ENOMEM. */
+int oml_closure_encode(const oml_closure *c, uint8_t **buf, size_t *len);
+
+/* Rebuilds a closure from buf (borrowed). Afterwards every query answers as
+ * in the encoded closure and every later add_* / sample call returns the
+ * same triplets, stats and errors as the encoded one would have. The input
+ * is validated as a whole (union-find acyclic with depth <= 32, members
+ * partitioning the nodes by root, edges symmetric between distinct roots
+ * without duplicates, eligible list exact, counts and bounds consistent, RNG
+ * state not all zero) before it is used: OML_EVERSION, OML_EFORMAT with a
+ * diag (field "closure") saying what, OML_EINVAL, OML_ENOMEM. Allocation
+ * is bounded by a constant times len. */
+int oml_closure_decode(oml_closure **out, const uint8_t *buf, size_t len, oml_diag *diag);
 
 #endif

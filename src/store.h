@@ -61,4 +61,34 @@ uint32_t oml_store_count(const oml_store *s); /* live items */
 /* The whole (slots, dim) feature matrix, including tombstoned rows. */
 const float *oml_store_matrix(const oml_store *s);
 
+/* ---- bit-exact serialisation (for checkpoints) ----
+ *
+ * Format version OML_STORE_CODEC_VERSION, little-endian, no padding:
+ *   "OMLS" | u32 version | i32 dim | u32 slots | u32 live | u32 labels
+ *   labels, in label-id order:  u32 len | len bytes
+ *   slots, in slot order:       u8 live (0/1) | i32 label (-1 = none) | u32 id_len | id bytes
+ *   features:                   slots * dim f32, the (slots, dim) matrix row-major
+ * The encoding is canonical: equal stores encode to equal bytes, and a
+ * buffer that decodes re-encodes to itself. No checksum (the checkpoint file
+ * carries one over all its sections). */
+#define OML_STORE_CODEC_VERSION 1u
+
+/* Serialises s into a malloc'd buffer (*buf, *len), owned by the caller.
+ * OML_ENOMEM (nothing is returned then). */
+int oml_store_encode(const oml_store *s, uint8_t **buf, size_t *len);
+
+/* Rebuilds a store from buf (borrowed) with the bound max_items (as in
+ * oml_store_create; the bound is configuration, so it is not in the format).
+ * After it, every accessor answers as in the encoded store, with the same
+ * slot numbers and label ids, and later puts/deletes behave the same (next
+ * slot, next label id). Everything is validated before it is trusted:
+ * OML_EVERSION (another format version), OML_EFORMAT (truncated, trailing
+ * bytes, bad counts or lengths, an id or label that is empty, too long or
+ * has a NUL, two live slots or two labels with the same name, a label id
+ * out of range, dim <= 0, a non-finite feature), OML_EFULL (more slots or
+ * labels than max_items), OML_EINVAL (bad arguments), OML_ENOMEM. The diag
+ * (field "store") says what and where. Allocation is bounded by len. */
+int oml_store_decode(oml_store **out, const uint8_t *buf, size_t len, uint32_t max_items,
+                     oml_diag *diag);
+
 #endif
