@@ -7,6 +7,7 @@ PKGS="build-essential cmake pkg-config
 libopenblas-dev libcmocka-dev libuv1-dev zlib1g-dev
 libprotobuf-c-dev protobuf-c-compiler libhttp-parser-dev
 python3-protobuf protobuf-compiler
+prometheus shellcheck
 dataset-fashion-mnist"
 
 missing=""
