@@ -44,6 +44,9 @@ const omld_option omld_options[] = {
     REAL(default_threshold, 1e-6, 1, "0.5", "verify threshold T (D/2 < T) when a query gives none"),
     INT(max_pipeline, 1, 65536, "256", "requests in flight per connection before reading pauses"),
     INT(queue_capacity, 1, 1 << 24, "16384", "entries (triplets, items, pairs) queued for the learner before backpressure"),
+    STR(fsync, "everysec", "write-ahead log fsync: always (ack after fsync) | everysec | no"),
+    INT(checkpoint_every, 1, 1LL << 40, "100000", "write a checkpoint every N log records"),
+    INT(checkpoint_ms, 1000, 86400000, "300000", "... or every T milliseconds when the log grew"),
     INT(publish_every, 1, 1 << 30, "10000", "publish a new serving view every N updates"),
     INT(publish_ms, 1, 3600000, "500", "... or every T milliseconds when anything changed"),
     {NULL, OMLD_OPT_STR, 0, 0, 0, NULL, NULL},
@@ -246,6 +249,10 @@ int omld_config_validate(const omld_config *c, char *err, size_t errlen)
     if (!ok)
         return fail(err, errlen, NULL, "option 'log_level': '%s' is not error, warn, info or debug",
                     c->log_level);
+    if (strcmp(c->fsync, "always") != 0 && strcmp(c->fsync, "everysec") != 0 &&
+        strcmp(c->fsync, "no") != 0)
+        return fail(err, errlen, NULL, "option 'fsync': '%s' is not always, everysec or no",
+                    c->fsync);
     if (c->data_dir[0] == '\0')
         return fail(err, errlen, NULL, "option '%s' must not be empty", "data_dir");
     return 0;

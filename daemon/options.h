@@ -20,10 +20,12 @@ typedef struct omld_config {
     char data_dir[OMLD_STR_MAX];
     char preset[OMLD_STR_MAX];      /* model preset: default | paper */
     char log_level[OMLD_STR_MAX];   /* error | warn | info | debug */
+    char fsync[OMLD_STR_MAX];       /* always | everysec | no */
     int64_t dim, layers, hidden, emb, seed;
     double eta, tau, beta, s, prox;
     int64_t max_items, max_frame_bytes, max_batch, max_connections, max_k;
     int64_t default_k, max_pipeline;
+    int64_t checkpoint_every, checkpoint_ms;
     double default_threshold;
     int64_t queue_capacity, publish_every, publish_ms;
 } omld_config;

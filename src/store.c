@@ -562,3 +562,10 @@ int oml_store_decode(oml_store **out, const uint8_t *buf, size_t len, uint32_t m
     *out = s;
     return OML_OK;
 }
+
+void oml_store_swap(oml_store *a, oml_store *b)
+{
+    oml_store t = *a;
+    *a = *b;
+    *b = t;
+}

@@ -91,4 +91,9 @@ int oml_store_encode(const oml_store *s, uint8_t **buf, size_t *len);
 int oml_store_decode(oml_store **out, const uint8_t *buf, size_t len, uint32_t max_items,
                      oml_diag *diag);
 
+/* Exchanges the whole contents of a and b (both owned by the caller), so a
+ * store can be replaced in place, e.g. by a decoded checkpoint, while other
+ * code keeps its pointer to it. The caller excludes readers meanwhile. */
+void oml_store_swap(oml_store *a, oml_store *b);
+
 #endif

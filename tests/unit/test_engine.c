@@ -16,6 +16,7 @@
 
 #include <cmocka.h>
 
+#include "checkpoint.h"
 #include "engine.h"
 #include "learner.h"
 #include "log.h"
@@ -269,7 +270,7 @@ static void test_triplets_unknown_id_changes_nothing(void **state)
     stop(&f);
 }
 
-/* Feeds a fixed command sequence and checkpoints; returns the file bytes. */
+/* Feeds a fixed command sequence and checkpoints; returns the model section. */
 static uint8_t *run_sequence(const char *preset, size_t *len)
 {
     fixture f;
@@ -288,10 +289,14 @@ static uint8_t *run_sequence(const char *preset, size_t *len)
         assert_int_equal(f.last->status.code, 0);
     }
     checkpoint(&f);
-    char path[300];
-    snprintf(path, sizeof path, "%s/model.oml", f.dir);
-    uint8_t *buf = oml_test_read_file(path, len);
-    assert_non_null(buf);
+    oml_ckpt ck;
+    assert_int_equal(oml_ckpt_load_file(f.last->msg.checkpoint->path, &ck, NULL), 0);
+    const oml_ckpt_section *m = oml_ckpt_find(&ck, 1 /* the model */);
+    assert_non_null(m);
+    uint8_t *buf = malloc(m->len);
+    memcpy(buf, m->data, m->len);
+    *len = m->len;
+    oml_ckpt_free(&ck);
     stop(&f);
     return buf;
 }

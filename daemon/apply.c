@@ -1,0 +1,300 @@
+/* apply.c - what one state-changing request does to the state (see
+ * engine_int.h): items into the store, pairs into the closure, triplets
+ * (given or derived) into the OAHU learner, one step each. Runs on the
+ * learner thread only, both live and when the write-ahead log is replayed,
+ * so it must depend on nothing but the state and the request. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_int.h"
+#include "log.h"
+
+/* ------------------------------------------------------------ applying */
+
+/* Features of a triplet or pair member: a stored item's row or the inline
+ * vector. NULL with the reply filled if the id is unknown. */
+static const float *resolve(omld_engine *e, const Omld__ItemRef *ref, const char *op, size_t i,
+                            const char *member, omld_reply *r, uint32_t *slot)
+{
+    if (ref->ref_case == OMLD__ITEM_REF__REF_VECTOR)
+        return ref->vector->values;
+    uint32_t s;
+    if (oml_store_find(e->store, ref->id, strlen(ref->id), &s) != OML_OK) {
+        char field[96];
+        snprintf(field, sizeof field, "%s[%zu].%s.id", op, i, member);
+        omld_reply_error(r, OMLD__STATUS__CODE__NOT_FOUND, field, "no stored item has id '%.200s'",
+                         ref->id);
+        return NULL;
+    }
+    if (slot)
+        *slot = s;
+    return oml_store_features(e->store, s);
+}
+
+/* The data-dependent start, from every live stored item in slot order. */
+static void prepare_model(omld_engine *e)
+{
+    oml_learner *l = e->learner;
+    if (l->prepared || !oml_config_needs_data(&l->cfg))
+        return;
+    uint32_t n = oml_store_count(e->store), slots = oml_store_slots(e->store);
+    int32_t dim = oml_store_dim(e->store);
+    if (n < 2) {
+        LOG_WARN("engine", "first triplet with %u stored item(s): the model starts untrained "
+                 "(the %s start needs at least 2 stored items)", n, "data-dependent");
+        l->prepared = 1; /* decided once, at a point fixed by the command order */
+        return;
+    }
+    float *X = malloc((size_t)n * (size_t)dim * sizeof(float));
+    if (X == NULL) {
+        LOG_ERROR("engine", "out of memory preparing the model start");
+        return;
+    }
+    uint32_t k = 0;
+    for (uint32_t s = 0; s < slots; s++)
+        if (oml_store_is_live(e->store, s))
+            memcpy(X + (size_t)k++ * dim, oml_store_features(e->store, s), (size_t)dim * sizeof(float));
+    uint64_t t0 = omld_now_ns();
+    int rc = oml_learner_prepare(l, X, (int32_t)n);
+    free(X);
+    if (rc != OML_OK)
+        LOG_ERROR("engine", "model start from %u items failed: %s", n, oml_strerror(rc));
+    else
+        LOG_INFO("engine", "model start taken from %u stored items in %.0f ms", n,
+                 (double)(omld_now_ns() - t0) / 1e6);
+}
+
+static void learn(omld_engine *e, const float *a, const float *p, const float *n)
+{
+    uint64_t t0 = omld_now_ns();
+    oml_learner_step(e->learner, a, p, n, NULL);
+    omld_hist_observe(&e->metrics->update_latency, omld_now_ns() - t0);
+    omld_count(&e->metrics->triplets_applied, 1);
+    e->dirty = 1;
+}
+
+static int apply_triplets(omld_engine *e, const Omld__AddTripletsRequest *rq, omld_reply *r)
+{
+    size_t n = rq->n_triplets;
+    /* Resolve every member first: an unknown id refuses the whole batch. */
+    for (size_t i = 0; i < n; i++) {
+        const Omld__Triplet *t = rq->triplets[i];
+        if (!(e->rows[3 * i] = resolve(e, t->anchor, "add_triplets.triplets", i, "anchor", r, NULL)) ||
+            !(e->rows[3 * i + 1] = resolve(e, t->positive, "add_triplets.triplets", i, "positive", r, NULL)) ||
+            !(e->rows[3 * i + 2] = resolve(e, t->negative, "add_triplets.triplets", i, "negative", r, NULL))) {
+            atomic_fetch_sub(&e->queued_triplets, n);
+            return 0;
+        }
+    }
+    omld_count(&e->metrics->triplets_received, n);
+    prepare_model(e);
+    for (size_t i = 0; i < n; i++) {
+        learn(e, e->rows[3 * i], e->rows[3 * i + 1], e->rows[3 * i + 2]);
+        atomic_fetch_sub(&e->queued_triplets, 1);
+    }
+    Omld__AddTripletsResponse *b = omld_reply_alloc(r, sizeof *b);
+    if (b == NULL) {
+        omld_reply_error(r, OMLD__STATUS__CODE__INTERNAL, NULL, "out of memory");
+        return 1;
+    }
+    omld__add_triplets_response__init(b);
+    b->accepted = (uint32_t)n;
+    b->queue_depth = atomic_load(&e->queued_triplets);
+    r->msg.body_case = OMLD__RESPONSE__BODY_ADD_TRIPLETS;
+    r->msg.add_triplets = b;
+    return 1;
+}
+
+/* Pairs name stored items (closure nodes are store slots). Each pair is
+ * checked against the closure before anything is added, so a pair that
+ * contradicts what is already known refuses the whole batch unchanged.
+ * A contradiction that only arises between pairs of the same batch is
+ * found when its pair is added; the pairs before it then stay (reported in
+ * the message). */
+static int apply_pairs(omld_engine *e, const Omld__AddPairsRequest *rq, omld_reply *r)
+{
+    size_t n = rq->n_pairs;
+    uint32_t *slots = malloc(2 * n * sizeof *slots);
+    int changed = 0;
+    if (slots == NULL) {
+        omld_reply_error(r, OMLD__STATUS__CODE__INTERNAL, NULL, "out of memory");
+        return 0;
+    }
+    char field[96];
+    for (size_t i = 0; i < n; i++) {
+        const Omld__Pair *p = rq->pairs[i];
+        const Omld__ItemRef *m[2] = {p->a, p->b};
+        for (int j = 0; j < 2; j++) {
+            snprintf(field, sizeof field, "add_pairs.pairs[%zu].%s", i, j ? "b" : "a");
+            if (m[j]->ref_case != OMLD__ITEM_REF__REF_ID) {
+                omld_reply_error(r, OMLD__STATUS__CODE__INVALID_ARGUMENT, field,
+                                 "pair members must be stored item ids: the closure joins "
+                                 "items by id");
+                goto out;
+            }
+            if (!resolve(e, m[j], "add_pairs.pairs", i, j ? "b" : "a", r, &slots[2 * i + j]))
+                goto out;
+        }
+        int similar = p->relation == OMLD__PAIR__RELATION__SIMILAR;
+        uint32_t a = slots[2 * i], b = slots[2 * i + 1];
+        snprintf(field, sizeof field, "add_pairs.pairs[%zu]", i);
+        if (a == b) {
+            if (!similar) {
+                omld_reply_error(r, OMLD__STATUS__CODE__CONFLICT, field,
+                                 "an item cannot be dissimilar to itself");
+                goto out;
+            }
+        } else if (similar ? oml_closure_is_dissimilar(e->closure, a, b)
+                           : oml_closure_is_similar(e->closure, a, b)) {
+            omld_reply_error(r, OMLD__STATUS__CODE__CONFLICT, field,
+                             "'%.100s' and '%.100s' are already known to be %s",
+                             p->a->id, p->b->id, similar ? "dissimilar" : "similar");
+            goto out;
+        }
+    }
+    uint64_t derived = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t a = slots[2 * i], b = slots[2 * i + 1];
+        if (a == b)
+            continue;
+        int got = 0;
+        int rc = rq->pairs[i]->relation == OMLD__PAIR__RELATION__SIMILAR
+                     ? oml_closure_add_similar(e->closure, a, b, e->derived, DERIVED_PER_PAIR, &got)
+                     : oml_closure_add_dissimilar(e->closure, a, b, e->derived, DERIVED_PER_PAIR, &got);
+        if (rc != OML_OK) {
+            snprintf(field, sizeof field, "add_pairs.pairs[%zu]", i);
+            omld_reply_error(r, omld_status_from_oml(rc), field,
+                             "%s with the pairs before it in this batch (those %zu pair(s) were "
+                             "kept)", rc == OML_ECONFLICT ? "contradicts the closure together"
+                                                          : oml_strerror(rc), i);
+            goto learned;
+        }
+        omld_count(&e->metrics->pairs_received, 1);
+        changed = 1;
+        if (got > 0)
+            prepare_model(e);
+        for (int k = 0; k < got; k++)
+            learn(e, oml_store_features(e->store, e->derived[k].a),
+                  oml_store_features(e->store, e->derived[k].p),
+                  oml_store_features(e->store, e->derived[k].n));
+        derived += (uint64_t)got;
+    }
+    Omld__AddPairsResponse *b = omld_reply_alloc(r, sizeof *b);
+    if (b == NULL) {
+        omld_reply_error(r, OMLD__STATUS__CODE__INTERNAL, NULL, "out of memory");
+        goto learned;
+    }
+    omld__add_pairs_response__init(b);
+    b->accepted = (uint32_t)n;
+    b->derived_triplets = derived;
+    r->msg.body_case = OMLD__RESPONSE__BODY_ADD_PAIRS;
+    r->msg.add_pairs = b;
+learned:
+    omld_count(&e->metrics->derived_triplets, derived);
+out:
+    free(slots);
+    return changed;
+}
+
+static int apply_put(omld_engine *e, const Omld__PutItemsRequest *rq, omld_reply *r)
+{
+    size_t n = rq->n_items;
+    /* Capacity first, so the batch is all-or-nothing: every new id (not
+     * live now) takes a fresh slot. */
+    uint64_t fresh = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t s;
+        fresh += oml_store_find(e->store, rq->items[i]->id, strlen(rq->items[i]->id), &s) != OML_OK;
+    }
+    if (oml_store_slots(e->store) + fresh > (uint64_t)e->opts.max_items) {
+        omld_reply_error(r, OMLD__STATUS__CODE__RESOURCE_EXHAUSTED, "put_items.items",
+                         "the store is full: %u of max_items %lld slots used, the batch needs %llu "
+                         "more", oml_store_slots(e->store), (long long)e->opts.max_items,
+                         (unsigned long long)fresh);
+        return 0;
+    }
+    uint32_t created = 0, replaced = 0;
+    pthread_rwlock_wrlock(&e->lock.rw);
+    for (size_t i = 0; i < n; i++) {
+        const Omld__Item *it = rq->items[i];
+        const char *label = it->label_opt_case == OMLD__ITEM__LABEL_OPT_LABEL ? it->label : NULL;
+        uint32_t before = oml_store_slots(e->store);
+        oml_diag d = {0};
+        int rc = oml_store_put(e->store, it->id, strlen(it->id), it->features, label,
+                               label ? strlen(label) : 0, NULL, &d);
+        if (rc != OML_OK) {
+            pthread_rwlock_unlock(&e->lock.rw);
+            char field[96];
+            snprintf(field, sizeof field, "put_items.items[%zu].%s", i, d.field);
+            omld_reply_error(r, omld_status_from_oml(rc), field, "%s (the %zu item(s) before it "
+                             "were stored)", d.msg, i);
+            LOG_ERROR("engine", "put_items failed mid-batch: %s", d.msg);
+            return i > 0;
+        }
+        if (oml_store_slots(e->store) > before)
+            created++;
+        else
+            replaced++;
+    }
+    pthread_rwlock_unlock(&e->lock.rw);
+    omld_count(&e->metrics->items_put, n);
+    e->dirty = 1;
+    Omld__PutItemsResponse *b = omld_reply_alloc(r, sizeof *b);
+    if (b == NULL) {
+        omld_reply_error(r, OMLD__STATUS__CODE__INTERNAL, NULL, "out of memory");
+        return 1;
+    }
+    omld__put_items_response__init(b);
+    b->created = created;
+    b->replaced = replaced;
+    r->msg.body_case = OMLD__RESPONSE__BODY_PUT_ITEMS;
+    r->msg.put_items = b;
+    return 1;
+}
+
+static int apply_delete(omld_engine *e, const Omld__DeleteItemsRequest *rq, omld_reply *r)
+{
+    uint32_t s;
+    if (!rq->missing_ok)
+        for (size_t i = 0; i < rq->n_ids; i++)
+            if (oml_store_find(e->store, rq->ids[i], strlen(rq->ids[i]), &s) != OML_OK) {
+                char field[64];
+                snprintf(field, sizeof field, "delete_items.ids[%zu]", i);
+                omld_reply_error(r, OMLD__STATUS__CODE__NOT_FOUND, field,
+                                 "no stored item has id '%.200s'", rq->ids[i]);
+                return 0;
+            }
+    uint32_t deleted = 0;
+    pthread_rwlock_wrlock(&e->lock.rw);
+    for (size_t i = 0; i < rq->n_ids; i++)
+        deleted += oml_store_delete(e->store, rq->ids[i], strlen(rq->ids[i])) == OML_OK;
+    pthread_rwlock_unlock(&e->lock.rw);
+    omld_count(&e->metrics->items_deleted, deleted);
+    e->dirty |= deleted > 0;
+    Omld__DeleteItemsResponse *b = omld_reply_alloc(r, sizeof *b);
+    if (b == NULL) {
+        omld_reply_error(r, OMLD__STATUS__CODE__INTERNAL, NULL, "out of memory");
+        return deleted > 0;
+    }
+    omld__delete_items_response__init(b);
+    b->deleted = deleted;
+    r->msg.body_case = OMLD__RESPONSE__BODY_DELETE_ITEMS;
+    r->msg.delete_items = b;
+    return deleted > 0;
+}
+
+int omld_apply(omld_engine *e, const Omld__Request *q, omld_reply *r)
+{
+    int changed = 0;
+    switch (q->body_case) {
+    case OMLD__REQUEST__BODY_PUT_ITEMS: changed = apply_put(e, q->put_items, r); break;
+    case OMLD__REQUEST__BODY_DELETE_ITEMS: changed = apply_delete(e, q->delete_items, r); break;
+    case OMLD__REQUEST__BODY_ADD_TRIPLETS: changed = apply_triplets(e, q->add_triplets, r); break;
+    case OMLD__REQUEST__BODY_ADD_PAIRS: changed = apply_pairs(e, q->add_pairs, r); break;
+    default:
+        omld_reply_error(r, OMLD__STATUS__CODE__INVALID_ARGUMENT, "body",
+                         "this operation does not change state");
+    }
+    return changed;
+}

@@ -1,0 +1,103 @@
+/* engine_int.h - the learner thread's state, shared by the files that
+ * make up the engine: engine.c (thread, queue, publishing, API), apply.c
+ * (one command's effect on the state) and persist.c (write-ahead log,
+ * checkpoints, recovery). Not for use outside the engine. */
+#ifndef OMLD_ENGINE_INT_H
+#define OMLD_ENGINE_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "engine.h"
+#include "wal.h"
+
+#define DERIVED_PER_PAIR 8   /* triplets sampled from the closure per new pair fact */
+#define CLOSURE_MAX_DIS_EDGES (1u << 24)
+
+typedef struct cmd {
+    struct cmd *next;
+    const Omld__Request *req;
+    uint64_t cost;
+    omld_engine_done_fn done;
+    void *ctx;
+    omld_reply *reply;
+    int changed;
+} cmd;
+
+typedef struct cmd_list {
+    cmd *head, *tail;
+} cmd_list;
+
+struct omld_engine {
+    omld_config opts;
+    oml_config model_cfg;
+    omld_metrics *metrics;
+    oml_store *store;
+    omld_store_lock lock;
+    oml_closure *closure;
+    oml_learner *learner;
+    omld_views *views;
+
+    /* inbox: guarded by mu */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    cmd_list inbox;
+    uint64_t inbox_cost;
+    uint64_t capacity;
+    int stopping;
+    int wake_wanted;       /* a submit was refused since the last wake */
+
+    /* answers: guarded by out_mu */
+    pthread_mutex_t out_mu;
+    cmd_list outbox;
+    int wake_due;
+    uv_async_t async;
+    void (*wake)(void *arg);
+    void *wake_arg;
+
+    pthread_t thread;
+    int running;
+    atomic_uint_fast64_t queued_triplets;
+
+    /* publishing: engine thread only */
+    uint64_t version;
+    uint64_t published_updates;
+    uint64_t published_ns;
+    int dirty;
+
+    /* for readers: guarded by stats_mu */
+    pthread_mutex_t stats_mu;
+    omld_model_stats stats;
+
+    /* durability: engine thread only (persist.c) */
+    oml_wal *wal;
+    uint64_t ckpt_lsn;          /* log position of the newest checkpoint */
+    uint64_t records_since_ckpt;
+    uint64_t ckpt_ns;
+    uint64_t replayed;          /* records replayed by the last recovery */
+    int read_only;              /* the log cannot be written: refuse changes */
+    uint64_t read_only_since;
+    char read_only_why[160];
+
+    /* engine-thread scratch */
+    oml_triplet *derived;
+    const float **rows;     /* (3 * max_batch) feature pointers of a triplet batch */
+};
+
+/* apply.c: applies one mutation to the state and fills r. Returns 1 if the
+ * state changed (even partly, e.g. pairs before a conflicting one), which is
+ * what the write-ahead log must record so that replay reproduces it. */
+int omld_apply(omld_engine *e, const Omld__Request *q, omld_reply *r);
+
+/* persist.c: the write-ahead log and checkpoints (engine thread only). */
+int omld_persist_open(omld_engine *e, char *err, size_t errlen);   /* load + replay */
+int omld_persist_log(omld_engine *e, const Omld__Request *q);      /* append one change */
+int omld_persist_commit(omld_engine *e, oml_diag *d);               /* group commit */
+void omld_persist_rollback(omld_engine *e, const char *why);        /* undo + read-only */
+int omld_persist_writable(omld_engine *e);                          /* 0 while read-only */
+int omld_persist_checkpoint(omld_engine *e, char *path, size_t path_cap, uint64_t *bytes,
+                            oml_diag *d);
+void omld_persist_maybe_checkpoint(omld_engine *e);
+void omld_persist_close(omld_engine *e);                            /* final checkpoint */
+
+#endif

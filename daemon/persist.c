@@ -1,0 +1,321 @@
+/* persist.c - what the learner thread keeps on disk: the write-ahead log of
+ * every state change and periodic checkpoints of the whole state.
+ *
+ * DESIGN. The log records requests, not effects: every request that changed
+ * state is appended (its packed protobuf) in the order it was applied, and
+ * the group is committed before any of it is answered. Because applying is a
+ * function of the state and the request only (apply.c; one thread, seeded
+ * RNGs, fixed BLAS threading), replaying the log after a checkpoint rebuilds
+ * the state bit for bit. A checkpoint holds the learner, the store, the
+ * closure and the engine's counters at a log position; the two newest are
+ * kept, and the log is trimmed only up to the older one, so a damaged newest
+ * checkpoint can be replaced by the older one plus a longer replay.
+ *
+ * When the log cannot be written (disk full, I/O error), the group's state
+ * changes are undone by reloading the durable state (newest checkpoint +
+ * log), its requests are answered with an error, and the daemon refuses
+ * changes (reads go on) until a probe record can be committed again. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "checkpoint.h"
+#include "engine_int.h"
+#include "log.h"
+#include "modelfile.h"
+
+enum { REC_PROBE = 0, REC_REQUEST = 1 };
+enum { SEC_MODEL = 1, SEC_STORE = 2, SEC_CLOSURE = 3, SEC_META = 4 };
+#define META_BYTES 16     /* u64 view version, u64 reserved */
+#define RETRY_NS 5000000000ull
+
+static void put_u64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get_u64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static int fsync_policy(const char *name)
+{
+    return strcmp(name, "always") == 0 ? OML_WAL_FSYNC_ALWAYS
+           : strcmp(name, "no") == 0   ? OML_WAL_FSYNC_NO
+                                       : OML_WAL_FSYNC_EVERYSEC;
+}
+
+/* ------------------------------------------------------------ replay */
+
+static int replay_record(void *arg, uint8_t type, uint64_t lsn, const uint8_t *payload, size_t len)
+{
+    omld_engine *e = arg;
+    if (type == REC_PROBE)
+        return 0;
+    Omld__Request *q = type == REC_REQUEST ? omld__request__unpack(NULL, len, payload) : NULL;
+    if (q == NULL) {
+        LOG_ERROR("persist", "log record %" PRIu64 " (type %u, %zu bytes) is not a request", lsn,
+                  type, len);
+        return OML_EFORMAT;
+    }
+    if (q->body_case == OMLD__REQUEST__BODY_ADD_TRIPLETS)
+        atomic_fetch_add(&e->queued_triplets, q->add_triplets->n_triplets);
+    omld_reply r;
+    omld_reply_init(&r, q->request_id);
+    omld_apply(e, q, &r);
+    omld_reply_free(&r);
+    omld__request__free_unpacked(q, NULL);
+    e->replayed++;
+    return 0;
+}
+
+/* ------------------------------------------------------------ state load */
+
+/* Replaces the engine's learner, store contents and closure with the
+ * newest good checkpoint's (or fresh ones if there is none), then replays
+ * the log after it. The store keeps its address (contents swapped under the
+ * write lock), since the indexer and queries hold it. */
+static int load_state(omld_engine *e, char *err, size_t errlen)
+{
+    const char *dir = e->opts.data_dir;
+    oml_ckpt ck;
+    oml_diag d = {0};
+    uint64_t t0 = omld_now_ns();
+    int rc = oml_ckpt_load_newest(dir, &ck, NULL, NULL, &d);
+    oml_learner *learner = NULL;
+    oml_store *store = NULL;
+    oml_closure *closure = NULL;
+    uint64_t lsn = 0, version = e->version;
+    if (rc == OML_EEMPTY) {
+        rc = oml_learner_create(&learner, &e->model_cfg, &d);
+        if (rc == OML_OK)
+            rc = oml_store_create(&store, (int32_t)e->opts.dim, (uint32_t)e->opts.max_items);
+        if (rc == OML_OK)
+            rc = oml_closure_create(&closure, (uint32_t)e->opts.max_items, CLOSURE_MAX_DIS_EDGES,
+                                    (uint64_t)e->opts.seed);
+    } else if (rc == OML_OK) {
+        const oml_ckpt_section *m = oml_ckpt_find(&ck, SEC_MODEL), *s = oml_ckpt_find(&ck, SEC_STORE),
+                               *c = oml_ckpt_find(&ck, SEC_CLOSURE), *meta = oml_ckpt_find(&ck, SEC_META);
+        if (!m || !s || !c || !meta || meta->len < META_BYTES) {
+            snprintf(err, errlen, "checkpoint %s lacks a section; move it away to start from the "
+                     "previous one", ck.path);
+            oml_ckpt_free(&ck);
+            return -1;
+        }
+        rc = oml_model_decode(&learner, m->data, m->len, &d);
+        if (rc == OML_OK && !oml_config_equal(&learner->cfg, &e->model_cfg)) {
+            snprintf(err, errlen, "%s holds a model configured differently from the options "
+                     "(dim %d, L %d, hidden %d, emb %d, seed %llu, ...): start with the options it "
+                     "was created with, or with another data_dir", ck.path, learner->cfg.dim,
+                     learner->cfg.layers, learner->cfg.hidden, learner->cfg.emb,
+                     (unsigned long long)learner->cfg.seed);
+            oml_learner_destroy(learner);
+            oml_ckpt_free(&ck);
+            return -1;
+        }
+        if (rc == OML_OK)
+            rc = oml_store_decode(&store, s->data, s->len, (uint32_t)e->opts.max_items, &d);
+        if (rc == OML_OK)
+            rc = oml_closure_decode(&closure, c->data, c->len, &d);
+        lsn = ck.lsn;
+        version = get_u64(meta->data);
+        LOG_INFO("persist", "checkpoint %s: log position %" PRIu64 ", %u items, %" PRIu64
+                 " updates", ck.path, lsn, store ? oml_store_count(store) : 0,
+                 learner ? learner->stats.updates : 0);
+        oml_ckpt_free(&ck);
+    }
+    if (rc != OML_OK) {
+        snprintf(err, errlen, "cannot load the state from %s: %s", dir, d.msg[0] ? d.msg : oml_strerror(rc));
+        oml_learner_destroy(learner);
+        oml_store_destroy(store);
+        oml_closure_destroy(closure);
+        return -1;
+    }
+
+    /* Swap the state in. */
+    oml_learner_destroy(e->learner);
+    e->learner = learner;
+    oml_closure_destroy(e->closure);
+    e->closure = closure;
+    pthread_rwlock_wrlock(&e->lock.rw);
+    oml_store_swap(e->store, store);
+    pthread_rwlock_unlock(&e->lock.rw);
+    oml_store_destroy(store);
+    e->ckpt_lsn = lsn;
+    e->version = version > e->version ? version : e->version;
+    atomic_store(&e->queued_triplets, 0);
+
+    /* Replay the log after the checkpoint. */
+    char wal_dir[OMLD_STR_MAX + 8];
+    snprintf(wal_dir, sizeof wal_dir, "%s/wal", dir);
+    oml_wal_options wo = {.after_lsn = lsn, .fsync = fsync_policy(e->opts.fsync)};
+    oml_wal_recovery rep = {0};
+    oml_wal_close(e->wal, NULL);
+    e->wal = NULL;
+    e->replayed = 0;
+    rc = oml_wal_open(&e->wal, wal_dir, &wo, replay_record, e, &rep, &d);
+    if (rc != OML_OK) {
+        snprintf(err, errlen, "cannot recover the write-ahead log in %s: %s", wal_dir,
+                 d.msg[0] ? d.msg : oml_strerror(rc));
+        return -1;
+    }
+    if (rep.torn)
+        LOG_WARN("persist", "write-ahead log: cut a torn tail at %s offset %" PRIu64
+                 " (%s, %" PRIu64 " bytes dropped): those writes were never acknowledged",
+                 rep.cut_segment, rep.cut_offset, rep.reason, rep.bytes_dropped);
+    LOG_INFO("persist", "recovered: %" PRIu64 " log records replayed after position %" PRIu64
+             " in %.0f ms; %u items, %" PRIu64 " updates", e->replayed, lsn,
+             (double)(omld_now_ns() - t0) / 1e6, oml_store_count(e->store),
+             e->learner->stats.updates);
+    e->records_since_ckpt = e->replayed;
+    e->ckpt_ns = omld_now_ns();
+    return 0;
+}
+
+int omld_persist_open(omld_engine *e, char *err, size_t errlen)
+{
+    if (mkdir(e->opts.data_dir, 0750) != 0 && errno != EEXIST) {
+        snprintf(err, errlen, "cannot create data_dir %s: %s", e->opts.data_dir, strerror(errno));
+        return -1;
+    }
+    return load_state(e, err, errlen);
+}
+
+/* ------------------------------------------------------------ logging */
+
+int omld_persist_log(omld_engine *e, const Omld__Request *q)
+{
+    size_t n = omld__request__get_packed_size(q);
+    uint8_t *buf = malloc(n ? n : 1);
+    if (buf == NULL)
+        return OML_ENOMEM;
+    omld__request__pack(q, buf);
+    uint64_t lsn;
+    int rc = oml_wal_append(e->wal, REC_REQUEST, buf, n, &lsn);
+    free(buf);
+    if (rc == OML_OK)
+        e->records_since_ckpt++;
+    return rc;
+}
+
+int omld_persist_commit(omld_engine *e, oml_diag *d)
+{
+    return oml_wal_commit(e->wal, d);
+}
+
+void omld_persist_rollback(omld_engine *e, const char *why)
+{
+    LOG_ERROR("persist", "the write-ahead log cannot be written (%s): undoing the uncommitted "
+              "changes and refusing writes until it can", why);
+    snprintf(e->read_only_why, sizeof e->read_only_why, "%s", why);
+    e->read_only = 1;
+    e->read_only_since = omld_now_ns();
+    char err[512];
+    if (load_state(e, err, sizeof err) != 0) {
+        /* The durable state is unreadable now: nothing safe to serve writes
+         * from. Reads keep using the last published view. */
+        LOG_ERROR("persist", "reloading the durable state failed: %s", err);
+    }
+    e->dirty = 1; /* publish the reloaded state */
+}
+
+int omld_persist_writable(omld_engine *e)
+{
+    if (!e->read_only)
+        return 1;
+    if (omld_now_ns() - e->read_only_since < RETRY_NS)
+        return 0;
+    e->read_only_since = omld_now_ns();
+    uint64_t lsn;
+    oml_diag d = {0};
+    if (oml_wal_append(e->wal, REC_PROBE, "probe", 5, &lsn) == OML_OK &&
+        oml_wal_commit(e->wal, &d) == OML_OK) {
+        LOG_INFO("persist", "the write-ahead log is writable again: accepting writes");
+        e->read_only = 0;
+        return 1;
+    }
+    snprintf(e->read_only_why, sizeof e->read_only_why, "%s", d.msg);
+    return 0;
+}
+
+/* ------------------------------------------------------------ checkpoints */
+
+int omld_persist_checkpoint(omld_engine *e, char *path, size_t path_cap, uint64_t *bytes,
+                            oml_diag *d)
+{
+    uint64_t t0 = omld_now_ns();
+    int rc = oml_wal_commit(e->wal, d);
+    if (rc == OML_OK)
+        rc = oml_wal_sync(e->wal, d);
+    if (rc != OML_OK)
+        return rc;
+    uint8_t *model = NULL, *store = NULL, *closure = NULL, meta[META_BYTES] = {0};
+    size_t nm = 0, ns = 0, nc = 0;
+    rc = oml_model_encode(e->learner, &model, &nm);
+    if (rc == OML_OK)
+        rc = oml_store_encode(e->store, &store, &ns);
+    if (rc == OML_OK)
+        rc = oml_closure_encode(e->closure, &closure, &nc);
+    put_u64(meta, e->version);
+    uint64_t lsn = oml_wal_last_lsn(e->wal);
+    if (rc == OML_OK) {
+        oml_ckpt_section s[4] = {{SEC_MODEL, model, nm}, {SEC_STORE, store, ns},
+                                 {SEC_CLOSURE, closure, nc}, {SEC_META, meta, META_BYTES}};
+        rc = oml_ckpt_write(e->opts.data_dir, lsn, s, 4, 2, path, path_cap, bytes, d);
+    } else {
+        oml_diag_set(d, rc, "checkpoint", "cannot encode the state: %s", oml_strerror(rc));
+    }
+    free(model);
+    free(store);
+    free(closure);
+    if (rc != OML_OK)
+        return rc;
+    /* Keep the log after the older of the two kept checkpoints. */
+    if (e->ckpt_lsn > 0)
+        oml_wal_truncate_before(e->wal, e->ckpt_lsn + 1, NULL);
+    e->ckpt_lsn = lsn;
+    e->records_since_ckpt = 0;
+    e->ckpt_ns = omld_now_ns();
+    LOG_INFO("persist", "checkpoint at log position %" PRIu64 ": %s (%.1f MB) in %.0f ms", lsn,
+             path ? path : "", bytes ? (double)*bytes / 1e6 : 0.0,
+             (double)(omld_now_ns() - t0) / 1e6);
+    return OML_OK;
+}
+
+void omld_persist_maybe_checkpoint(omld_engine *e)
+{
+    if (e->read_only || e->records_since_ckpt == 0)
+        return;
+    uint64_t age_ms = (omld_now_ns() - e->ckpt_ns) / 1000000u;
+    if (e->records_since_ckpt < (uint64_t)e->opts.checkpoint_every &&
+        age_ms < (uint64_t)e->opts.checkpoint_ms)
+        return;
+    char path[512];
+    uint64_t bytes = 0;
+    oml_diag d = {0};
+    if (omld_persist_checkpoint(e, path, sizeof path, &bytes, &d) != OML_OK)
+        LOG_ERROR("persist", "periodic checkpoint failed: %s (the log keeps everything)", d.msg);
+}
+
+void omld_persist_close(omld_engine *e)
+{
+    if (e->wal == NULL)
+        return;
+    oml_diag d = {0};
+    if (!e->read_only && e->records_since_ckpt > 0) {
+        char path[512];
+        uint64_t bytes;
+        if (omld_persist_checkpoint(e, path, sizeof path, &bytes, &d) != OML_OK)
+            LOG_ERROR("persist", "final checkpoint failed: %s (the log keeps everything)", d.msg);
+    }
+    if (oml_wal_close(e->wal, &d) != OML_OK)
+        LOG_ERROR("persist", "closing the write-ahead log: %s", d.msg);
+    e->wal = NULL;
+}
