@@ -43,12 +43,28 @@ static int read_addr(omld_proc *p)
     return got == 3 ? 0 : -1;
 }
 
+static int spawn(omld_proc *p, const char *const *extra, int timeout_ms);
+
 int omld_proc_start(omld_proc *p, const char *const *extra, int timeout_ms)
 {
     memset(p, 0, sizeof *p);
     snprintf(p->dir, sizeof p->dir, "%s/omld-it-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (mkdtemp(p->dir) == NULL)
         return -1;
+    return spawn(p, extra, timeout_ms);
+}
+
+int omld_proc_restart(omld_proc *p, const char *const *extra, int timeout_ms)
+{
+    char addr[300];
+    snprintf(addr, sizeof addr, "%s/omld.addr", p->dir);
+    unlink(addr);
+    p->rpc[0] = p->http[0] = 0;
+    return spawn(p, extra, timeout_ms);
+}
+
+static int spawn(omld_proc *p, const char *const *extra, int timeout_ms)
+{
     snprintf(p->log, sizeof p->log, "%s/omld.log", p->dir);
     char dir_arg[300];
     snprintf(dir_arg, sizeof dir_arg, "--data_dir=%s", p->dir);
@@ -61,7 +77,7 @@ int omld_proc_start(omld_proc *p, const char *const *extra, int timeout_ms)
     if (pid < 0)
         return -1;
     if (pid == 0) {
-        int fd = open(p->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int fd = open(p->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
         if (fd >= 0) {
             dup2(fd, 2);
             dup2(fd, 1);

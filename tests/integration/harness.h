@@ -23,6 +23,10 @@ typedef struct omld_proc {
  * address file. 0, or -1 (the child is killed, its log printed). */
 int omld_proc_start(omld_proc *p, const char *const *extra_args, int timeout_ms);
 
+/* Starts omld again on p's data directory (after a stop or a kill), same
+ * arguments as given here, new ports. 0 or -1. */
+int omld_proc_restart(omld_proc *p, const char *const *extra_args, int timeout_ms);
+
 /* Sends sig and waits up to timeout_ms for the exit; returns the exit
  * status (0..255), 128 + signal if killed by one, or -1 on timeout (the
  * child is then SIGKILLed). */
