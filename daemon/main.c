@@ -273,6 +273,9 @@ int main(int argc, char **argv)
     }
     omld_log_set_level(omld_log_parse_level(m->cfg.log_level));
     signal(SIGPIPE, SIG_IGN);
+    /* A file size limit (RLIMIT_FSIZE) must fail the write with EFBIG, which
+     * the log reports, instead of killing the process. */
+    signal(SIGXFSZ, SIG_IGN);
     openblas_set_num_threads(1); /* fixed BLAS threading: determinism, no oversubscription */
 
     if (make_dirs(m->cfg.data_dir, err, sizeof err) != 0) {

@@ -78,6 +78,11 @@ static int replay_record(void *arg, uint8_t type, uint64_t lsn, const uint8_t *p
 
 /* ------------------------------------------------------------ state load */
 
+static void on_refused(void *arg, const char *path, const char *why)
+{
+    LOG_WARN("persist", "refusing checkpoint %s; trying the previous one", why);
+}
+
 /* Replaces the engine's learner, store contents and closure with the
  * newest good checkpoint's (or fresh ones if there is none), then replays
  * the log after it. The store keeps its address (contents swapped under the
@@ -88,7 +93,7 @@ static int load_state(omld_engine *e, char *err, size_t errlen)
     oml_ckpt ck;
     oml_diag d = {0};
     uint64_t t0 = omld_now_ns();
-    int rc = oml_ckpt_load_newest(dir, &ck, NULL, NULL, &d);
+    int rc = oml_ckpt_load_newest(dir, &ck, on_refused, NULL, &d);
     oml_learner *learner = NULL;
     oml_store *store = NULL;
     oml_closure *closure = NULL;

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -54,6 +55,16 @@ int omld_proc_start(omld_proc *p, const char *const *extra, int timeout_ms)
     return spawn(p, extra, timeout_ms);
 }
 
+int omld_proc_start_fsize(omld_proc *p, const char *const *extra, int timeout_ms, long fsize)
+{
+    memset(p, 0, sizeof *p);
+    snprintf(p->dir, sizeof p->dir, "%s/omld-it-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    if (mkdtemp(p->dir) == NULL)
+        return -1;
+    p->fsize_limit = fsize;
+    return spawn(p, extra, timeout_ms);
+}
+
 int omld_proc_restart(omld_proc *p, const char *const *extra, int timeout_ms)
 {
     char addr[300];
@@ -84,6 +95,10 @@ static int spawn(omld_proc *p, const char *const *extra, int timeout_ms)
             close(fd);
         }
         setenv("OPENBLAS_NUM_THREADS", "1", 1);
+        if (p->fsize_limit > 0) {
+            struct rlimit rl = {(rlim_t)p->fsize_limit, (rlim_t)p->fsize_limit};
+            setrlimit(RLIMIT_FSIZE, &rl);
+        }
         execv(OMLD_BIN, (char *const *)argv);
         _exit(127);
     }

@@ -16,12 +16,19 @@ typedef struct omld_proc {
     char rpc[128];       /* "127.0.0.1:PORT" */
     char http[128];
     char log[300];       /* the daemon's stderr, kept in dir */
+    long fsize_limit;    /* > 0: RLIMIT_FSIZE of the child */
 } omld_proc;
 
 /* Starts OMLD_BIN (compile-time path) with extra "--name=value" args
  * (NULL-terminated list, may be NULL) and waits up to timeout_ms for its
  * address file. 0, or -1 (the child is killed, its log printed). */
 int omld_proc_start(omld_proc *p, const char *const *extra_args, int timeout_ms);
+
+/* As omld_proc_start, with the child's file size limit (RLIMIT_FSIZE) set
+ * to fsize_bytes: writes past it fail with EFBIG, a stand-in for a full
+ * disk. */
+int omld_proc_start_fsize(omld_proc *p, const char *const *extra_args, int timeout_ms,
+                          long fsize_bytes);
 
 /* Starts omld again on p's data directory (after a stop or a kill), same
  * arguments as given here, new ports. 0 or -1. */

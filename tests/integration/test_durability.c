@@ -1,0 +1,150 @@
+/* test_durability.c - the daemon when its disk fails it or its files are
+ * damaged: a full disk refuses writes with a clear error and keeps serving
+ * reads, and loses nothing it acknowledged; a damaged newest checkpoint is
+ * refused and the previous one plus the log take its place; when no
+ * checkpoint is usable the daemon refuses to start instead of starting
+ * empty over the data. */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+#include "omlclient.h"
+
+#define DIM 16
+#define BATCH 100
+#define TIMEOUT_MS 30000
+
+static const char *const ARGS[] = {"--dim=16", "--preset=paper", "--layers=1", "--hidden=16",
+                                   "--emb=4", "--publish_ms=50", NULL};
+
+static float g_x[BATCH][DIM];
+
+static int put_batch(omlc *c, int b, omlc_error *err)
+{
+    static char ids[BATCH][24];
+    omlc_item items[BATCH];
+    for (int i = 0; i < BATCH; i++) {
+        snprintf(ids[i], sizeof ids[i], "b%d-i%d", b, i);
+        for (int j = 0; j < DIM; j++)
+            g_x[i][j] = (float)((b * BATCH + i) % 97) / 97.0f + (float)j;
+        items[i] = (omlc_item){ids[i], g_x[i], DIM, i % 2 ? "odd" : "even"};
+    }
+    return omlc_put_items(c, items, BATCH, NULL, NULL, err);
+}
+
+static uint64_t status_items(omlc *c)
+{
+    Omld__Response *r = NULL;
+    omlc_error err;
+    assert_int_equal(omlc_status(c, &r, &err), 0);
+    uint64_t n = r->status_info->items;
+    omld__response__free_unpacked(r, NULL);
+    return n;
+}
+
+static void test_disk_full_refuses_writes_keeps_reads(void **state)
+{
+    omld_proc p;
+    assert_int_equal(omld_proc_start_fsize(&p, ARGS, TIMEOUT_MS, 512 * 1024), 0);
+    omlc *c = NULL;
+    omlc_error err;
+    assert_int_equal(omlc_connect(&c, p.rpc, TIMEOUT_MS, &err), 0);
+    int acked = 0, rc = 0;
+    for (int b = 0; b < 1000 && (rc = put_batch(c, b, &err)) == 0; b++)
+        acked++;
+    /* The batch that did not fit in the log is refused, named, undone. */
+    assert_int_equal(rc, 9 /* INTERNAL */);
+    assert_non_null(strstr(err.message, "write-ahead log"));
+    printf("    disk full after %d acknowledged batches: %s\n", acked, err.message);
+    assert_int_equal(status_items(c), (uint64_t)acked * BATCH);
+    /* Further writes are refused while it lasts... */
+    rc = put_batch(c, 5000, &err);
+    assert_int_equal(rc, 5 /* RESOURCE_EXHAUSTED */);
+    assert_non_null(strstr(err.message, "reads are still served"));
+    /* ...and reads go on. */
+    const char *ids[1] = {"b0-i1"};
+    Omld__Response *r = NULL;
+    assert_int_equal(omlc_get_items(c, ids, 1, &r, &err), 0);
+    assert_string_equal(r->get_items->items[0]->label, "odd");
+    omld__response__free_unpacked(r, NULL);
+    omlc_classification cl;
+    omlc_ref q = {"b0-i2", NULL, 0};
+    assert_int_equal(omlc_classify(c, &q, 3, NULL, &cl, &err), 0);
+    omlc_close(c);
+    assert_int_equal(omld_proc_stop(&p, SIGTERM, TIMEOUT_MS), 0);
+
+    /* With room again, everything acknowledged is there after a restart. */
+    p.fsize_limit = 0;
+    assert_int_equal(omld_proc_restart(&p, ARGS, TIMEOUT_MS), 0);
+    assert_int_equal(omlc_connect(&c, p.rpc, TIMEOUT_MS, &err), 0);
+    assert_int_equal(status_items(c), (uint64_t)acked * BATCH);
+    assert_int_equal(put_batch(c, 6000, &err), 0);
+    omlc_close(c);
+    assert_int_equal(omld_proc_stop(&p, SIGTERM, TIMEOUT_MS), 0);
+    omld_proc_cleanup(&p);
+}
+
+/* Flips a byte in the middle of the newest checkpoint file of dir. */
+static void damage_newest_checkpoint(const char *dir, int all)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "cd %s && for f in $(ls -1 checkpoint-*.ckpt | sort -r | head -%d); do "
+             "size=$(stat -c %%s $f); printf '\\377' | dd of=$f bs=1 seek=$((size / 2)) "
+             "conv=notrunc status=none; done", dir, all ? 100 : 1);
+    assert_int_equal(system(cmd), 0);
+}
+
+static void test_damaged_checkpoint_falls_back(void **state)
+{
+    omld_proc p;
+    assert_int_equal(omld_proc_start(&p, ARGS, TIMEOUT_MS), 0);
+    omlc *c = NULL;
+    omlc_error err;
+    assert_int_equal(omlc_connect(&c, p.rpc, TIMEOUT_MS, &err), 0);
+    Omld__Response *r = NULL;
+    for (int b = 0; b < 6; b++) {
+        assert_int_equal(put_batch(c, b, &err), 0);
+        if (b == 1 || b == 3) {
+            assert_int_equal(omlc_checkpoint(c, &r, &err), 0);
+            omld__response__free_unpacked(r, NULL);
+        }
+    }
+    omlc_close(c);
+    assert_int_equal(omld_proc_stop(&p, SIGKILL, TIMEOUT_MS), 128 + SIGKILL);
+
+    damage_newest_checkpoint(p.dir, 0);
+    assert_int_equal(omld_proc_restart(&p, ARGS, TIMEOUT_MS), 0);
+    assert_int_equal(omlc_connect(&c, p.rpc, TIMEOUT_MS, &err), 0);
+    assert_int_equal(status_items(c), 6 * BATCH);
+    omlc_close(c);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "grep -q 'refusing checkpoint .*checksum mismatch.*previous' %s", p.log);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(omld_proc_stop(&p, SIGKILL, TIMEOUT_MS), 128 + SIGKILL);
+
+    /* Every checkpoint damaged: a clear startup error, not an empty start. */
+    damage_newest_checkpoint(p.dir, 1);
+    assert_int_equal(omld_proc_restart(&p, ARGS, 5000), -1);
+    snprintf(cmd, sizeof cmd, "grep -q 'none of the 2 checkpoint' %s", p.log);
+    assert_int_equal(system(cmd), 0);
+    omld_proc_cleanup(&p);
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_disk_full_refuses_writes_keeps_reads),
+        cmocka_unit_test(test_damaged_checkpoint_falls_back),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
