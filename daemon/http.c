@@ -1,4 +1,5 @@
-/* http.c - the status endpoint: GET /status /metrics /livez /readyz.
+/* http.c - the status endpoint: GET /status /metrics /livez /readyz, and the
+ * embedded dashboard at / (dashboard.h).
  *
  * DESIGN. Loop thread only. One omld_http owns the listener and a list of
  * connections; each connection embeds its TCP handle, an idle/deadline
@@ -33,6 +34,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "dashboard.h"
 #include "log.h"
 
 #define MAX_HEADER_BYTES 8192
@@ -340,7 +342,20 @@ static void answer(http_conn *c, int keep_alive)
         return;
     }
     if (route == 0) {
-        send_text(c, 404, "404 Not Found\n", head, keep_alive);
+        /* GET / and /dashboard/...: the embedded dashboard (dashboard.h). */
+        const omld_dashboard_asset *a = omld_dashboard_lookup(path, plen);
+        if (!a) {
+            send_text(c, 404, "404 Not Found\n", head, keep_alive);
+            return;
+        }
+        char *body = head ? NULL : malloc(a->len);
+        if (body)
+            memcpy(body, a->data, a->len);
+        else if (!head) {
+            send_text(c, 500, "500 out of memory\n", 0, keep_alive);
+            return;
+        }
+        send_response(c, 200, a->content_type, body, a->len, head, keep_alive);
         return;
     }
     if (route == 3) {

@@ -8,7 +8,14 @@ libopenblas-dev libcmocka-dev libuv1-dev zlib1g-dev
 libprotobuf-c-dev protobuf-c-compiler libhttp-parser-dev
 python3-protobuf protobuf-compiler
 prometheus shellcheck
+chromium
 dataset-fashion-mnist"
+
+# Node.js for the dashboard test: Debian's nodejs + npm, unless a node and
+# npm are already there (e.g. NodeSource's nodejs, which bundles npm and
+# conflicts with Debian's npm package).
+command -v node >/dev/null 2>&1 || PKGS="$PKGS nodejs"
+command -v npm >/dev/null 2>&1 || PKGS="$PKGS npm"
 
 missing=""
 for p in $PKGS; do
@@ -25,4 +32,12 @@ if [ -n "$missing" ]; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing
 else
     echo "install-deps: all dependencies present"
+fi
+
+# The dashboard test drives Chromium with playwright-core (pinned in
+# tests/dashboard/package-lock.json; 1.x that runs on Debian 12's Node 18).
+here=$(cd "$(dirname "$0")/.." && pwd)
+if [ ! -d "$here/tests/dashboard/node_modules/playwright-core" ]; then
+    echo "install-deps: npm ci --prefix tests/dashboard"
+    npm ci --prefix "$here/tests/dashboard" --no-audit --no-fund >/dev/null
 fi

@@ -1,0 +1,354 @@
+#!/usr/bin/env node
+// dashboard.test.js - omld's live dashboard in headless Chromium.
+//
+// Starts a real omld (OMLD_BIN) on ephemeral ports with a small model,
+// stores items and then streams triplets into it with omlctl (OMLCTL_BIN)
+// while the dashboard (GET /) is open in Debian's chromium, driven by
+// playwright-core. Checks: no console or page errors; the hedge-weight chart
+// has one series per depth with a growing number of points and values that
+// change as triplets arrive; the counters shown (triplets applied, model
+// version) increase; the charts actually paint; the trainer-jobs panel says
+// there are none; and once omld goes away the page shows "disconnected" and
+// keeps retrying. Saves a screenshot (OMLD_DASHBOARD_OUT/dashboard.png, by
+// default next to this file) and prints its path.
+//
+// Needs: chromium (apt-get install chromium; CHROMIUM_BIN overrides
+// /usr/bin/chromium) and playwright-core (npm ci --prefix tests/dashboard).
+// A missing prerequisite is a failure, never a skip.
+"use strict";
+
+const fs = require("fs");
+const os = require("os");
+const path = require("path");
+const { spawn, execFile } = require("child_process");
+
+const HERE = __dirname;
+const CHROMIUM = process.env.CHROMIUM_BIN || "/usr/bin/chromium";
+const OUT_DIR = process.env.OMLD_DASHBOARD_OUT || HERE;
+const FEED_MS = Number(process.env.OMLD_DASHBOARD_FEED_MS || 8000);
+const DIM = 16, CLASSES = 4, ITEMS = 400;
+
+function log(msg) { console.log("dashboard test: " + msg); }
+class Failure extends Error {}
+function fail(msg) { throw new Failure(msg); }
+function check(cond, msg) { if (!cond) fail(msg); log("ok - " + msg); }
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const errors = []; // console errors and page errors seen so far
+
+// ---- prerequisites: fail loudly, with the command that fixes it ----
+function prerequisites() {
+  const bins = {};
+  for (const name of ["OMLD_BIN", "OMLCTL_BIN"]) {
+    const v = process.env[name];
+    if (!v) fail(`${name} is not set (ctest sets it; by hand: ${name}=build/... node ${path.relative(process.cwd(), __filename)})`);
+    if (!fs.existsSync(v)) fail(`${name}=${v} does not exist: build first (cmake --build <build dir>)`);
+    bins[name] = v;
+  }
+  if (!fs.existsSync(CHROMIUM))
+    fail(`chromium not found at ${CHROMIUM}: install it with 'apt-get install -y chromium' ` +
+         `(Debian 12; or set CHROMIUM_BIN)`);
+  let playwright;
+  try {
+    playwright = require("playwright-core");
+  } catch (e) {
+    fail(`playwright-core is not installed: run 'npm ci --prefix tests/dashboard' from the ` +
+         `repository root (${e.code || e.message})`);
+  }
+  return { omld: bins.OMLD_BIN, omlctl: bins.OMLCTL_BIN, playwright };
+}
+
+// ---- a small deterministic data set: 4 classes in 16 dimensions ----
+function prng(seed) {
+  let s = seed >>> 0;
+  return () => {
+    s = (s + 0x6d2b79f5) >>> 0;
+    let t = s;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+const rnd = prng(7);
+function itemsCsv() {
+  const lines = [];
+  for (let i = 0; i < ITEMS; i++) {
+    const c = i % CLASSES, f = [];
+    for (let j = 0; j < DIM; j++) f.push((0.35 * rnd() + (j % CLASSES === c ? 0.5 : 0)).toFixed(4));
+    lines.push(`it${i},c${c},${f.join(",")}`);
+  }
+  return lines.join("\n") + "\n";
+}
+function tripletsCsv(n) {
+  const lines = [];
+  for (let k = 0; k < n; k++) {
+    const a = Math.floor(rnd() * ITEMS), c = a % CLASSES;
+    let p = Math.floor(rnd() * (ITEMS / CLASSES)) * CLASSES + c;
+    if (p === a) p = (p + CLASSES) % ITEMS;
+    let neg = Math.floor(rnd() * ITEMS);
+    if (neg % CLASSES === c) neg = (neg + 1) % ITEMS;
+    lines.push(`it${a},it${p},it${neg}`);
+  }
+  return lines.join("\n") + "\n";
+}
+
+// ---- omld and omlctl ----
+function run(bin, args, timeoutMs) {
+  return new Promise((resolve, reject) => {
+    execFile(bin, args, { timeout: timeoutMs || 30000 }, (err, stdout, stderr) => {
+      if (err) reject(new Failure(`${path.basename(bin)} ${args.join(" ")} failed: ${err.message}\n${stdout}${stderr}`));
+      else resolve(stdout);
+    });
+  });
+}
+
+async function startOmld(bin, dir) {
+  const logPath = path.join(dir, "omld.log");
+  const logFd = fs.openSync(logPath, "w");
+  const child = spawn(bin, [
+    `--data_dir=${dir}`, "--listen=127.0.0.1:0", "--http=127.0.0.1:0",
+    "--dim=16", "--layers=2", "--hidden=32", "--emb=8", "--publish_ms=100",
+  ], { stdio: ["ignore", logFd, logFd], env: { ...process.env, OPENBLAS_NUM_THREADS: "1" } });
+  fs.closeSync(logFd);
+  const proc = { child, logPath, exited: null };
+  child.on("exit", (code, sig) => { proc.exited = { code, sig }; });
+  const addrPath = path.join(dir, "omld.addr");
+  for (let waited = 0; waited < 15000; waited += 50) {
+    if (proc.exited) fail(`omld exited during startup (${JSON.stringify(proc.exited)})`);
+    if (fs.existsSync(addrPath)) {
+      const addr = {};
+      for (const line of fs.readFileSync(addrPath, "utf8").split("\n")) {
+        const [k, v] = line.trim().split(/\s+/);
+        if (k && v) addr[k] = v;
+      }
+      if (addr.rpc && addr.http) { proc.rpc = addr.rpc; proc.http = addr.http; return proc; }
+    }
+    await sleep(50);
+  }
+  fail(`omld did not write ${addrPath} within 15 s`);
+}
+
+async function stopOmld(proc, sig) {
+  if (!proc || proc.exited) return;
+  proc.child.kill(sig || "SIGTERM");
+  for (let waited = 0; waited < 10000 && !proc.exited; waited += 50) await sleep(50);
+  if (!proc.exited) { proc.child.kill("SIGKILL"); await sleep(100); }
+}
+
+async function status(proc) {
+  const r = await fetch(`http://${proc.http}/status`);
+  if (!r.ok) fail(`/status answered ${r.status}`);
+  return r.json();
+}
+
+// ---- what the page shows ----
+async function pageState(page) {
+  return page.evaluate(() => {
+    const chart = (id) => {
+      const el = document.getElementById(id);
+      const c = el.querySelector("canvas");
+      // Painted pixels: the chart really drew something (axes, grid, lines).
+      let painted = 0;
+      try {
+        const d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
+        for (let i = 3; i < d.length; i += 16) if (d[i] > 0) painted++;
+      } catch (e) { painted = -1; }
+      return {
+        series: Number(el.dataset.series), points: Number(el.dataset.points),
+        names: el.dataset.seriesNames || "", last: el.dataset.lastValues || "",
+        lastValue: el.dataset.lastValue, legend: el.querySelectorAll(".legend .item i").length,
+        width: c.width, height: c.height, painted,
+      };
+    };
+    const ids = ["hedge", "loss", "quality", "ingest", "queries", "queue", "backpressure", "version", "items", "connections"];
+    const charts = {};
+    for (const id of ids) charts[id] = chart("chart-" + id);
+    const stat = (id) => document.getElementById(id).dataset.value;
+    return {
+      connection: document.body.dataset.connection,
+      polls: Number(document.body.dataset.polls),
+      okPolls: Number(document.body.dataset.okPolls),
+      badge: document.getElementById("conn-badge").textContent,
+      bannerVisible: getComputedStyle(document.getElementById("banner")).display !== "none",
+      applied: Number(stat("stat-triplets-applied")),
+      version: Number(stat("stat-version")),
+      items: Number(stat("stat-items")),
+      jobs: document.getElementById("jobs").textContent,
+      header: document.getElementById("hdr-model").textContent,
+      charts,
+    };
+  });
+}
+
+async function waitFor(page, what, pred, timeoutMs) {
+  let st;
+  for (let waited = 0; waited <= timeoutMs; waited += 200) {
+    st = await pageState(page);
+    if (pred(st)) return st;
+    await sleep(200);
+  }
+  fail(`timed out after ${timeoutMs} ms waiting for ${what}; page errors: ` +
+       `${errors.join(" | ") || "none"}; page state: ${JSON.stringify(st)}`);
+}
+
+// ---- the test ----
+async function main() {
+  const pre = prerequisites();
+  const dir = fs.mkdtempSync(path.join(process.env.TMPDIR || os.tmpdir(), "omld-dash-"));
+  let proc = null, browser = null, ok = false;
+  try {
+    proc = await startOmld(pre.omld, dir);
+    log(`omld up: rpc ${proc.rpc}, dashboard http://${proc.http}/`);
+    const heads = (await status(proc)).model.heads;
+    check(heads === 3, `the model has 3 heads (layers + 1), /status says ${heads}`);
+
+    fs.writeFileSync(path.join(dir, "items.csv"), itemsCsv());
+    await run(pre.omlctl, ["--server", proc.rpc, "put", path.join(dir, "items.csv")]);
+
+    browser = await pre.playwright.chromium.launch({
+      executablePath: CHROMIUM,
+      headless: true,
+      args: ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+    });
+    const page = await browser.newPage({ viewport: { width: 1440, height: 1000 } });
+    let omldGone = false;
+    page.on("console", (m) => {
+      if (m.type() !== "error") return;
+      // After omld is stopped on purpose, the refused polls are expected.
+      if (omldGone && /ERR_CONNECTION_REFUSED|Failed to fetch|ERR_EMPTY_RESPONSE|ERR_CONNECTION_RESET/.test(m.text())) return;
+      errors.push("console: " + m.text());
+    });
+    page.on("pageerror", (e) => errors.push("page error: " + e.message));
+    page.on("requestfailed", (r) => { if (!omldGone) errors.push(`request failed: ${r.url()} ${r.failure() && r.failure().errorText}`); });
+
+    const resp = await page.goto(`http://${proc.http}/`, { waitUntil: "load" });
+    check(resp.status() === 200 && /text\/html/.test(resp.headers()["content-type"] || ""),
+          `GET / is 200 text/html (${resp.status()} ${resp.headers()["content-type"]})`);
+    check((await page.title()) === "omld dashboard", "the page title is 'omld dashboard'");
+
+    let st = await waitFor(page, "two answered polls and one hedge series per depth",
+                           (s) => s.okPolls >= 2 && s.charts.hedge.series === heads, 10000);
+    const before = st;
+    log(`before feeding: hedge ${before.charts.hedge.last} (${before.charts.hedge.points} points), ` +
+        `triplets applied ${before.applied}`);
+    check(before.connection === "connected" && before.badge === "ready", `the header says ready (${before.badge})`);
+    check(/3 heads/.test(before.header), `the header shows the model config (${before.header})`);
+    check(before.items === ITEMS, `the items stored tile shows ${ITEMS} (${before.items})`);
+
+    // Stream triplets for FEED_MS while watching the page.
+    let feeding = true, batches = 0;
+    const feeder = (async () => {
+      while (feeding) {
+        const f = path.join(dir, `t${batches % 2}.csv`);
+        fs.writeFileSync(f, tripletsCsv(400));
+        await run(pre.omlctl, ["--server", proc.rpc, "triplets", "--batch", "100", f]);
+        batches++;
+        await sleep(150);
+      }
+    })();
+    const seenHedge = new Set([before.charts.hedge.last]);
+    const applied = [before.applied];
+    const t0 = Date.now();
+    while (Date.now() - t0 < FEED_MS) {
+      await sleep(1000);
+      st = await pageState(page);
+      seenHedge.add(st.charts.hedge.last);
+      applied.push(st.applied);
+    }
+    feeding = false;
+    await feeder;
+    const fed = batches * 400;
+    log(`fed ${fed} triplets in ${batches} batches`);
+    st = await waitFor(page, "the page to show every triplet applied", (s) => s.applied >= fed, 10000);
+    seenHedge.add(st.charts.hedge.last);
+    const after = st;
+    log(`after feeding: hedge ${after.charts.hedge.last} (${after.charts.hedge.points} points), ` +
+        `triplets applied ${after.applied}, model version ${after.version}`);
+
+    // The hedge-weight chart: one series per depth, growing, changing.
+    const h = after.charts.hedge;
+    check(h.series === heads && h.legend === heads, `hedge chart: ${heads} series and legend entries (${h.series}, ${h.legend})`);
+    check(h.names === "depth 0,depth 1,depth 2", `hedge series are named by depth (${h.names})`);
+    check(h.points >= before.charts.hedge.points + 5, `hedge chart points grow (${before.charts.hedge.points} -> ${h.points})`);
+    const lastVals = h.last.split(",").map(Number);
+    const sum = lastVals.reduce((a, b) => a + b, 0);
+    check(lastVals.length === heads && Math.abs(sum - 1) < 1e-3, `hedge weights sum to 1 (${h.last})`);
+    check(h.last !== before.charts.hedge.last && seenHedge.size >= 3,
+          `hedge weights change as triplets arrive (${seenHedge.size} distinct readings)`);
+    const srv = await status(proc);
+    const srvAlpha = srv.model.alpha;
+    check(srvAlpha.every((a, i) => Math.abs(a - lastVals[i]) < 0.05),
+          `the chart's last hedge weights match /status (${srvAlpha.join(",")})`);
+
+    // Counters shown on the page increase.
+    check(applied.every((v, i) => i === 0 || v >= applied[i - 1]) && after.applied > before.applied,
+          `triplets applied shown increases (${applied.join(" -> ")} -> ${after.applied})`);
+    check(after.applied <= srv.ingest.triplets_applied, "the page never shows more than /status");
+    check(after.version > before.version, `the model version shown increases (${before.version} -> ${after.version})`);
+
+    // The other charts have data and paint.
+    for (const [name, c] of Object.entries(after.charts)) {
+      check(c.points >= 3 && c.width > 0 && c.painted > 100,
+            `chart ${name}: ${c.series} series, ${c.points} points, painted (${c.painted} px samples)`);
+    }
+    check(after.charts.loss.series === heads, "loss chart has one series per depth");
+    check(after.charts.ingest.names.startsWith("triplets applied/s"), "ingest chart shows triplets applied/s");
+    check(after.charts.version.points >= 3 && Number(after.charts.version.lastValue) === after.version,
+          "model-version chart ends at the version shown");
+    check(/no trainer jobs/.test(after.jobs), `the trainer-jobs panel says 'no trainer jobs' (${after.jobs})`);
+    check(errors.length === 0, `no console or page errors (${errors.join(" | ") || "none"})`);
+
+    fs.mkdirSync(OUT_DIR, { recursive: true });
+    const shot = path.resolve(OUT_DIR, "dashboard.png");
+    await page.screenshot({ path: shot, fullPage: true });
+    log(`screenshot: ${shot}`);
+
+    // Trainer jobs (batch trainers add a "jobs" array to /status): a second
+    // page whose /status is the real one plus two jobs.
+    const page2 = await browser.newPage({ viewport: { width: 1200, height: 900 } });
+    page2.on("pageerror", (e) => errors.push("page error (jobs page): " + e.message));
+    await page2.route("**/status", async (route) => {
+      const r = await route.fetch();
+      const body = await r.json();
+      body.jobs = [
+        { id: "job-1", kind: "batch", state: "running", progress: 0.42, model_version: 7 },
+        { id: "job-2", kind: "batch", state: "queued", done: 0, total: 1000 },
+      ];
+      await route.fulfill({ response: r, json: body });
+    });
+    await page2.goto(`http://${proc.http}/`);
+    await page2.waitForFunction(() => document.getElementById("jobs").dataset.jobs === "2", null, { timeout: 10000 });
+    const jobsText = await page2.locator("#jobs").innerText();
+    check(/job-1/.test(jobsText) && /running/.test(jobsText) && /42\.0%/.test(jobsText) && /job-2/.test(jobsText),
+          `the trainer-jobs panel lists jobs with progress (${jobsText.replace(/\s+/g, " ")})`);
+    await page2.close();
+
+    // omld goes away: the page says so and keeps retrying.
+    omldGone = true;
+    await stopOmld(proc, "SIGTERM");
+    check(proc.exited && proc.exited.code === 0, `omld stopped cleanly on SIGTERM (${JSON.stringify(proc.exited)})`);
+    st = await waitFor(page, "the page to notice omld is gone", (s) => s.connection === "disconnected", 8000);
+    const polls = st.polls;
+    check(st.badge === "disconnected" && st.bannerVisible, `the page shows 'disconnected' (${st.badge})`);
+    st = await waitFor(page, "the page to keep retrying", (s) => s.polls >= polls + 2, 8000);
+    check(true, `the page keeps polling while disconnected (${polls} -> ${st.polls} polls)`);
+    check(errors.length === 0, `still no page errors (${errors.join(" | ") || "none"})`);
+    const shot2 = path.resolve(OUT_DIR, "dashboard-disconnected.png");
+    await page.screenshot({ path: shot2, fullPage: false });
+    log(`screenshot (disconnected): ${shot2}`);
+    ok = true;
+  } finally {
+    if (browser) await browser.close().catch(() => {});
+    if (proc && !proc.exited) await stopOmld(proc, "SIGKILL");
+    if (!ok && proc && fs.existsSync(proc.logPath)) {
+      console.error("---- omld log ----\n" + fs.readFileSync(proc.logPath, "utf8") + "---- end of log ----");
+    }
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+main().then(
+  () => { log("PASS"); process.exit(0); },
+  (e) => {
+    console.error("dashboard test: FAIL: " + (e instanceof Failure ? e.message : e && e.stack || e));
+    process.exit(1);
+  });

@@ -1,0 +1,236 @@
+/* test_dashboard.c - the embedded dashboard (daemon/dashboard.c) and its
+ * route in daemon/http.c: which paths name which asset, that the page is
+ * the whole of daemon/dashboard/index.html (self-contained, with every
+ * chart's canvas), and GET / HEAD / POST on / over a real socket. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "dashboard.h"
+#include "http.h"
+
+static const char *const CANVASES[] = {
+    "canvas-hedge",        "canvas-loss",    "canvas-quality", "canvas-ingest",
+    "canvas-queries",      "canvas-queue",   "canvas-backpressure", "canvas-version",
+    "canvas-items",        "canvas-connections",
+};
+
+static const omld_dashboard_asset *lookup(const char *path)
+{
+    return omld_dashboard_lookup(path, strlen(path));
+}
+
+static void test_lookup(void **state)
+{
+    (void)state;
+    const omld_dashboard_asset *index = lookup("/");
+    assert_non_null(index);
+    assert_string_equal(index->name, "index.html");
+    assert_string_equal(index->content_type, "text/html; charset=utf-8");
+    assert_ptr_equal(lookup("/dashboard"), index);
+    assert_ptr_equal(lookup("/dashboard/"), index);
+    assert_ptr_equal(lookup("/dashboard/index.html"), index);
+
+    assert_null(lookup(""));
+    assert_null(lookup("/index.html"));
+    assert_null(lookup("/dashboardx"));
+    assert_null(lookup("/dashboard/nope.js"));
+    assert_null(lookup("/dashboard//index.html"));
+    assert_null(lookup("/dashboard/../index.html"));
+    assert_null(lookup("/status"));
+    /* The length is what counts, not a NUL. */
+    assert_ptr_equal(omld_dashboard_lookup("/status", 1), index);
+    assert_null(omld_dashboard_lookup("/dashboard/index.htmlX", strlen("/dashboard/index.html") + 1));
+}
+
+static void test_page(void **state)
+{
+    (void)state;
+    const omld_dashboard_asset *a = lookup("/");
+    assert_non_null(a);
+    assert_true(a->len > 1000);
+    assert_int_equal(strlen((const char *)a->data), a->len); /* NUL after, none inside */
+    const char *html = (const char *)a->data;
+    assert_true(strncmp(html, "<!DOCTYPE html>", 15) == 0);
+    for (size_t i = 0; i < sizeof CANVASES / sizeof CANVASES[0]; i++) {
+        char want[64];
+        snprintf(want, sizeof want, "<canvas id=\"%s\">", CANVASES[i]);
+        if (!strstr(html, want))
+            fail_msg("the page has no %s", want);
+    }
+    /* Self-contained: nothing fetched from elsewhere. */
+    assert_null(strstr(html, "<script src"));
+    assert_null(strstr(html, "<link rel=\"stylesheet\""));
+    assert_null(strstr(html, "https://"));
+    assert_null(strstr(html, "@import"));
+    for (size_t i = 0; i < omld_dashboard_asset_count; i++)
+        assert_non_null(omld_dashboard_assets[i].name);
+}
+
+/* ---- the route, over a socket ---- */
+
+static void fake_gather(void *arg, omld_status_input *in)
+{
+    (void)arg;
+    static omld_config cfg;
+    static omld_model_stats model;
+    static omld_metrics metrics;
+    in->version = "9.9.9";
+    in->cfg = &cfg;
+    in->model = &model;
+    in->metrics = &metrics;
+    in->ready = 1;
+}
+
+typedef struct server {
+    uv_loop_t loop;
+    uv_async_t stop;
+    omld_http *http;
+    pthread_t thread;
+    int port;
+} server;
+
+static void on_stop(uv_async_t *a)
+{
+    server *s = a->data;
+    omld_http_close(s->http);
+    uv_close((uv_handle_t *)&s->stop, NULL);
+}
+
+static void *loop_main(void *arg)
+{
+    server *s = arg;
+    uv_run(&s->loop, UV_RUN_DEFAULT);
+    return NULL;
+}
+
+/* One request on its own connection (Connection: close); the whole answer,
+ * NUL-terminated, owned by the caller. */
+static char *exchange(int port, const char *req, size_t *len)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct timeval tv = {5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(send(fd, req, strlen(req), MSG_NOSIGNAL), (ssize_t)strlen(req));
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    assert_non_null(buf);
+    for (;;) {
+        if (n + 1 == cap) {
+            cap *= 2;
+            buf = realloc(buf, cap);
+            assert_non_null(buf);
+        }
+        ssize_t r = recv(fd, buf + n, cap - n - 1, 0);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            fail_msg("recv: %s", strerror(errno));
+        if (r == 0)
+            break;
+        n += (size_t)r;
+    }
+    close(fd);
+    buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
+static const char *body_of(const char *resp)
+{
+    const char *e = strstr(resp, "\r\n\r\n");
+    assert_non_null(e);
+    return e + 4;
+}
+
+static void test_route(void **state)
+{
+    (void)state;
+    server *s = calloc(1, sizeof *s);
+    assert_non_null(s);
+    assert_int_equal(uv_loop_init(&s->loop), 0);
+    struct sockaddr_storage bound;
+    char err[256] = "";
+    if (omld_http_start(&s->http, &s->loop, "127.0.0.1:0", fake_gather, NULL, &bound, err,
+                        sizeof err) != 0)
+        fail_msg("omld_http_start: %s", err);
+    s->port = ntohs(((struct sockaddr_in *)&bound)->sin_port);
+    assert_int_equal(uv_async_init(&s->loop, &s->stop, on_stop), 0);
+    s->stop.data = s;
+    assert_int_equal(pthread_create(&s->thread, NULL, loop_main, s), 0);
+
+    const omld_dashboard_asset *a = lookup("/");
+    char cl[64];
+    snprintf(cl, sizeof cl, "Content-Length: %zu\r\n", a->len);
+    size_t n;
+
+    char *r = exchange(s->port, "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &n);
+    assert_true(strncmp(r, "HTTP/1.1 200 OK\r\n", 17) == 0);
+    assert_non_null(strstr(r, "Content-Type: text/html; charset=utf-8\r\n"));
+    assert_non_null(strstr(r, cl));
+    assert_int_equal((size_t)(r + n - body_of(r)), a->len);
+    assert_memory_equal(body_of(r), a->data, a->len);
+    assert_non_null(strstr(body_of(r), "<canvas id=\"canvas-hedge\">"));
+    free(r);
+
+    r = exchange(s->port, "GET /dashboard/?since=1 HTTP/1.1\r\nConnection: close\r\n\r\n", &n);
+    assert_true(strncmp(r, "HTTP/1.1 200 OK\r\n", 17) == 0);
+    assert_int_equal((size_t)(r + n - body_of(r)), a->len);
+    free(r);
+
+    r = exchange(s->port, "HEAD / HTTP/1.1\r\nConnection: close\r\n\r\n", &n);
+    assert_true(strncmp(r, "HTTP/1.1 200 OK\r\n", 17) == 0);
+    assert_non_null(strstr(r, cl));
+    assert_string_equal(body_of(r), ""); /* no body for HEAD */
+    free(r);
+
+    r = exchange(s->port, "POST / HTTP/1.1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", &n);
+    assert_true(strncmp(r, "HTTP/1.1 405 ", 13) == 0);
+    free(r);
+
+    r = exchange(s->port, "GET /dashboard/nope.js HTTP/1.1\r\nConnection: close\r\n\r\n", &n);
+    assert_true(strncmp(r, "HTTP/1.1 404 ", 13) == 0);
+    free(r);
+
+    /* The other routes are untouched. */
+    r = exchange(s->port, "GET /status HTTP/1.1\r\nConnection: close\r\n\r\n", &n);
+    assert_true(strncmp(r, "HTTP/1.1 200 OK\r\n", 17) == 0);
+    assert_non_null(strstr(r, "application/json"));
+    free(r);
+
+    uv_async_send(&s->stop);
+    assert_int_equal(pthread_join(s->thread, NULL), 0);
+    assert_int_equal(uv_loop_close(&s->loop), 0);
+    free(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_lookup),
+        cmocka_unit_test(test_page),
+        cmocka_unit_test(test_route),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
