@@ -198,7 +198,7 @@ static int start(omld_main *m)
     if (omld_http_start(&m->http, &m->loop, m->cfg.http, gather, m, &http_addr, err,
                         sizeof err) != 0) {
         m->http = NULL;
-        LOG_ERROR("main", "http: %s", err);
+        LOG_ERROR("main", "%s", err);
         return -1;
     }
 
@@ -251,7 +251,7 @@ int main(int argc, char **argv)
     int help = 0, print = 0;
     omld_config_defaults(&m->cfg);
     if (omld_config_parse_args(&m->cfg, argc, argv, &help, &print, err, sizeof err) != 0) {
-        fprintf(stderr, "omld: %s\n(omld --help lists the options)\n", err);
+        fprintf(stderr, "omld: %s\n", err);
         free(m);
         return 2;
     }

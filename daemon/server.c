@@ -23,8 +23,8 @@
  * at the engine or on the pool. conn_close() is idempotent (stop reading,
  * drop the slots nobody else holds, uv_close); the connection is freed when
  * the handle's close callback has run and the last pending slot has come
- * back (its answer is then discarded). Nothing is freed inside a read
- * callback. Write requests own their frame bytes and free them in the write
+ * back (its answer is then discarded); a read or write callback never
+ * frees it. Write requests own their frame bytes and free them in the write
  * callback, whatever the status.
  *
  * Parked connections wait in a FIFO on the server; the engine's wake
@@ -683,11 +683,6 @@ static void handle_frame(omld_conn *c, const uint8_t *p, size_t n)
         return;
     }
     sl->req = req;
-    if (s->draining) {
-        slot_error(sl, req->request_id, OMLD__STATUS__CODE__UNAVAILABLE, NULL,
-                   "the daemon is draining for shutdown; retry elsewhere or later");
-        return;
-    }
     omld_reply r;
     omld_reply_init(&r, req->request_id);
     int route = -1;
@@ -697,6 +692,13 @@ static void handle_frame(omld_conn *c, const uint8_t *p, size_t n)
         return;
     }
     omld_reply_free(&r);
+    if (s->draining && route != OMLD_ROUTE_INLINE) {
+        /* Decoded after the drain began (it was buffered): refused, and
+         * Health / Status still answer so the client can see why. */
+        slot_error(sl, req->request_id, OMLD__STATUS__CODE__UNAVAILABLE, NULL,
+                   "the daemon is draining for shutdown; retry elsewhere or later");
+        return;
+    }
     sl->route = route;
     switch (route) {
     case OMLD_ROUTE_INLINE:

@@ -41,11 +41,12 @@ int omld_server_draining(const omld_server *s);
 
 /* Graceful stop: closes the listeners (and unlinks the Unix socket), stops
  * reading, answers every request already decoded (frames buffered but not
- * yet decoded get UNAVAILABLE), then closes each connection once its
- * answers are written. Connections still open after a grace period (a
- * client that does not read) are closed hard. When every handle is closed,
- * done(arg) runs on the loop thread and the server frees itself: s is
- * invalid after done. Call once. */
+ * yet decoded get UNAVAILABLE, except Health and Status), then closes each
+ * connection once its answers are written. Connections still open after a
+ * grace period (a client that does not read) are closed hard; answers still
+ * being computed for them are discarded when they come back. When every
+ * handle is closed, done(arg) runs on the loop thread and the server frees
+ * itself: s is invalid after done. Call once. */
 void omld_server_drain(omld_server *s, void (*done)(void *arg), void *arg);
 
 /* --- address helpers, shared with main.c --- */
