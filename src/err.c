@@ -19,6 +19,7 @@ const char *oml_strerror(int err)
     case OML_EFULL: return "capacity reached";
     case OML_EEMPTY: return "no data";
     case OML_ECONFLICT: return "conflicting input";
+    case OML_ECANCELED: return "cancelled";
     }
     return "unknown error";
 }

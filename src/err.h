@@ -21,7 +21,8 @@ enum oml_err {
     OML_EVERSION = -8,  /* a file was written by another format version */
     OML_EFULL = -9,     /* a bounded container is at its capacity */
     OML_EEMPTY = -10,   /* the operation needs data that is not there yet */
-    OML_ECONFLICT = -11 /* the input contradicts state (e.g. sim and dis) */
+    OML_ECONFLICT = -11,/* the input contradicts state (e.g. sim and dis) */
+    OML_ECANCELED = -12 /* a long operation was cancelled on request */
 };
 
 /* Returns a static, human-readable name for an error code. */

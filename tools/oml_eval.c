@@ -4,7 +4,14 @@
  * stored, labelled reference items) and test, streams seed + closure-derived
  * triplets over dev through one learner in one pass, then classifies every
  * (or a subsample of) test point against the dev set with Eq. 23-25.
- * Prints a readable report and, last, one JSON line. */
+ * Prints a readable report and, last, one JSON line.
+ *
+ * --method / --split (issue 4) evaluate the batch trainers and baselines:
+ * class-disjoint trains on classes 0-4 of the 70,000 and measures retrieval
+ * (Recall@1/2/4/8, MAP@R) and k-means clustering (NMI, F1) on classes 5-9;
+ * standard trains on the 1:1 dev half and reports the kNN error of the test
+ * half in the method's embedding. --method oahu --split standard (the
+ * default) is the protocol above, unchanged. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,18 +19,29 @@
 #include <time.h>
 
 
+#include "anml.h"
+#include "batch.h"
 #include "config.h"
+#include "dml_metrics.h"
 #include "idx.h"
 #include "index.h"
 #include "learner.h"
+#include "net.h"
+#include "rng.h"
 #include "protocol.h"
 #include "serve.h"
 #include "store.h"
 
 extern void openblas_set_num_threads(int);
 
+enum eval_method { M_OAHU, M_RAW, M_TRIPLET, M_LANML, M_DANML };
+static const char *const METHOD_NAMES[] = {"oahu", "raw", "triplet", "lanml", "danml"};
+
 typedef struct eval_opts {
     int32_t constraints, k, test_subsample, runs, heads_report;
+    int32_t method, class_disjoint, train_subsample, verbose;
+    int32_t epochs, depth, batch_m, batch_k, patience, optim;
+    float lr, val_frac, gamma1, gamma2, lambda1, lambda2, margin, lreg, scale;
     double max_error; /* exit 3 if the mean error is above (0 = no check) */
     uint64_t seed;
     const char *preset, *data_dir;
@@ -59,7 +77,17 @@ static void usage(FILE *f)
             "  --max-error X       exit with status 3 if the mean error rate exceeds X\n"
             " overrides of the preset (ablations):\n"
             "  --eta X --tau X --prox X --eta-decay X --beta X --s X\n"
-            "  --layers N --hidden N --emb N --init random|pca --center 0|1 --hedge abtl|margin|hard|local\n");
+            "  --layers N --hidden N --emb N --init random|pca --center 0|1 --hedge abtl|margin|hard|local\n"
+            " batch trainers and baselines (issue 4):\n"
+            "  --method M          oahu (default) | raw | triplet | lanml | danml\n"
+            "  --split S           standard (default: kNN error on the 1:1 split) |\n"
+            "                      class-disjoint (train classes 0-4, retrieval/clustering on 5-9)\n"
+            "  --train-subsample N train on the first N shuffled training items (default all)\n"
+            "  --epochs N --lr X --depth N --batch-m N --batch-k N --patience N --val-frac X\n"
+            "  --optim adam|sgd    (batch methods; --hidden/--emb size their network)\n"
+            "  --gamma1 X --gamma2 X --lambda1 X --lambda2 X --margin X --lreg X --scale X\n"
+            "                      loss hyper-parameters (ANML Eq. 19/22; margin also triplet)\n"
+            "  --verbose           print every epoch of the batch trainers\n");
 }
 
 static int parse_args(int argc, char **argv, eval_opts *o)
@@ -71,6 +99,9 @@ static int parse_args(int argc, char **argv, eval_opts *o)
     o->seed = 1;
     o->preset = "default";
     o->data_dir = OML_FMNIST_DIR;
+    o->lr = o->val_frac = o->gamma1 = o->gamma2 = o->lambda1 = o->lambda2 = NAN;
+    o->margin = o->lreg = o->scale = NAN;
+    o->epochs = o->depth = o->batch_m = o->batch_k = o->patience = o->optim = -1;
     oml_config *v = &o->overrides;
     v->eta = v->tau = v->prox = v->eta_decay = v->beta = v->s = NAN;
     v->layers = v->hidden = v->emb = v->init = v->center = v->hedge_signal = -1;
@@ -83,6 +114,55 @@ static int parse_args(int argc, char **argv, eval_opts *o)
             exit(0);
         } else if (strcmp(a, "--heads-report") == 0) {
             o->heads_report = 1;
+        } else if (strcmp(a, "--verbose") == 0) {
+            o->verbose = 1;
+        } else if (OPT("--method")) {
+            o->method = -1;
+            for (int m = 0; m < (int)(sizeof METHOD_NAMES / sizeof *METHOD_NAMES); m++)
+                if (strcmp(val, METHOD_NAMES[m]) == 0)
+                    o->method = m;
+            if (o->method < 0) {
+                fprintf(stderr, "oml-eval: unknown --method '%s' (oahu|raw|triplet|lanml|danml)\n", val);
+                return -1;
+            }
+        } else if (OPT("--split")) {
+            if (strcmp(val, "standard") != 0 && strcmp(val, "class-disjoint") != 0) {
+                fprintf(stderr, "oml-eval: unknown --split '%s' (standard|class-disjoint)\n", val);
+                return -1;
+            }
+            o->class_disjoint = strcmp(val, "class-disjoint") == 0;
+        } else if (OPT("--train-subsample")) {
+            o->train_subsample = atoi(val);
+        } else if (OPT("--epochs")) {
+            o->epochs = atoi(val);
+        } else if (OPT("--depth")) {
+            o->depth = atoi(val);
+        } else if (OPT("--batch-m")) {
+            o->batch_m = atoi(val);
+        } else if (OPT("--batch-k")) {
+            o->batch_k = atoi(val);
+        } else if (OPT("--patience")) {
+            o->patience = atoi(val);
+        } else if (OPT("--optim")) {
+            o->optim = strcmp(val, "sgd") == 0 ? OML_BATCH_SGD : OML_BATCH_ADAM;
+        } else if (OPT("--lr")) {
+            o->lr = strtof(val, NULL);
+        } else if (OPT("--val-frac")) {
+            o->val_frac = strtof(val, NULL);
+        } else if (OPT("--gamma1")) {
+            o->gamma1 = strtof(val, NULL);
+        } else if (OPT("--gamma2")) {
+            o->gamma2 = strtof(val, NULL);
+        } else if (OPT("--lambda1")) {
+            o->lambda1 = strtof(val, NULL);
+        } else if (OPT("--lambda2")) {
+            o->lambda2 = strtof(val, NULL);
+        } else if (OPT("--margin")) {
+            o->margin = strtof(val, NULL);
+        } else if (OPT("--lreg")) {
+            o->lreg = strtof(val, NULL);
+        } else if (OPT("--scale")) {
+            o->scale = strtof(val, NULL);
         } else if (OPT("--constraints")) {
             o->constraints = atoi(val);
         } else if (OPT("--seed")) {
@@ -129,6 +209,10 @@ static int parse_args(int argc, char **argv, eval_opts *o)
             return -1;
         }
 #undef OPT
+    }
+    if (o->train_subsample < 0) {
+        fprintf(stderr, "oml-eval: --train-subsample >= 0\n");
+        return -1;
     }
     if (o->constraints < 2 || o->k < 1 || o->k > OML_SERVE_MAX_K || o->runs < 1 || o->test_subsample < 0) {
         fprintf(stderr, "oml-eval: --constraints >= 2, --k in [1, %d], --runs >= 1, --test-subsample >= 0\n",
@@ -308,6 +392,298 @@ done:
     return rc;
 }
 
+/* ---- issue 4: batch trainers and baselines on the DML protocols ---- */
+
+typedef struct dml_result {
+    double recall[4], map_at_r, nmi, f1, error, train_s;
+    int32_t epochs;
+} dml_result;
+
+static const int32_t RECALL_KS[4] = {1, 2, 4, 8};
+
+static void print_epoch(void *ctx, const oml_batch_progress *p)
+{
+    (void)ctx;
+    printf("    epoch %d/%d  step %lld  loss %.5f  val R@1 %.4f (best %.4f)  %.1f s\n", p->epoch,
+           p->epochs, (long long)p->step, p->loss, p->val_r1, p->best_val_r1, p->elapsed_s);
+    fflush(stdout);
+}
+
+static void batch_spec_from_opts(const eval_opts *o, int32_t method, uint64_t seed,
+                                 oml_batch_spec *sp)
+{
+    oml_batch_spec_default(sp, method);
+    sp->seed = seed;
+    if (o->epochs > 0) sp->epochs = o->epochs;
+    if (o->depth >= 0) sp->depth = o->depth;
+    if (o->batch_m > 0) sp->m = o->batch_m;
+    if (o->batch_k > 0) sp->k = o->batch_k;
+    if (o->patience >= 0) sp->patience = o->patience;
+    if (o->optim >= 0) sp->optim = o->optim;
+    if (!isnan(o->lr)) sp->lr = o->lr;
+    if (!isnan(o->val_frac)) sp->val_frac = o->val_frac;
+    if (o->overrides.hidden > 0) sp->hidden = o->overrides.hidden;
+    if (o->overrides.emb > 0) sp->emb = o->overrides.emb;
+    if (sp->depth > 0)
+        sp->init_identity = 0; /* the identity start is for the linear map only */
+    if (o->verbose)
+        sp->progress = print_epoch;
+}
+
+/* E (n, (L+1) emb): every head of the live model, head l scaled by
+ * sqrt(alpha(l)), so that ||E(a) - E(b)||^2 = sum_l alpha(l) D(l)(a,b)^2:
+ * one embedding that weighs the heads as the hedge does. */
+static int oahu_embed(const oml_learner *l, const float *X, int32_t n, float *E)
+{
+    const oml_net_layout *lay = &l->lay;
+    int heads = lay->layers + 1, e = lay->emb;
+    oml_net_acts acts;
+    int32_t cap = 512;
+    if (oml_net_acts_init(&acts, lay, cap) != OML_OK)
+        return OML_ENOMEM;
+    for (int32_t i = 0; i < n; i += cap) {
+        int32_t b = n - i < cap ? n - i : cap;
+        oml_net_forward(lay, l->params, X + (size_t)i * lay->dim, b, &acts);
+        for (int32_t r = 0; r < b; r++)
+            for (int h = 0; h < heads; h++) {
+                float w = sqrtf(l->alpha[h]);
+                for (int32_t j = 0; j < e; j++)
+                    E[((size_t)(i + r) * heads + h) * e + j] = w * acts.f[h][(size_t)r * e + j];
+            }
+    }
+    oml_net_acts_free(&acts);
+    return OML_OK;
+}
+
+/* Trains `method` on Xtr (ntr, dim) and embeds Xtr and Xte into owned
+ * buffers of *edim columns. raw: the features themselves. */
+static int dml_embed(const eval_opts *o, uint64_t seed, const float *Xtr, const int32_t *ytr,
+                     int32_t ntr, const float *Xte, int32_t nte, int32_t dim, float **Etr,
+                     float **Ete, int32_t *edim, dml_result *res)
+{
+    oml_diag diag = {0};
+    int rc = OML_OK;
+    double t0 = now_s();
+    *Etr = *Ete = NULL;
+    if (o->method == M_RAW) {
+        *edim = dim;
+        *Etr = malloc((size_t)ntr * dim * sizeof(float));
+        *Ete = malloc((size_t)nte * dim * sizeof(float));
+        if (!*Etr || !*Ete)
+            return OML_ENOMEM;
+        memcpy(*Etr, Xtr, (size_t)ntr * dim * sizeof(float));
+        memcpy(*Ete, Xte, (size_t)nte * dim * sizeof(float));
+        return OML_OK;
+    }
+    if (o->method == M_OAHU) {
+        oml_config cfg;
+        if (oml_config_preset(&cfg, o->preset, dim) != OML_OK)
+            return OML_EINVAL;
+        apply_overrides(&cfg, &o->overrides);
+        cfg.seed = seed;
+        oml_stream stream = {0};
+        oml_learner *learner = NULL;
+        rc = oml_stream_make(&stream, ytr, ntr, o->constraints, seed, &diag);
+        if (rc == OML_OK)
+            rc = oml_learner_create(&learner, &cfg, &diag);
+        if (rc == OML_OK && oml_config_needs_data(&cfg))
+            rc = oml_learner_prepare(learner, Xtr, ntr);
+        for (int32_t i = 0; rc == OML_OK && i < stream.n; i++) {
+            const oml_triplet *t = &stream.t[i];
+            oml_step_report rep;
+            oml_learner_step(learner, Xtr + (size_t)t->a * dim, Xtr + (size_t)t->p * dim,
+                             Xtr + (size_t)t->n * dim, &rep);
+        }
+        res->train_s = now_s() - t0;
+        if (rc == OML_OK) {
+            *edim = (learner->lay.layers + 1) * learner->lay.emb;
+            *Etr = malloc((size_t)ntr * *edim * sizeof(float));
+            *Ete = malloc((size_t)nte * *edim * sizeof(float));
+            rc = *Etr && *Ete ? oahu_embed(learner, Xtr, ntr, *Etr) : OML_ENOMEM;
+            if (rc == OML_OK)
+                rc = oahu_embed(learner, Xte, nte, *Ete);
+        }
+        oml_learner_destroy(learner);
+        oml_stream_free(&stream);
+    } else {
+        int32_t method = o->method == M_TRIPLET ? OML_BATCH_TRIPLET
+                         : o->method == M_LANML ? OML_BATCH_LANML
+                                                : OML_BATCH_DANML;
+        oml_batch_spec sp;
+        batch_spec_from_opts(o, method, seed, &sp);
+        oml_triplet_hp thp = {0.2f, 0};
+        oml_lanml_hp lhp;
+        oml_danml_hp dhp;
+        oml_lanml_hp_default(&lhp);
+        oml_danml_hp_default(&dhp);
+        if (!isnan(o->margin)) thp.margin = lhp.margin = dhp.margin = o->margin;
+        if (!isnan(o->gamma1)) lhp.gamma1 = dhp.gamma1 = o->gamma1;
+        if (!isnan(o->gamma2)) lhp.gamma2 = dhp.gamma2 = o->gamma2;
+        if (!isnan(o->lambda1)) dhp.lambda1 = o->lambda1;
+        if (!isnan(o->lambda2)) dhp.lambda2 = o->lambda2;
+        if (!isnan(o->lreg)) lhp.lambda = o->lreg;
+        if (!isnan(o->scale)) dhp.scale = o->scale;
+        sp.loss_hp = method == OML_BATCH_TRIPLET ? (const void *)&thp
+                     : method == OML_BATCH_LANML ? (const void *)&lhp
+                                                 : (const void *)&dhp;
+        oml_batch_model *model = NULL;
+        rc = oml_batch_train(&sp, Xtr, ytr, ntr, dim, &model, &diag);
+        res->train_s = now_s() - t0;
+        if (rc == OML_OK) {
+            res->epochs = model->epochs_run;
+            *edim = model->lay.emb;
+            *Etr = malloc((size_t)ntr * *edim * sizeof(float));
+            *Ete = malloc((size_t)nte * *edim * sizeof(float));
+            rc = *Etr && *Ete ? oml_batch_model_embed(model, Xtr, ntr, *Etr) : OML_ENOMEM;
+            if (rc == OML_OK)
+                rc = oml_batch_model_embed(model, Xte, nte, *Ete);
+        }
+        oml_batch_model_destroy(model);
+    }
+    if (rc != OML_OK)
+        fprintf(stderr, "oml-eval: %s%s%s\n", oml_batch_strerror(rc), diag.msg[0] ? ": " : "",
+                diag.msg);
+    return rc;
+}
+
+static int dml_run_once(const eval_opts *o, uint64_t seed, const float *images,
+                        const int32_t *labels, int32_t n_all, int32_t dim, dml_result *res)
+{
+    memset(res, 0, sizeof *res);
+    int32_t *tr = malloc((size_t)n_all * sizeof *tr), *te = malloc((size_t)n_all * sizeof *te);
+    int32_t ntr = 0, nte = 0;
+    if (!tr || !te) {
+        free(tr);
+        free(te);
+        return OML_ENOMEM;
+    }
+    if (o->class_disjoint) {
+        /* Train on classes 0-4, test on 5-9 (the deep metric learning split),
+         * each shuffled with the seed so subsamples are random. */
+        oml_rng rng;
+        oml_rng_seed(&rng, seed);
+        for (int32_t i = 0; i < n_all; i++) {
+            if (labels[i] < 5)
+                tr[ntr++] = i;
+            else
+                te[nte++] = i;
+        }
+        for (int32_t *a = tr, m = ntr, pass = 0; pass < 2; pass++, a = te, m = nte)
+            for (int32_t i = m - 1; i > 0; i--) {
+                int32_t j = (int32_t)oml_rng_below(&rng, (uint64_t)i + 1), t = a[i];
+                a[i] = a[j];
+                a[j] = t;
+            }
+    } else {
+        oml_split split;
+        int rc = oml_split_make(&split, n_all, seed);
+        if (rc != OML_OK) {
+            free(tr);
+            free(te);
+            return rc;
+        }
+        ntr = split.n_dev;
+        nte = split.n_test;
+        memcpy(tr, split.dev, (size_t)ntr * sizeof *tr);
+        memcpy(te, split.test, (size_t)nte * sizeof *te);
+        oml_split_free(&split);
+    }
+    if (o->train_subsample > 0 && o->train_subsample < ntr)
+        ntr = o->train_subsample;
+    if (o->test_subsample > 0 && o->test_subsample < nte)
+        nte = o->test_subsample;
+    float *Xtr = malloc((size_t)ntr * dim * sizeof(float));
+    float *Xte = malloc((size_t)nte * dim * sizeof(float));
+    int32_t *ytr = malloc((size_t)ntr * sizeof *ytr), *yte = malloc((size_t)nte * sizeof *yte);
+    float *Etr = NULL, *Ete = NULL;
+    int32_t edim = 0;
+    int rc = Xtr && Xte && ytr && yte ? OML_OK : OML_ENOMEM;
+    for (int32_t i = 0; rc == OML_OK && i < ntr; i++) {
+        memcpy(Xtr + (size_t)i * dim, images + (size_t)tr[i] * dim, (size_t)dim * sizeof(float));
+        ytr[i] = labels[tr[i]];
+    }
+    for (int32_t i = 0; rc == OML_OK && i < nte; i++) {
+        memcpy(Xte + (size_t)i * dim, images + (size_t)te[i] * dim, (size_t)dim * sizeof(float));
+        yte[i] = labels[te[i]];
+    }
+    if (rc == OML_OK)
+        rc = dml_embed(o, seed, Xtr, ytr, ntr, Xte, nte, dim, &Etr, &Ete, &edim, res);
+    if (rc == OML_OK && o->class_disjoint) {
+        rc = oml_dml_retrieval(Ete, yte, nte, edim, RECALL_KS, 4, res->recall, &res->map_at_r);
+        if (rc == OML_OK)
+            rc = oml_dml_clustering(Ete, yte, nte, edim, seed, &res->nmi, &res->f1);
+    } else if (rc == OML_OK) {
+        rc = oml_dml_knn_error(Etr, ytr, ntr, Ete, yte, nte, edim, o->k, &res->error);
+    }
+    free(tr);
+    free(te);
+    free(Xtr);
+    free(Xte);
+    free(ytr);
+    free(yte);
+    free(Etr);
+    free(Ete);
+    return rc;
+}
+
+static int run_dml(const eval_opts *o, const float *images, const int32_t *labels, int32_t n,
+                   int32_t dim)
+{
+    const char *mname = METHOD_NAMES[o->method];
+    const char *sname = o->class_disjoint ? "class-disjoint" : "standard";
+    printf("method %s, split %s, %d run(s) from seed %llu\n", mname, sname, o->runs,
+           (unsigned long long)o->seed);
+    dml_result sum = {0}, r;
+    double per[64];
+    for (int i = 0; i < o->runs; i++) {
+        uint64_t seed = o->seed + (uint64_t)i;
+        int rc = dml_run_once(o, seed, images, labels, n, dim, &r);
+        if (rc != OML_OK) {
+            fprintf(stderr, "oml-eval: run %d failed: %s\n", i + 1, oml_batch_strerror(rc));
+            return 1;
+        }
+        if (o->class_disjoint)
+            printf("  run %d (seed %llu): R@1 %.4f  R@2 %.4f  R@4 %.4f  R@8 %.4f  NMI %.4f  "
+                   "F1 %.4f  MAP@R %.4f  train %.1f s (%d epochs)\n",
+                   i + 1, (unsigned long long)seed, r.recall[0], r.recall[1], r.recall[2],
+                   r.recall[3], r.nmi, r.f1, r.map_at_r, r.train_s, r.epochs);
+        else
+            printf("  run %d (seed %llu): kNN error %.4f  train %.1f s (%d epochs)\n", i + 1,
+                   (unsigned long long)seed, r.error, r.train_s, r.epochs);
+        if (i < 64)
+            per[i] = o->class_disjoint ? r.recall[0] : r.error;
+        for (int k = 0; k < 4; k++)
+            sum.recall[k] += r.recall[k];
+        sum.map_at_r += r.map_at_r;
+        sum.nmi += r.nmi;
+        sum.f1 += r.f1;
+        sum.error += r.error;
+        sum.train_s += r.train_s;
+    }
+    double R = o->runs;
+    printf("{\"method\":\"%s\",\"split\":\"%s\",", mname, sname);
+    if (o->class_disjoint)
+        printf("\"recall_at_1\":%.5f,\"recall_at_2\":%.5f,\"recall_at_4\":%.5f,"
+               "\"recall_at_8\":%.5f,\"p_at_1\":%.5f,\"nmi\":%.5f,\"f1\":%.5f,\"map_at_r\":%.5f,"
+               "\"recall_at_1_runs\":[",
+               sum.recall[0] / R, sum.recall[1] / R, sum.recall[2] / R, sum.recall[3] / R,
+               sum.recall[0] / R, sum.nmi / R, sum.f1 / R, sum.map_at_r / R);
+    else
+        printf("\"error_rate\":%.5f,\"error_rates\":[", sum.error / R);
+    for (int i = 0; i < o->runs && i < 64; i++)
+        printf("%s%.5f", i ? "," : "", per[i]);
+    printf("],\"runs\":%d,\"seed\":%llu,\"train_seconds\":%.4f,\"train_subsample\":%d,"
+           "\"test_subsample\":%d}\n",
+           o->runs, (unsigned long long)o->seed, sum.train_s / R, o->train_subsample,
+           o->test_subsample);
+    if (o->max_error > 0 && !o->class_disjoint && sum.error / R > o->max_error) {
+        fprintf(stderr, "oml-eval: error rate %.4f exceeds --max-error %.4f\n", sum.error / R,
+                o->max_error);
+        return 3;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     eval_opts o;
@@ -327,6 +703,12 @@ int main(int argc, char **argv)
         return 1;
     }
     printf("oml-eval: %d images of %d features loaded in %.1f s\n", n, dim, now_s() - t0);
+    if (o.method != M_OAHU || o.class_disjoint) {
+        rc = run_dml(&o, images, labels, n, dim);
+        free(images);
+        free(labels);
+        return rc;
+    }
     printf("preset %s, %d constraints, k=%d, %d run(s) from seed %llu\n", o.preset, o.constraints,
            o.k, o.runs, (unsigned long long)o.seed);
 
