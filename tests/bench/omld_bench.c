@@ -191,20 +191,108 @@ static void classify_latency(omlc *c, const data *d, int queries, double *p50, d
     free(lat);
 }
 
+/* ---- durability: the log's cost per fsync policy, and recovery time ---- */
+
+/* Starts omld with the policy, stores the dev items, streams the stream
+ * (after one warm-up triplet that takes the model's start); returns the
+ * ingest rate. kill_after: leave it running (returned in *p) instead of
+ * stopping it. */
+static double ingest_with(const data *d, const omlc_triplet *t, const char *preset,
+                          const char *fsync, omld_proc *p, int keep)
+{
+    char preset_arg[64], fsync_arg[64];
+    snprintf(preset_arg, sizeof preset_arg, "--preset=%s", preset);
+    snprintf(fsync_arg, sizeof fsync_arg, "--fsync=%s", fsync);
+    const char *args[] = {preset_arg, fsync_arg, "--max_batch=1000", "--checkpoint_every=1000000000000",
+                          "--checkpoint_ms=86400000", NULL};
+    if (omld_proc_start(p, args, 30000) != 0)
+        exit(1);
+    omlc *c = NULL;
+    omlc_error err;
+    if (omlc_connect(&c, p->rpc, 60000, &err) != 0)
+        die("connect", &err);
+    put_dev(c, d);
+    if (omlc_add_triplets(c, t, 1, NULL, NULL, &err) != 0)
+        die("first triplet", &err);
+    double t0 = now_s();
+    if (omlc_add_triplets_pipelined(c, t + 1, (size_t)d->stream.n - 1, 256, 16, NULL, NULL, &err) != 0)
+        die("triplets", &err);
+    double rate = (d->stream.n - 1) / (now_s() - t0);
+    omlc_close(c);
+    if (!keep) {
+        omld_proc_stop(p, SIGTERM, 120000);
+        omld_proc_cleanup(p);
+    }
+    return rate;
+}
+
+static int durability(const data *d, const char *preset)
+{
+    omlc_triplet *t = triplets_by_id(d);
+    omld_proc p;
+    double no = ingest_with(d, t, preset, "no", &p, 0);
+    double everysec = ingest_with(d, t, preset, "everysec", &p, 0);
+    double always = ingest_with(d, t, preset, "always", &p, 0);
+    printf("  ingest by fsync policy (%d triplets, batches of 256, 16 in flight): no %.0f/s, "
+           "everysec %.0f/s (%.3f of no), always %.0f/s (%.3f of no)\n", d->stream.n, no, everysec,
+           everysec / no, always, always / no);
+
+    /* Recovery: the whole stream in the log after the last checkpoint (none
+     * is written), SIGKILL, restart; the clock runs from the restart to the
+     * address file, written once recovery is done and omld listens. */
+    double learn_rate = in_process_rate(d, preset);
+    ingest_with(d, t, preset, "everysec", &p, 1);
+    omld_proc_stop(&p, SIGKILL, 10000);
+    char args_dir[64];
+    snprintf(args_dir, sizeof args_dir, "--preset=%s", preset);
+    const char *args[] = {args_dir, "--max_batch=1000", NULL};
+    double t0 = now_s();
+    if (omld_proc_restart(&p, args, 600000) != 0)
+        return 1;
+    double rec = now_s() - t0;
+    omlc *c = NULL;
+    omlc_error err;
+    if (omlc_connect(&c, p.rpc, 60000, &err) != 0)
+        die("connect", &err);
+    Omld__StatusResponse s = status(c);
+    omlc_close(c);
+    double learn_s = d->stream.n / learn_rate;
+    printf("  recovery of %llu triplets (+%d items) from the log alone: %.1f s; the learner needs "
+           "%.1f s for them in process: ratio %.2f\n", (unsigned long long)s.triplets_applied,
+           d->split.n_dev, rec, learn_s, rec / learn_s);
+    printf("{\"bench\":\"omld-durability\",\"preset\":\"%s\",\"triplets\":%d,\"ingest_no_tps\":%.0f,"
+           "\"ingest_everysec_tps\":%.0f,\"ingest_always_tps\":%.0f,\"everysec_ratio\":%.3f,"
+           "\"always_ratio\":%.3f,\"recovery_s\":%.2f,\"learn_s\":%.2f,\"recovery_ratio\":%.2f}\n",
+           preset, d->stream.n, no, everysec, always, everysec / no, always / no, rec, learn_s,
+           rec / learn_s);
+    omld_proc_stop(&p, SIGTERM, 120000);
+    omld_proc_cleanup(&p);
+    free(t);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int32_t n_triplets = 100000;
     int queries = 2000, probes = 20;
     const char *preset = "default";
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--triplets") == 0)
+    int durable = 0;
+    for (int i = 1; i < argc; i += 2) {
+        if (strcmp(argv[i], "--durability") == 0) {
+            durable = 1;
+            i--;
+        } else if (i + 1 >= argc) {
+            fprintf(stderr, "omld-bench: %s needs a value\n", argv[i]);
+            return 1;
+        } else if (strcmp(argv[i], "--triplets") == 0)
             n_triplets = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--queries") == 0)
             queries = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--preset") == 0)
             preset = argv[i + 1];
         else {
-            fprintf(stderr, "usage: omld-bench [--triplets N] [--queries M] [--preset P]\n");
+            fprintf(stderr, "usage: omld-bench [--triplets N] [--queries M] [--preset P] [--durability]\n"
+                            "  --durability: ingest per fsync policy and recovery time instead\n");
             return 1;
         }
     }
@@ -213,6 +301,8 @@ int main(int argc, char **argv)
     data d = {0};
     load(&d, n_triplets);
     printf("omld-bench: %d dev items, %d triplets, preset %s\n", d.split.n_dev, d.stream.n, preset);
+    if (durable)
+        return durability(&d, preset);
 
     char preset_arg[64];
     snprintf(preset_arg, sizeof preset_arg, "--preset=%s", preset);
