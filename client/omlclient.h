@@ -138,6 +138,13 @@ int omlc_status(omlc *c, Omld__Response **resp, omlc_error *err);
 int omlc_health(omlc *c, int *live, int *ready, int *draining, omlc_error *err);
 int omlc_checkpoint(omlc *c, Omld__Response **resp, omlc_error *err);
 
+/* Authenticates the connection with token (send it right after connect;
+ * omld then accepts the connection's other requests). *read_write (may be
+ * NULL) gets 1 for a read-write token (or a daemon without tokens), 0 for a
+ * read-only one. A wrong token: OMLD__STATUS__CODE__UNAUTHENTICATED (10);
+ * the daemon closes the connection after three. */
+int omlc_auth(omlc *c, const char *token, int *read_write, omlc_error *err);
+
 /* --- batch helpers: split into requests of `batch`, keep up to `window`
  * requests in flight, call progress(done, total, arg) after each answer
  * (may be NULL). Stop at the first error (returned, err filled). --- */

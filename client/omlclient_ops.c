@@ -511,6 +511,26 @@ int omlc_checkpoint(omlc *c, Omld__Response **resp, omlc_error *err)
     return omlc__call_expect(c, &req, OMLD__RESPONSE__BODY_CHECKPOINT, resp, err);
 }
 
+int omlc_auth(omlc *c, const char *token, int *read_write, omlc_error *err)
+{
+    omlc__err_clear(err);
+    if (token == NULL)
+        return omlc__err_set(err, OMLC_EARG, NULL, "omlc_auth: no token");
+    Omld__Request req = OMLD__REQUEST__INIT;
+    Omld__AuthRequest body = OMLD__AUTH_REQUEST__INIT;
+    body.token = (char *)token;
+    req.body_case = OMLD__REQUEST__BODY_AUTH;
+    req.auth = &body;
+    Omld__Response *r = NULL;
+    int rc = omlc__call_expect(c, &req, OMLD__RESPONSE__BODY_AUTH, &r, err);
+    if (rc != 0)
+        return rc;
+    if (read_write)
+        *read_write = r->auth->read_write != 0;
+    omld__response__free_unpacked(r, NULL);
+    return 0;
+}
+
 /* ---------------------------------------------------------------- pipelining */
 
 /* One pipelined run: `n_req` requests, request i built and sent by send_fn,

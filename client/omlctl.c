@@ -32,9 +32,11 @@ static const ctl_cmd commands[] = {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: omlctl [--server HOST:PORT|unix:PATH] [--timeout MS] <command> [options]\n"
+    fprintf(f, "usage: omlctl [--server HOST:PORT|unix:PATH] [--timeout MS] [--token T] <command> [options]\n"
                "\n"
                "  --server S     the daemon (default " CTL_DEFAULT_SERVER "); also $OMLCTL_SERVER\n"
+               "  --token T      authenticate with token T right after connecting (daemons with\n"
+               "                 tokens); prefer $OMLCTL_TOKEN, which other users cannot see\n"
                "  --timeout MS   give up when the daemon makes no progress for MS ms\n"
                "                 (connect, each write, each read; default %d)\n"
                "\ncommands:\n",
@@ -54,9 +56,12 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-    ctl g = {.server = getenv("OMLCTL_SERVER"), .timeout_ms = CTL_DEFAULT_TIMEOUT_MS};
+    ctl g = {.server = getenv("OMLCTL_SERVER"), .timeout_ms = CTL_DEFAULT_TIMEOUT_MS,
+             .token = getenv("OMLCTL_TOKEN")};
     if (g.server == NULL || g.server[0] == '\0')
         g.server = CTL_DEFAULT_SERVER;
+    if (g.token != NULL && g.token[0] == '\0')
+        g.token = NULL;
     int i = 1;
     for (; i < argc; i++) {
         const char *a = argv[i];
@@ -129,6 +134,10 @@ int ctl_common_opt(ctl *g, int argc, char **argv, int *i)
     }
     if ((v = ctl_opt(argc, argv, i, "--timeout")) != NULL) {
         g->timeout_ms = (int)ctl_int("--timeout", v, 1, 24LL * 3600 * 1000);
+        return 1;
+    }
+    if ((v = ctl_opt(argc, argv, i, "--token")) != NULL) {
+        g->token = v[0] ? v : NULL;
         return 1;
     }
     return 0;
@@ -211,10 +220,18 @@ int ctl_connect(const ctl *g, omlc **out)
 {
     omlc_error err;
     int rc = omlc_connect(out, g->server, g->timeout_ms, &err);
+    if (rc != 0) {
+        fprintf(stderr, "omlctl: cannot connect to %s: %s\n", g->server, err.message);
+        return rc == OMLC_EARG ? CTL_EXIT_USAGE : CTL_EXIT_TRANSPORT;
+    }
+    if (g->token == NULL)
+        return 0;
+    rc = omlc_auth(*out, g->token, NULL, &err);
     if (rc == 0)
         return 0;
-    fprintf(stderr, "omlctl: cannot connect to %s: %s\n", g->server, err.message);
-    return rc == OMLC_EARG ? CTL_EXIT_USAGE : CTL_EXIT_TRANSPORT;
+    omlc_close(*out);
+    *out = NULL;
+    return ctl_fail("auth", rc, &err);
 }
 
 int ctl_fail(const char *what, int rc, const omlc_error *err)

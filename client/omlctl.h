@@ -24,6 +24,7 @@ enum ctl_exit {
 typedef struct ctl {
     const char *server;
     int timeout_ms;
+    const char *token;     /* --token / $OMLCTL_TOKEN: sent (Auth) right after connect */
 } ctl;
 
 /* One subcommand: argv[0] is the command name. Returns an exit code. */
@@ -51,7 +52,7 @@ int ctl_eval(ctl *g, int argc, char **argv);
 /* The value of option `name` at argv[*i] ("--name V" or "--name=V"),
  * advancing *i past it; NULL if argv[*i] is not that option. */
 const char *ctl_opt(int argc, char **argv, int *i, const char *name);
-/* Consumes --server / --timeout (allowed after the command too): 1 if it did. */
+/* Consumes --server / --timeout / --token (allowed after the command too): 1 if it did. */
 int ctl_common_opt(ctl *g, int argc, char **argv, int *i);
 int ctl_is_help(const char *a);
 long long ctl_int(const char *opt, const char *v, long long lo, long long hi);
@@ -63,7 +64,8 @@ int ctl_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
 
 /* ---- connection and errors ---- */
 
-/* Connects to g->server; on failure prints why and returns the exit code. */
+/* Connects to g->server and, with g->token, authenticates; on failure
+ * prints why and returns the exit code. */
 int ctl_connect(const ctl *g, omlc **out);
 /* Prints "omlctl: WHAT: CODE_NAME: message (field F)" and returns 2 for a
  * daemon status, 4 for a transport error. */

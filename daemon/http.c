@@ -20,7 +20,12 @@
  * parsing, shuts down its write side after the queued answers, and keeps
  * reading and discarding until the peer closes or LINGER_MS passes: closing
  * with unread input would make the kernel send RST, which can destroy the
- * error answer before the client reads it. */
+ * error answer before the client reads it.
+ *
+ * Authorisation (omld_http_set_tokens): the Authorization header is kept
+ * (bounded; a longer value simply does not match) and, when tokens are
+ * configured, every path but /livez and /readyz needs "Bearer TOKEN" with
+ * a configured token (read-only ones too), else 401 with WWW-Authenticate. */
 #include "http.h"
 
 #include <errno.h>
@@ -31,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -53,6 +59,8 @@ struct omld_http {
     uv_tcp_t listener;
     omld_http_gather_fn gather;
     void *arg;
+    const omld_tokens *tokens;      /* NULL or empty: no authorisation */
+    atomic_uint_fast64_t *unauthorized;
     http_conn *conns;   /* doubly linked */
     int nconns;
     int closing;
@@ -79,6 +87,14 @@ struct http_conn {
     size_t pending_len;
     size_t url_len;
     char url[MAX_HEADER_BYTES + 1];
+    /* the current header field (only "authorization" matters) and the value */
+    char field[16];
+    size_t field_len;   /* may exceed sizeof field: then it is not ours */
+    int in_value;       /* the last callback was a value (a new field starts next) */
+    int auth_field;     /* the current field is Authorization */
+    int auth_seen;
+    size_t auth_len;    /* may exceed the buffer: then it matches nothing */
+    char auth[OMLD_TOKEN_MAX + 32];
 };
 
 typedef struct http_write {
@@ -93,10 +109,14 @@ static int on_message_begin(http_parser *p);
 static int on_url(http_parser *p, const char *at, size_t n);
 static int on_headers_complete(http_parser *p);
 static int on_message_complete(http_parser *p);
+static int on_header_field(http_parser *p, const char *at, size_t n);
+static int on_header_value(http_parser *p, const char *at, size_t n);
 
 static const http_parser_settings g_settings = {
     .on_message_begin = on_message_begin,
     .on_url = on_url,
+    .on_header_field = on_header_field,
+    .on_header_value = on_header_value,
     .on_headers_complete = on_headers_complete,
     .on_message_complete = on_message_complete,
 };
@@ -104,6 +124,7 @@ static const http_parser_settings g_settings = {
 static void conn_close(http_conn *c);
 static void conn_finish(http_conn *c);
 static void conn_feed(http_conn *c, const char *data, size_t n);
+static int authorized(const http_conn *c);
 
 /* ---- lifetime ---- */
 
@@ -186,6 +207,7 @@ static const char *reason(int code)
     switch (code) {
     case 200: return "OK";
     case 400: return "Bad Request";
+    case 401: return "Unauthorized";
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
     case 408: return "Request Timeout";
@@ -223,7 +245,10 @@ static void send_response(http_conn *c, int code, const char *ctype, char *body,
                      "%s"
                      "Connection: %s\r\n\r\n",
                      code, reason(code), ctype, body_len,
-                     code == 405 ? "Allow: GET, HEAD\r\n" : "", keep_alive ? "keep-alive" : "close");
+                     code == 405   ? "Allow: GET, HEAD\r\n"
+                     : code == 401 ? "WWW-Authenticate: Bearer realm=\"omld\"\r\n"
+                                   : "",
+                     keep_alive ? "keep-alive" : "close");
     w->head_len = (size_t)n < sizeof w->head ? (size_t)n : sizeof w->head - 1;
     w->body = body;
     uv_buf_t bufs[2] = {uv_buf_init(w->head, (unsigned)w->head_len),
@@ -341,6 +366,15 @@ static void answer(http_conn *c, int keep_alive)
         send_text(c, 405, "405 Method Not Allowed\n", 0, keep_alive);
         return;
     }
+    if (route != 3 && route != 4 && !authorized(c)) {
+        if (h->unauthorized)
+            atomic_fetch_add_explicit(h->unauthorized, 1, memory_order_relaxed);
+        send_text(c, 401,
+                  "401 Unauthorized: send Authorization: Bearer TOKEN (/livez and /readyz "
+                  "are open)\n",
+                  head, keep_alive);
+        return;
+    }
     if (route == 0) {
         /* GET / and /dashboard/...: the embedded dashboard (dashboard.h). */
         const omld_dashboard_asset *a = omld_dashboard_lookup(path, plen);
@@ -382,6 +416,67 @@ static void answer(http_conn *c, int keep_alive)
     send_response(c, 200, ctype, body, len, head, keep_alive);
 }
 
+/* 1 if no tokens are configured or the request carried "Bearer TOKEN" with
+ * a configured token. */
+static int authorized(const http_conn *c)
+{
+    const omld_tokens *t = c->srv->tokens;
+    if (t == NULL || t->n == 0)
+        return 1;
+    if (!c->auth_seen || c->auth_len > sizeof c->auth)
+        return 0;
+    const char *v = c->auth;
+    size_t n = c->auth_len;
+    while (n > 0 && (*v == ' ' || *v == '\t'))
+        v++, n--;
+    if (n < 7 || strncasecmp(v, "bearer ", 7) != 0)
+        return 0;
+    v += 7;
+    n -= 7;
+    while (n > 0 && (*v == ' ' || *v == '\t'))
+        v++, n--;
+    while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+        n--;
+    return omld_tokens_check(t, v, n) >= 0;
+}
+
+static int on_header_field(http_parser *p, const char *at, size_t n)
+{
+    http_conn *c = p->data;
+    if (c->in_value) { /* a new field begins */
+        c->in_value = 0;
+        c->field_len = 0;
+        c->auth_field = 0;
+    }
+    if (c->field_len < sizeof c->field) {
+        size_t take = n < sizeof c->field - c->field_len ? n : sizeof c->field - c->field_len;
+        memcpy(c->field + c->field_len, at, take);
+    }
+    c->field_len += n;
+    return 0;
+}
+
+static int on_header_value(http_parser *p, const char *at, size_t n)
+{
+    http_conn *c = p->data;
+    if (!c->in_value) { /* the field name is complete */
+        c->in_value = 1;
+        c->auth_field = c->field_len == 13 && strncasecmp(c->field, "authorization", 13) == 0;
+        if (c->auth_field) {
+            c->auth_seen = 1; /* a repeated header replaces the first */
+            c->auth_len = 0;
+        }
+    }
+    if (c->auth_field) {
+        if (c->auth_len + n <= sizeof c->auth)
+            memcpy(c->auth + c->auth_len, at, n);
+        c->auth_len += n; /* over the buffer: kept as too long, matches nothing */
+        if (c->auth_len > sizeof c->auth)
+            c->auth_len = sizeof c->auth + 1;
+    }
+    return 0;
+}
+
 static int on_message_begin(http_parser *p)
 {
     http_conn *c = p->data;
@@ -389,6 +484,11 @@ static int on_message_begin(http_parser *p)
         return -1;
     c->url_len = 0;
     c->reject = 0;
+    c->field_len = 0;
+    c->in_value = 0;
+    c->auth_field = 0;
+    c->auth_seen = 0;
+    c->auth_len = 0;
     arm_timer(c, REQUEST_MS);
     return 0;
 }
@@ -422,6 +522,8 @@ static int on_message_complete(http_parser *p)
     http_conn *c = p->data;
     int keep_alive = http_should_keep_alive(p) && !c->srv->closing;
     answer(c, keep_alive);
+    memset(c->auth, 0, sizeof c->auth); /* the bearer token is not kept */
+    c->auth_len = 0;
     if (!keep_alive)
         conn_finish(c);
     if (c->closed || c->finishing) {
@@ -663,6 +765,13 @@ int omld_http_start(omld_http **out, uv_loop_t *loop, const char *host_port,
     }
     *out = h;
     return 0;
+}
+
+void omld_http_set_tokens(omld_http *h, const omld_tokens *tokens,
+                          atomic_uint_fast64_t *unauthorized)
+{
+    h->tokens = tokens;
+    h->unauthorized = unauthorized;
 }
 
 static void on_listener_closed(uv_handle_t *handle)

@@ -4,15 +4,19 @@
  * by hand. Routes: GET /status (JSON), GET /metrics (Prometheus text),
  * GET /livez (200 while the process runs), GET /readyz (200 once a view is
  * published and while not draining, else 503); 404 for other paths, 405
- * for other methods, 400 for a request that does not parse. Keep-alive is
+ * for other methods, 400 for a request that does not parse; 401 without a
+ * valid bearer token when tokens are configured (omld_http_set_tokens),
+ * except on /livez and /readyz. Keep-alive is
  * honoured; header bytes are bounded (8 KiB) and bodies are refused (413).
  * Thread: the loop thread only. */
 #ifndef OMLD_HTTP_H
 #define OMLD_HTTP_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <uv.h>
 
+#include "options.h"
 #include "status.h"
 
 typedef struct omld_http omld_http;
@@ -26,6 +30,13 @@ typedef void (*omld_http_gather_fn)(void *arg, omld_status_input *in);
 int omld_http_start(omld_http **out, uv_loop_t *loop, const char *host_port,
                     omld_http_gather_fn gather, void *arg, struct sockaddr_storage *bound,
                     char *err, size_t errlen);
+
+/* Requires "Authorization: Bearer TOKEN" (any configured token, compared in
+ * constant time) on every path but /livez and /readyz when tokens->n > 0;
+ * refusals are answered 401 and counted in *unauthorized (may be NULL).
+ * Borrowed; call before the loop runs. */
+void omld_http_set_tokens(omld_http *h, const omld_tokens *tokens,
+                          atomic_uint_fast64_t *unauthorized);
 
 /* Stops listening and closes every connection; frees itself once the loop
  * has closed the handles. Accepts NULL. */

@@ -47,6 +47,7 @@ typedef struct omld_main {
     int signals_open;
     int draining, engine_stopped, exit_code;
     omld_model_stats stats;      /* storage the HTTP gather callback points into */
+    omld_tokens tokens;          /* authorisation (tokens.n == 0: off); wiped at exit */
     char addr_path[OMLD_STR_MAX + 32];
 } omld_main;
 
@@ -180,9 +181,39 @@ static void on_signal(uv_signal_t *h, int signum)
 
 /* ------------------------------------------------------------ startup */
 
+/* Reads the tokens (option tokens, tokens_file) and says what it found,
+ * never the secrets. 0 or -1. */
+static int load_tokens(omld_main *m)
+{
+    char err[512];
+    if (omld_tokens_load(&m->cfg, &m->tokens, err, sizeof err) != 0) {
+        LOG_ERROR("main", "%s", err);
+        return -1;
+    }
+    if (m->cfg.tokens_file[0]) {
+        struct stat st;
+        if (stat(m->cfg.tokens_file, &st) == 0 && (st.st_mode & 077) != 0)
+            LOG_WARN("main", "tokens_file %s is readable by group or others (mode %04o); "
+                     "chmod 600 it", m->cfg.tokens_file, (unsigned)(st.st_mode & 07777));
+    }
+    for (int i = 0; i < m->tokens.n; i++)
+        if (m->tokens.t[i].len < 16)
+            LOG_WARN("main", "token %d is only %zu bytes long; use 16 or more random bytes "
+                     "(e.g. openssl rand -hex 24)", i + 1, m->tokens.t[i].len);
+    atomic_store_explicit(&m->metrics.tokens_rw, (uint64_t)m->tokens.n_rw, memory_order_relaxed);
+    atomic_store_explicit(&m->metrics.tokens_ro, (uint64_t)m->tokens.n_ro, memory_order_relaxed);
+    if (m->tokens.n > 0)
+        LOG_INFO("main", "authorisation on: %d read-write and %d read-only token(s); RPC "
+                 "connections must Auth, HTTP needs a bearer token except /livez and /readyz",
+                 m->tokens.n_rw, m->tokens.n_ro);
+    return 0;
+}
+
 static int start(omld_main *m)
 {
     char err[512];
+    if (load_tokens(m) != 0)
+        return -1;
     if (omld_engine_start(&m->engine, &m->loop, &m->cfg, &m->metrics, err, sizeof err) != 0) {
         LOG_ERROR("main", "%s", err);
         m->engine_stopped = 1; /* a half-started engine is only destroyed */
@@ -194,6 +225,7 @@ static int start(omld_main *m)
         LOG_ERROR("main", "%s", err);
         return -1;
     }
+    omld_server_set_tokens(m->server, &m->tokens);
     struct sockaddr_storage http_addr;
     if (omld_http_start(&m->http, &m->loop, m->cfg.http, gather, m, &http_addr, err,
                         sizeof err) != 0) {
@@ -201,6 +233,7 @@ static int start(omld_main *m)
         LOG_ERROR("main", "%s", err);
         return -1;
     }
+    omld_http_set_tokens(m->http, &m->tokens, &m->metrics.http_unauthorized);
 
     struct sockaddr_storage rpc_addr;
     omld_server_rpc_address(m->server, &rpc_addr);
@@ -211,11 +244,20 @@ static int start(omld_main *m)
     if (m->cfg.unix_socket[0])
         LOG_INFO("main", "listening on unix:%s (rpc)", m->cfg.unix_socket);
     LOG_INFO("main", "listening on http://%s (status)", http);
-    if (!omld_addr_is_loopback(&rpc_addr))
-        LOG_WARN("main", "WARNING: the RPC listener %s is not a loopback address: omld has no "
-                 "authentication, anyone who can reach it can change the model", rpc);
-    if (!omld_addr_is_loopback(&http_addr))
-        LOG_WARN("main", "WARNING: the HTTP status endpoint %s is not a loopback address", http);
+    if (m->tokens.n == 0) {
+        if (!omld_addr_is_loopback(&rpc_addr))
+            LOG_WARN("main", "WARNING: the RPC listener %s is not a loopback address and no "
+                     "token is configured: anyone who can reach it can read and change the "
+                     "model. Set tokens or tokens_file (see deploy/README.md), or listen on "
+                     "127.0.0.1", rpc);
+        if (!omld_addr_is_loopback(&http_addr))
+            LOG_WARN("main", "WARNING: the HTTP status endpoint %s is not a loopback address and "
+                     "no token is configured: anyone who can reach it can read /status and "
+                     "/metrics. Set tokens or tokens_file, or bind it to 127.0.0.1", http);
+    } else if (!omld_addr_is_loopback(&rpc_addr) || !omld_addr_is_loopback(&http_addr)) {
+        LOG_INFO("main", "listening beyond loopback with tokens: tokens travel in clear text, "
+                 "keep these ports on a private network or behind TLS");
+    }
 
     int n = snprintf(text, sizeof text, "rpc %s\nhttp %s\n", rpc, http);
     if (m->cfg.unix_socket[0] && n > 0 && (size_t)n < sizeof text)
@@ -312,6 +354,7 @@ int main(int argc, char **argv)
         m->exit_code = 1;
     }
     int code = m->exit_code;
+    omld_tokens_wipe(&m->tokens);
     free(m);
     return code;
 }

@@ -57,6 +57,21 @@ typedef struct omld_metrics {
     atomic_int_fast64_t connections_open;    /* gauge */
     atomic_uint_fast64_t frames_too_large;
     atomic_uint_fast64_t frames_malformed;
+    /* limits: each refusal / drop, by limit (server.c) */
+    atomic_uint_fast64_t batch_too_large;    /* requests refused: batch over max_batch */
+    atomic_uint_fast64_t k_too_large;        /* queries refused: k over max_k */
+    atomic_uint_fast64_t input_paused;       /* reading paused: max_conn_input_bytes held */
+    atomic_uint_fast64_t output_paused;      /* reading paused: max_conn_output_bytes unsent */
+    atomic_uint_fast64_t idle_closed;        /* closed after idle_timeout_ms with nothing to do */
+    atomic_uint_fast64_t slow_dropped;       /* partial frame too slow (request_timeout_ms) */
+    atomic_uint_fast64_t write_stalled;      /* answers unread for idle_timeout_ms */
+    /* authorisation */
+    atomic_uint_fast64_t auth_ok;            /* Auth requests with a valid token */
+    atomic_uint_fast64_t auth_failed;        /* Auth requests with a wrong token */
+    atomic_uint_fast64_t unauthenticated;    /* requests refused before a valid Auth */
+    atomic_uint_fast64_t permission_denied;  /* writes refused to read-only connections */
+    atomic_uint_fast64_t http_unauthorized;  /* HTTP 401: no or wrong bearer token */
+    atomic_uint_fast64_t tokens_rw, tokens_ro; /* gauges: configured tokens (set at startup) */
     /* views */
     atomic_uint_fast64_t views_published;
     /* latency */

@@ -4,7 +4,9 @@
  * description; the same table parses the config file and the command line,
  * validates, prints `omld --help` and `omld --print-config`, and will
  * generate deploy/omld.conf.example. Precedence: defaults < --config FILE <
- * other flags. Config file lines are `name = value`; `#` starts a comment. */
+ * other flags. Config file lines are `name = value`; `#` starts a comment.
+ * The option `tokens` holds secrets: --print-config writes it commented out
+ * and without its value. */
 #ifndef OMLD_OPTIONS_H
 #define OMLD_OPTIONS_H
 
@@ -28,6 +30,12 @@ typedef struct omld_config {
     int64_t checkpoint_every, checkpoint_ms;
     double default_threshold;
     int64_t queue_capacity, publish_every, publish_ms;
+    /* connection limits (server.c) */
+    int64_t max_conn_input_bytes, max_conn_output_bytes;
+    int64_t idle_timeout_ms, request_timeout_ms, min_request_rate;
+    /* authorisation: "rw:SECRET,ro:SECRET" and/or a file of such lines */
+    char tokens[OMLD_STR_MAX];
+    char tokens_file[OMLD_STR_MAX];
 } omld_config;
 
 enum omld_opt_type { OMLD_OPT_STR, OMLD_OPT_INT, OMLD_OPT_REAL };
@@ -63,6 +71,33 @@ int omld_config_parse_args(omld_config *c, int argc, char **argv, int *help, int
 
 /* Cross-option checks (e.g. a HOST:PORT that is not one). 0 or -1 with err. */
 int omld_config_validate(const omld_config *c, char *err, size_t errlen);
+
+/* ---- authorisation tokens ---- */
+
+#define OMLD_TOKEN_MAX 255  /* bytes of one secret */
+#define OMLD_TOKENS_MAX 64
+
+typedef struct omld_token {
+    unsigned char secret[OMLD_TOKEN_MAX + 1]; /* zero-padded: compared whole */
+    size_t len;
+    int read_write;                           /* 1 rw, 0 ro */
+} omld_token;
+
+typedef struct omld_tokens {
+    int n, n_rw, n_ro;
+    omld_token t[OMLD_TOKENS_MAX];
+} omld_tokens;
+
+/* Reads c->tokens and c->tokens_file into t (t->n == 0: none configured,
+ * authorisation off). 0, or -1 with err naming the option / file:line and
+ * the token's position, never its secret. */
+int omld_tokens_load(const omld_config *c, omld_tokens *t, char *err, size_t errlen);
+/* Which token `token` (len bytes, not NUL-terminated) is, in time that does
+ * not depend on the secrets: 1 read-write, 0 read-only, -1 none. With no
+ * tokens configured (t NULL or empty) every token is read-write. */
+int omld_tokens_check(const omld_tokens *t, const char *token, size_t len);
+/* Zeroes t (secrets included) in a way the compiler keeps. */
+void omld_tokens_wipe(omld_tokens *t);
 
 /* `omld --help`: every option with default, bounds and description. */
 void omld_config_print_help(FILE *f);

@@ -14,7 +14,8 @@
  *
  * Reading is on only while the connection can take more: no parked slot
  * (engine backpressure), fewer than max_pipeline slots, unsent output under
- * OUT_HIGH (resumes under OUT_LOW), not at EOF, no fatal framing error, not
+ * max_conn_output_bytes (resumes under 1/8 of it), input held under
+ * max_conn_input_bytes (LIMITS below), not at EOF, no fatal framing error, not
  * draining. Complete frames the reader holds are decoded by pump() whenever
  * that condition turns true again, so a paused connection buffers at most
  * one read beyond what it has taken.
@@ -28,7 +29,30 @@
  * callback, whatever the status.
  *
  * Parked connections wait in a FIFO on the server; the engine's wake
- * callback retries them in order until the queue refuses again. */
+ * callback retries them in order until the queue refuses again.
+ *
+ * LIMITS (each refusal or drop is counted in omld_metrics and logged at
+ * info with the peer): reading also pauses while the connection holds
+ * max_conn_input_bytes of request bytes not yet answered (buffered in the
+ * frame reader + payloads of decoded requests whose answer is not packed)
+ * and while its unsent output is over max_conn_output_bytes (resumes below
+ * 1/8 of it). Since max_conn_input_bytes >= max_frame_bytes + 4, a partial
+ * frame always fits and pausing cannot deadlock. A sweep timer (a quarter of
+ * the shortest timeout, 20 ms..1 s) closes connections that are idle
+ * (nothing in flight, nothing buffered, no byte for idle_timeout_ms), that
+ * do not read their answers (no write progress for idle_timeout_ms), and
+ * slow clients: a partial frame not complete within request_timeout_ms
+ * while its bytes arrive slower than min_request_rate. The partial-frame
+ * clock runs only while the connection is being read, so backpressure is
+ * never blamed on the client.
+ *
+ * AUTHORISATION: with tokens configured (omld_server_set_tokens), every
+ * request but Auth is answered UNAUTHENTICATED until the connection sent a
+ * valid Auth; writes from a read-only connection get PERMISSION_DENIED.
+ * Both checks run at decode time, before validation, so they follow the
+ * request order. Tokens are compared in constant time (omld_tokens_check)
+ * and never logged; the token bytes of a decoded Auth are wiped. Three
+ * wrong tokens close the connection. */
 #include "server.h"
 
 #include <errno.h>
@@ -49,9 +73,8 @@
 #include "validate.h"
 #include "view.h"
 
-#define OUT_HIGH (8u * 1024u * 1024u) /* unsent bytes above which reading pauses */
-#define OUT_LOW (1u * 1024u * 1024u)  /* ... and below which it resumes */
 #define READ_CHUNK 65536
+#define AUTH_MAX_FAILURES 3           /* wrong tokens before the connection is closed */
 #define DRAIN_GRACE_MS 10000          /* then connections still open are closed hard */
 
 #define container_of(ptr, type, member) ((type *)(void *)((char *)(ptr) - offsetof(type, member)))
@@ -75,6 +98,7 @@ typedef struct omld_slot {
     uint32_t max_frame;
     uv_work_t work;
     omld_reply reply;                /* queries: built and packed on the pool */
+    size_t in_bytes;                 /* frame bytes counted in conn->held_in until answered */
     uint8_t *out;                    /* the packed answer frame (READY) */
     size_t out_len;
     int code;                        /* its status code */
@@ -98,6 +122,18 @@ struct omld_conn {
     int refs;
     omld_slot *parked;               /* the slot waiting for room in the engine */
     unsigned closing : 1, reading : 1, eof : 1, fatal : 1, out_paused : 1, in_pump : 1;
+    unsigned in_paused : 1;          /* reading off: max_conn_input_bytes held */
+    size_t held_in;                  /* payload bytes of decoded requests not yet answered */
+    uint64_t rx_total;               /* bytes read */
+    uint64_t frames_seen;            /* frames decoded */
+    uint64_t last_active_ns;         /* last byte read or answer written */
+    uint64_t tx_progress_ns;         /* last write completion (or start of unsent output) */
+    uint64_t partial_t0;             /* a partial frame is being read since (0: none) */
+    uint64_t partial_rx0;            /* rx_total at its start, less what it had already */
+    uint64_t partial_frames;         /* frames_seen at its start */
+    int auth;                        /* 0 none, 1 read-only, 2 read-write */
+    int auth_failures;
+    char peer[80];                   /* "HOST:PORT" or "unix", for logs */
 };
 
 typedef struct write_req {
@@ -119,6 +155,11 @@ struct omld_server {
     uint32_t max_frame;
     uint32_t max_pipeline;
     uint64_t max_connections;
+    uint64_t max_in, out_high, out_low;
+    uint64_t idle_ns, request_ns, min_rate;
+    const omld_tokens *tokens;       /* NULL or empty: no authorisation */
+    uv_timer_t sweep_timer;
+    int sweep_open;
 
     uv_tcp_t tcp;
     uv_pipe_t pipe;
@@ -224,6 +265,7 @@ static void on_write(uv_write_t *req, int status)
     write_req *w = container_of(req, write_req, req);
     omld_conn *c = w->conn;
     c->unsent -= w->buf.len;
+    c->tx_progress_ns = c->last_active_ns = omld_now_ns();
     int close_after = w->close_after;
     free(w->buf.base);
     free(w);
@@ -238,7 +280,7 @@ static void on_write(uv_write_t *req, int status)
         conn_close(c);
         return;
     }
-    if (c->out_paused && c->unsent <= OUT_LOW)
+    if (c->out_paused && c->unsent <= c->srv->out_low)
         c->out_paused = 0;
     conn_pump(c);
 }
@@ -269,9 +311,13 @@ static void conn_flush(omld_conn *c)
             conn_close(c);
             return;
         }
+        if (c->unsent == 0)
+            c->tx_progress_ns = omld_now_ns(); /* the write-stall clock starts */
         c->unsent += w->buf.len;
-        if (c->unsent > OUT_HIGH)
+        if (c->unsent > c->srv->out_high && !c->out_paused) {
             c->out_paused = 1;
+            omld_count(&c->srv->metrics->output_paused, 1);
+        }
         if (w->close_after) {
             c->fatal = 1;
             return;
@@ -288,6 +334,8 @@ static void slot_ready(omld_slot *sl)
         omld__request__free_unpacked(sl->req, NULL);
         sl->req = NULL;
     }
+    c->held_in -= sl->in_bytes;
+    sl->in_bytes = 0;
     sl->state = SLOT_READY;
     count_answer(c->srv, sl);
     conn_flush(c);
@@ -439,6 +487,8 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
         conn_close(c);
         return;
     }
+    c->rx_total += (uint64_t)nread;
+    c->last_active_ns = omld_now_ns();
     int rc = oml_frame_reader_feed(&c->rd, buf->base, (size_t)nread);
     if (rc == OML_ENOMEM) {
         LOG_ERROR("server", "out of memory buffering a frame; closing the connection");
@@ -454,13 +504,44 @@ static int conn_can_take(const omld_conn *c)
            !c->out_paused;
 }
 
+/* Request bytes the connection holds unanswered: buffered + decoded. */
+static uint64_t conn_input_held(const omld_conn *c)
+{
+    return (uint64_t)oml_frame_reader_buffered(&c->rd) + (uint64_t)c->held_in;
+}
+
+/* The slow-client clock: runs while a partial frame is buffered and the
+ * connection is being read (so every complete frame has been taken). */
+static void partial_update(omld_conn *c)
+{
+    size_t buffered = oml_frame_reader_buffered(&c->rd);
+    if (!c->reading || buffered == 0) {
+        c->partial_t0 = 0;
+        return;
+    }
+    if (c->partial_t0 == 0 || c->partial_frames != c->frames_seen) {
+        c->partial_t0 = omld_now_ns();
+        c->partial_rx0 = c->rx_total - buffered;
+        c->partial_frames = c->frames_seen;
+    }
+}
+
 /* Reading on or off, and the end of a connection at EOF or when draining. */
 static void conn_update(omld_conn *c)
 {
     omld_server *s = c->srv;
     if (c->closing)
         return;
-    int want = !c->eof && !s->draining && conn_can_take(c);
+    int room = conn_input_held(c) < s->max_in;
+    if (!room && !c->in_paused && !c->eof && !s->draining) {
+        c->in_paused = 1;
+        omld_count(&s->metrics->input_paused, 1);
+        LOG_DEBUG("server", "%s: reading paused: %llu request bytes held (max_conn_input_bytes)",
+                  c->peer, (unsigned long long)conn_input_held(c));
+    } else if (room) {
+        c->in_paused = 0;
+    }
+    int want = !c->eof && !s->draining && room && conn_can_take(c);
     if (want && !c->reading) {
         int rc = uv_read_start(&c->h.stream, on_alloc, on_read);
         if (rc != 0) {
@@ -473,6 +554,7 @@ static void conn_update(omld_conn *c)
         uv_read_stop(&c->h.stream);
         c->reading = 0;
     }
+    partial_update(c);
     if ((c->eof || s->draining) && c->head == NULL && c->unsent == 0)
         conn_close(c);
 }
@@ -666,9 +748,117 @@ static void wake_noop(void *arg)
     (void)arg;
 }
 
+static int auth_required(const omld_server *s)
+{
+    return s->tokens != NULL && s->tokens->n > 0;
+}
+
+/* Operations that change state: refused to read-only connections. */
+static const char *write_op(const Omld__Request *req)
+{
+    switch (req->body_case) {
+    case OMLD__REQUEST__BODY_PUT_ITEMS: return "put_items";
+    case OMLD__REQUEST__BODY_DELETE_ITEMS: return "delete_items";
+    case OMLD__REQUEST__BODY_ADD_TRIPLETS: return "add_triplets";
+    case OMLD__REQUEST__BODY_ADD_PAIRS: return "add_pairs";
+    case OMLD__REQUEST__BODY_CHECKPOINT: return "checkpoint";
+    default: return NULL;
+    }
+}
+
+/* A request validation refused: count the limit it broke, if any. */
+static void count_limit_refusal(omld_server *s, const Omld__Request *req)
+{
+    size_t n = 0;
+    uint32_t k = 0;
+    switch (req->body_case) {
+    case OMLD__REQUEST__BODY_PUT_ITEMS:
+        n = req->put_items ? req->put_items->n_items : 0;
+        break;
+    case OMLD__REQUEST__BODY_DELETE_ITEMS:
+        n = req->delete_items ? req->delete_items->n_ids : 0;
+        break;
+    case OMLD__REQUEST__BODY_GET_ITEMS:
+        n = req->get_items ? req->get_items->n_ids : 0;
+        break;
+    case OMLD__REQUEST__BODY_ADD_TRIPLETS:
+        n = req->add_triplets ? req->add_triplets->n_triplets : 0;
+        break;
+    case OMLD__REQUEST__BODY_ADD_PAIRS:
+        n = req->add_pairs ? req->add_pairs->n_pairs : 0;
+        break;
+    case OMLD__REQUEST__BODY_CLASSIFY:
+        if (req->classify && req->classify->k_opt_case == OMLD__CLASSIFY_REQUEST__K_OPT_K)
+            k = req->classify->k;
+        break;
+    case OMLD__REQUEST__BODY_RETRIEVE:
+        if (req->retrieve && req->retrieve->k_opt_case == OMLD__RETRIEVE_REQUEST__K_OPT_K)
+            k = req->retrieve->k;
+        break;
+    default:
+        break;
+    }
+    if (n > s->lim.max_batch)
+        omld_count(&s->metrics->batch_too_large, 1);
+    if (k > s->lim.max_k)
+        omld_count(&s->metrics->k_too_large, 1);
+}
+
+/* Auth: checks the token (constant time), wipes it, sets the connection's
+ * rights and answers. Three wrong tokens close the connection. */
+static void handle_auth(omld_slot *sl)
+{
+    omld_conn *c = sl->conn;
+    omld_server *s = c->srv;
+    Omld__Request *req = sl->req;
+    char *tok = req->auth ? req->auth->token : NULL;
+    size_t len = tok ? strlen(tok) : 0;
+    int rights = omld_tokens_check(s->tokens, tok, len);
+    if (tok) {
+        volatile char *v = tok;
+        for (size_t i = 0; i < len; i++)
+            v[i] = 0;
+    }
+    if (!auth_required(s)) {
+        c->auth = 2;
+    } else if (rights < 0) {
+        c->auth = 0;
+        c->auth_failures++;
+        omld_count(&s->metrics->auth_failed, 1);
+        LOG_INFO("server", "%s: authentication failed (wrong token, %d of %d)", c->peer,
+                 c->auth_failures, AUTH_MAX_FAILURES);
+        if (c->auth_failures >= AUTH_MAX_FAILURES) {
+            LOG_INFO("server", "%s: closing the connection after %d wrong tokens", c->peer,
+                     c->auth_failures);
+            c->fatal = 1; /* nothing after this frame is decoded */
+            sl->close_after = 1;
+        }
+        slot_error(sl, req->request_id, OMLD__STATUS__CODE__UNAUTHENTICATED, "auth.token",
+                   "the token is not valid");
+        return;
+    } else {
+        c->auth = rights ? 2 : 1;
+        omld_count(&s->metrics->auth_ok, 1);
+        LOG_DEBUG("server", "%s: authenticated (%s)", c->peer, rights ? "read-write" : "read-only");
+    }
+    omld_reply r;
+    omld_reply_init(&r, req->request_id);
+    Omld__AuthResponse *a = omld_reply_alloc(&r, sizeof *a);
+    if (a == NULL) {
+        omld_reply_error(&r, OMLD__STATUS__CODE__INTERNAL, NULL, "out of memory");
+    } else {
+        omld__auth_response__init(a);
+        a->read_write = c->auth == 2;
+        r.msg.body_case = OMLD__RESPONSE__BODY_AUTH;
+        r.msg.auth = a;
+    }
+    slot_answer(sl, &r);
+}
+
 static void handle_frame(omld_conn *c, const uint8_t *p, size_t n)
 {
     omld_server *s = c->srv;
+    c->frames_seen++;
     omld_slot *sl = slot_new(c, omld_now_ns());
     if (sl == NULL) {
         LOG_ERROR("server", "out of memory taking a request; closing the connection");
@@ -683,11 +873,36 @@ static void handle_frame(omld_conn *c, const uint8_t *p, size_t n)
         return;
     }
     sl->req = req;
+    sl->in_bytes = n;
+    c->held_in += n;
+    if (req->body_case == OMLD__REQUEST__BODY_AUTH) {
+        handle_auth(sl);
+        return;
+    }
+    if (auth_required(s)) {
+        const char *op = write_op(req);
+        if (c->auth == 0) {
+            omld_count(&s->metrics->unauthenticated, 1);
+            slot_error(sl, req->request_id, OMLD__STATUS__CODE__UNAUTHENTICATED, NULL,
+                       "this daemon requires a token: send an Auth request first");
+            return;
+        }
+        if (c->auth == 1 && op != NULL) {
+            char msg[160];
+            snprintf(msg, sizeof msg,
+                     "%s changes state and this connection authenticated with a read-only token",
+                     op);
+            omld_count(&s->metrics->permission_denied, 1);
+            slot_error(sl, req->request_id, OMLD__STATUS__CODE__PERMISSION_DENIED, op, msg);
+            return;
+        }
+    }
     omld_reply r;
     omld_reply_init(&r, req->request_id);
     int route = -1;
     uint64_t cost = 1;
     if (omld_validate(req, &s->lim, &r, &route, &cost) != 0) {
+        count_limit_refusal(s, req);
         slot_answer(sl, &r);
         return;
     }
@@ -738,6 +953,8 @@ static void conn_pump(omld_conn *c)
         }
         /* A header over max_frame_bytes: answer, then close once it is written. */
         omld_count(&s->metrics->frames_too_large, 1);
+        LOG_INFO("server", "%s: frame header over max_frame_bytes (%u); closing after the answer",
+                 c->peer, s->max_frame);
         c->fatal = 1;
         omld_slot *sl = slot_new(c, omld_now_ns());
         if (sl == NULL) {
@@ -782,10 +999,17 @@ static void on_connection(uv_stream_t *server, int status)
             uv_pipe_init(s->loop, &tmp->h.pipe, 0);
         else
             uv_tcp_init(s->loop, &tmp->h.tcp);
-        if (uv_accept(server, &tmp->h.stream) != 0)
+        char peer[80] = "unix";
+        if (uv_accept(server, &tmp->h.stream) != 0) {
             LOG_WARN("server", "accept failed");
+        } else if (!is_pipe) {
+            struct sockaddr_storage a;
+            int alen = (int)sizeof a;
+            if (uv_tcp_getpeername(&tmp->h.tcp, (struct sockaddr *)&a, &alen) == 0)
+                omld_addr_format(&a, peer, sizeof peer);
+        }
         uv_close(&tmp->h.handle, on_refused_closed);
-        LOG_WARN("server", "connection refused: max_connections (%llu) reached",
+        LOG_WARN("server", "%s: connection refused: max_connections (%llu) reached", peer,
                  (unsigned long long)s->max_connections);
         return;
     }
@@ -815,8 +1039,18 @@ static void on_connection(uv_stream_t *server, int status)
         return;
     }
     omld_count(&s->metrics->connections_accepted, 1);
-    if (!is_pipe)
+    c->last_active_ns = omld_now_ns();
+    if (!is_pipe) {
         uv_tcp_nodelay(&c->h.tcp, 1);
+        struct sockaddr_storage peer;
+        int plen = (int)sizeof peer;
+        if (uv_tcp_getpeername(&c->h.tcp, (struct sockaddr *)&peer, &plen) == 0)
+            omld_addr_format(&peer, c->peer, sizeof c->peer);
+        else
+            snprintf(c->peer, sizeof c->peer, "tcp:?");
+    } else {
+        snprintf(c->peer, sizeof c->peer, "unix:%.70s", s->cfg->unix_socket);
+    }
     conn_pump(c); /* starts reading */
 }
 
@@ -868,6 +1102,58 @@ static void on_drain_timeout(uv_timer_t *t)
         conn_close(c); /* frees are deferred to close callbacks: the list stays intact */
 }
 
+/* ------------------------------------------------------------ timeouts */
+
+/* Closes c for a limit: counts it and logs the peer and the reason. */
+static void conn_drop(omld_conn *c, atomic_uint_fast64_t *counter, const char *why)
+{
+    omld_count(counter, 1);
+    LOG_INFO("server", "%s: closing the connection: %s", c->peer, why);
+    conn_close(c);
+}
+
+static void on_sweep(uv_timer_t *t)
+{
+    omld_server *s = t->data;
+    uint64_t now = omld_now_ns();
+    char why[200];
+    for (omld_conn *c = s->conns; c; c = c->next) {
+        if (c->closing)
+            continue;
+        if (s->request_ns && c->partial_t0 && c->reading && now - c->partial_t0 > s->request_ns) {
+            uint64_t el = now - c->partial_t0;
+            uint64_t got = c->rx_total - c->partial_rx0;
+            double rate = (double)got * 1e9 / (double)el;
+            if (s->min_rate == 0 || rate < (double)s->min_rate) {
+                snprintf(why, sizeof why,
+                         "slow client: a partial frame (%zu bytes so far) for %llu ms at %.0f "
+                         "bytes/s (request_timeout_ms %llu, min_request_rate %llu)",
+                         oml_frame_reader_buffered(&c->rd), (unsigned long long)(el / 1000000u),
+                         rate, (unsigned long long)(s->request_ns / 1000000u),
+                         (unsigned long long)s->min_rate);
+                conn_drop(c, &s->metrics->slow_dropped, why);
+                continue;
+            }
+        }
+        if (s->idle_ns == 0)
+            continue;
+        if (c->unsent > 0 && now - c->tx_progress_ns > s->idle_ns) {
+            snprintf(why, sizeof why,
+                     "it has not read its answers (%zu bytes unsent) for %llu ms "
+                     "(idle_timeout_ms)",
+                     c->unsent, (unsigned long long)((now - c->tx_progress_ns) / 1000000u));
+            conn_drop(c, &s->metrics->write_stalled, why);
+            continue;
+        }
+        if (c->head == NULL && c->unsent == 0 && c->parked == NULL &&
+            oml_frame_reader_buffered(&c->rd) == 0 && now - c->last_active_ns > s->idle_ns) {
+            snprintf(why, sizeof why, "idle for %llu ms (idle_timeout_ms)",
+                     (unsigned long long)((now - c->last_active_ns) / 1000000u));
+            conn_drop(c, &s->metrics->idle_closed, why);
+        }
+    }
+}
+
 static void close_listeners(omld_server *s)
 {
     if (s->tcp_open) {
@@ -890,6 +1176,10 @@ void omld_server_drain(omld_server *s, void (*done)(void *arg), void *arg)
     s->drain_done = done;
     s->drain_arg = arg;
     close_listeners(s);
+    if (s->sweep_open) {
+        s->sweep_open = 0;
+        uv_close((uv_handle_t *)&s->sweep_timer, on_server_handle_closed);
+    }
     LOG_INFO("server", "draining: %llu connection(s) open", (unsigned long long)s->n_conns);
     if (s->timer_open && s->n_conns > 0) {
         uv_timer_start(&s->drain_timer, on_drain_timeout, DRAIN_GRACE_MS, 0);
@@ -898,6 +1188,11 @@ void omld_server_drain(omld_server *s, void (*done)(void *arg), void *arg)
     for (omld_conn *c = s->conns; c; c = c->next)
         conn_pump(c); /* stops reading; closes the idle ones */
     server_maybe_done(s);
+}
+
+void omld_server_set_tokens(omld_server *s, const omld_tokens *tokens)
+{
+    s->tokens = tokens;
 }
 
 int omld_server_draining(const omld_server *s)
@@ -920,7 +1215,9 @@ static int start_fail(omld_server *s)
         uv_close((uv_handle_t *)&s->pipe, on_server_handle_closed);
     if (s->timer_open)
         uv_close((uv_handle_t *)&s->drain_timer, on_server_handle_closed);
-    s->tcp_open = s->pipe_open = s->timer_open = 0;
+    if (s->sweep_open)
+        uv_close((uv_handle_t *)&s->sweep_timer, on_server_handle_closed);
+    s->tcp_open = s->pipe_open = s->timer_open = s->sweep_open = 0;
     if (s->handles_open == 0)
         free(s);
     return -1;
@@ -944,6 +1241,14 @@ int omld_server_start(omld_server **out, uv_loop_t *loop, const omld_config *cfg
     s->max_frame = (uint32_t)cfg->max_frame_bytes;
     s->max_pipeline = (uint32_t)cfg->max_pipeline;
     s->max_connections = (uint64_t)cfg->max_connections;
+    s->max_in = (uint64_t)cfg->max_conn_input_bytes;
+    if (s->max_in < (uint64_t)s->max_frame + OML_FRAME_HEADER_BYTES)
+        s->max_in = (uint64_t)s->max_frame + OML_FRAME_HEADER_BYTES; /* a frame always fits */
+    s->out_high = (uint64_t)cfg->max_conn_output_bytes;
+    s->out_low = s->out_high / 8;
+    s->idle_ns = (uint64_t)cfg->idle_timeout_ms * 1000000u;
+    s->request_ns = (uint64_t)cfg->request_timeout_ms * 1000000u;
+    s->min_rate = (uint64_t)cfg->min_request_rate;
     s->lim.dim = (int32_t)cfg->dim;
     s->lim.max_batch = (uint32_t)cfg->max_batch;
     s->lim.max_k = (uint32_t)cfg->max_k;
@@ -956,6 +1261,23 @@ int omld_server_start(omld_server **out, uv_loop_t *loop, const omld_config *cfg
     s->drain_timer.data = s;
     s->timer_open = 1;
     s->handles_open++;
+
+    uint64_t shortest = 0;
+    if (cfg->idle_timeout_ms > 0)
+        shortest = (uint64_t)cfg->idle_timeout_ms;
+    if (cfg->request_timeout_ms > 0 &&
+        (shortest == 0 || (uint64_t)cfg->request_timeout_ms < shortest))
+        shortest = (uint64_t)cfg->request_timeout_ms;
+    if (shortest > 0) {
+        uint64_t every = shortest / 4;
+        every = every < 20 ? 20 : every > 1000 ? 1000 : every;
+        uv_timer_init(loop, &s->sweep_timer);
+        s->sweep_timer.data = s;
+        s->sweep_open = 1;
+        s->handles_open++;
+        uv_timer_start(&s->sweep_timer, on_sweep, every, every);
+        uv_unref((uv_handle_t *)&s->sweep_timer);
+    }
 
     struct sockaddr_storage addr;
     if (omld_addr_resolve(cfg->listen, &addr, err, errlen) != 0)

@@ -9,7 +9,11 @@
  * are written strictly in request order per connection. Reading pauses when
  * a connection has max_pipeline requests in flight, when its unsent output
  * exceeds a bound, or when the engine queue is full (backpressure; resumed
- * from the engine's wake callback). Thread: the loop thread only. */
+ * from the engine's wake callback), or when it holds max_conn_input_bytes
+ * of unanswered request bytes. Idle, slow (partial frame) and non-reading
+ * clients are closed by a sweep timer; see server.c LIMITS. With tokens set
+ * (omld_server_set_tokens) a connection must Auth first. Thread: the loop
+ * thread only. */
 #ifndef OMLD_SERVER_H
 #define OMLD_SERVER_H
 
@@ -32,6 +36,11 @@ typedef struct omld_server omld_server;
 int omld_server_start(omld_server **out, uv_loop_t *loop, const omld_config *cfg,
                       omld_engine *engine, omld_metrics *metrics, uint64_t start_ns, char *err,
                       size_t errlen);
+
+/* Turns authorisation on (tokens->n > 0) for every connection accepted
+ * from now on; tokens is borrowed and must outlive the server. Call before
+ * the loop runs. NULL or empty: off (Auth is answered read_write = true). */
+void omld_server_set_tokens(omld_server *s, const omld_tokens *tokens);
 
 /* The bound TCP address (the real port when cfg->listen asked for port 0). */
 void omld_server_rpc_address(const omld_server *s, struct sockaddr_storage *out);

@@ -93,7 +93,13 @@ static void json_config(omld_json *j, const omld_config *c)
     omld_json_kv_int(j, "max_batch", c->max_batch);
     omld_json_kv_int(j, "max_connections", c->max_connections);
     omld_json_kv_int(j, "max_k", c->max_k);
-    omld_json_object_end(j);
+    omld_json_kv_int(j, "max_pipeline", c->max_pipeline);
+    omld_json_kv_int(j, "max_conn_input_bytes", c->max_conn_input_bytes);
+    omld_json_kv_int(j, "max_conn_output_bytes", c->max_conn_output_bytes);
+    omld_json_kv_int(j, "idle_timeout_ms", c->idle_timeout_ms);
+    omld_json_kv_int(j, "request_timeout_ms", c->request_timeout_ms);
+    omld_json_kv_int(j, "min_request_rate", c->min_request_rate);
+    omld_json_object_end(j); /* tokens: never shown; see "auth" for how many */
 }
 
 static void json_model(omld_json *j, const omld_model_stats *m)
@@ -226,6 +232,33 @@ char *omld_status_json(const omld_status_input *in, size_t *len)
     omld_json_object_begin(&j);
     omld_json_kv_uint(&j, "too_large", omld_read(&mt->frames_too_large));
     omld_json_kv_uint(&j, "malformed", omld_read(&mt->frames_malformed));
+    omld_json_object_end(&j);
+
+    /* Every refusal or drop by a limit (each is also logged with the peer). */
+    omld_json_key(&j, "limits");
+    omld_json_object_begin(&j);
+    omld_json_kv_uint(&j, "frames_too_large", omld_read(&mt->frames_too_large));
+    omld_json_kv_uint(&j, "batch_too_large", omld_read(&mt->batch_too_large));
+    omld_json_kv_uint(&j, "k_too_large", omld_read(&mt->k_too_large));
+    omld_json_kv_uint(&j, "connections_refused", omld_read(&mt->connections_refused));
+    omld_json_kv_uint(&j, "input_paused", omld_read(&mt->input_paused));
+    omld_json_kv_uint(&j, "output_paused", omld_read(&mt->output_paused));
+    omld_json_kv_uint(&j, "idle_closed", omld_read(&mt->idle_closed));
+    omld_json_kv_uint(&j, "slow_dropped", omld_read(&mt->slow_dropped));
+    omld_json_kv_uint(&j, "write_stalled", omld_read(&mt->write_stalled));
+    omld_json_object_end(&j);
+
+    omld_json_key(&j, "auth");
+    omld_json_object_begin(&j);
+    uint64_t trw = omld_read(&mt->tokens_rw), tro = omld_read(&mt->tokens_ro);
+    omld_json_kv_bool(&j, "required", trw + tro > 0);
+    omld_json_kv_uint(&j, "tokens_rw", trw);
+    omld_json_kv_uint(&j, "tokens_ro", tro);
+    omld_json_kv_uint(&j, "ok", omld_read(&mt->auth_ok));
+    omld_json_kv_uint(&j, "failed", omld_read(&mt->auth_failed));
+    omld_json_kv_uint(&j, "unauthenticated", omld_read(&mt->unauthenticated));
+    omld_json_kv_uint(&j, "permission_denied", omld_read(&mt->permission_denied));
+    omld_json_kv_uint(&j, "http_unauthorized", omld_read(&mt->http_unauthorized));
     omld_json_object_end(&j);
 
     omld_json_kv_uint(&j, "views_published", omld_read(&mt->views_published));
@@ -466,6 +499,35 @@ char *omld_metrics_text(const omld_status_input *in, size_t *len)
             omld_read(&mt->frames_too_large));
     counter(&b, "omld_frames_malformed_total", "Frames whose payload was not a Request.",
             omld_read(&mt->frames_malformed));
+    family(&b, "omld_limit_events_total", "counter",
+           "Refusals, pauses and drops by a configured limit, by limit.");
+    const struct { const char *name; const atomic_uint_fast64_t *v; } lim[] = {
+        {"max_frame_bytes", &mt->frames_too_large},
+        {"max_batch", &mt->batch_too_large},
+        {"max_k", &mt->k_too_large},
+        {"max_connections", &mt->connections_refused},
+        {"max_conn_input_bytes", &mt->input_paused},
+        {"max_conn_output_bytes", &mt->output_paused},
+        {"idle_timeout_ms", &mt->idle_closed},
+        {"request_timeout_ms", &mt->slow_dropped},
+        {"write_stalled", &mt->write_stalled},
+    };
+    for (size_t i = 0; i < sizeof lim / sizeof lim[0]; i++)
+        sample_u(&b, "omld_limit_events_total", "limit", lim[i].name, omld_read(lim[i].v));
+    family(&b, "omld_auth_total", "counter",
+           "Authorisation outcomes: ok / failed Auth requests, requests refused "
+           "unauthenticated or permission_denied, HTTP 401s.");
+    const struct { const char *name; const atomic_uint_fast64_t *v; } au[] = {
+        {"ok", &mt->auth_ok},
+        {"failed", &mt->auth_failed},
+        {"unauthenticated", &mt->unauthenticated},
+        {"permission_denied", &mt->permission_denied},
+        {"http_unauthorized", &mt->http_unauthorized},
+    };
+    for (size_t i = 0; i < sizeof au / sizeof au[0]; i++)
+        sample_u(&b, "omld_auth_total", "result", au[i].name, omld_read(au[i].v));
+    gauge(&b, "omld_auth_tokens", "Configured tokens (read-write + read-only); 0: no auth.",
+          (double)(omld_read(&mt->tokens_rw) + omld_read(&mt->tokens_ro)));
 
     /* latency */
     histogram(&b, "omld_update_duration_seconds", "One learner step.", &mt->update_latency);

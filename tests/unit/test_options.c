@@ -135,9 +135,111 @@ static void test_print_round_trip(void **state)
     }
 }
 
+/* The connection limits: defaults, and the cross-option check that a
+ * largest frame always fits in the per-connection input bound. */
+static void test_limits(void **state)
+{
+    (void)state;
+    omld_config c;
+    omld_config_defaults(&c);
+    assert_int_equal(c.idle_timeout_ms, 300000);
+    assert_int_equal(c.request_timeout_ms, 10000);
+    assert_int_equal(c.min_request_rate, 1024);
+    assert_int_equal(c.max_conn_input_bytes, 16777216);
+    assert_int_equal(c.max_conn_output_bytes, 8388608);
+    char err[256];
+    assert_int_equal(omld_config_set(&c, "max_frame_bytes", "33554432", NULL, err, sizeof err), 0);
+    assert_int_equal(omld_config_validate(&c, err, sizeof err), -1);
+    assert_non_null(strstr(err, "'max_conn_input_bytes'"));
+    assert_int_equal(omld_config_set(&c, "max_conn_input_bytes", "33554436", NULL, err, sizeof err),
+                     0);
+    assert_int_equal(omld_config_validate(&c, err, sizeof err), 0);
+    assert_int_equal(omld_config_set(&c, "idle_timeout_ms", "0", NULL, err, sizeof err), 0);
+    assert_int_equal(omld_config_set(&c, "request_timeout_ms", "-1", NULL, err, sizeof err), -1);
+}
+
+static void test_tokens(void **state)
+{
+    (void)state;
+    omld_config c;
+    omld_config_defaults(&c);
+    char err[512];
+    omld_tokens t;
+    assert_int_equal(omld_tokens_load(&c, &t, err, sizeof err), 0);
+    assert_int_equal(t.n, 0);
+    assert_int_equal(omld_tokens_check(&t, "x", 1), 1); /* no tokens: everything is rw */
+
+    assert_int_equal(omld_config_set(&c, "tokens", " rw:alpha-secret , ro:beta-secret", NULL, err,
+                                     sizeof err), 0);
+    assert_int_equal(omld_config_validate(&c, err, sizeof err), 0);
+    assert_int_equal(omld_tokens_load(&c, &t, err, sizeof err), 0);
+    assert_int_equal(t.n, 2);
+    assert_int_equal(t.n_rw, 1);
+    assert_int_equal(t.n_ro, 1);
+    assert_int_equal(omld_tokens_check(&t, "alpha-secret", 12), 1);
+    assert_int_equal(omld_tokens_check(&t, "beta-secret", 11), 0);
+    assert_int_equal(omld_tokens_check(&t, "alpha-secre", 11), -1);
+    assert_int_equal(omld_tokens_check(&t, "alpha-secretx", 13), -1);
+    assert_int_equal(omld_tokens_check(&t, "", 0), -1);
+    assert_int_equal(omld_tokens_check(&t, NULL, 0), -1);
+    assert_int_equal(omld_tokens_check(&t, "alpha-secret\0", 13), -1);
+
+    /* A file adds to the option; comments and blank lines are skipped. */
+    char path[256];
+    assert_int_equal(oml_test_tmpfile(path, sizeof path), 0);
+    const char *text = "# tokens\n\nro:gamma-secret\n  rw:delta-secret\r\n";
+    assert_int_equal(oml_test_write_file(path, text, strlen(text)), 0);
+    snprintf(c.tokens_file, sizeof c.tokens_file, "%s", path);
+    assert_int_equal(omld_tokens_load(&c, &t, err, sizeof err), 0);
+    assert_int_equal(t.n, 4);
+    assert_int_equal(omld_tokens_check(&t, "gamma-secret", 12), 0);
+    assert_int_equal(omld_tokens_check(&t, "delta-secret", 12), 1);
+
+    /* Errors name where, never the secret. */
+    text = "ro:ok-secret\nxx:hidden-secret\n";
+    assert_int_equal(oml_test_write_file(path, text, strlen(text)), 0);
+    assert_int_equal(omld_tokens_load(&c, &t, err, sizeof err), -1);
+    assert_non_null(strstr(err, ":2:"));
+    assert_null(strstr(err, "hidden-secret"));
+    assert_int_equal(t.n, 0); /* wiped on failure */
+    unlink(path);
+    assert_int_equal(omld_tokens_load(&c, &t, err, sizeof err), -1);
+    assert_non_null(strstr(err, "tokens_file"));
+    c.tokens_file[0] = 0;
+
+    const char *bad[] = {"rw:", "admin:x", "rw:has space", "rw:a,,ro:b", "ro"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(c.tokens, sizeof c.tokens, "%s", bad[i]);
+        assert_int_equal(omld_config_validate(&c, err, sizeof err), -1);
+        assert_non_null(strstr(err, "'tokens'"));
+    }
+
+    /* --print-config never prints a secret, and what it prints still loads. */
+    snprintf(c.tokens, sizeof c.tokens, "rw:printed-secret");
+    assert_int_equal(oml_test_tmpfile(path, sizeof path), 0);
+    FILE *f = fopen(path, "w");
+    omld_config_print(f, &c);
+    fclose(f);
+    char buf[16384];
+    f = fopen(path, "r");
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    assert_null(strstr(buf, "printed-secret"));
+    assert_non_null(strstr(buf, "# tokens = (1 token(s) set, not printed)"));
+    omld_config d;
+    omld_config_defaults(&d);
+    assert_int_equal(omld_config_load_file(&d, path, err, sizeof err), 0);
+    assert_string_equal(d.tokens, "");
+    unlink(path);
+    omld_tokens_wipe(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_limits),
+        cmocka_unit_test(test_tokens),
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_bad_values_name_the_option),
         cmocka_unit_test(test_file_and_precedence),

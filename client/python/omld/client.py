@@ -213,11 +213,14 @@ class Client:
     timeout  seconds allowed for connect and for each send / receive to make
              progress (None: wait forever)
     max_frame  largest answer accepted (bytes)
+    token    for a daemon configured with tokens: sent in an Auth request
+             right after connecting (a wrong one raises Unauthenticated and
+             closes the client); read_write then tells whether it may write
 
     Use as a context manager, or call close().
     """
 
-    def __init__(self, server=DEFAULT_SERVER, timeout=30.0, max_frame=64 << 20):
+    def __init__(self, server=DEFAULT_SERVER, timeout=30.0, max_frame=64 << 20, token=None):
         self.server = server
         self.max_frame = max_frame
         self._timeout = timeout
@@ -226,7 +229,14 @@ class Client:
         self._ids = itertools.count(1)
         self._pending = collections.deque()  # request ids sent, not yet answered
         self.last_model_version = 0
+        self.read_write = None  # set by auth()
         self._connect()
+        if token is not None:
+            try:
+                self.auth(token)
+            except BaseException:
+                self.close()
+                raise
 
     # ---- connection
 
@@ -478,6 +488,20 @@ class Client:
         r = self.call(req, "health")
         return Health(r.health.live, r.health.ready, r.health.draining, r.model_version)
 
+    def auth(self, token):
+        """Authenticates this connection with token (see omld.proto,
+        AUTHENTICATION); returns True for a read-write token (or a daemon
+        without tokens), False for a read-only one. A wrong token raises
+        Unauthenticated; the daemon closes the connection after three."""
+        if not isinstance(token, str):
+            raise TypeError("token: expected str, got %s" % type(token).__name__)
+        req = pb.Request()
+        req.auth.token = token
+        req.auth.SetInParent()
+        r = self.call(req, "auth")
+        self.read_write = bool(r.auth.read_write)
+        return self.read_write
+
     def checkpoint(self):
         """Writes a checkpoint now; answers when it is durable."""
         req = pb.Request()
@@ -637,5 +661,5 @@ class Client:
 
 
 def connect(server=DEFAULT_SERVER, timeout=30.0, **kw):
-    """Client(server, timeout)."""
+    """Client(server, timeout, **kw), e.g. connect("10.0.0.5:7600", token="...")."""
     return Client(server, timeout, **kw)

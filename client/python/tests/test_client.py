@@ -570,5 +570,54 @@ class TestClient(unittest.TestCase):
         self.assertEqual(rc, 0)
 
 
+RW_TOKEN = "py-rw-secret-0123456789"
+RO_TOKEN = "py-ro-secret-0123456789"
+
+
+class TestTokens(unittest.TestCase):
+    """A daemon of its own, with one read-write and one read-only token."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.d = Daemon(MODEL_ARGS + ["--tokens=rw:%s,ro:%s" % (RW_TOKEN, RO_TOKEN)])
+
+    @classmethod
+    def tearDownClass(cls):
+        rc = cls.d.stop(signal.SIGTERM)
+        cls.d.cleanup()
+        assert rc == 0, rc
+
+    def test_token(self):
+        d = self.d
+        # Without a token every request is refused and nothing changes.
+        with omld.Client(d.rpc, timeout=20) as c:
+            with self.assertRaises(omld.Unauthenticated):
+                c.put_items([("t-1", X[0], LABEL[0])])
+            with self.assertRaises(omld.Unauthenticated):
+                c.status()
+        # A wrong token: Unauthenticated from the constructor, field auth.token.
+        with self.assertRaises(omld.Unauthenticated) as cm:
+            omld.Client(d.rpc, timeout=20, token="not-the-token")
+        self.assertEqual(cm.exception.field, "auth.token")
+        # Read-write writes; read-only reads but may not write.
+        with omld.Client(d.rpc, timeout=20, token=RW_TOKEN) as w:
+            self.assertTrue(w.read_write)
+            self.assertEqual(w.status().items, 0)
+            self.assertEqual(w.put_items([("t-1", X[0], LABEL[0])]).created, 1)
+        with omld.Client("unix:" + d.unix, timeout=20, token=RO_TOKEN) as r:
+            self.assertFalse(r.read_write)
+            self.assertEqual(r.status().items, 1)
+            self.assertEqual(r.get_items(["t-1"])[0].id, "t-1")
+            with self.assertRaises(omld.PermissionDenied):
+                r.put_items([("t-2", X[1], LABEL[1])])
+            with self.assertRaises(omld.PermissionDenied):
+                r.delete_items(["t-1"])
+            self.assertEqual(r.status().items, 1)
+            self.assertTrue(r.auth(RW_TOKEN))  # a later Auth replaces the rights
+            self.assertEqual(r.put_items([("t-2", X[1], LABEL[1])]).created, 1)
+        self.assertNotIn(RW_TOKEN, d.log_text())
+        self.assertNotIn(RO_TOKEN, d.log_text())
+
+
 if __name__ == "__main__":
     unittest.main()
