@@ -180,6 +180,12 @@ void oml__batch_forward(const oml_batch_layout *lay, const float *params, const 
 void oml__batch_backward(const oml_batch_layout *lay, const float *params, int32_t n,
                          oml__batch_ws *ws, const float *gf, float *grad)
 {
+    oml__batch_backward_x(lay, params, n, ws, gf, grad, NULL);
+}
+
+void oml__batch_backward_x(const oml_batch_layout *lay, const float *params, int32_t n,
+                           oml__batch_ws *ws, const float *gf, float *grad, float *gx)
+{
     int32_t e = lay->emb, hd = lay->hidden;
     float *gz = ws->gz;
     for (int32_t i = 0; i < n; i++) {
@@ -195,8 +201,12 @@ void oml__batch_backward(const oml_batch_layout *lay, const float *params, int32
     /* dL/dTheta = gz^T h(depth): (e, n) x (n, w). */
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, e, w, n, 1.0f, gz, e, ws->h[lay->depth],
                 w, 0.0f, grad + lay->theta, w);
-    if (lay->depth == 0)
+    if (lay->depth == 0) {
+        if (gx != NULL) /* dL/dx = gz Theta: (n, e) x (e, dim). */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, lay->dim, e, 1.0f, gz, e,
+                        params + lay->theta, lay->dim, 0.0f, gx, lay->dim);
         return;
+    }
     float *gh = ws->g0, *other = ws->g1;
     /* dL/dh(depth) = gz Theta: (n, e) x (e, hidden). */
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, hd, e, 1.0f, gz, e,
@@ -217,6 +227,10 @@ void oml__batch_backward(const oml_batch_layout *lay, const float *params, int32
             float *t = gh;
             gh = other;
             other = t;
+        } else if (gx != NULL) {
+            /* dL/dx = ga(1) W(1): (n, hidden) x (hidden, dim). */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, win, hd, 1.0f, gh, hd,
+                        params + lay->w[1], win, 0.0f, gx, win);
         }
     }
 }

@@ -116,7 +116,17 @@ void oml_batch_pdist(const double *F, int32_t n, int32_t e, double *D);
 enum oml_batch_method {
     OML_BATCH_TRIPLET = 1,
     OML_BATCH_LANML = 2,
-    OML_BATCH_DANML = 3
+    OML_BATCH_DANML = 3,
+    /* daml.h / damlrrm.h: these train through their own entry points
+     * (oml_daml_train, oml_damlrrm_train), which set the hooks below. */
+    OML_BATCH_CONTRASTIVE = 4,
+    OML_BATCH_LIFTED = 5,
+    OML_BATCH_NPAIR = 6,
+    OML_BATCH_DAML_CONTRASTIVE = 7,
+    OML_BATCH_DAML_TRIPLET = 8,
+    OML_BATCH_DAML_LIFTED = 9,
+    OML_BATCH_DAML_NPAIR = 10,
+    OML_BATCH_DAMLRRM = 11
 };
 
 enum oml_batch_optim { OML_BATCH_SGD = 0, OML_BATCH_ADAM = 1 };
@@ -133,6 +143,27 @@ typedef struct oml_batch_progress {
 
 /* Called from the training thread; must not call back into the trainer. */
 typedef void (*oml_batch_progress_fn)(void *ctx, const oml_batch_progress *p);
+
+struct oml_batch_classes;
+
+/* Hooks for trainers with more than the one network or their own batch
+ * composition (DAML's generator, DAMLRRM's two streams). NULL = built in.
+ *
+ * sample: writes up to spec->batch_cap item indices (rows of X) into out
+ * and returns the count (0 = cannot draw: OML_EEMPTY). cls is the training
+ * split grouped by class (validation items are never in it).
+ *
+ * step: replaces "forward, loss, backward" of one batch: given the metric
+ * network's parameters and the batch Xb (n, dim) / yb, writes the gradient
+ * of the metric parameters into grad (lay->count floats, mu's entries 0)
+ * and returns the batch loss (non-finite = diverged). It may update state
+ * of its own (a second network and its optimiser); it must not allocate
+ * per call. epoch is 1-based, step the 0-based global step. */
+typedef int32_t (*oml_batch_sample_fn)(void *ctx, struct oml_batch_classes *cls, int32_t m,
+                                       int32_t k, oml_rng *rng, int32_t *out);
+typedef double (*oml_batch_step_fn)(void *ctx, const oml_batch_layout *lay, const float *params,
+                                    const float *Xb, const int32_t *yb, int32_t n, int32_t epoch,
+                                    int64_t step, oml_rng *rng, float *grad);
 
 typedef struct oml_batch_spec {
     int32_t method;              /* enum oml_batch_method */
@@ -158,6 +189,15 @@ typedef struct oml_batch_spec {
     const atomic_int *cancel;    /* borrowed; non-zero => stop at the next step */
     oml_batch_progress_fn progress;
     void *progress_ctx;
+    /* extensions (zero = off; see the hook types above) */
+    const struct oml_batch_model *init; /* borrowed: start from its parameters (mu
+                                         * included, no re-centring); its layout must
+                                         * match the spec's network */
+    oml_batch_sample_fn sample;
+    void *sample_ctx;
+    int32_t batch_cap;                   /* rows sample may write; 0 = m * k */
+    oml_batch_step_fn step;
+    void *step_ctx;
 } oml_batch_spec;
 
 /* The defaults of a method (network of the live family: hidden 100, emb 50;

@@ -25,6 +25,10 @@ void oml__batch_forward(const oml_batch_layout *lay, const float *params, const 
 /* Backward of the rows in ws from gf = dL/df (n, emb): grad (lay.count). */
 void oml__batch_backward(const oml_batch_layout *lay, const float *params, int32_t n,
                          oml__batch_ws *ws, const float *gf, float *grad);
+/* As oml__batch_backward, and also gx (n, dim) = dL/dx of every input row
+ * (through the centring, whose Jacobian is the identity). */
+void oml__batch_backward_x(const oml_batch_layout *lay, const float *params, int32_t n,
+                           oml__batch_ws *ws, const float *gf, float *grad, float *gx);
 double oml__batch_loss_grad_ws(const oml_batch_layout *lay, const float *params,
                                oml_batch_loss_fn loss, const void *hp, const float *X,
                                const int32_t *y, int32_t n, oml_rng *rng, float *grad,

@@ -202,7 +202,7 @@ static void optim_step(const oml_batch_spec *sp, optim_state *o, float *p, const
 static int check_spec(const oml_batch_spec *s, oml_diag *d)
 {
     if (s->method < OML_BATCH_TRIPLET || s->method > OML_BATCH_DANML)
-        if (s->loss == NULL)
+        if (s->loss == NULL && s->step == NULL)
             return oml_diag_set(d, OML_EINVAL, "method", "unknown method %d", s->method);
     if (s->epochs < 1)
         return oml_diag_set(d, OML_EINVAL, "epochs", "epochs must be >= 1");
@@ -218,6 +218,8 @@ static int check_spec(const oml_batch_spec *s, oml_diag *d)
         return oml_diag_set(d, OML_EINVAL, "sampler", "unknown sampler %d", s->sampler);
     if (!(s->val_frac >= 0 && s->val_frac <= 0.5f))
         return oml_diag_set(d, OML_EINVAL, "val_frac", "validation fraction must be in [0, 0.5]");
+    if (s->sample != NULL && (s->batch_cap < 0 || s->batch_cap > 65536))
+        return oml_diag_set(d, OML_EINVAL, "batch_cap", "batch_cap must be in [0, 65536]");
     return OML_OK;
 }
 
@@ -321,6 +323,9 @@ int oml_batch_train(const oml_batch_spec *sp, const float *X, const int32_t *lab
                                                  : (const void *)&dhp;
     }
     int32_t bsz = sp->sampler == OML_BATCH_SAMPLE_MK ? sp->m * sp->k : sp->batch;
+    /* Rows of one batch: the sampler hook may compose more than bsz (the
+     * epoch length stays n_train / bsz steps). */
+    int32_t cap = sp->sample != NULL && sp->batch_cap > 0 ? sp->batch_cap : bsz;
     oml_rng rng;
     oml_rng_seed(&rng, sp->seed);
     train_ctx c;
@@ -328,9 +333,9 @@ int oml_batch_train(const oml_batch_spec *sp, const float *X, const int32_t *lab
     oml_batch_model *model = NULL;
     c.train = malloc((size_t)n * sizeof *c.train);
     c.val = malloc((size_t)n * sizeof *c.val);
-    c.batch_idx = malloc((size_t)bsz * sizeof *c.batch_idx);
-    c.yb = malloc((size_t)bsz * sizeof *c.yb);
-    c.Xb = malloc((size_t)bsz * (size_t)dim * sizeof *c.Xb);
+    c.batch_idx = malloc((size_t)cap * sizeof *c.batch_idx);
+    c.yb = malloc((size_t)cap * sizeof *c.yb);
+    c.Xb = malloc((size_t)cap * (size_t)dim * sizeof *c.Xb);
     c.grad = malloc(lay.count * sizeof *c.grad);
     c.opt.v = calloc(lay.count, sizeof *c.opt.v);
     c.opt.s = calloc(lay.count, sizeof *c.opt.s);
@@ -358,13 +363,22 @@ int oml_batch_train(const oml_batch_spec *sp, const float *X, const int32_t *lab
     if ((rc = oml_batch_model_create(&model, &lay, sp->seed ^ 0x9e3779b97f4a7c15ull, diag)) != OML_OK)
         goto done;
     model->method = sp->method;
-    if (sp->init_identity) {
+    if (sp->init != NULL) {
+        const oml_batch_layout *il = &sp->init->lay;
+        if (il->dim != lay.dim || il->depth != lay.depth || il->hidden != lay.hidden
+            || il->emb != lay.emb || il->normalize != lay.normalize) {
+            rc = oml_diag_set(diag, OML_EINVAL, "init",
+                              "the initial model's network differs from the spec's");
+            goto done;
+        }
+        memcpy(model->params, sp->init->params, lay.count * sizeof *model->params);
+    } else if (sp->init_identity) {
         float *T = model->params + lay.theta;
         memset(T, 0, (size_t)lay.emb * (size_t)dim * sizeof *T);
         for (int32_t r = 0; r < lay.emb && r < dim; r++)
             T[(size_t)r * dim + r] = 1.0f;
     }
-    if (sp->center) {
+    if (sp->center && sp->init == NULL) {
         /* Input centring: mu = mean of the training items (OAHU's centring). */
         double *acc = calloc((size_t)dim, sizeof *acc);
         if (acc == NULL) {
@@ -380,7 +394,7 @@ int oml_batch_train(const oml_batch_spec *sp, const float *X, const int32_t *lab
             model->params[lay.mu + j] = (float)(acc[j] / n_train);
         free(acc);
     }
-    if ((rc = oml__batch_ws_init(&c.ws, &lay, bsz)) != OML_OK)
+    if (sp->step == NULL && (rc = oml__batch_ws_init(&c.ws, &lay, cap)) != OML_OK)
         goto done;
     if (n_val > 0) {
         c.best = malloc(lay.count * sizeof *c.best);
@@ -414,7 +428,14 @@ int oml_batch_train(const oml_batch_spec *sp, const float *X, const int32_t *lab
                 goto done;
             }
             int32_t b;
-            if (sp->sampler == OML_BATCH_SAMPLE_MK) {
+            if (sp->sample != NULL) {
+                b = sp->sample(sp->sample_ctx, &c.cls, sp->m, sp->k, &rng, c.batch_idx);
+                if (b < 2 || b > cap) {
+                    rc = oml_diag_set(diag, OML_EEMPTY, "labels",
+                                      "the batch sampler could not draw a batch (%d rows)", b);
+                    goto done;
+                }
+            } else if (sp->sampler == OML_BATCH_SAMPLE_MK) {
                 b = oml_batch_sample_mk(&c.cls, sp->m, sp->k, &rng, c.batch_idx);
             } else {
                 if (pos + bsz > n_train) {
@@ -430,8 +451,11 @@ int oml_batch_train(const oml_batch_spec *sp, const float *X, const int32_t *lab
                 memcpy(c.Xb + (size_t)i * dim, X + (size_t)c.batch_idx[i] * dim,
                        (size_t)dim * sizeof *X);
             }
-            double L = oml__batch_loss_grad_ws(&lay, model->params, loss, hp, c.Xb, c.yb, b, &rng,
-                                               c.grad, &c.ws);
+            double L = sp->step != NULL
+                           ? sp->step(sp->step_ctx, &lay, model->params, c.Xb, c.yb, b, ep,
+                                      pr.step, &rng, c.grad)
+                           : oml__batch_loss_grad_ws(&lay, model->params, loss, hp, c.Xb, c.yb, b,
+                                                     &rng, c.grad, &c.ws);
             if (!isfinite(L)) {
                 rc = oml_diag_set(diag, OML_ENONFINITE, "loss",
                                   "the loss diverged at epoch %d step %d: lower the learning rate",

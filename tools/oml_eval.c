@@ -22,6 +22,8 @@
 #include "anml.h"
 #include "batch.h"
 #include "config.h"
+#include "daml.h"
+#include "damlrrm.h"
 #include "dml_metrics.h"
 #include "idx.h"
 #include "index.h"
@@ -34,14 +36,23 @@
 
 extern void openblas_set_num_threads(int);
 
-enum eval_method { M_OAHU, M_RAW, M_TRIPLET, M_LANML, M_DANML };
-static const char *const METHOD_NAMES[] = {"oahu", "raw", "triplet", "lanml", "danml"};
+enum eval_method {
+    M_OAHU, M_RAW, M_TRIPLET, M_LANML, M_DANML,
+    M_DAML_CONTRASTIVE, M_DAML_TRIPLET, M_DAML_LIFTED, M_DAML_NPAIR, /* daml.h, in term order */
+    M_CONTRASTIVE, M_LIFTED, M_NPAIR, M_DAMLRRM
+};
+static const char *const METHOD_NAMES[] = {
+    "oahu", "raw", "triplet", "lanml", "danml",
+    "daml-contrastive", "daml-triplet", "daml-lifted", "daml-npair",
+    "contrastive", "lifted", "npair", "damlrrm"};
 
 typedef struct eval_opts {
     int32_t constraints, k, test_subsample, runs, heads_report;
     int32_t method, class_disjoint, train_subsample, verbose;
     int32_t epochs, depth, batch_m, batch_k, patience, optim;
     float lr, val_frac, gamma1, gamma2, lambda1, lambda2, margin, lreg, scale;
+    float alpha, lambda, pool_ratio, gen_lr;                    /* DAML / DAMLRRM */
+    int32_t gen_hidden, pretrain_epochs, joint_epochs, literal, normalize;
     double max_error; /* exit 3 if the mean error is above (0 = no check) */
     uint64_t seed;
     const char *preset, *data_dir;
@@ -79,7 +90,9 @@ static void usage(FILE *f)
             "  --eta X --tau X --prox X --eta-decay X --beta X --s X\n"
             "  --layers N --hidden N --emb N --init random|pca --center 0|1 --hedge abtl|margin|hard|local\n"
             " batch trainers and baselines (issue 4):\n"
-            "  --method M          oahu (default) | raw | triplet | lanml | danml\n"
+            "  --method M          oahu (default) | raw | triplet | lanml | danml |\n"
+            "                      daml-contrastive | daml-triplet | daml-lifted | daml-npair |\n"
+            "                      contrastive | lifted | npair | damlrrm\n"
             "  --split S           standard (default: kNN error on the 1:1 split) |\n"
             "                      class-disjoint (train classes 0-4, retrieval/clustering on 5-9)\n"
             "  --train-subsample N train on the first N shuffled training items (default all)\n"
@@ -87,6 +100,12 @@ static void usage(FILE *f)
             "  --optim adam|sgd    (batch methods; --hidden/--emb size their network)\n"
             "  --gamma1 X --gamma2 X --lambda1 X --lambda2 X --margin X --lreg X --scale X\n"
             "                      loss hyper-parameters (ANML Eq. 19/22; margin also triplet)\n"
+            "  --alpha X --lambda X  DAML Eq. 6-11 margin / Eq. 7 weight (lambda1/2: Eq. 6);\n"
+            "                      DAMLRRM boundary alpha (--margin: its beta)\n"
+            "  --gen-hidden N --gen-lr X --pretrain-epochs N --joint-epochs N --literal 0|1\n"
+            "                      DAML generator and Alg. 1 schedule\n"
+            "  --pool-ratio X      DAMLRRM shuffled pool length / training items\n"
+            "  --normalize 0|1     L2-normalise the embedding (default: the method's)\n"
             "  --verbose           print every epoch of the batch trainers\n");
 }
 
@@ -101,6 +120,8 @@ static int parse_args(int argc, char **argv, eval_opts *o)
     o->data_dir = OML_FMNIST_DIR;
     o->lr = o->val_frac = o->gamma1 = o->gamma2 = o->lambda1 = o->lambda2 = NAN;
     o->margin = o->lreg = o->scale = NAN;
+    o->alpha = o->lambda = o->pool_ratio = o->gen_lr = NAN;
+    o->gen_hidden = o->pretrain_epochs = o->joint_epochs = o->literal = o->normalize = -1;
     o->epochs = o->depth = o->batch_m = o->batch_k = o->patience = o->optim = -1;
     oml_config *v = &o->overrides;
     v->eta = v->tau = v->prox = v->eta_decay = v->beta = v->s = NAN;
@@ -122,7 +143,9 @@ static int parse_args(int argc, char **argv, eval_opts *o)
                 if (strcmp(val, METHOD_NAMES[m]) == 0)
                     o->method = m;
             if (o->method < 0) {
-                fprintf(stderr, "oml-eval: unknown --method '%s' (oahu|raw|triplet|lanml|danml)\n", val);
+                fprintf(stderr, "oml-eval: unknown --method '%s' (oahu|raw|triplet|lanml|danml|"
+                                "daml-contrastive|daml-triplet|daml-lifted|daml-npair|"
+                                "contrastive|lifted|npair|damlrrm)\n", val);
                 return -1;
             }
         } else if (OPT("--split")) {
@@ -163,6 +186,24 @@ static int parse_args(int argc, char **argv, eval_opts *o)
             o->lreg = strtof(val, NULL);
         } else if (OPT("--scale")) {
             o->scale = strtof(val, NULL);
+        } else if (OPT("--alpha")) {
+            o->alpha = strtof(val, NULL);
+        } else if (OPT("--lambda")) {
+            o->lambda = strtof(val, NULL);
+        } else if (OPT("--pool-ratio")) {
+            o->pool_ratio = strtof(val, NULL);
+        } else if (OPT("--gen-lr")) {
+            o->gen_lr = strtof(val, NULL);
+        } else if (OPT("--gen-hidden")) {
+            o->gen_hidden = atoi(val);
+        } else if (OPT("--pretrain-epochs")) {
+            o->pretrain_epochs = atoi(val);
+        } else if (OPT("--joint-epochs")) {
+            o->joint_epochs = atoi(val);
+        } else if (OPT("--literal")) {
+            o->literal = atoi(val);
+        } else if (OPT("--normalize")) {
+            o->normalize = atoi(val);
         } else if (OPT("--constraints")) {
             o->constraints = atoi(val);
         } else if (OPT("--seed")) {
@@ -426,6 +467,8 @@ static void batch_spec_from_opts(const eval_opts *o, int32_t method, uint64_t se
     if (o->overrides.emb > 0) sp->emb = o->overrides.emb;
     if (sp->depth > 0)
         sp->init_identity = 0; /* the identity start is for the linear map only */
+    if (o->normalize >= 0)
+        sp->normalize = o->normalize;
     if (o->verbose)
         sp->progress = print_epoch;
 }
@@ -453,6 +496,64 @@ static int oahu_embed(const oml_learner *l, const float *X, int32_t n, float *E)
     }
     oml_net_acts_free(&acts);
     return OML_OK;
+}
+
+/* DAML x 4 terms, the plain terms and DAMLRRM (daml.h, damlrrm.h). */
+static int dml_train_daml(const eval_opts *o, uint64_t seed, const float *Xtr, const int32_t *ytr,
+                          int32_t ntr, int32_t dim, dml_result *res, float **Etr, float **Ete,
+                          const float *Xte, int32_t nte, int32_t *edim, oml_diag *diag)
+{
+    double t0 = now_s();
+    int32_t method = o->method == M_DAMLRRM ? OML_BATCH_DAMLRRM
+                     : o->method >= M_CONTRASTIVE
+                         ? OML_BATCH_CONTRASTIVE + (o->method - M_CONTRASTIVE)
+                         : OML_BATCH_DAML_CONTRASTIVE + (o->method - M_DAML_CONTRASTIVE);
+    oml_batch_spec sp;
+    oml_batch_spec_default(&sp, method);
+    if (o->method == M_DAMLRRM)
+        sp.normalize = 0; /* alpha = 30 is in the units of an unnormalised embedding */
+    batch_spec_from_opts(o, method, seed, &sp);
+    oml_batch_model *model = NULL;
+    int rc;
+    if (o->method == M_DAMLRRM) {
+        oml_damlrrm_hp hp;
+        oml_damlrrm_hp_default(&hp);
+        if (!isnan(o->alpha)) hp.alpha = o->alpha;
+        if (!isnan(o->margin)) hp.beta = o->margin;
+        if (!isnan(o->pool_ratio)) hp.pool_ratio = o->pool_ratio;
+        rc = oml_damlrrm_train(&sp, &hp, Xtr, ytr, ntr, dim, &model, diag);
+    } else {
+        int32_t term = o->method == M_CONTRASTIVE ? OML_DAML_CONTRASTIVE
+                       : o->method == M_LIFTED    ? OML_DAML_LIFTED
+                       : o->method == M_NPAIR     ? OML_DAML_NPAIR
+                                                  : o->method - M_DAML_CONTRASTIVE;
+        oml_daml_hp hp;
+        oml_daml_hp_default(&hp, term);
+        if (!isnan(o->alpha)) hp.alpha = o->alpha;
+        if (!isnan(o->lambda)) hp.lambda = o->lambda;
+        if (!isnan(o->lambda1)) hp.lambda1 = o->lambda1;
+        if (!isnan(o->lambda2)) hp.lambda2 = o->lambda2;
+        if (!isnan(o->gen_lr)) hp.gen_lr = o->gen_lr;
+        if (o->gen_hidden > 0) hp.gen_hidden = o->gen_hidden;
+        if (o->pretrain_epochs > 0) hp.pretrain_epochs = o->pretrain_epochs;
+        if (o->joint_epochs > 0) hp.joint_epochs = o->joint_epochs;
+        if (o->literal >= 0) hp.literal = o->literal;
+        rc = o->method >= M_CONTRASTIVE
+                 ? oml_daml_train_plain(&sp, &hp, Xtr, ytr, ntr, dim, &model, diag)
+                 : oml_daml_train(&sp, &hp, Xtr, ytr, ntr, dim, &model, diag);
+    }
+    res->train_s = now_s() - t0;
+    if (rc == OML_OK) {
+        res->epochs = model->epochs_run;
+        *edim = model->lay.emb;
+        *Etr = malloc((size_t)ntr * *edim * sizeof(float));
+        *Ete = malloc((size_t)nte * *edim * sizeof(float));
+        rc = *Etr && *Ete ? oml_batch_model_embed(model, Xtr, ntr, *Etr) : OML_ENOMEM;
+        if (rc == OML_OK)
+            rc = oml_batch_model_embed(model, Xte, nte, *Ete);
+    }
+    oml_batch_model_destroy(model);
+    return rc;
 }
 
 /* Trains `method` on Xtr (ntr, dim) and embeds Xtr and Xte into owned
@@ -505,6 +606,8 @@ static int dml_embed(const eval_opts *o, uint64_t seed, const float *Xtr, const 
         }
         oml_learner_destroy(learner);
         oml_stream_free(&stream);
+    } else if (o->method >= M_DAML_CONTRASTIVE) {
+        rc = dml_train_daml(o, seed, Xtr, ytr, ntr, dim, res, Etr, Ete, Xte, nte, edim, &diag);
     } else {
         int32_t method = o->method == M_TRIPLET ? OML_BATCH_TRIPLET
                          : o->method == M_LANML ? OML_BATCH_LANML
