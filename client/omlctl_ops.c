@@ -117,16 +117,18 @@ int ctl_status(ctl *g, int argc, char **argv)
 
 static void health_usage(FILE *f)
 {
-    fprintf(f, "usage: omlctl health\n"
+    fprintf(f, "usage: omlctl health [--json]\n"
                "Prints live / ready / draining. ready means a model view is published and the\n"
                "daemon is not shutting down. Exit status 0 whenever the daemon answered.\n"
+               "  --json    print {\"live\":..,\"ready\":..,\"draining\":..}\n"
                "  --server S, --timeout MS as for omlctl\n"
                "example:\n  omlctl --timeout 1000 health\n");
 }
 
 int ctl_health(ctl *g, int argc, char **argv)
 {
-    int rc = parse_simple(g, argc, argv, "health", health_usage, NULL, NULL);
+    int json = 0;
+    int rc = parse_simple(g, argc, argv, "health", health_usage, "--json", &json);
     if (rc)
         return rc - 1;
     omlc *c = NULL;
@@ -137,6 +139,9 @@ int ctl_health(ctl *g, int argc, char **argv)
     int e = omlc_health(c, &live, &ready, &draining, &err);
     if (e != 0)
         rc = ctl_fail("health", e, &err);
+    else if (json)
+        printf("{\"live\":%s,\"ready\":%s,\"draining\":%s}\n", live ? "true" : "false",
+               ready ? "true" : "false", draining ? "true" : "false");
     else
         printf("live %s   ready %s   draining %s\n", live ? "yes" : "no", ready ? "yes" : "no",
                draining ? "yes" : "no");

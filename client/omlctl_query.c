@@ -15,6 +15,7 @@ typedef struct query_opts {
     long long k;
     double threshold;
     const char *model;
+    int json;               /* --json: one JSON object on stdout */
 } query_opts;
 
 static int add_ref(query_opts *q, const char *cmd, int max_refs, const char *v, int is_id)
@@ -60,6 +61,8 @@ static int parse_query(ctl *g, int argc, char **argv, const char *cmd, void (*us
             q->threshold = ctl_real("--threshold", v, 1e-9, 1.0);
         } else if ((v = ctl_opt(argc, argv, &i, "--model"))) {
             q->model = v;
+        } else if (strcmp(argv[i], "--json") == 0) {
+            q->json = 1;
         } else {
             return ctl_usage_error(cmd, "unknown argument '%s'", argv[i]) + 1;
         }
@@ -80,6 +83,7 @@ static void query_free(query_opts *q)
     "  --vector F1,F2,...  an inline vector of the daemon's dimension (not stored)\n"
 #define MODEL_HELP                                                                     \
     "  --model NAME        a batch-trained model instead of the live one\n"            \
+    "  --json              print the answer as one JSON object\n"                      \
     "  --server S, --timeout MS as for omlctl\n"
 
 static void classify_usage(FILE *f)
@@ -106,6 +110,16 @@ int ctl_classify(ctl *g, int argc, char **argv)
         int r = omlc_classify(c, &q.refs[0], (uint32_t)q.k, q.model, &out, &err);
         if (r != 0) {
             rc = ctl_fail("classify", r, &err);
+        } else if (q.json) {
+            printf("{\"label\":");
+            ctl_json_string(stdout, out.label);
+            printf(",\"model_version\":%llu,\"scores\":[", (unsigned long long)out.model_version);
+            for (int i = 0; i < out.n_scores; i++) {
+                printf("%s{\"label\":", i ? "," : "");
+                ctl_json_string(stdout, out.scores[i].label);
+                printf(",\"score\":%.6g}", out.scores[i].score);
+            }
+            printf("]}\n");
         } else {
             printf("label %s   (model version %llu)\n", out.label[0] ? out.label : "(none)",
                    (unsigned long long)out.model_version);
@@ -143,6 +157,12 @@ int ctl_verify(ctl *g, int argc, char **argv)
         int r = omlc_verify(c, &q.refs[0], &q.refs[1], (float)q.threshold, q.model, &out, &err);
         if (r != 0) {
             rc = ctl_fail("verify", r, &err);
+        } else if (q.json) {
+            printf("{\"similar\":%s,\"score\":%.6g,\"model_version\":%llu,\"distances\":[",
+                   out.similar ? "true" : "false", out.score, (unsigned long long)out.model_version);
+            for (int i = 0; i < out.n_heads; i++)
+                printf("%s%.6g", i ? "," : "", out.distances[i]);
+            printf("]}\n");
         } else {
             printf("%s   score %.4f   (model version %llu)\n", out.similar ? "similar" : "dissimilar",
                    out.score, (unsigned long long)out.model_version);
@@ -189,6 +209,19 @@ int ctl_retrieve(ctl *g, int argc, char **argv)
         int r = omlc_retrieve(c, &q.refs[0], (uint32_t)q.k, q.model, hits, cap, &n, &version, &err);
         if (r != 0) {
             rc = ctl_fail("retrieve", r, &err);
+        } else if (q.json) {
+            printf("{\"model_version\":%llu,\"hits\":[", (unsigned long long)version);
+            for (size_t i = 0; i < n; i++) {
+                printf("%s{\"id\":", i ? "," : "");
+                ctl_json_string(stdout, hits[i].id);
+                printf(",\"label\":");
+                if (hits[i].label[0])
+                    ctl_json_string(stdout, hits[i].label);
+                else
+                    printf("null");
+                printf(",\"score\":%.6g}", hits[i].score);
+            }
+            printf("]}\n");
         } else {
             printf("%zu hits   (model version %llu)\n", n, (unsigned long long)version);
             printf("  %4s  %-32s %-16s %s\n", "rank", "id", "label", "score");
@@ -226,6 +259,19 @@ int ctl_embed(ctl *g, int argc, char **argv)
         int e = omlc_embed(c, &q.refs[0], q.model, &r, &err);
         if (e != 0) {
             rc = ctl_fail("embed", e, &err);
+        } else if (q.json) {
+            const Omld__EmbedResponse *b = r->embed;
+            printf("{\"model_version\":%llu,\"alpha\":[", (unsigned long long)r->model_version);
+            for (size_t i = 0; i < b->n_alpha; i++)
+                printf("%s%.6g", i ? "," : "", b->alpha[i]);
+            printf("],\"heads\":[");
+            for (size_t h = 0; h < b->n_heads; h++) {
+                printf("%s[", h ? "," : "");
+                for (size_t j = 0; j < b->heads[h]->n_values; j++)
+                    printf("%s%.9g", j ? "," : "", b->heads[h]->values[j]);
+                printf("]");
+            }
+            printf("]}\n");
         } else {
             const Omld__EmbedResponse *b = r->embed;
             printf("%zu heads   (model version %llu)\nalpha:", b->n_heads,
