@@ -183,6 +183,24 @@ void omlc_last_totals(const omlc *c, omlc_totals *out);
 /* The model_version of the last Response received (0 before any). */
 uint64_t omlc_last_model_version(const omlc *c);
 
+/* --- trainer jobs and batch models (omld.proto TRAINER) --- */
+
+/* Starts a job; *job_id and model (the model's name, model_cap bytes) get
+ * the answer. The request is borrowed (build it with
+ * OMLD__TRAIN_START_REQUEST__INIT). */
+int omlc_train_start(omlc *c, const Omld__TrainStartRequest *req, uint64_t *job_id,
+                     char *model, size_t model_cap, omlc_error *err);
+/* Answers owned by the caller: (*resp)->train_status->job / ->train_cancel->job. */
+int omlc_train_status(omlc *c, uint64_t job_id, Omld__Response **resp, omlc_error *err);
+int omlc_train_cancel(omlc *c, uint64_t job_id, Omld__Response **resp, omlc_error *err);
+/* (*resp)->list_models->models, by name. */
+int omlc_list_models(omlc *c, Omld__Response **resp, omlc_error *err);
+/* Promote / Rollback answer once the new live view serves; *model_version
+ * (may be NULL) is its version. */
+int omlc_promote(omlc *c, const char *name, uint64_t *model_version, omlc_error *err);
+int omlc_rollback(omlc *c, uint64_t *model_version, omlc_error *err);
+int omlc_delete_model(omlc *c, const char *name, omlc_error *err);
+
 /* A static name for a status or transport code ("NOT_FOUND", "timeout"). */
 const char *omlc_code_name(int code);
 

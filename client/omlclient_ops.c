@@ -737,3 +737,114 @@ int omlc_classify_pipelined(omlc *c, const omlc_ref *q, size_t n, uint32_t k,
     return pipeline(c, n, window, OMLD__RESPONSE__BODY_CLASSIFY, classify_send, classify_recv,
                     &b, n, progress, arg, err);
 }
+
+/* ------------------------------------------------------------ trainer jobs and batch models */
+
+int omlc_train_start(omlc *c, const Omld__TrainStartRequest *body, uint64_t *job_id,
+                     char *model, size_t model_cap, omlc_error *err)
+{
+    omlc__err_clear(err);
+    if (body == NULL)
+        return omlc__err_set(err, OMLC_EARG, NULL, "omlc_train_start: no request");
+    Omld__Request req = OMLD__REQUEST__INIT;
+    req.body_case = OMLD__REQUEST__BODY_TRAIN_START;
+    req.train_start = (Omld__TrainStartRequest *)body;
+    Omld__Response *resp = NULL;
+    int rc = omlc__call_expect(c, &req, OMLD__RESPONSE__BODY_TRAIN_START, &resp, err);
+    if (rc == 0) {
+        if (job_id)
+            *job_id = resp->train_start->job_id;
+        if (model && model_cap)
+            snprintf(model, model_cap, "%s", resp->train_start->model);
+        omld__response__free_unpacked(resp, NULL);
+    }
+    return rc;
+}
+
+int omlc_train_status(omlc *c, uint64_t job_id, Omld__Response **resp, omlc_error *err)
+{
+    omlc__err_clear(err);
+    if (resp == NULL)
+        return omlc__err_set(err, OMLC_EARG, NULL, "omlc_train_status: no out");
+    Omld__Request req = OMLD__REQUEST__INIT;
+    Omld__TrainStatusRequest body = OMLD__TRAIN_STATUS_REQUEST__INIT;
+    body.job_id = job_id;
+    req.body_case = OMLD__REQUEST__BODY_TRAIN_STATUS;
+    req.train_status = &body;
+    return omlc__call_expect(c, &req, OMLD__RESPONSE__BODY_TRAIN_STATUS, resp, err);
+}
+
+int omlc_train_cancel(omlc *c, uint64_t job_id, Omld__Response **resp, omlc_error *err)
+{
+    omlc__err_clear(err);
+    if (resp == NULL)
+        return omlc__err_set(err, OMLC_EARG, NULL, "omlc_train_cancel: no out");
+    Omld__Request req = OMLD__REQUEST__INIT;
+    Omld__TrainCancelRequest body = OMLD__TRAIN_CANCEL_REQUEST__INIT;
+    body.job_id = job_id;
+    req.body_case = OMLD__REQUEST__BODY_TRAIN_CANCEL;
+    req.train_cancel = &body;
+    return omlc__call_expect(c, &req, OMLD__RESPONSE__BODY_TRAIN_CANCEL, resp, err);
+}
+
+int omlc_list_models(omlc *c, Omld__Response **resp, omlc_error *err)
+{
+    omlc__err_clear(err);
+    if (resp == NULL)
+        return omlc__err_set(err, OMLC_EARG, NULL, "omlc_list_models: no out");
+    Omld__Request req = OMLD__REQUEST__INIT;
+    Omld__ListModelsRequest body = OMLD__LIST_MODELS_REQUEST__INIT;
+    req.body_case = OMLD__REQUEST__BODY_LIST_MODELS;
+    req.list_models = &body;
+    return omlc__call_expect(c, &req, OMLD__RESPONSE__BODY_LIST_MODELS, resp, err);
+}
+
+int omlc_promote(omlc *c, const char *name, uint64_t *model_version, omlc_error *err)
+{
+    omlc__err_clear(err);
+    Omld__Request req = OMLD__REQUEST__INIT;
+    Omld__PromoteRequest body = OMLD__PROMOTE_REQUEST__INIT;
+    body.name = (char *)(name ? name : "");
+    req.body_case = OMLD__REQUEST__BODY_PROMOTE;
+    req.promote = &body;
+    Omld__Response *resp = NULL;
+    int rc = omlc__call_expect(c, &req, OMLD__RESPONSE__BODY_PROMOTE, &resp, err);
+    if (rc == 0) {
+        if (model_version)
+            *model_version = resp->promote->model_version;
+        omld__response__free_unpacked(resp, NULL);
+    }
+    return rc;
+}
+
+int omlc_rollback(omlc *c, uint64_t *model_version, omlc_error *err)
+{
+    omlc__err_clear(err);
+    Omld__Request req = OMLD__REQUEST__INIT;
+    Omld__RollbackRequest body = OMLD__ROLLBACK_REQUEST__INIT;
+    req.body_case = OMLD__REQUEST__BODY_ROLLBACK;
+    req.rollback = &body;
+    Omld__Response *resp = NULL;
+    int rc = omlc__call_expect(c, &req, OMLD__RESPONSE__BODY_ROLLBACK, &resp, err);
+    if (rc == 0) {
+        if (model_version)
+            *model_version = resp->rollback->model_version;
+        omld__response__free_unpacked(resp, NULL);
+    }
+    return rc;
+}
+
+int omlc_delete_model(omlc *c, const char *name, omlc_error *err)
+{
+    omlc__err_clear(err);
+    Omld__Request req = OMLD__REQUEST__INIT;
+    Omld__DeleteModelRequest body = OMLD__DELETE_MODEL_REQUEST__INIT;
+    body.name = (char *)(name ? name : "");
+    req.body_case = OMLD__REQUEST__BODY_DELETE_MODEL;
+    req.delete_model = &body;
+    Omld__Response *resp = NULL;
+    int rc = omlc__call_expect(c, &req, OMLD__RESPONSE__BODY_DELETE_MODEL, &resp, err);
+    if (rc == 0)
+        omld__response__free_unpacked(resp, NULL);
+    return rc;
+}

@@ -2,7 +2,8 @@
  * helpers every subcommand shares (omlctl.h). The subcommands live in
  * omlctl_data.c (put, triplets, pairs), omlctl_query.c (classify, verify,
  * retrieve, embed), omlctl_ops.c (status, health, checkpoint, watch) and
- * omlctl_eval.c (the Fashion-MNIST protocol through the daemon).
+ * omlctl_eval.c (the Fashion-MNIST protocol through the daemon) and
+ * omlctl_train.c (batch-training jobs and batch models).
  * Results go to stdout, diagnostics and progress to stderr. */
 #include "omlctl.h"
 
@@ -27,6 +28,13 @@ static const ctl_cmd commands[] = {
     {"checkpoint", ctl_checkpoint, "write a checkpoint now"},
     {"watch", ctl_watch, "redraw the hedge weights per depth every --interval ms"},
     {"eval", ctl_eval, "the OAHU Fashion-MNIST protocol, end to end through the daemon"},
+    {"train", ctl_train, "start a batch-training job and follow it (--detach: do not)"},
+    {"train-status", ctl_train_status, "a batch-training job's state and progress"},
+    {"train-cancel", ctl_train_cancel, "cancel a batch-training job"},
+    {"models", ctl_models, "the named batch models (--json)"},
+    {"promote", ctl_promote, "make a batch model the live model's trunk and head"},
+    {"rollback", ctl_rollback, "undo the last promote"},
+    {"delete-model", ctl_delete_model, "remove a batch model"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
@@ -42,7 +50,7 @@ static void usage(FILE *f)
                "\ncommands:\n",
             CTL_DEFAULT_TIMEOUT_MS);
     for (size_t i = 0; i < N_COMMANDS; i++)
-        fprintf(f, "  %-11s %s\n", commands[i].name, commands[i].summary);
+        fprintf(f, "  %-13s %s\n", commands[i].name, commands[i].summary);
     fprintf(f, "\n'omlctl <command> --help' shows a command's options and an example.\n"
                "\nexit status:\n"
                "  0  success\n"

@@ -46,6 +46,13 @@ int ctl_health(ctl *g, int argc, char **argv);
 int ctl_checkpoint(ctl *g, int argc, char **argv);
 int ctl_watch(ctl *g, int argc, char **argv);
 int ctl_eval(ctl *g, int argc, char **argv);
+int ctl_train(ctl *g, int argc, char **argv);
+int ctl_train_status(ctl *g, int argc, char **argv);
+int ctl_train_cancel(ctl *g, int argc, char **argv);
+int ctl_models(ctl *g, int argc, char **argv);
+int ctl_promote(ctl *g, int argc, char **argv);
+int ctl_rollback(ctl *g, int argc, char **argv);
+int ctl_delete_model(ctl *g, int argc, char **argv);
 
 /* ---- option parsing (exit(1) with a message on a malformed value) ---- */
 

@@ -8,7 +8,9 @@
 #include <string.h>
 
 #include "engine_int.h"
+#include "hedge.h"
 #include "log.h"
+#include "modelfile.h"
 
 /* ------------------------------------------------------------ applying */
 
@@ -230,6 +232,7 @@ static int apply_put(omld_engine *e, const Omld__PutItemsRequest *rq, omld_reply
             omld_reply_error(r, omld_status_from_oml(rc), field, "%s (the %zu item(s) before it "
                              "were stored)", d.msg, i);
             LOG_ERROR("engine", "put_items failed mid-batch: %s", d.msg);
+            e->store_gen += i > 0;
             return i > 0;
         }
         if (oml_store_slots(e->store) > before)
@@ -238,6 +241,7 @@ static int apply_put(omld_engine *e, const Omld__PutItemsRequest *rq, omld_reply
             replaced++;
     }
     pthread_rwlock_unlock(&e->lock.rw);
+    e->store_gen++;
     omld_count(&e->metrics->items_put, n);
     e->dirty = 1;
     Omld__PutItemsResponse *b = omld_reply_alloc(r, sizeof *b);
@@ -270,6 +274,7 @@ static int apply_delete(omld_engine *e, const Omld__DeleteItemsRequest *rq, omld
     for (size_t i = 0; i < rq->n_ids; i++)
         deleted += oml_store_delete(e->store, rq->ids[i], strlen(rq->ids[i])) == OML_OK;
     pthread_rwlock_unlock(&e->lock.rw);
+    e->store_gen += deleted > 0;
     omld_count(&e->metrics->items_deleted, deleted);
     e->dirty |= deleted > 0;
     Omld__DeleteItemsResponse *b = omld_reply_alloc(r, sizeof *b);
@@ -284,6 +289,166 @@ static int apply_delete(omld_engine *e, const Omld__DeleteItemsRequest *rq, omld
     return deleted > 0;
 }
 
+/* ------------------------------------------------------------ promote / rollback */
+
+/* Re-embeds the local hedge's reference sample through every head of the
+ * current parameters (what the learner does every REF_REFRESH updates). */
+static void ref_reembed(oml_learner *l)
+{
+    if (l->ref_n <= 0)
+        return;
+    oml_net_acts a;
+    if (oml_net_acts_init(&a, &l->lay, l->ref_n) != OML_OK)
+        return; /* keeps the previous embedding, as the learner does on OOM */
+    oml_net_forward(&l->lay, l->params, l->ref_x, l->ref_n, &a);
+    size_t per = (size_t)l->ref_n * (size_t)l->lay.emb;
+    for (int k = 0; k <= l->lay.layers; k++)
+        memcpy(l->ref_emb + (size_t)k * per, a.f[k], per * sizeof(float));
+    oml_net_acts_free(&a);
+    l->ref_at = l->stats.updates;
+}
+
+/* Promote (see omld.proto TRAINER): the batch model's mu, W(1..d) and head
+ * become the live trunk and Theta(d); the other heads keep their weights;
+ * alpha resets to uniform. The proximal pull's start weights (`default`
+ * preset) take the promoted blocks too, so the pull keeps the learner near
+ * the promoted model rather than dragging it back to the old start. The
+ * learner before the promote is kept (encoded) for Rollback. Live requests
+ * name a registered model; log records carry its bytes (model_data), so
+ * replay depends on nothing but the record. */
+static int apply_promote(omld_engine *e, const Omld__PromoteRequest *p, omld_reply *r)
+{
+    const uint8_t *buf;
+    size_t len;
+    uint8_t *owned = NULL;
+    if (p->model_data.len > 0) {
+        buf = p->model_data.data;
+        len = p->model_data.len;
+    } else {
+        int rc = e->models ? omld_models_bytes(e->models, p->name, &owned, &len) : OML_ENOTFOUND;
+        if (rc != OML_OK) {
+            omld_reply_error(r, rc == OML_ENOTFOUND ? OMLD__STATUS__CODE__NOT_FOUND
+                                                    : OMLD__STATUS__CODE__INTERNAL,
+                             "promote.name", rc == OML_ENOTFOUND ? "no batch model is named "
+                             "'%.100s'" : "out of memory reading model '%.100s'", p->name);
+            return 0;
+        }
+        buf = owned;
+    }
+    oml_batch_model *bm = NULL;
+    oml_diag d = {0};
+    char why[300];
+    if (oml_batch_model_decode(buf, len, &bm, &d) != OML_OK) {
+        omld_reply_error(r, OMLD__STATUS__CODE__INVALID_ARGUMENT, "promote.model_data",
+                         "the model's bytes do not decode: %s", d.msg);
+        free(owned);
+        return 0;
+    }
+    if (omld_models_compatible(&e->model_cfg, &bm->lay, why, sizeof why) != 0) {
+        omld_reply_error(r, OMLD__STATUS__CODE__INVALID_ARGUMENT, "promote.name", "%s", why);
+        oml_batch_model_destroy(bm);
+        free(owned);
+        return 0;
+    }
+    prepare_model(e); /* a later first triplet must not overwrite the promoted weights */
+    oml_learner *l = e->learner;
+    uint8_t *pre = NULL;
+    size_t pre_len = 0;
+    if (oml_model_encode(l, &pre, &pre_len) != OML_OK) {
+        omld_reply_error(r, OMLD__STATUS__CODE__INTERNAL, NULL, "out of memory keeping the "
+                         "model for rollback");
+        oml_batch_model_destroy(bm);
+        free(owned);
+        return 0;
+    }
+    const oml_batch_layout *bl = &bm->lay;
+    const oml_net_layout *lay = &l->lay;
+    int32_t dd = bl->depth;
+    typedef struct { size_t to, from, n; } copy_blk;
+    copy_blk blk[OML_MAX_LAYERS + 2];
+    int nb = 0;
+    blk[nb++] = (copy_blk){lay->mu, bl->mu, (size_t)bl->dim};
+    for (int k = 1; k <= dd; k++)
+        blk[nb++] = (copy_blk){lay->w[k], bl->w[k],
+                                     (size_t)bl->hidden * (size_t)oml_batch_width(bl, k - 1)};
+    blk[nb++] = (copy_blk){lay->theta[dd], bl->theta,
+                                 (size_t)bl->emb * (size_t)oml_batch_width(bl, dd)};
+    for (int i = 0; i < nb; i++) {
+        memcpy(l->params + blk[i].to, bm->params + blk[i].from, blk[i].n * sizeof(float));
+        if (l->start)
+            memcpy(l->start + blk[i].to, bm->params + blk[i].from, blk[i].n * sizeof(float));
+    }
+    oml_hedge_init(l->alpha, oml_learner_heads(l));
+    ref_reembed(l);
+    oml_batch_model_destroy(bm);
+
+    free(e->rb_buf);
+    e->rb_buf = pre;
+    e->rb_len = pre_len;
+    snprintf(e->rb_name, sizeof e->rb_name, "%s", p->name);
+    free(e->promote_log);
+    e->promote_log = owned; /* the record to log: NULL on replay (nothing is logged then) */
+    e->promote_log_len = owned ? len : 0;
+    e->dirty = 1;
+    e->publish_now = 1;
+    LOG_INFO("engine", "promoted batch model %s (depth %d) into the live model", p->name, dd);
+
+    Omld__PromoteResponse *b = omld_reply_alloc(r, sizeof *b);
+    if (b == NULL) {
+        omld_reply_error(r, OMLD__STATUS__CODE__INTERNAL, NULL, "out of memory");
+        return 1;
+    }
+    omld__promote_response__init(b);
+    b->depth = (uint32_t)dd;
+    b->model_version = e->version + 1; /* the view published right after (engine.c) */
+    r->msg.body_case = OMLD__RESPONSE__BODY_PROMOTE;
+    r->msg.promote = b;
+    return 1;
+}
+
+/* Rollback: the learner exactly as it was before the last promote (its
+ * weights, hedge, RNG, reference), with the running counters kept, so
+ * updates and the counters derived from them only grow. */
+static int apply_rollback(omld_engine *e, omld_reply *r)
+{
+    if (e->rb_buf == NULL) {
+        omld_reply_error(r, OMLD__STATUS__CODE__CONFLICT, "rollback",
+                         "nothing to roll back: no promote since the last rollback");
+        return 0;
+    }
+    oml_learner *l = NULL;
+    oml_diag d = {0};
+    if (oml_model_decode(&l, e->rb_buf, e->rb_len, &d) != OML_OK) {
+        omld_reply_error(r, OMLD__STATUS__CODE__INTERNAL, "rollback",
+                         "the kept model does not decode: %s", d.msg);
+        return 0;
+    }
+    l->stats = e->learner->stats;
+    oml_learner_destroy(e->learner);
+    e->learner = l;
+    char undone[OMLD_MODEL_NAME_MAX + 1];
+    snprintf(undone, sizeof undone, "%s", e->rb_name);
+    free(e->rb_buf);
+    e->rb_buf = NULL;
+    e->rb_len = 0;
+    e->rb_name[0] = '\0';
+    e->dirty = 1;
+    e->publish_now = 1;
+    LOG_INFO("engine", "rolled back the promote of %s", undone);
+    Omld__RollbackResponse *b = omld_reply_alloc(r, sizeof *b);
+    char *name = omld_reply_strdup(r, undone, strlen(undone));
+    if (b == NULL || name == NULL) {
+        omld_reply_error(r, OMLD__STATUS__CODE__INTERNAL, NULL, "out of memory");
+        return 1;
+    }
+    omld__rollback_response__init(b);
+    b->model_version = e->version + 1;
+    b->undone = name;
+    r->msg.body_case = OMLD__RESPONSE__BODY_ROLLBACK;
+    r->msg.rollback = b;
+    return 1;
+}
+
 int omld_apply(omld_engine *e, const Omld__Request *q, omld_reply *r)
 {
     int changed = 0;
@@ -292,6 +457,8 @@ int omld_apply(omld_engine *e, const Omld__Request *q, omld_reply *r)
     case OMLD__REQUEST__BODY_DELETE_ITEMS: changed = apply_delete(e, q->delete_items, r); break;
     case OMLD__REQUEST__BODY_ADD_TRIPLETS: changed = apply_triplets(e, q->add_triplets, r); break;
     case OMLD__REQUEST__BODY_ADD_PAIRS: changed = apply_pairs(e, q->add_pairs, r); break;
+    case OMLD__REQUEST__BODY_PROMOTE: changed = apply_promote(e, q->promote, r); break;
+    case OMLD__REQUEST__BODY_ROLLBACK: changed = apply_rollback(e, r); break;
     default:
         omld_reply_error(r, OMLD__STATUS__CODE__INVALID_ARGUMENT, "body",
                          "this operation does not change state");

@@ -70,7 +70,7 @@ int omld_engine_model_config(const omld_config *o, oml_config *c, char *err, siz
 
 /* ------------------------------------------------------------ publishing */
 
-static void publish(omld_engine *e)
+void omld_engine_publish(omld_engine *e)
 {
     uint64_t now = omld_now_ns();
     oml_snapshot *s = oml_learner_snapshot(e->learner, ++e->version);
@@ -80,10 +80,18 @@ static void publish(omld_engine *e)
         return;
     }
     omld_views_submit(e->views, s, now);
+    /* Batch models index every stored item too: rebuild theirs when the
+     * items changed since they were last asked to. */
+    if (e->models && e->models_gen != e->store_gen) {
+        e->models_gen = e->store_gen;
+        omld_models_store_changed(e->models);
+    }
     e->published_updates = e->learner->stats.updates;
     e->published_ns = now;
     e->dirty = 0;
 }
+
+#define publish omld_engine_publish
 
 static void maybe_publish(omld_engine *e)
 {
@@ -111,6 +119,7 @@ static void refresh_stats(omld_engine *e)
     s->items = oml_store_count(e->store);
     s->labels = (uint32_t)oml_store_label_count(e->store);
     oml_closure_get_stats(e->closure, &s->closure);
+    snprintf(e->stats_rb_name, sizeof e->stats_rb_name, "%s", e->rb_buf ? e->rb_name : "");
     pthread_mutex_unlock(&e->stats_mu);
 }
 
@@ -186,11 +195,27 @@ static void run_group(omld_engine *e, cmd_list *group)
         c->changed = omld_apply(e, c->req, c->reply);
         if (c->changed) {
             logged++;
-            if (omld_persist_log(e, c->req) != OML_OK) {
+            /* A promote's record carries the model's bytes (self-contained:
+             * replay needs no model file). */
+            const Omld__Request *lq = c->req;
+            Omld__Request q2;
+            Omld__PromoteRequest p2;
+            if (e->promote_log && c->req->body_case == OMLD__REQUEST__BODY_PROMOTE) {
+                q2 = *c->req;
+                p2 = *c->req->promote;
+                p2.model_data.data = e->promote_log;
+                p2.model_data.len = e->promote_log_len;
+                q2.promote = &p2;
+                lq = &q2;
+            }
+            if (omld_persist_log(e, lq) != OML_OK) {
                 log_failed = 1;
                 snprintf(d.msg, sizeof d.msg, "cannot append to the write-ahead log");
             }
         }
+        free(e->promote_log);
+        e->promote_log = NULL;
+        e->promote_log_len = 0;
         c->reply->msg.model_version = omld_views_version(e->views);
     }
     if (logged && (log_failed || omld_persist_commit(e, &d) != OML_OK)) {
@@ -199,6 +224,25 @@ static void run_group(omld_engine *e, cmd_list *group)
                 omld_reply_error(c->reply, OMLD__STATUS__CODE__INTERNAL, NULL,
                                  "not applied: the write-ahead log cannot be written (%s)", d.msg);
         omld_persist_rollback(e, d.msg);
+    }
+    if (e->publish_now) {
+        /* Promote / rollback: answered once the new live view is serving, so
+         * a query sent after the answer sees it. (After the commit: a view
+         * never shows an unlogged change.) */
+        e->publish_now = 0;
+        publish(e);
+        omld_views_wait(e->views, e->version, 60000);
+        for (cmd *c = group->head; c; c = c->next) {
+            if (!c->changed || c->reply->status.code != OMLD__STATUS__CODE__OK)
+                continue;
+            if (c->reply->msg.body_case == OMLD__RESPONSE__BODY_PROMOTE)
+                c->reply->msg.promote->model_version = e->version;
+            else if (c->reply->msg.body_case == OMLD__RESPONSE__BODY_ROLLBACK)
+                c->reply->msg.rollback->model_version = e->version;
+            else
+                continue;
+            c->reply->msg.model_version = omld_views_version(e->views);
+        }
     }
     for (cmd *c = group->head; c; c = c->next)
         if (c->req->body_case == OMLD__REQUEST__BODY_CHECKPOINT) {
@@ -343,6 +387,25 @@ omld_views *omld_engine_views(omld_engine *e)
     return e->views;
 }
 
+omld_models *omld_engine_models(omld_engine *e)
+{
+    return e->models;
+}
+
+const oml_config *omld_engine_config(omld_engine *e)
+{
+    return &e->model_cfg;
+}
+
+int omld_engine_rollback_info(omld_engine *e, char *name, size_t cap)
+{
+    pthread_mutex_lock(&e->stats_mu);
+    int has = e->stats_rb_name[0] != '\0';
+    snprintf(name, cap, "%s", e->stats_rb_name);
+    pthread_mutex_unlock(&e->stats_mu);
+    return has;
+}
+
 const oml_store *omld_engine_store_rdlock(omld_engine *e)
 {
     pthread_rwlock_rdlock(&e->lock.rw);
@@ -403,6 +466,14 @@ int omld_engine_start(omld_engine **out, uv_loop_t *loop, const omld_config *opt
     /* The durable state: newest checkpoint + the log after it. */
     if (omld_persist_open(e, err, errlen) != 0)
         goto fail;
+    e->publish_now = 0; /* replayed promotes: the first view below shows them */
+    /* Batch models (data_dir/models) index the recovered store. */
+    if (omld_models_create(&e->models, opts->data_dir, &e->model_cfg, e->store, &e->lock) != 0) {
+        snprintf(err, errlen, "cannot create %s/models", opts->data_dir);
+        goto fail;
+    }
+    omld_models_load(e->models);
+    e->models_gen = e->store_gen;
     if (omld_views_create(&e->views, e->store, &e->lock, metrics, NULL, NULL) != 0) {
         snprintf(err, errlen, "cannot start the indexer thread");
         goto fail;
@@ -458,6 +529,8 @@ void omld_engine_stop(omld_engine *e)
     omld_persist_close(e); /* final checkpoint; the thread has ended */
     omld_views_destroy(e->views);
     e->views = NULL;
+    omld_models_destroy(e->models); /* the trainer was stopped before (main.c) */
+    e->models = NULL;
     if (!uv_is_closing((uv_handle_t *)&e->async))
         uv_close((uv_handle_t *)&e->async, NULL);
 }
@@ -467,6 +540,9 @@ void omld_engine_destroy(omld_engine *e)
     if (e == NULL)
         return;
     omld_views_destroy(e->views);
+    omld_models_destroy(e->models);
+    free(e->rb_buf);
+    free(e->promote_log);
     oml_wal_close(e->wal, NULL);
     oml_learner_destroy(e->learner);
     oml_closure_destroy(e->closure);

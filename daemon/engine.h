@@ -1,7 +1,7 @@
 /* engine.h - the learner thread: the one owner of all learned state.
  *
  * Every request that changes state (PutItems, DeleteItems, AddTriplets,
- * AddPairs, Checkpoint) is a command in one bounded FIFO in front of this
+ * AddPairs, Checkpoint, Promote, Rollback) is a command in one bounded FIFO in front of this
  * thread, in the order the loop decoded them. The thread takes commands in
  * groups; for each it checks what needs state (unknown ids, closure
  * conflicts), applies it to the item store, the closure and the OAHU
@@ -88,6 +88,14 @@ void omld_engine_store_unlock(omld_engine *e);
 void omld_engine_store_ref(omld_engine *e, const oml_store **store, omld_store_lock **lock);
 
 void omld_engine_stats(omld_engine *e, omld_model_stats *out);
+
+/* The batch-model registry (models.h), created at start after recovery. */
+struct omld_models;
+struct omld_models *omld_engine_models(omld_engine *e);
+/* The live model's configuration (fixed for the daemon's life). */
+const oml_config *omld_engine_config(omld_engine *e);
+/* 1 and the promoted model's name if a Rollback has something to undo. */
+int omld_engine_rollback_info(omld_engine *e, char *name, size_t cap);
 
 /* Stops taking commands, finishes those queued (answering each), stops the
  * thread and the indexer. Must be called on the loop thread; the loop must

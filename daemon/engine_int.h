@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 
 #include "engine.h"
+#include "models.h"
 #include "wal.h"
 
 #define DERIVED_PER_PAIR 8   /* triplets sampled from the closure per new pair fact */
@@ -68,6 +69,7 @@ struct omld_engine {
     /* for readers: guarded by stats_mu */
     pthread_mutex_t stats_mu;
     omld_model_stats stats;
+    char stats_rb_name[OMLD_MODEL_NAME_MAX + 1]; /* the promoted model Rollback would undo */
 
     /* durability: engine thread only (persist.c) */
     oml_wal *wal;
@@ -79,6 +81,18 @@ struct omld_engine {
     uint64_t read_only_since;
     char read_only_why[160];
 
+    /* batch models: the registry (thread-safe; created after recovery) and
+     * what Promote / Rollback need (engine thread only) */
+    omld_models *models;
+    uint64_t store_gen;         /* bumped by every put / delete that changed the store */
+    uint64_t models_gen;        /* store_gen the models' indexes were last asked to follow */
+    uint8_t *rb_buf;            /* the live learner before the last promote (model encoding) */
+    size_t rb_len;
+    char rb_name[OMLD_MODEL_NAME_MAX + 1]; /* the model that promote put in */
+    uint8_t *promote_log;       /* set by apply: the model bytes the log record must carry */
+    size_t promote_log_len;
+    int publish_now;            /* set by apply: publish and wait for the view before answering */
+
     /* engine-thread scratch */
     oml_triplet *derived;
     const float **rows;     /* (3 * max_batch) feature pointers of a triplet batch */
@@ -88,6 +102,9 @@ struct omld_engine {
  * state changed (even partly, e.g. pairs before a conflicting one), which is
  * what the write-ahead log must record so that replay reproduces it. */
 int omld_apply(omld_engine *e, const Omld__Request *q, omld_reply *r);
+
+/* engine.c: takes a snapshot and hands it to the indexer (engine thread). */
+void omld_engine_publish(omld_engine *e);
 
 /* persist.c: the write-ahead log and checkpoints (engine thread only). */
 int omld_persist_open(omld_engine *e, char *err, size_t errlen);   /* load + replay */

@@ -10,7 +10,8 @@
  *
  * Shutdown (SIGTERM / SIGINT, or a failed start): set draining (/readyz and
  * Health turn not-ready), drain the RPC server (answer every decoded
- * request, close the connections), close HTTP, stop the engine (it
+ * request, close the connections), close HTTP, stop the trainer (a running
+ * job is cancelled), stop the engine (it
  * finishes its queue and joins its threads), close the signal handles; then
  * uv_run returns, the engine is destroyed and uv_loop_close must succeed:
  * every handle has been closed by its owner. */
@@ -30,6 +31,7 @@
 #include "options.h"
 #include "server.h"
 #include "status.h"
+#include "trainer.h"
 #include "view.h"
 
 /* OpenBLAS has no public header of ours to include for this one call. */
@@ -43,10 +45,14 @@ typedef struct omld_main {
     omld_engine *engine;
     omld_server *server;
     omld_http *http;
+    omld_trainer *trainer;
     uv_signal_t sigterm, sigint;
     int signals_open;
     int draining, engine_stopped, exit_code;
     omld_model_stats stats;      /* storage the HTTP gather callback points into */
+    omld_job_info jobs[OMLD_STATUS_MAX_JOBS];
+    omld_model_info models[OMLD_MODELS_MAX];
+    char rollback[OMLD_MODEL_NAME_MAX + 1];
     omld_tokens tokens;          /* authorisation (tokens.n == 0: off); wiped at exit */
     char addr_path[OMLD_STR_MAX + 32];
 } omld_main;
@@ -123,6 +129,18 @@ static void gather(void *arg, omld_status_input *in)
         omld_engine_stats(m->engine, &m->stats);
         in->model = &m->stats;
         in->ready = omld_views_version(omld_engine_views(m->engine)) > 0 && !m->draining;
+        if (m->trainer) {
+            in->jobs = m->jobs;
+            in->n_jobs = omld_trainer_jobs(m->trainer, m->jobs, OMLD_STATUS_MAX_JOBS);
+        }
+        if (omld_engine_models(m->engine)) {
+            int n = omld_models_list(omld_engine_models(m->engine), m->models, OMLD_MODELS_MAX);
+            in->models = m->models;
+            in->n_models = n < OMLD_MODELS_MAX ? n : OMLD_MODELS_MAX;
+        }
+        in->rollback = omld_engine_rollback_info(m->engine, m->rollback, sizeof m->rollback)
+                           ? m->rollback
+                           : NULL;
     }
 }
 
@@ -143,6 +161,10 @@ static void on_drained(void *arg)
     m->server = NULL;
     omld_http_close(m->http);
     m->http = NULL;
+    /* The trainer first: it adds models to the engine's registry. A running
+     * job is cancelled (jobs are not durable; finished models are). */
+    omld_trainer_stop(m->trainer);
+    m->trainer = NULL;
     if (m->engine && !m->engine_stopped) {
         m->engine_stopped = 1;
         omld_engine_stop(m->engine); /* finishes its queue, joins its threads */
@@ -226,6 +248,16 @@ static int start(omld_main *m)
         return -1;
     }
     omld_server_set_tokens(m->server, &m->tokens);
+    const oml_store *store;
+    omld_store_lock *lock;
+    omld_engine_store_ref(m->engine, &store, &lock);
+    if (omld_trainer_start(&m->trainer, omld_engine_models(m->engine),
+                           omld_engine_config(m->engine), store, lock) != 0) {
+        m->trainer = NULL;
+        LOG_ERROR("main", "cannot start the trainer thread");
+        return -1;
+    }
+    omld_server_set_trainer(m->server, m->trainer);
     struct sockaddr_storage http_addr;
     if (omld_http_start(&m->http, &m->loop, m->cfg.http, gather, m, &http_addr, err,
                         sizeof err) != 0) {

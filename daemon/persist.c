@@ -27,7 +27,10 @@
 #include "modelfile.h"
 
 enum { REC_PROBE = 0, REC_REQUEST = 1 };
-enum { SEC_MODEL = 1, SEC_STORE = 2, SEC_CLOSURE = 3, SEC_META = 4 };
+/* SEC_ROLLBACK (optional): the live learner before the last promote, for
+ * Rollback after a restart: u32 name length | the promoted model's name |
+ * the learner's model encoding. */
+enum { SEC_MODEL = 1, SEC_STORE = 2, SEC_CLOSURE = 3, SEC_META = 4, SEC_ROLLBACK = 5 };
 #define META_BYTES 16     /* u64 view version, u64 reserved */
 #define RETRY_NS 5000000000ull
 
@@ -99,6 +102,10 @@ static int load_state(omld_engine *e, char *err, size_t errlen)
     oml_closure *closure = NULL;
     uint64_t lsn = 0, version = e->version;
     if (rc == OML_EEMPTY) {
+        free(e->rb_buf);
+        e->rb_buf = NULL;
+        e->rb_len = 0;
+        e->rb_name[0] = '\0';
         rc = oml_learner_create(&learner, &e->model_cfg, &d);
         if (rc == OML_OK)
             rc = oml_store_create(&store, (int32_t)e->opts.dim, (uint32_t)e->opts.max_items);
@@ -131,6 +138,25 @@ static int load_state(omld_engine *e, char *err, size_t errlen)
             rc = oml_closure_decode(&closure, c->data, c->len, &d);
         lsn = ck.lsn;
         version = get_u64(meta->data);
+        const oml_ckpt_section *rb = oml_ckpt_find(&ck, SEC_ROLLBACK);
+        free(e->rb_buf);
+        e->rb_buf = NULL;
+        e->rb_len = 0;
+        e->rb_name[0] = '\0';
+        if (rc == OML_OK && rb && rb->len >= 4) {
+            uint32_t nl = (uint32_t)rb->data[0] | (uint32_t)rb->data[1] << 8 |
+                          (uint32_t)rb->data[2] << 16 | (uint32_t)rb->data[3] << 24;
+            if (nl <= OMLD_MODEL_NAME_MAX && 4 + (size_t)nl < rb->len &&
+                (e->rb_buf = malloc(rb->len - 4 - nl)) != NULL) {
+                memcpy(e->rb_name, rb->data + 4, nl);
+                e->rb_name[nl] = '\0';
+                e->rb_len = rb->len - 4 - nl;
+                memcpy(e->rb_buf, rb->data + 4 + nl, e->rb_len);
+            } else {
+                LOG_WARN("persist", "checkpoint %s: the rollback section is unreadable; "
+                         "Rollback will have nothing to undo", ck.path);
+            }
+        }
         LOG_INFO("persist", "checkpoint %s: log position %" PRIu64 ", %u items, %" PRIu64
                  " updates", ck.path, lsn, store ? oml_store_count(store) : 0,
                  learner ? learner->stats.updates : 0);
@@ -261,8 +287,8 @@ int omld_persist_checkpoint(omld_engine *e, char *path, size_t path_cap, uint64_
         rc = oml_wal_sync(e->wal, d);
     if (rc != OML_OK)
         return rc;
-    uint8_t *model = NULL, *store = NULL, *closure = NULL, meta[META_BYTES] = {0};
-    size_t nm = 0, ns = 0, nc = 0;
+    uint8_t *model = NULL, *store = NULL, *closure = NULL, *rbs = NULL, meta[META_BYTES] = {0};
+    size_t nm = 0, ns = 0, nc = 0, nr = 0;
     rc = oml_model_encode(e->learner, &model, &nm);
     if (rc == OML_OK)
         rc = oml_store_encode(e->store, &store, &ns);
@@ -270,16 +296,31 @@ int omld_persist_checkpoint(omld_engine *e, char *path, size_t path_cap, uint64_
         rc = oml_closure_encode(e->closure, &closure, &nc);
     put_u64(meta, e->version);
     uint64_t lsn = oml_wal_last_lsn(e->wal);
+    if (rc == OML_OK && e->rb_buf) {
+        size_t nl = strlen(e->rb_name);
+        nr = 4 + nl + e->rb_len;
+        rbs = malloc(nr);
+        if (rbs == NULL) {
+            rc = OML_ENOMEM;
+        } else {
+            for (int i = 0; i < 4; i++)
+                rbs[i] = (uint8_t)(nl >> (8 * i));
+            memcpy(rbs + 4, e->rb_name, nl);
+            memcpy(rbs + 4 + nl, e->rb_buf, e->rb_len);
+        }
+    }
     if (rc == OML_OK) {
-        oml_ckpt_section s[4] = {{SEC_MODEL, model, nm}, {SEC_STORE, store, ns},
-                                 {SEC_CLOSURE, closure, nc}, {SEC_META, meta, META_BYTES}};
-        rc = oml_ckpt_write(e->opts.data_dir, lsn, s, 4, 2, path, path_cap, bytes, d);
+        oml_ckpt_section s[5] = {{SEC_MODEL, model, nm}, {SEC_STORE, store, ns},
+                                 {SEC_CLOSURE, closure, nc}, {SEC_META, meta, META_BYTES},
+                                 {SEC_ROLLBACK, rbs, nr}};
+        rc = oml_ckpt_write(e->opts.data_dir, lsn, s, rbs ? 5 : 4, 2, path, path_cap, bytes, d);
     } else {
         oml_diag_set(d, rc, "checkpoint", "cannot encode the state: %s", oml_strerror(rc));
     }
     free(model);
     free(store);
     free(closure);
+    free(rbs);
     if (rc != OML_OK)
         return rc;
     /* Keep the log after the older of the two kept checkpoints. */

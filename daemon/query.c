@@ -5,6 +5,8 @@
  * the caller holds a reference) and, for items named by id, the store under
  * its read lock: the lock is held just long enough to copy the features out,
  * so the learner's writes wait for a memcpy, never for a query's search.
+ * A query naming a batch model (field `model`, not "" or "live") runs the
+ * same code against that model's view (models.h), taken and released here.
  * Everything the answer points to comes from the reply's arena, so
  * omld_reply_free() releases it whatever path was taken; scratch buffers of
  * the computation are malloc'd and freed here.
@@ -62,19 +64,6 @@ static int lib_error(omld_reply *r, int rc, const oml_diag *d, const char *op)
         snprintf(field, sizeof field, "%s", op);
     return omld_reply_error(r, omld_status_from_oml(rc), field, "%s failed: %s", op,
                             d->msg[0] ? d->msg : oml_strerror(rc));
-}
-
-/* Only the live model exists (until batch-trained models do): it answers to
- * no name, "" and "live". */
-static int check_model(int set, const char *model, const char *op, omld_reply *r)
-{
-    if (!set || model == NULL || model[0] == '\0' || strcmp(model, "live") == 0)
-        return 0;
-    char field[FIELD_CAP], q[200];
-    snprintf(field, sizeof field, "%s.model", op);
-    return omld_reply_error(r, OMLD__STATUS__CODE__NOT_FOUND, field,
-                            "model %s does not exist; only the live model (\"live\") is served",
-                            quote(q, sizeof q, model, strlen(model)));
 }
 
 /* One resolved ItemRef. */
@@ -137,10 +126,7 @@ static int resolve(const omld_query_ctx *q, const omld_view *v, const Omld__Item
 static int run_classify(const omld_query_ctx *q, omld_view *v, const Omld__ClassifyRequest *m,
                         omld_reply *r)
 {
-    int rc = check_model(m->model_opt_case == OMLD__CLASSIFY_REQUEST__MODEL_OPT_MODEL, m->model,
-                         "classify", r);
-    if (rc)
-        return rc;
+    int rc;
     int32_t k = (int32_t)(m->k_opt_case == OMLD__CLASSIFY_REQUEST__K_OPT_K ? m->k
                                                                            : q->lim->default_k);
     query_item qi;
@@ -182,10 +168,7 @@ static int run_classify(const omld_query_ctx *q, omld_view *v, const Omld__Class
 static int run_verify(const omld_query_ctx *q, omld_view *v, const Omld__VerifyRequest *m,
                       omld_reply *r)
 {
-    int rc = check_model(m->model_opt_case == OMLD__VERIFY_REQUEST__MODEL_OPT_MODEL, m->model,
-                         "verify", r);
-    if (rc)
-        return rc;
+    int rc;
     float t = m->threshold_opt_case == OMLD__VERIFY_REQUEST__THRESHOLD_OPT_THRESHOLD
                   ? m->threshold
                   : q->lim->default_threshold;
@@ -229,10 +212,7 @@ static int run_verify(const omld_query_ctx *q, omld_view *v, const Omld__VerifyR
 static int run_retrieve(const omld_query_ctx *q, omld_view *v, const Omld__RetrieveRequest *m,
                         omld_reply *r)
 {
-    int rc = check_model(m->model_opt_case == OMLD__RETRIEVE_REQUEST__MODEL_OPT_MODEL, m->model,
-                         "retrieve", r);
-    if (rc)
-        return rc;
+    int rc;
     int32_t k = (int32_t)(m->k_opt_case == OMLD__RETRIEVE_REQUEST__K_OPT_K ? m->k
                                                                            : q->lim->default_k);
     query_item qi;
@@ -277,10 +257,7 @@ static int run_retrieve(const omld_query_ctx *q, omld_view *v, const Omld__Retri
 static int run_embed(const omld_query_ctx *q, omld_view *v, const Omld__EmbedRequest *m,
                      omld_reply *r)
 {
-    int rc = check_model(m->model_opt_case == OMLD__EMBED_REQUEST__MODEL_OPT_MODEL, m->model,
-                         "embed", r);
-    if (rc)
-        return rc;
+    int rc;
     query_item qi;
     if ((rc = resolve(q, v, m->item, "embed.item", &qi, r)) != 0)
         return rc;
@@ -390,10 +367,61 @@ static int run_get_items(const omld_query_ctx *q, const Omld__GetItemsRequest *m
     return 0;
 }
 
+/* The model a query names: NULL for the live one ("" and "live" too). */
+static const char *named_model(const Omld__Request *req, const char **op)
+{
+    const char *m = NULL;
+    switch (req->body_case) {
+    case OMLD__REQUEST__BODY_CLASSIFY:
+        *op = "classify";
+        if (req->classify->model_opt_case == OMLD__CLASSIFY_REQUEST__MODEL_OPT_MODEL)
+            m = req->classify->model;
+        break;
+    case OMLD__REQUEST__BODY_VERIFY:
+        *op = "verify";
+        if (req->verify->model_opt_case == OMLD__VERIFY_REQUEST__MODEL_OPT_MODEL)
+            m = req->verify->model;
+        break;
+    case OMLD__REQUEST__BODY_RETRIEVE:
+        *op = "retrieve";
+        if (req->retrieve->model_opt_case == OMLD__RETRIEVE_REQUEST__MODEL_OPT_MODEL)
+            m = req->retrieve->model;
+        break;
+    case OMLD__REQUEST__BODY_EMBED:
+        *op = "embed";
+        if (req->embed->model_opt_case == OMLD__EMBED_REQUEST__MODEL_OPT_MODEL)
+            m = req->embed->model;
+        break;
+    default:
+        break;
+    }
+    if (m == NULL || m[0] == '\0' || strcmp(m, "live") == 0)
+        return NULL;
+    return m;
+}
+
 void omld_query_run(const omld_query_ctx *q, omld_view *v, const Omld__Request *req,
                     omld_reply *r)
 {
     r->msg.model_version = v->version;
+    /* A batch model answers from its own view (models.h); the reference
+     * keeps it alive even if DeleteModel runs meanwhile. */
+    const char *op = NULL, *model = named_model(req, &op);
+    omld_view *mv = NULL;
+    if (model != NULL) {
+        mv = q->models ? omld_models_acquire(q->models, model) : NULL;
+        if (mv == NULL) {
+            char field[FIELD_CAP], qn[200];
+            snprintf(field, sizeof field, "%s.model", op);
+            omld_reply_error(r, OMLD__STATUS__CODE__NOT_FOUND, field,
+                             "model %s does not exist; the live model is \"live\" and batch "
+                             "models are listed by ListModels",
+                             quote(qn, sizeof qn, model, strlen(model)));
+            return;
+        }
+        v = mv;
+        r->msg.model_version = v->version;
+    }
     switch (req->body_case) {
     case OMLD__REQUEST__BODY_CLASSIFY:
         run_classify(q, v, req->classify, r);
@@ -415,4 +443,5 @@ void omld_query_run(const omld_query_ctx *q, omld_view *v, const Omld__Request *
                          "operation %d is not a query (a routing bug)", (int)req->body_case);
         break;
     }
+    omld_view_release(mv);
 }

@@ -6,8 +6,8 @@
  * (copying the features out before it computes). The request has passed
  * omld_validate(); what is checked here needs state: unknown ids
  * (NOT_FOUND, field e.g. "classify.query.id"), unknown model names
- * (NOT_FOUND, "classify.model"; only the live model exists until batch
- * models do, and it answers to "" and "live"). A query by id excludes that
+ * (NOT_FOUND, "classify.model"; the live model answers to no name, "" and
+ * "live", batch models to their names: their own view is used). A query by id excludes that
  * item from its own neighbours. Every answer carries the view's version. */
 #ifndef OMLD_QUERY_H
 #define OMLD_QUERY_H
@@ -16,12 +16,14 @@
 #include "reply.h"
 #include "store.h"
 #include "validate.h"
+#include "models.h"
 #include "view.h"
 
 typedef struct omld_query_ctx {
     const omld_limits *lim;
     const oml_store *store;      /* read under lock */
     omld_store_lock *lock;
+    omld_models *models;         /* batch models (NULL: only the live model) */
 } omld_query_ctx;
 
 /* Fills r (body or error) for req (a QUERY route) against v (non-NULL). */

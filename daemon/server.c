@@ -70,6 +70,7 @@
 #include "log.h"
 #include "query.h"
 #include "reply.h"
+#include "trainer.h"
 #include "validate.h"
 #include "view.h"
 
@@ -158,6 +159,7 @@ struct omld_server {
     uint64_t max_in, out_high, out_low;
     uint64_t idle_ns, request_ns, min_rate;
     const omld_tokens *tokens;       /* NULL or empty: no authorisation */
+    omld_trainer *trainer;           /* NULL: trainer requests are UNAVAILABLE */
     uv_timer_t sweep_timer;
     int sweep_open;
 
@@ -688,6 +690,47 @@ static void start_query(omld_slot *sl)
     c->refs++;
 }
 
+/* ADMIN route: trainer and model requests on the threadpool (a TrainStart
+ * copies the training data; a DeleteModel joins the model's indexer). */
+static void admin_work(uv_work_t *w)
+{
+    omld_slot *sl = container_of(w, omld_slot, work);
+    omld_server *s = sl->conn->srv;
+    omld_reply_init(&sl->reply, sl->req->request_id);
+    omld_trainer_handle(s->trainer, sl->req, &sl->reply);
+    sl->reply.msg.model_version = omld_views_version(s->views);
+    if (omld_reply_pack(&sl->reply, sl->max_frame, &sl->out, &sl->out_len) == 0) {
+        sl->code = (int)sl->reply.status.code;
+    } else {
+        sl->code = OMLD__STATUS__CODE__INTERNAL;
+        if (omld_reply_pack_error(sl->reply.msg.request_id, sl->reply.msg.model_version,
+                                  OMLD__STATUS__CODE__INTERNAL, NULL,
+                                  "out of memory packing the answer", &sl->out, &sl->out_len) != 0)
+            sl->out = NULL;
+    }
+    omld_reply_free(&sl->reply);
+}
+
+static void start_admin(omld_slot *sl)
+{
+    omld_conn *c = sl->conn;
+    omld_server *s = c->srv;
+    if (s->trainer == NULL) {
+        slot_error(sl, sl->req->request_id, OMLD__STATUS__CODE__UNAVAILABLE, NULL,
+                   "the trainer is not running");
+        return;
+    }
+    sl->max_frame = s->max_frame;
+    sl->state = SLOT_WORK;
+    if (uv_queue_work(s->loop, &sl->work, admin_work, query_after) != 0) {
+        sl->state = SLOT_PARKED;
+        slot_error(sl, sl->req->request_id, OMLD__STATUS__CODE__INTERNAL, NULL,
+                   "could not queue the request");
+        return;
+    }
+    c->refs++;
+}
+
 static void engine_done(void *ctx, omld_reply *reply)
 {
     omld_slot *sl = ctx;
@@ -762,6 +805,11 @@ static const char *write_op(const Omld__Request *req)
     case OMLD__REQUEST__BODY_ADD_TRIPLETS: return "add_triplets";
     case OMLD__REQUEST__BODY_ADD_PAIRS: return "add_pairs";
     case OMLD__REQUEST__BODY_CHECKPOINT: return "checkpoint";
+    case OMLD__REQUEST__BODY_TRAIN_START: return "train_start";
+    case OMLD__REQUEST__BODY_TRAIN_CANCEL: return "train_cancel";
+    case OMLD__REQUEST__BODY_PROMOTE: return "promote";
+    case OMLD__REQUEST__BODY_ROLLBACK: return "rollback";
+    case OMLD__REQUEST__BODY_DELETE_MODEL: return "delete_model";
     default: return NULL;
     }
 }
@@ -921,6 +969,9 @@ static void handle_frame(omld_conn *c, const uint8_t *p, size_t n)
         break;
     case OMLD_ROUTE_QUERY:
         start_query(sl);
+        break;
+    case OMLD_ROUTE_ADMIN:
+        start_admin(sl);
         break;
     case OMLD_ROUTE_MUTATION:
         sl->cost = cost ? cost : 1;
@@ -1190,6 +1241,11 @@ void omld_server_drain(omld_server *s, void (*done)(void *arg), void *arg)
     server_maybe_done(s);
 }
 
+void omld_server_set_trainer(omld_server *s, omld_trainer *t)
+{
+    s->trainer = t;
+}
+
 void omld_server_set_tokens(omld_server *s, const omld_tokens *tokens)
 {
     s->tokens = tokens;
@@ -1256,6 +1312,7 @@ int omld_server_start(omld_server **out, uv_loop_t *loop, const omld_config *cfg
     s->lim.default_threshold = (float)cfg->default_threshold;
     s->qctx.lim = &s->lim;
     omld_engine_store_ref(engine, &s->qctx.store, &s->qctx.lock);
+    s->qctx.models = omld_engine_models(engine);
 
     uv_timer_init(loop, &s->drain_timer);
     s->drain_timer.data = s;

@@ -42,6 +42,12 @@ int omld_server_start(omld_server **out, uv_loop_t *loop, const omld_config *cfg
  * the loop runs. NULL or empty: off (Auth is answered read_write = true). */
 void omld_server_set_tokens(omld_server *s, const omld_tokens *tokens);
 
+/* The trainer that answers the ADMIN route (TrainStart/Status/Cancel,
+ * ListModels, DeleteModel); borrowed, must outlive the server. NULL (the
+ * default): those requests are UNAVAILABLE. */
+struct omld_trainer;
+void omld_server_set_trainer(omld_server *s, struct omld_trainer *t);
+
 /* The bound TCP address (the real port when cfg->listen asked for port 0). */
 void omld_server_rpc_address(const omld_server *s, struct sockaddr_storage *out);
 

@@ -144,6 +144,53 @@ static void json_model(omld_json *j, const omld_model_stats *m)
     omld_json_object_end(j);
 }
 
+static void json_jobs(omld_json *j, const omld_status_input *in)
+{
+    omld_json_key(j, "jobs");
+    omld_json_array_begin(j);
+    for (int i = 0; i < in->n_jobs; i++) {
+        const omld_job_info *b = &in->jobs[i];
+        omld_json_object_begin(j);
+        omld_json_kv_uint(j, "id", b->id);
+        omld_json_kv_string(j, "method", b->method);
+        omld_json_kv_string(j, "kind", b->method); /* the dashboard's "kind" column */
+        if (b->variant[0])
+            omld_json_kv_string(j, "variant", b->variant);
+        omld_json_kv_string(j, "state", omld_job_state_name(b->state));
+        omld_json_kv_double(j, "progress", b->progress);
+        omld_json_kv_int(j, "epoch", b->epoch);
+        omld_json_kv_int(j, "epochs", b->epochs);
+        omld_json_kv_int(j, "step", b->step);
+        omld_json_kv_double(j, "loss", b->loss);
+        omld_json_kv_double(j, "val_r1", b->val_r1);
+        omld_json_kv_double(j, "eta_s", b->eta_s >= 0 ? b->eta_s : NAN);
+        omld_json_kv_double(j, "elapsed_s", b->elapsed_s);
+        omld_json_kv_uint(j, "items", b->items);
+        omld_json_kv_string(j, "model", b->model);
+        if (b->error[0])
+            omld_json_kv_string(j, "error", b->error);
+        omld_json_object_end(j);
+    }
+    omld_json_array_end(j);
+    omld_json_key(j, "models");
+    omld_json_array_begin(j);
+    for (int i = 0; i < in->n_models; i++) {
+        const omld_model_info *m = &in->models[i];
+        omld_json_object_begin(j);
+        omld_json_kv_string(j, "name", m->name);
+        omld_json_kv_string(j, "method", m->method);
+        omld_json_kv_int(j, "depth", m->depth);
+        omld_json_kv_uint(j, "created_ms", m->created_ms);
+        omld_json_kv_float(j, "val_r1", m->val_r1);
+        omld_json_kv_uint(j, "items_indexed", m->items_indexed);
+        omld_json_kv_uint(j, "trained_items", m->trained_items);
+        omld_json_object_end(j);
+    }
+    omld_json_array_end(j);
+    omld_json_key(j, "rollback");
+    omld_json_string(j, in->rollback); /* the promoted model a Rollback undoes, or null */
+}
+
 char *omld_status_json(const omld_status_input *in, size_t *len)
 {
     static const omld_metrics zero_metrics;
@@ -261,6 +308,7 @@ char *omld_status_json(const omld_status_input *in, size_t *len)
     omld_json_kv_uint(&j, "http_unauthorized", omld_read(&mt->http_unauthorized));
     omld_json_object_end(&j);
 
+    json_jobs(&j, in);
     omld_json_kv_uint(&j, "views_published", omld_read(&mt->views_published));
     omld_json_kv_bool(&j, "ready", in->ready);
     omld_json_kv_bool(&j, "draining", in->draining);
@@ -540,6 +588,26 @@ char *omld_metrics_text(const omld_status_input *in, size_t *len)
                      &mt->query_latency[k]);
     histogram(&b, "omld_index_build_duration_seconds", "Building the index of one view.",
               &mt->index_build_latency);
+
+    /* trainer */
+    family(&b, "omld_trainer_jobs", "gauge",
+           "Trainer jobs remembered, by state (finished ones: the newest few).");
+    for (int st = OMLD_JOB_QUEUED; st <= OMLD_JOB_CANCELLED; st++) {
+        uint64_t c = 0;
+        for (int i = 0; i < in->n_jobs; i++)
+            c += in->jobs[i].state == st;
+        sample_u(&b, "omld_trainer_jobs", "state", omld_job_state_name(st), c);
+    }
+    family(&b, "omld_trainer_job_progress", "gauge",
+           "Share (0..1) of its step budget a queued or running job has done.");
+    for (int i = 0; i < in->n_jobs; i++) {
+        if (in->jobs[i].state > OMLD_JOB_RUNNING)
+            continue;
+        char id[32];
+        snprintf(id, sizeof id, "%llu", (unsigned long long)in->jobs[i].id);
+        sample_d(&b, "omld_trainer_job_progress", "job", id, in->jobs[i].progress);
+    }
+    gauge(&b, "omld_models", "Named batch models served.", (double)in->n_models);
 
     return omld_buf_take(&b, len);
 }

@@ -11,7 +11,11 @@
 
 #include "engine.h"
 #include "metrics.h"
+#include "models.h"
 #include "options.h"
+#include "trainer.h"
+
+#define OMLD_STATUS_MAX_JOBS 32   /* newest jobs shown */
 
 typedef struct omld_status_input {
     const char *version;            /* "0.1.0" */
@@ -20,6 +24,11 @@ typedef struct omld_status_input {
     const omld_model_stats *model;
     const omld_metrics *metrics;
     int ready, draining;
+    const omld_job_info *jobs;      /* newest first; may be NULL */
+    int n_jobs;
+    const omld_model_info *models;  /* by name; may be NULL */
+    int n_models;
+    const char *rollback;           /* the promoted model a Rollback would undo, or NULL */
 } omld_status_input;
 
 /* malloc'd NUL-terminated text, its length in *len; NULL on OOM. */

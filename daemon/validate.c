@@ -24,6 +24,8 @@
 
 #include "err.h"
 #include "idmap.h"
+#include "models.h"
+#include "trainer.h"
 
 #define INVALID OMLD__STATUS__CODE__INVALID_ARGUMENT
 
@@ -389,6 +391,102 @@ static int check_embed(const Omld__EmbedRequest *m, const omld_limits *lim, omld
     return rc;
 }
 
+/* A float hyper-parameter, when given, must be finite. */
+static int check_finite_opt(int set, float v, const char *field, omld_reply *r)
+{
+    if (set && !isfinite(v))
+        return omld_reply_error(r, INVALID, field, "%s is not a finite number", field);
+    return 0;
+}
+
+static int check_train_start(const Omld__TrainStartRequest *m, omld_reply *r)
+{
+    if (m == NULL || m->method == NULL || m->method[0] == '\0')
+        return omld_reply_error(r, INVALID, "train_start.method",
+                                "the method is missing; one of: %s", omld_trainer_method_list());
+    int rc = check_name(m->method, "method", 0, "train_start.method", r);
+    if (rc)
+        return rc;
+    if (!omld_trainer_method_known(m->method)) {
+        char q[200];
+        return omld_reply_error(r, INVALID, "train_start.method",
+                                "method %s is unknown; one of: %s",
+                                quote(q, sizeof q, m->method, strlen(m->method)),
+                                omld_trainer_method_list());
+    }
+    if ((rc = check_name(m->variant, "variant", 1, "train_start.variant", r)) != 0)
+        return rc;
+    if (!omld_trainer_variant_ok(m->method, m->variant)) {
+        char q[200];
+        return omld_reply_error(r, INVALID, "train_start.variant",
+                                "variant %s is not one of method %s's",
+                                quote(q, sizeof q, m->variant, strlen(m->variant)), m->method);
+    }
+    char path[PATH_CAP];
+    for (size_t i = 0; i < m->n_labels; i++) {
+        snprintf(path, sizeof path, "train_start.labels[%zu]", i);
+        if ((rc = check_name(m->labels[i], "label", 0, path, r)) != 0)
+            return rc;
+    }
+    if (m->name_opt_case == OMLD__TRAIN_START_REQUEST__NAME_OPT_NAME &&
+        !omld_model_name_ok(m->name))
+        return omld_reply_error(r, INVALID, "train_start.name",
+                                "a model name has 1 to %d bytes of A-Z a-z 0-9 . _ -, does not "
+                                "start with '.' and is not \"live\"", OMLD_MODEL_NAME_MAX);
+    const Omld__TrainParams *p = m->params;
+    if (p == NULL)
+        return 0;
+    if (p->epochs > 10000)
+        return omld_reply_error(r, INVALID, "train_start.params.epochs",
+                                "epochs is %u; at most 10000", (unsigned)p->epochs);
+    if (!isfinite(p->learning_rate) || p->learning_rate < 0)
+        return omld_reply_error(r, INVALID, "train_start.params.learning_rate",
+                                "learning_rate must be > 0 and finite (0: the method's default)");
+    if (p->depth_opt_case == OMLD__TRAIN_PARAMS__DEPTH_OPT_DEPTH && p->depth > OML_BATCH_MAX_DEPTH)
+        return omld_reply_error(r, INVALID, "train_start.params.depth",
+                                "depth is %u; at most %d", (unsigned)p->depth, OML_BATCH_MAX_DEPTH);
+    if (p->batch_m == 1 || p->batch_m > 1024)
+        return omld_reply_error(r, INVALID, "train_start.params.batch_m",
+                                "batch_m must be 0 (default) or 2..1024");
+    if (p->batch_k == 1 || p->batch_k > 1024)
+        return omld_reply_error(r, INVALID, "train_start.params.batch_k",
+                                "batch_k must be 0 (default) or 2..1024");
+    if (p->validation_fraction_opt_case ==
+            OMLD__TRAIN_PARAMS__VALIDATION_FRACTION_OPT_VALIDATION_FRACTION &&
+        !(p->validation_fraction >= 0.0f && p->validation_fraction <= 0.5f))
+        return omld_reply_error(r, INVALID, "train_start.params.validation_fraction",
+                                "validation_fraction is %g; it must be in [0, 0.5]",
+                                (double)p->validation_fraction);
+    if ((rc = check_finite_opt(p->margin_opt_case == OMLD__TRAIN_PARAMS__MARGIN_OPT_MARGIN,
+                               p->margin, "train_start.params.margin", r)) ||
+        (rc = check_finite_opt(p->gamma1_opt_case == OMLD__TRAIN_PARAMS__GAMMA1_OPT_GAMMA1,
+                               p->gamma1, "train_start.params.gamma1", r)) ||
+        (rc = check_finite_opt(p->gamma2_opt_case == OMLD__TRAIN_PARAMS__GAMMA2_OPT_GAMMA2,
+                               p->gamma2, "train_start.params.gamma2", r)) ||
+        (rc = check_finite_opt(p->lambda1_opt_case == OMLD__TRAIN_PARAMS__LAMBDA1_OPT_LAMBDA1,
+                               p->lambda1, "train_start.params.lambda1", r)) ||
+        (rc = check_finite_opt(p->lambda2_opt_case == OMLD__TRAIN_PARAMS__LAMBDA2_OPT_LAMBDA2,
+                               p->lambda2, "train_start.params.lambda2", r)))
+        return rc;
+    return 0;
+}
+
+static int check_job_id(const void *body, uint64_t id, const char *field, omld_reply *r)
+{
+    if (body == NULL || id == 0)
+        return omld_reply_error(r, INVALID, field, "job_id is missing; job ids start at 1");
+    return 0;
+}
+
+static int check_model_name(const char *name, const char *field, omld_reply *r)
+{
+    int rc = check_name(name, "model name", 0, field, r);
+    if (rc == 0 && !omld_model_name_ok(name))
+        return omld_reply_error(r, OMLD__STATUS__CODE__NOT_FOUND, field,
+                                "no batch model can have that name");
+    return rc;
+}
+
 int omld_validate(const Omld__Request *req, const omld_limits *lim, omld_reply *r, int *route,
                   uint64_t *cost)
 {
@@ -441,6 +539,41 @@ int omld_validate(const Omld__Request *req, const omld_limits *lim, omld_reply *
     case OMLD__REQUEST__BODY_STATUS:
     case OMLD__REQUEST__BODY_HEALTH:
         rt = OMLD_ROUTE_INLINE;
+        break;
+    case OMLD__REQUEST__BODY_TRAIN_START:
+        rt = OMLD_ROUTE_ADMIN;
+        rc = check_train_start(req->train_start, r);
+        break;
+    case OMLD__REQUEST__BODY_TRAIN_STATUS:
+        rt = OMLD_ROUTE_ADMIN;
+        rc = check_job_id(req->train_status,
+                          req->train_status ? req->train_status->job_id : 0,
+                          "train_status.job_id", r);
+        break;
+    case OMLD__REQUEST__BODY_TRAIN_CANCEL:
+        rt = OMLD_ROUTE_ADMIN;
+        rc = check_job_id(req->train_cancel,
+                          req->train_cancel ? req->train_cancel->job_id : 0,
+                          "train_cancel.job_id", r);
+        break;
+    case OMLD__REQUEST__BODY_LIST_MODELS:
+        rt = OMLD_ROUTE_ADMIN;
+        break;
+    case OMLD__REQUEST__BODY_DELETE_MODEL:
+        rt = OMLD_ROUTE_ADMIN;
+        rc = check_model_name(req->delete_model ? req->delete_model->name : NULL,
+                              "delete_model.name", r);
+        break;
+    case OMLD__REQUEST__BODY_PROMOTE:
+        rt = OMLD_ROUTE_MUTATION;
+        rc = check_model_name(req->promote ? req->promote->name : NULL, "promote.name", r);
+        if (rc == 0 && req->promote->model_data.len > 0)
+            rc = omld_reply_error(r, INVALID, "promote.model_data",
+                                  "model_data is written by the daemon into its log; leave it "
+                                  "empty and name the model");
+        break;
+    case OMLD__REQUEST__BODY_ROLLBACK:
+        rt = OMLD_ROUTE_MUTATION;
         break;
     case OMLD__REQUEST__BODY__NOT_SET:
         return omld_reply_error(r, INVALID, "body",

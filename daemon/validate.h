@@ -30,9 +30,12 @@ typedef struct omld_limits {
 
 /* What a request is, for routing. */
 enum omld_route {
-    OMLD_ROUTE_MUTATION = 0, /* put/delete items, triplets, pairs, checkpoint: the engine */
+    OMLD_ROUTE_MUTATION = 0, /* put/delete items, triplets, pairs, checkpoint, promote,
+                                rollback: the engine */
     OMLD_ROUTE_QUERY,        /* classify, verify, retrieve, embed, get_items: the threadpool */
-    OMLD_ROUTE_INLINE        /* status, health: answered on the loop thread */
+    OMLD_ROUTE_INLINE,       /* status, health: answered on the loop thread */
+    OMLD_ROUTE_ADMIN         /* train_start/status/cancel, list_models, delete_model:
+                                the threadpool, trainer.c (omld_trainer_handle) */
 };
 
 /* Checks req. On success returns 0 and sets *route and *cost (entries the

@@ -1,0 +1,843 @@
+/* trainer.c - the trainer thread, its jobs, the method registry and the
+ * ADMIN requests (see trainer.h).
+ *
+ * DESIGN
+ * Jobs live in one list (newest first) guarded by t->mu; the thread takes
+ * the oldest QUEUED job, marks it RUNNING and trains without the mutex,
+ * which the progress callback takes only to copy numbers in. The training
+ * data (X, y) belongs to the job from TrainStart until the job ends; it is
+ * freed then, so only queued and running jobs hold data (at most
+ * OMLD_TRAINER_MAX_QUEUED + 1 copies). Finished jobs are kept (without
+ * data) for TrainStatus, the oldest dropped past OMLD_TRAINER_KEEP_DONE.
+ *
+ * Networks follow the live model's family: the live hidden width and
+ * embedding size, depth <= the live L, so that the model can be served in
+ * the live layout and promoted (models.h). Normalisation and every other
+ * default is the method's own (src/batch.h, daml.h, damlrrm.h); serving
+ * always L2-normalises the head, as the live model does. */
+#include "trainer.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "anml.h"
+#include "batch.h"
+#include "daml.h"
+#include "damlrrm.h"
+#include "err.h"
+#include "log.h"
+#include "validate.h"
+
+#define INVALID OMLD__STATUS__CODE__INVALID_ARGUMENT
+
+/* ------------------------------------------------------------ methods */
+
+enum method_kind {
+    KIND_BATCH = 0,        /* oml_batch_train with the method's loss */
+    KIND_DAML_PLAIN,       /* oml_daml_train_plain: a metric term alone */
+    KIND_DAML,             /* oml_daml_train: the term + the adversarial generator */
+    KIND_DAMLRRM           /* oml_damlrrm_train */
+};
+
+typedef struct method_def {
+    const char *name;
+    int32_t id;            /* enum oml_batch_method */
+    int kind;              /* enum method_kind */
+    int32_t term;          /* DAML: enum oml_daml_term */
+    const char *variants;  /* "|"-separated; "" first = the default may be empty */
+} method_def;
+
+/* The method registry: one line per name. */
+static const method_def METHODS[] = {
+    {"triplet", OML_BATCH_TRIPLET, KIND_BATCH, 0, "|semihard|random"},
+    {"lanml", OML_BATCH_LANML, KIND_BATCH, 0, ""},
+    {"danml", OML_BATCH_DANML, KIND_BATCH, 0, "|logistic|hinge"},
+    {"contrastive", OML_BATCH_CONTRASTIVE, KIND_DAML_PLAIN, OML_DAML_CONTRASTIVE, ""},
+    {"lifted", OML_BATCH_LIFTED, KIND_DAML_PLAIN, OML_DAML_LIFTED, ""},
+    {"npair", OML_BATCH_NPAIR, KIND_DAML_PLAIN, OML_DAML_NPAIR, ""},
+    {"daml-contrastive", OML_BATCH_DAML_CONTRASTIVE, KIND_DAML, OML_DAML_CONTRASTIVE, "|adversarial|literal"},
+    {"daml-triplet", OML_BATCH_DAML_TRIPLET, KIND_DAML, OML_DAML_TRIPLET, "|adversarial|literal"},
+    {"daml-lifted", OML_BATCH_DAML_LIFTED, KIND_DAML, OML_DAML_LIFTED, "|adversarial|literal"},
+    {"daml-npair", OML_BATCH_DAML_NPAIR, KIND_DAML, OML_DAML_NPAIR, "|adversarial|literal"},
+    {"damlrrm", OML_BATCH_DAMLRRM, KIND_DAMLRRM, 0, ""},
+};
+#define N_METHODS (sizeof METHODS / sizeof METHODS[0])
+
+static const method_def *method_find(const char *name)
+{
+    for (size_t i = 0; name && i < N_METHODS; i++)
+        if (strcmp(METHODS[i].name, name) == 0)
+            return &METHODS[i];
+    return NULL;
+}
+
+int omld_trainer_method_known(const char *name)
+{
+    return method_find(name) != NULL;
+}
+
+int omld_trainer_variant_ok(const char *method, const char *variant)
+{
+    const method_def *m = method_find(method);
+    if (m == NULL)
+        return 0;
+    if (variant == NULL || variant[0] == '\0')
+        return 1;
+    size_t n = strlen(variant);
+    for (const char *p = m->variants; *p;) {
+        const char *q = strchr(p, '|');
+        size_t l = q ? (size_t)(q - p) : strlen(p);
+        if (l == n && memcmp(p, variant, n) == 0)
+            return 1;
+        if (!q)
+            break;
+        p = q + 1;
+    }
+    return 0;
+}
+
+const char *omld_trainer_method_list(void)
+{
+    static char list[512];
+    static atomic_int built;
+    if (!atomic_load(&built)) {
+        char tmp[512];
+        size_t o = 0;
+        for (size_t i = 0; i < N_METHODS && o < sizeof tmp; i++)
+            o += (size_t)snprintf(tmp + o, sizeof tmp - o, "%s%s", i ? ", " : "", METHODS[i].name);
+        memcpy(list, tmp, sizeof list);
+        atomic_store(&built, 1);
+    }
+    return list;
+}
+
+const char *omld_job_state_name(int s)
+{
+    switch (s) {
+    case OMLD_JOB_QUEUED: return "queued";
+    case OMLD_JOB_RUNNING: return "running";
+    case OMLD_JOB_DONE: return "done";
+    case OMLD_JOB_FAILED: return "failed";
+    case OMLD_JOB_CANCELLED: return "cancelled";
+    default: return "unknown";
+    }
+}
+
+/* ------------------------------------------------------------ jobs */
+
+struct omld_trainer;
+
+typedef struct job {
+    struct job *next;          /* newest first */
+    struct omld_trainer *t;
+    omld_job_info info;        /* guarded by t->mu */
+    const method_def *m;
+    oml_batch_spec spec;
+    oml_triplet_hp tri;
+    oml_lanml_hp lan;
+    oml_danml_hp dan;
+    oml_daml_hp daml;
+    oml_damlrrm_hp rrm;
+    atomic_int cancel;
+    float *X;                  /* (n, dim) owned until the job ends */
+    int32_t *y;
+    int32_t n;
+    uint64_t started_ns;
+} job;
+
+struct omld_trainer {
+    omld_models *models;
+    oml_config live;
+    const oml_store *store;
+    omld_store_lock *lock;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;         /* a job queued / finished, or stop */
+    job *jobs;
+    uint64_t next_id;
+    int stop;
+    int started;
+    pthread_t thread;
+};
+
+static job *job_find(omld_trainer *t, uint64_t id)
+{
+    for (job *j = t->jobs; j; j = j->next)
+        if (j->info.id == id)
+            return j;
+    return NULL;
+}
+
+static void job_free(job *j)
+{
+    if (j == NULL)
+        return;
+    free(j->X);
+    free(j->y);
+    free(j);
+}
+
+/* Drops finished jobs beyond the kept number (t->mu held). */
+static void trim_done(omld_trainer *t)
+{
+    int kept = 0;
+    for (job **pp = &t->jobs; *pp;) {
+        job *j = *pp;
+        int done = j->info.state >= OMLD_JOB_DONE;
+        if (done && ++kept > OMLD_TRAINER_KEEP_DONE) {
+            *pp = j->next;
+            job_free(j);
+            continue;
+        }
+        pp = &j->next;
+    }
+}
+
+static void on_progress(void *ctx, const oml_batch_progress *p)
+{
+    job *j = ctx;
+    omld_job_info *in = &j->info;
+    double frac = p->steps_total > 0 ? (double)p->step / (double)p->steps_total : 0.0;
+    if (frac > 1)
+        frac = 1;
+    pthread_mutex_lock(&j->t->mu);
+    in->epoch = p->epoch;
+    in->epochs = p->epochs;
+    in->step = p->step;
+    in->steps_total = p->steps_total;
+    in->loss = p->loss;
+    in->val_r1 = p->val_r1;
+    in->best_val_r1 = p->best_val_r1;
+    in->elapsed_s = p->elapsed_s;
+    in->progress = frac;
+    in->eta_s = frac > 0.001 ? p->elapsed_s * (1.0 - frac) / frac : -1.0;
+    pthread_mutex_unlock(&j->t->mu);
+}
+
+static int run_method(job *j, int32_t dim, oml_batch_model **out, oml_diag *d)
+{
+    switch (j->m->kind) {
+    case KIND_BATCH:
+        return oml_batch_train(&j->spec, j->X, j->y, j->n, dim, out, d);
+    case KIND_DAML_PLAIN:
+        return oml_daml_train_plain(&j->spec, &j->daml, j->X, j->y, j->n, dim, out, d);
+    case KIND_DAML:
+        return oml_daml_train(&j->spec, &j->daml, j->X, j->y, j->n, dim, out, d);
+    case KIND_DAMLRRM:
+        return oml_damlrrm_train(&j->spec, &j->rrm, j->X, j->y, j->n, dim, out, d);
+    default:
+        return oml_diag_set(d, OML_EINVAL, "method", "no trainer for this method");
+    }
+}
+
+static void run_job(omld_trainer *t, job *j)
+{
+    oml_batch_model *bm = NULL;
+    oml_diag d = {0};
+    uint64_t t0 = omld_now_ns();
+    LOG_INFO("trainer", "job %llu (%s%s%s, model %s): training on %d items of %u classes",
+             (unsigned long long)j->info.id, j->m->name, j->info.variant[0] ? "/" : "",
+             j->info.variant, j->info.model, j->n, j->info.classes);
+    int rc = run_method(j, t->live.dim, &bm, &d);
+    char err[300] = "";
+    int state = OMLD_JOB_DONE;
+    if (rc == OML_ECANCELED || (rc == OML_OK && atomic_load(&j->cancel))) {
+        state = OMLD_JOB_CANCELLED;
+        oml_batch_model_destroy(bm);
+        bm = NULL;
+    } else if (rc != OML_OK) {
+        state = OMLD_JOB_FAILED;
+        if (rc == OML_EEMPTY)
+            snprintf(err, sizeof err, "not enough training data (%d items in %u classes; a job "
+                     "needs at least %d items and 2 classes with 2 training items each): %s",
+                     j->n, j->info.classes, OML_BATCH_MIN_ITEMS, d.msg[0] ? d.msg : oml_strerror(rc));
+        else if (rc == OML_ENONFINITE)
+            snprintf(err, sizeof err, "training diverged (non-finite loss); try a smaller "
+                     "learning_rate: %s", d.msg);
+        else
+            snprintf(err, sizeof err, "%s%s%s%s%s", oml_batch_strerror(rc), d.field[0] ? " (" : "",
+                     d.field, d.field[0] ? ")" : "", d.msg[0] ? "" : "");
+        if (rc != OML_EEMPTY && rc != OML_ENONFINITE && d.msg[0])
+            snprintf(err + strlen(err), sizeof err - strlen(err), ": %s", d.msg);
+    } else {
+        omld_model_info meta;
+        memset(&meta, 0, sizeof meta);
+        snprintf(meta.name, sizeof meta.name, "%s", j->info.model);
+        snprintf(meta.method, sizeof meta.method, "%s", j->m->name);
+        snprintf(meta.variant, sizeof meta.variant, "%s", j->info.variant);
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        meta.created_ms = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+        meta.job_id = j->info.id;
+        meta.trained_items = (uint32_t)j->n;
+        if (omld_models_add(t->models, &meta, bm, err, sizeof err) != 0)
+            state = OMLD_JOB_FAILED;
+        bm = NULL;
+    }
+    double secs = (double)(omld_now_ns() - t0) / 1e9;
+    pthread_mutex_lock(&t->mu);
+    j->info.state = state;
+    j->info.elapsed_s = secs;
+    j->info.eta_s = 0;
+    if (state == OMLD_JOB_DONE)
+        j->info.progress = 1.0;
+    snprintf(j->info.error, sizeof j->info.error, "%s", err);
+    free(j->X);
+    free(j->y);
+    j->X = NULL;
+    j->y = NULL;
+    trim_done(t);
+    pthread_cond_broadcast(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+    if (state == OMLD_JOB_DONE)
+        LOG_INFO("trainer", "job %llu done in %.1f s: model %s", (unsigned long long)j->info.id,
+                 secs, j->info.model);
+    else
+        LOG_INFO("trainer", "job %llu %s after %.1f s%s%s", (unsigned long long)j->info.id,
+                 omld_job_state_name(state), secs, err[0] ? ": " : "", err);
+}
+
+static void *trainer_main(void *arg)
+{
+    omld_trainer *t = arg;
+    pthread_mutex_lock(&t->mu);
+    for (;;) {
+        job *next = NULL;
+        while (!t->stop) {
+            next = NULL;
+            for (job *j = t->jobs; j; j = j->next)
+                if (j->info.state == OMLD_JOB_QUEUED)
+                    next = j; /* the list is newest first: keep the oldest */
+            if (next)
+                break;
+            pthread_cond_wait(&t->cv, &t->mu);
+        }
+        if (t->stop)
+            break;
+        next->info.state = OMLD_JOB_RUNNING;
+        next->started_ns = omld_now_ns();
+        pthread_mutex_unlock(&t->mu);
+        run_job(t, next);
+        pthread_mutex_lock(&t->mu);
+    }
+    pthread_mutex_unlock(&t->mu);
+    return NULL;
+}
+
+int omld_trainer_start(omld_trainer **out, omld_models *models, const oml_config *live,
+                       const oml_store *store, omld_store_lock *lock)
+{
+    omld_trainer *t = calloc(1, sizeof *t);
+    if (t == NULL)
+        return -1;
+    t->models = models;
+    t->live = *live;
+    t->store = store;
+    t->lock = lock;
+    t->next_id = 1;
+    pthread_mutex_init(&t->mu, NULL);
+    pthread_cond_init(&t->cv, NULL);
+    if (pthread_create(&t->thread, NULL, trainer_main, t) != 0) {
+        pthread_cond_destroy(&t->cv);
+        pthread_mutex_destroy(&t->mu);
+        free(t);
+        return -1;
+    }
+    t->started = 1;
+    *out = t;
+    return 0;
+}
+
+void omld_trainer_stop(omld_trainer *t)
+{
+    if (t == NULL)
+        return;
+    pthread_mutex_lock(&t->mu);
+    t->stop = 1;
+    for (job *j = t->jobs; j; j = j->next)
+        atomic_store(&j->cancel, 1);
+    pthread_cond_broadcast(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+    if (t->started)
+        pthread_join(t->thread, NULL);
+    for (job *j = t->jobs, *n; j; j = n) {
+        n = j->next;
+        job_free(j);
+    }
+    pthread_cond_destroy(&t->cv);
+    pthread_mutex_destroy(&t->mu);
+    free(t);
+}
+
+int omld_trainer_jobs(omld_trainer *t, omld_job_info *out, int cap)
+{
+    int n = 0;
+    pthread_mutex_lock(&t->mu);
+    for (job *j = t->jobs; j && n < cap; j = j->next)
+        out[n++] = j->info;
+    pthread_mutex_unlock(&t->mu);
+    return n;
+}
+
+int omld_trainer_wait(omld_trainer *t, uint64_t id, int timeout_ms)
+{
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += timeout_ms / 1000;
+    dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (dl.tv_nsec >= 1000000000L) {
+        dl.tv_sec++;
+        dl.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&t->mu);
+    int done = 0;
+    for (;;) {
+        job *j = job_find(t, id);
+        done = j == NULL || j->info.state >= OMLD_JOB_DONE;
+        if (done || pthread_cond_timedwait(&t->cv, &t->mu, &dl) != 0)
+            break;
+    }
+    pthread_mutex_unlock(&t->mu);
+    return done;
+}
+
+/* ------------------------------------------------------------ answers */
+
+static Omld__JobInfo *job_msg(omld_reply *r, const omld_job_info *in)
+{
+    Omld__JobInfo *m = omld_reply_alloc(r, sizeof *m);
+    if (m == NULL)
+        return NULL;
+    omld__job_info__init(m);
+    m->id = in->id;
+    m->method = omld_reply_strdup(r, in->method, strlen(in->method));
+    m->variant = omld_reply_strdup(r, in->variant, strlen(in->variant));
+    m->state = (Omld__JobInfo__State)in->state;
+    m->epoch = (uint32_t)(in->epoch > 0 ? in->epoch : 0);
+    m->epochs = (uint32_t)(in->epochs > 0 ? in->epochs : 0);
+    m->step = (uint64_t)(in->step > 0 ? in->step : 0);
+    m->steps_total = (uint64_t)(in->steps_total > 0 ? in->steps_total : 0);
+    m->loss = in->loss;
+    m->val_r1 = in->val_r1;
+    m->best_val_r1 = in->best_val_r1;
+    m->eta_s = in->eta_s;
+    m->elapsed_s = in->elapsed_s;
+    m->error = omld_reply_strdup(r, in->error, strlen(in->error));
+    m->model = omld_reply_strdup(r, in->model, strlen(in->model));
+    m->items = in->items;
+    m->classes = in->classes;
+    m->cancel_requested = in->cancel_requested != 0;
+    if (!m->method || !m->variant || !m->error || !m->model)
+        return NULL;
+    return m;
+}
+
+static int oom(omld_reply *r)
+{
+    return omld_reply_error(r, OMLD__STATUS__CODE__INTERNAL, NULL, "out of memory");
+}
+
+/* The spec and hyper-parameters of a job from the request; stateful checks
+ * (depth against the live L). 0 or the error in r. */
+static int build_spec(omld_trainer *t, job *j, const Omld__TrainStartRequest *q, omld_reply *r)
+{
+    const method_def *m = j->m;
+    const Omld__TrainParams *p = q->params;
+    Omld__TrainParams none = OMLD__TRAIN_PARAMS__INIT;
+    if (p == NULL)
+        p = &none;
+    oml_batch_spec *s = &j->spec;
+    oml_batch_spec_default(s, m->id);
+    s->hidden = t->live.hidden;
+    s->emb = t->live.emb;
+    int32_t depth = s->depth < t->live.layers ? s->depth : t->live.layers;
+    if (m->id == OML_BATCH_LANML)
+        depth = 0;
+    if (p->depth_opt_case == OMLD__TRAIN_PARAMS__DEPTH_OPT_DEPTH) {
+        if (p->depth > (uint32_t)t->live.layers)
+            return omld_reply_error(r, INVALID, "train_start.params.depth",
+                                    "depth %u is deeper than the live model (L = %d): a batch "
+                                    "model must fit the live layout to be served and promoted",
+                                    p->depth, t->live.layers);
+        if (m->id == OML_BATCH_LANML && p->depth != 0)
+            return omld_reply_error(r, INVALID, "train_start.params.depth",
+                                    "lanml learns a linear map (M = L^T L): depth must be 0");
+        depth = (int32_t)p->depth;
+    }
+    s->depth = depth;
+    if (p->epochs)
+        s->epochs = (int32_t)p->epochs;
+    if (p->learning_rate > 0)
+        s->lr = p->learning_rate;
+    if (p->batch_m)
+        s->m = (int32_t)p->batch_m;
+    if (p->batch_k)
+        s->k = (int32_t)p->batch_k;
+    if (p->patience)
+        s->patience = (int32_t)p->patience;
+    s->seed = p->seed_opt_case == OMLD__TRAIN_PARAMS__SEED_OPT_SEED ? p->seed : 1;
+    if (p->validation_fraction_opt_case ==
+        OMLD__TRAIN_PARAMS__VALIDATION_FRACTION_OPT_VALIDATION_FRACTION)
+        s->val_frac = p->validation_fraction;
+    s->cancel = &j->cancel;
+    s->progress = on_progress;
+    s->progress_ctx = j;
+    s->progress_every = 10;
+
+    int has_margin = p->margin_opt_case == OMLD__TRAIN_PARAMS__MARGIN_OPT_MARGIN;
+    int has_g1 = p->gamma1_opt_case == OMLD__TRAIN_PARAMS__GAMMA1_OPT_GAMMA1;
+    int has_g2 = p->gamma2_opt_case == OMLD__TRAIN_PARAMS__GAMMA2_OPT_GAMMA2;
+    int has_l1 = p->lambda1_opt_case == OMLD__TRAIN_PARAMS__LAMBDA1_OPT_LAMBDA1;
+    int has_l2 = p->lambda2_opt_case == OMLD__TRAIN_PARAMS__LAMBDA2_OPT_LAMBDA2;
+    const char *v = q->variant ? q->variant : "";
+    switch (m->kind) {
+    case KIND_BATCH:
+        if (m->id == OML_BATCH_TRIPLET) {
+            j->tri.margin = has_margin ? p->margin : 0.2f;
+            j->tri.mining = strcmp(v, "random") == 0;
+            s->loss = oml_triplet_loss;
+            s->loss_hp = &j->tri;
+        } else if (m->id == OML_BATCH_LANML) {
+            oml_lanml_hp_default(&j->lan);
+            if (has_margin) j->lan.margin = p->margin;
+            if (has_g1) j->lan.gamma1 = p->gamma1;
+            if (has_g2) j->lan.gamma2 = p->gamma2;
+            if (has_l1) j->lan.lambda = p->lambda1;
+            s->loss = oml_lanml_loss;
+            s->loss_hp = &j->lan;
+        } else {
+            oml_danml_hp_default(&j->dan);
+            if (has_margin) j->dan.margin = p->margin;
+            if (has_g1) j->dan.gamma1 = p->gamma1;
+            if (has_g2) j->dan.gamma2 = p->gamma2;
+            if (has_l1) j->dan.lambda1 = p->lambda1;
+            if (has_l2) j->dan.lambda2 = p->lambda2;
+            if (strcmp(v, "hinge") == 0)
+                j->dan.loss = OML_DANML_HINGE;
+            else if (strcmp(v, "logistic") == 0)
+                j->dan.loss = OML_DANML_LOGISTIC;
+            if (!(j->dan.gamma1 < 0 && j->dan.gamma2 > 0))
+                return omld_reply_error(r, INVALID, "train_start.params.gamma1",
+                                        "danml needs gamma1 < 0 < gamma2 (got %g, %g)",
+                                        (double)j->dan.gamma1, (double)j->dan.gamma2);
+            s->loss = oml_danml_loss;
+            s->loss_hp = &j->dan;
+        }
+        break;
+    case KIND_DAML_PLAIN:
+    case KIND_DAML:
+        oml_daml_hp_default(&j->daml, m->term);
+        if (has_margin) j->daml.alpha = p->margin;
+        if (has_l1) j->daml.lambda1 = p->lambda1;
+        if (has_l2) j->daml.lambda2 = p->lambda2;
+        j->daml.literal = strcmp(v, "literal") == 0;
+        if (p->epochs)
+            j->daml.joint_epochs = (int32_t)p->epochs;
+        break;
+    case KIND_DAMLRRM:
+        oml_damlrrm_hp_default(&j->rrm);
+        if (has_margin) j->rrm.beta = p->margin;
+        break;
+    }
+    return 0;
+}
+
+static void handle_start(omld_trainer *t, const Omld__TrainStartRequest *q, omld_reply *r)
+{
+    const method_def *m = method_find(q->method);
+    if (m == NULL) {
+        omld_reply_error(r, INVALID, "train_start.method", "unknown method; one of: %s",
+                         omld_trainer_method_list());
+        return;
+    }
+    job *j = calloc(1, sizeof *j);
+    if (j == NULL) {
+        oom(r);
+        return;
+    }
+    j->m = m;
+    j->t = t;
+    atomic_init(&j->cancel, 0);
+    if (build_spec(t, j, q, r) != 0) {
+        job_free(j);
+        return;
+    }
+    snprintf(j->info.method, sizeof j->info.method, "%s", m->name);
+    snprintf(j->info.variant, sizeof j->info.variant, "%s", q->variant ? q->variant : "");
+    j->info.eta_s = -1;
+    j->info.val_r1 = j->info.best_val_r1 = NAN;
+    j->info.epochs = j->spec.epochs;
+
+    /* Copy the data under the read lock. */
+    size_t nl = q->n_labels;
+    int32_t dim = t->live.dim;
+    pthread_rwlock_rdlock(&t->lock->rw);
+    int32_t n_lab = oml_store_label_count(t->store);
+    uint32_t slots = oml_store_slots(t->store), live = oml_store_count(t->store);
+    unsigned char *sel = calloc((size_t)(n_lab > 0 ? n_lab : 1), 1);
+    uint32_t *per = calloc((size_t)(n_lab > 0 ? n_lab : 1), sizeof *per);
+    j->X = malloc((size_t)(live ? live : 1) * (size_t)dim * sizeof(float));
+    j->y = malloc((size_t)(live ? live : 1) * sizeof(int32_t));
+    if (sel == NULL || per == NULL || j->X == NULL || j->y == NULL) {
+        pthread_rwlock_unlock(&t->lock->rw);
+        free(sel);
+        free(per);
+        job_free(j);
+        oom(r);
+        return;
+    }
+    for (size_t i = 0; i < nl; i++) {
+        int32_t found = -1;
+        for (int32_t l = 0; l < n_lab && found < 0; l++) {
+            size_t len = 0;
+            const char *name = oml_store_label_name(t->store, l, &len);
+            if (len == strlen(q->labels[i]) && memcmp(name, q->labels[i], len) == 0)
+                found = l;
+        }
+        if (found < 0) {
+            pthread_rwlock_unlock(&t->lock->rw);
+            char field[64];
+            snprintf(field, sizeof field, "train_start.labels[%zu]", i);
+            omld_reply_error(r, OMLD__STATUS__CODE__NOT_FOUND, field,
+                             "no stored item has label '%.100s'", q->labels[i]);
+            free(sel);
+            free(per);
+            job_free(j);
+            return;
+        }
+        sel[found] = 1;
+    }
+    int32_t n = 0;
+    for (uint32_t s = 0; s < slots; s++) {
+        if (!oml_store_is_live(t->store, s))
+            continue;
+        int32_t lab = oml_store_label(t->store, s);
+        if (lab < 0 || lab >= n_lab || (nl > 0 && !sel[lab]))
+            continue;
+        memcpy(j->X + (size_t)n * dim, oml_store_features(t->store, s), (size_t)dim * sizeof(float));
+        j->y[n++] = lab;
+        per[lab]++;
+    }
+    pthread_rwlock_unlock(&t->lock->rw);
+    uint32_t classes = 0, eligible = 0;
+    for (int32_t l = 0; l < n_lab; l++) {
+        classes += per[l] > 0;
+        eligible += per[l] >= 2;
+    }
+    free(sel);
+    free(per);
+    j->n = n;
+    j->info.items = (uint32_t)n;
+    j->info.classes = classes;
+    if (n < OML_BATCH_MIN_ITEMS || eligible < 2) {
+        omld_reply_error(r, INVALID, "train_start.labels",
+                         "not enough training data: %d labelled item(s) in %u class(es)%s; a job "
+                         "needs at least %d items and 2 classes with 2 items each",
+                         n, classes, nl ? " with the given labels" : "", OML_BATCH_MIN_ITEMS);
+        job_free(j);
+        return;
+    }
+
+    pthread_mutex_lock(&t->mu);
+    int queued = 0;
+    for (job *o = t->jobs; o; o = o->next)
+        queued += o->info.state == OMLD_JOB_QUEUED;
+    if (queued >= OMLD_TRAINER_MAX_QUEUED) {
+        pthread_mutex_unlock(&t->mu);
+        omld_reply_error(r, OMLD__STATUS__CODE__RESOURCE_EXHAUSTED, "train_start",
+                         "%d jobs are already waiting; retry when one has run", queued);
+        job_free(j);
+        return;
+    }
+    j->info.id = t->next_id;
+    if (q->name_opt_case == OMLD__TRAIN_START_REQUEST__NAME_OPT_NAME)
+        snprintf(j->info.model, sizeof j->info.model, "%s", q->name);
+    else
+        snprintf(j->info.model, sizeof j->info.model, "%s-%llu", m->name,
+                 (unsigned long long)j->info.id);
+    int taken = omld_models_exists(t->models, j->info.model);
+    for (job *o = t->jobs; o && !taken; o = o->next)
+        taken = o->info.state <= OMLD_JOB_RUNNING && strcmp(o->info.model, j->info.model) == 0;
+    if (taken) {
+        pthread_mutex_unlock(&t->mu);
+        omld_reply_error(r, OMLD__STATUS__CODE__CONFLICT, "train_start.name",
+                         "a model (or a queued or running job's model) is named '%s'",
+                         j->info.model);
+        job_free(j);
+        return;
+    }
+    t->next_id++;
+    j->info.state = OMLD_JOB_QUEUED;
+    j->next = t->jobs;
+    t->jobs = j;
+    pthread_cond_broadcast(&t->cv);
+    omld_job_info info = j->info;
+    pthread_mutex_unlock(&t->mu);
+
+    Omld__TrainStartResponse *b = omld_reply_alloc(r, sizeof *b);
+    char *model = omld_reply_strdup(r, info.model, strlen(info.model));
+    if (b == NULL || model == NULL) {
+        oom(r);
+        return;
+    }
+    omld__train_start_response__init(b);
+    b->job_id = info.id;
+    b->model = model;
+    b->items = info.items;
+    b->classes = info.classes;
+    r->msg.body_case = OMLD__RESPONSE__BODY_TRAIN_START;
+    r->msg.train_start = b;
+}
+
+static void handle_status(omld_trainer *t, uint64_t id, int cancel, omld_reply *r)
+{
+    const char *op = cancel ? "train_cancel.job_id" : "train_status.job_id";
+    pthread_mutex_lock(&t->mu);
+    job *j = job_find(t, id);
+    if (j == NULL) {
+        pthread_mutex_unlock(&t->mu);
+        omld_reply_error(r, OMLD__STATUS__CODE__NOT_FOUND, op, "no job has id %llu",
+                         (unsigned long long)id);
+        return;
+    }
+    if (cancel) {
+        if (j->info.state >= OMLD_JOB_DONE) {
+            int st = j->info.state;
+            pthread_mutex_unlock(&t->mu);
+            omld_reply_error(r, OMLD__STATUS__CODE__CONFLICT, op, "job %llu has already ended "
+                             "(%s)", (unsigned long long)id, omld_job_state_name(st));
+            return;
+        }
+        atomic_store(&j->cancel, 1);
+        j->info.cancel_requested = 1;
+        if (j->info.state == OMLD_JOB_QUEUED) {
+            j->info.state = OMLD_JOB_CANCELLED;
+            free(j->X);
+            free(j->y);
+            j->X = NULL;
+            j->y = NULL;
+            pthread_cond_broadcast(&t->cv);
+        }
+    }
+    omld_job_info info = j->info;
+    pthread_mutex_unlock(&t->mu);
+    Omld__JobInfo *ji = job_msg(r, &info);
+    if (ji == NULL) {
+        oom(r);
+        return;
+    }
+    if (cancel) {
+        Omld__TrainCancelResponse *b = omld_reply_alloc(r, sizeof *b);
+        if (b == NULL) {
+            oom(r);
+            return;
+        }
+        omld__train_cancel_response__init(b);
+        b->job = ji;
+        r->msg.body_case = OMLD__RESPONSE__BODY_TRAIN_CANCEL;
+        r->msg.train_cancel = b;
+    } else {
+        Omld__TrainStatusResponse *b = omld_reply_alloc(r, sizeof *b);
+        if (b == NULL) {
+            oom(r);
+            return;
+        }
+        omld__train_status_response__init(b);
+        b->job = ji;
+        r->msg.body_case = OMLD__RESPONSE__BODY_TRAIN_STATUS;
+        r->msg.train_status = b;
+    }
+}
+
+static void handle_list(omld_trainer *t, omld_reply *r)
+{
+    omld_model_info *mi = malloc(OMLD_MODELS_MAX * sizeof *mi);
+    if (mi == NULL) {
+        oom(r);
+        return;
+    }
+    int n = omld_models_list(t->models, mi, OMLD_MODELS_MAX);
+    if (n > OMLD_MODELS_MAX)
+        n = OMLD_MODELS_MAX;
+    Omld__ListModelsResponse *b = omld_reply_alloc(r, sizeof *b);
+    Omld__ModelInfo *m = omld_reply_alloc(r, (size_t)(n > 0 ? n : 1) * sizeof *m);
+    Omld__ModelInfo **mp = omld_reply_alloc(r, (size_t)(n > 0 ? n : 1) * sizeof *mp);
+    if (b == NULL || m == NULL || mp == NULL) {
+        free(mi);
+        oom(r);
+        return;
+    }
+    omld__list_models_response__init(b);
+    for (int i = 0; i < n; i++) {
+        omld__model_info__init(&m[i]);
+        m[i].name = omld_reply_strdup(r, mi[i].name, strlen(mi[i].name));
+        m[i].method = omld_reply_strdup(r, mi[i].method, strlen(mi[i].method));
+        m[i].variant = omld_reply_strdup(r, mi[i].variant, strlen(mi[i].variant));
+        if (!m[i].name || !m[i].method || !m[i].variant) {
+            free(mi);
+            oom(r);
+            return;
+        }
+        m[i].depth = (uint32_t)mi[i].depth;
+        m[i].created_ms = mi[i].created_ms;
+        m[i].val_r1 = mi[i].val_r1;
+        m[i].items_indexed = mi[i].items_indexed;
+        m[i].trained_items = mi[i].trained_items;
+        m[i].epochs_run = (uint32_t)(mi[i].epochs_run > 0 ? mi[i].epochs_run : 0);
+        m[i].job_id = mi[i].job_id;
+        m[i].index_version = mi[i].index_version;
+        mp[i] = &m[i];
+    }
+    free(mi);
+    b->n_models = (size_t)n;
+    b->models = mp;
+    r->msg.body_case = OMLD__RESPONSE__BODY_LIST_MODELS;
+    r->msg.list_models = b;
+}
+
+static void handle_delete(omld_trainer *t, const char *name, omld_reply *r)
+{
+    if (omld_models_delete(t->models, name) != OML_OK) {
+        omld_reply_error(r, OMLD__STATUS__CODE__NOT_FOUND, "delete_model.name",
+                         "no batch model is named '%.100s'", name);
+        return;
+    }
+    LOG_INFO("trainer", "model %s deleted", name);
+    Omld__DeleteModelResponse *b = omld_reply_alloc(r, sizeof *b);
+    if (b == NULL) {
+        oom(r);
+        return;
+    }
+    omld__delete_model_response__init(b);
+    r->msg.body_case = OMLD__RESPONSE__BODY_DELETE_MODEL;
+    r->msg.delete_model = b;
+}
+
+void omld_trainer_handle(omld_trainer *t, const Omld__Request *req, omld_reply *r)
+{
+    switch (req->body_case) {
+    case OMLD__REQUEST__BODY_TRAIN_START:
+        handle_start(t, req->train_start, r);
+        break;
+    case OMLD__REQUEST__BODY_TRAIN_STATUS:
+        handle_status(t, req->train_status->job_id, 0, r);
+        break;
+    case OMLD__REQUEST__BODY_TRAIN_CANCEL:
+        handle_status(t, req->train_cancel->job_id, 1, r);
+        break;
+    case OMLD__REQUEST__BODY_LIST_MODELS:
+        handle_list(t, r);
+        break;
+    case OMLD__REQUEST__BODY_DELETE_MODEL:
+        handle_delete(t, req->delete_model->name, r);
+        break;
+    default:
+        omld_reply_error(r, OMLD__STATUS__CODE__INTERNAL, "body",
+                         "operation %d is not a trainer request (a routing bug)",
+                         (int)req->body_case);
+    }
+}
