@@ -271,14 +271,106 @@ static int durability(const data *d, const char *preset)
     return 0;
 }
 
+/* ---- a batch training job beside the live model ---- */
+
+/* Runs one job of `method` over the labelled dev items while two clients
+ * keep the learner saturated, and measures classify latency and learning
+ * rate meanwhile, next to the same figures without a job. */
+static int job_bench(const data *d, const char *preset, const char *method, int queries)
+{
+    omlc_triplet *t = triplets_by_id(d);
+    char preset_arg[64];
+    snprintf(preset_arg, sizeof preset_arg, "--preset=%s", preset);
+    const char *args[] = {preset_arg, "--max_batch=1000", NULL};
+    omld_proc p;
+    if (omld_proc_start(&p, args, 30000) != 0)
+        return 1;
+    omlc *c = NULL;
+    omlc_error err;
+    if (omlc_connect(&c, p.rpc, 60000, &err) != 0)
+        die("connect", &err);
+    put_dev(c, d);
+    if (omlc_add_triplets(c, t, 1, NULL, NULL, &err) != 0)
+        die("first triplet", &err);
+    flood fl[2];
+    for (int i = 0; i < 2; i++) {
+        fl[i] = (flood){.server = p.rpc, .t = t, .n = d->stream.n, .run = 1};
+        pthread_create(&fl[i].th, NULL, flood_main, &fl[i]);
+    }
+    sleep(1);
+    /* Without a job. */
+    double p50a, p99a;
+    Omld__StatusResponse s0 = status(c);
+    double t0 = now_s();
+    classify_latency(c, d, queries, &p50a, &p99a);
+    double rate_a = (double)(status(c).triplets_applied - s0.triplets_applied) / (now_s() - t0);
+
+    /* With a job: start it, then measure until it ends. */
+    Omld__TrainStartRequest rq = OMLD__TRAIN_START_REQUEST__INIT;
+    rq.method = (char *)method;
+    uint64_t job = 0;
+    char model[128];
+    double tj = now_s();
+    if (omlc_train_start(c, &rq, &job, model, sizeof model, &err) != 0)
+        die("train_start", &err);
+    double *lat = malloc((size_t)1000000 * sizeof *lat);
+    int nq = 0, state = 0;
+    s0 = status(c);
+    t0 = now_s();
+    while (nq < 1000000) {
+        int32_t row = d->split.test[nq % d->split.n_test];
+        omlc_ref q = {NULL, d->images + (size_t)row * d->dim, (uint32_t)d->dim};
+        omlc_classification cl;
+        double q0 = now_s();
+        if (omlc_classify(c, &q, 5, NULL, &cl, &err) != 0)
+            die("classify", &err);
+        lat[nq++] = (now_s() - q0) * 1e3;
+        if (nq % 50 == 0) {
+            Omld__Response *r = NULL;
+            if (omlc_train_status(c, job, &r, &err) != 0)
+                die("train_status", &err);
+            state = r->train_status->job->state;
+            omld__response__free_unpacked(r, NULL);
+            if (state >= OMLD__JOB_INFO__STATE__DONE)
+                break;
+        }
+    }
+    double job_s = now_s() - tj;
+    double rate_b = (double)(status(c).triplets_applied - s0.triplets_applied) / (now_s() - t0);
+    double p50b = quantile(lat, nq, 0.5), p99b = quantile(lat, nq, 0.99);
+    for (int i = 0; i < 2; i++) {
+        fl[i].run = 0;
+        pthread_join(fl[i].th, NULL);
+    }
+    printf("  job %s over %d labelled items: %s in %.1f s\n", method, d->split.n_dev,
+           state == OMLD__JOB_INFO__STATE__DONE ? "done" : "ended (not done)", job_s);
+    printf("  while learning without a job: %.0f triplets/s, classify p50 %.2f ms p99 %.2f ms\n",
+           rate_a, p50a, p99a);
+    printf("  while learning with the job:  %.0f triplets/s, classify p50 %.2f ms p99 %.2f ms "
+           "(%d queries)\n", rate_b, p50b, p99b, nq);
+    printf("{\"bench\":\"omld-job\",\"method\":\"%s\",\"job_s\":%.1f,\"done\":%s,"
+           "\"tps_without\":%.0f,\"tps_with\":%.0f,\"p99_without_ms\":%.2f,\"p99_with_ms\":%.2f}\n",
+           method, job_s, state == OMLD__JOB_INFO__STATE__DONE ? "true" : "false", rate_a, rate_b,
+           p99a, p99b);
+    free(lat);
+    omlc_close(c);
+    omld_proc_stop(&p, SIGTERM, 120000);
+    omld_proc_cleanup(&p);
+    free(t);
+    return state == OMLD__JOB_INFO__STATE__DONE ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     int32_t n_triplets = 100000;
     int queries = 2000, probes = 20;
     const char *preset = "default";
     int durable = 0;
+    const char *job_method = NULL;
     for (int i = 1; i < argc; i += 2) {
-        if (strcmp(argv[i], "--durability") == 0) {
+        if (strcmp(argv[i], "--job") == 0 && i + 1 < argc) {
+            job_method = argv[i + 1];
+        } else if (strcmp(argv[i], "--durability") == 0) {
             durable = 1;
             i--;
         } else if (i + 1 >= argc) {
@@ -291,8 +383,9 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--preset") == 0)
             preset = argv[i + 1];
         else {
-            fprintf(stderr, "usage: omld-bench [--triplets N] [--queries M] [--preset P] [--durability]\n"
-                            "  --durability: ingest per fsync policy and recovery time instead\n");
+            fprintf(stderr, "usage: omld-bench [--triplets N] [--queries M] [--preset P] [--durability] [--job METHOD]\n"
+                            "  --durability: ingest per fsync policy and recovery time instead\n"
+                            "  --job METHOD: a batch training job beside ingest and queries instead\n");
             return 1;
         }
     }
@@ -303,6 +396,8 @@ int main(int argc, char **argv)
     printf("omld-bench: %d dev items, %d triplets, preset %s\n", d.split.n_dev, d.stream.n, preset);
     if (durable)
         return durability(&d, preset);
+    if (job_method)
+        return job_bench(&d, preset, job_method, queries);
 
     char preset_arg[64];
     snprintf(preset_arg, sizeof preset_arg, "--preset=%s", preset);
