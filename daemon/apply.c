@@ -25,8 +25,9 @@ static const float *resolve(omld_engine *e, const Omld__ItemRef *ref, const char
     if (oml_store_find(e->store, ref->id, strlen(ref->id), &s) != OML_OK) {
         char field[96];
         snprintf(field, sizeof field, "%s[%zu].%s.id", op, i, member);
-        omld_reply_error(r, OMLD__STATUS__CODE__NOT_FOUND, field, "no stored item has id '%.200s'",
-                         ref->id);
+        char q[OMLD_QUOTE_CAP];
+        omld_reply_error(r, OMLD__STATUS__CODE__NOT_FOUND, field, "no stored item has id %s",
+                         omld_reply_quote(q, sizeof q, ref->id, strlen(ref->id)));
         return NULL;
     }
     if (slot)
@@ -149,9 +150,12 @@ static int apply_pairs(omld_engine *e, const Omld__AddPairsRequest *rq, omld_rep
             }
         } else if (similar ? oml_closure_is_dissimilar(e->closure, a, b)
                            : oml_closure_is_similar(e->closure, a, b)) {
+            char qa[OMLD_QUOTE_CAP], qb[OMLD_QUOTE_CAP];
             omld_reply_error(r, OMLD__STATUS__CODE__CONFLICT, field,
-                             "'%.100s' and '%.100s' are already known to be %s",
-                             p->a->id, p->b->id, similar ? "dissimilar" : "similar");
+                             "%s and %s are already known to be %s",
+                             omld_reply_quote(qa, sizeof qa, p->a->id, strlen(p->a->id)),
+                             omld_reply_quote(qb, sizeof qb, p->b->id, strlen(p->b->id)),
+                             similar ? "dissimilar" : "similar");
             goto out;
         }
     }
@@ -263,10 +267,11 @@ static int apply_delete(omld_engine *e, const Omld__DeleteItemsRequest *rq, omld
     if (!rq->missing_ok)
         for (size_t i = 0; i < rq->n_ids; i++)
             if (oml_store_find(e->store, rq->ids[i], strlen(rq->ids[i]), &s) != OML_OK) {
-                char field[64];
+                char field[64], q[OMLD_QUOTE_CAP];
                 snprintf(field, sizeof field, "delete_items.ids[%zu]", i);
                 omld_reply_error(r, OMLD__STATUS__CODE__NOT_FOUND, field,
-                                 "no stored item has id '%.200s'", rq->ids[i]);
+                                 "no stored item has id %s",
+                                 omld_reply_quote(q, sizeof q, rq->ids[i], strlen(rq->ids[i])));
                 return 0;
             }
     uint32_t deleted = 0;
@@ -325,12 +330,14 @@ static int apply_promote(omld_engine *e, const Omld__PromoteRequest *p, omld_rep
         buf = p->model_data.data;
         len = p->model_data.len;
     } else {
+        char q[OMLD_QUOTE_CAP];
         int rc = e->models ? omld_models_bytes(e->models, p->name, &owned, &len) : OML_ENOTFOUND;
         if (rc != OML_OK) {
             omld_reply_error(r, rc == OML_ENOTFOUND ? OMLD__STATUS__CODE__NOT_FOUND
                                                     : OMLD__STATUS__CODE__INTERNAL,
-                             "promote.name", rc == OML_ENOTFOUND ? "no batch model is named "
-                             "'%.100s'" : "out of memory reading model '%.100s'", p->name);
+                             "promote.name", rc == OML_ENOTFOUND ? "no batch model is named %s"
+                             : "out of memory reading model %s",
+                             omld_reply_quote(q, sizeof q, p->name, strlen(p->name)));
             return 0;
         }
         buf = owned;

@@ -26,27 +26,6 @@
 
 #define FIELD_CAP 128
 
-/* A printable, quoted, shortened (past 40 bytes) copy of s for messages, so
- * that status messages stay ASCII whatever bytes a client sent. */
-static const char *quote(char *buf, size_t cap, const char *s, size_t len)
-{
-    size_t o = 0, shown = len > 40 ? 40 : len;
-    buf[o++] = '"';
-    for (size_t i = 0; i < shown && o + 8 < cap; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\')
-            buf[o++] = (char)c;
-        else
-            o += (size_t)snprintf(buf + o, cap - o, "\\x%02x", c);
-    }
-    if (shown < len && o + 4 < cap) {
-        memcpy(buf + o, "...", 3);
-        o += 3;
-    }
-    buf[o++] = '"';
-    buf[o] = '\0';
-    return buf;
-}
 
 static int oom(omld_reply *r, const char *op)
 {
@@ -116,7 +95,7 @@ static int resolve(const omld_query_ctx *q, const omld_view *v, const Omld__Item
         char qid[200];
         snprintf(path, sizeof path, "%s.id", field);
         return omld_reply_error(r, OMLD__STATUS__CODE__NOT_FOUND, path, "no item has id %s",
-                                quote(qid, sizeof qid, ref->id, len));
+                                omld_reply_quote(qid, sizeof qid, ref->id, len));
     }
     qi->x = buf;
     qi->row = omld_view_row(v, ref->id, len);
@@ -356,7 +335,7 @@ static int run_get_items(const omld_query_ctx *q, const Omld__GetItemsRequest *m
         char field[FIELD_CAP], qid[200];
         snprintf(field, sizeof field, "get_items.ids[%zu]", bad);
         return omld_reply_error(r, OMLD__STATUS__CODE__NOT_FOUND, field, "no item has id %s",
-                                quote(qid, sizeof qid, m->ids[bad], strlen(m->ids[bad])));
+                                omld_reply_quote(qid, sizeof qid, m->ids[bad], strlen(m->ids[bad])));
     }
     for (size_t i = 0; i < n; i++)
         ip[i] = &items[i];
@@ -416,7 +395,7 @@ void omld_query_run(const omld_query_ctx *q, omld_view *v, const Omld__Request *
             omld_reply_error(r, OMLD__STATUS__CODE__NOT_FOUND, field,
                              "model %s does not exist; the live model is \"live\" and batch "
                              "models are listed by ListModels",
-                             quote(qn, sizeof qn, model, strlen(model)));
+                             omld_reply_quote(qn, sizeof qn, model, strlen(model)));
             return;
         }
         v = mv;

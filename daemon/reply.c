@@ -64,8 +64,12 @@ int omld_reply_error(omld_reply *r, Omld__Status__Code code, const char *field, 
     va_end(ap);
     if (n < 0)
         n = 0;
-    if ((size_t)n >= sizeof msg)
+    if ((size_t)n >= sizeof msg) {
         n = sizeof msg - 1;
+        while (n > 0 && ((unsigned char)msg[n] & 0xc0) == 0x80)
+            n--; /* never cut inside a UTF-8 sequence */
+        msg[n] = '\0';
+    }
     r->msg.body_case = OMLD__RESPONSE__BODY__NOT_SET;
     r->status.code = code;
     char *m = omld_reply_strdup(r, msg, (size_t)n);
@@ -73,6 +77,26 @@ int omld_reply_error(omld_reply *r, Omld__Status__Code code, const char *field, 
     r->status.message = m ? m : (char *)protobuf_c_empty_string;
     r->status.field = f ? f : (char *)protobuf_c_empty_string;
     return code;
+}
+
+const char *omld_reply_quote(char *buf, size_t cap, const char *s, size_t len)
+{
+    size_t o = 0, shown = len > 40 ? 40 : len;
+    buf[o++] = '"';
+    for (size_t i = 0; i < shown && o + 8 < cap; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\')
+            buf[o++] = (char)c;
+        else
+            o += (size_t)snprintf(buf + o, cap - o, "\\x%02x", c);
+    }
+    if (shown < len && o + 4 < cap) {
+        memcpy(buf + o, "...", 3);
+        o += 3;
+    }
+    buf[o++] = '"';
+    buf[o] = '\0';
+    return buf;
 }
 
 Omld__Status__Code omld_status_from_oml(int oml_err)

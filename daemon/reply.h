@@ -34,6 +34,13 @@ char *omld_reply_strdup(omld_reply *r, const char *s, size_t len);
 int omld_reply_error(omld_reply *r, Omld__Status__Code code, const char *field,
                      const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
+/* A printable, quoted copy of len bytes of s for messages, shortened past 40
+ * bytes: bytes outside printable ASCII, quotes and backslashes become \xNN,
+ * so a message naming client data is always valid UTF-8 (other languages'
+ * protobuf runtimes refuse a Response whose strings are not). Returns buf. */
+#define OMLD_QUOTE_CAP 176
+const char *omld_reply_quote(char *buf, size_t cap, const char *s, size_t len);
+
 /* Maps a liboml error (OML_E*) to the wire code. */
 Omld__Status__Code omld_status_from_oml(int oml_err);
 

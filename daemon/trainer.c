@@ -599,11 +599,13 @@ static void handle_start(omld_trainer *t, const Omld__TrainStartRequest *q, omld
                 found = l;
         }
         if (found < 0) {
+            char qbuf[OMLD_QUOTE_CAP];
             pthread_rwlock_unlock(&t->lock->rw);
             char field[64];
             snprintf(field, sizeof field, "train_start.labels[%zu]", i);
             omld_reply_error(r, OMLD__STATUS__CODE__NOT_FOUND, field,
-                             "no stored item has label '%.100s'", q->labels[i]);
+                             "no stored item has label %s",
+                             omld_reply_quote(qbuf, sizeof qbuf, q->labels[i], strlen(q->labels[i])));
             free(sel);
             free(per);
             job_free(j);
@@ -801,9 +803,11 @@ static void handle_list(omld_trainer *t, omld_reply *r)
 
 static void handle_delete(omld_trainer *t, const char *name, omld_reply *r)
 {
+    char qbuf[OMLD_QUOTE_CAP];
     if (omld_models_delete(t->models, name) != OML_OK) {
         omld_reply_error(r, OMLD__STATUS__CODE__NOT_FOUND, "delete_model.name",
-                         "no batch model is named '%.100s'", name);
+                         "no batch model is named %s",
+                         omld_reply_quote(qbuf, sizeof qbuf, name, strlen(name)));
         return;
     }
     LOG_INFO("trainer", "model %s deleted", name);

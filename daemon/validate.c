@@ -32,27 +32,6 @@
 /* Longest path we build: "add_triplets.triplets[4294967295].negative.vector". */
 #define PATH_CAP 128
 
-/* A printable, quoted and (past 40 bytes) shortened copy of s for messages:
- * bytes outside printable ASCII, quotes and backslashes become \xNN. */
-static const char *quote(char *buf, size_t cap, const char *s, size_t len)
-{
-    size_t o = 0, shown = len > 40 ? 40 : len;
-    buf[o++] = '"';
-    for (size_t i = 0; i < shown && o + 8 < cap; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\')
-            buf[o++] = (char)c;
-        else
-            o += (size_t)snprintf(buf + o, cap - o, "\\x%02x", c);
-    }
-    if (shown < len && o + 4 < cap) {
-        memcpy(buf + o, "...", 3);
-        o += 3;
-    }
-    buf[o++] = '"';
-    buf[o] = '\0';
-    return buf;
-}
 
 /* Offset of the first byte of s (n) that is not part of well-formed UTF-8
  * (RFC 3629: no overlong forms, no surrogates, nothing above U+10FFFF), or
@@ -108,13 +87,13 @@ static int check_name(const char *s, const char *what, int allow_empty, const ch
     if (n > OMLD_ID_MAX) {
         char q[200];
         return omld_reply_error(r, INVALID, field, "%s %s is longer than %d bytes", what,
-                                quote(q, sizeof q, s, n), OMLD_ID_MAX);
+                                omld_reply_quote(q, sizeof q, s, n), OMLD_ID_MAX);
     }
     size_t bad = utf8_bad((const unsigned char *)s, n);
     if (bad < n) {
         char q[200];
         return omld_reply_error(r, INVALID, field, "%s %s is not valid UTF-8 (at byte %zu)", what,
-                                quote(q, sizeof q, s, n), bad);
+                                omld_reply_quote(q, sizeof q, s, n), bad);
     }
     return 0;
 }
@@ -199,7 +178,7 @@ static int dupset_add(dupset *d, const char *id, size_t i, const char *what, con
         char q[200];
         return omld_reply_error(r, OMLD__STATUS__CODE__CONFLICT, field,
                                 "id %s appears twice in this batch (%s[%u] and %s[%zu])",
-                                quote(q, sizeof q, id, len), what, (unsigned)prev, what, i);
+                                omld_reply_quote(q, sizeof q, id, len), what, (unsigned)prev, what, i);
     }
     (void)oml_idmap_put(&d->m, id, len, (uint32_t)i); /* reserved: cannot fail */
     return 0;
@@ -411,7 +390,7 @@ static int check_train_start(const Omld__TrainStartRequest *m, omld_reply *r)
         char q[200];
         return omld_reply_error(r, INVALID, "train_start.method",
                                 "method %s is unknown; one of: %s",
-                                quote(q, sizeof q, m->method, strlen(m->method)),
+                                omld_reply_quote(q, sizeof q, m->method, strlen(m->method)),
                                 omld_trainer_method_list());
     }
     if ((rc = check_name(m->variant, "variant", 1, "train_start.variant", r)) != 0)
@@ -420,7 +399,7 @@ static int check_train_start(const Omld__TrainStartRequest *m, omld_reply *r)
         char q[200];
         return omld_reply_error(r, INVALID, "train_start.variant",
                                 "variant %s is not one of method %s's",
-                                quote(q, sizeof q, m->variant, strlen(m->variant)), m->method);
+                                omld_reply_quote(q, sizeof q, m->variant, strlen(m->variant)), m->method);
     }
     char path[PATH_CAP];
     for (size_t i = 0; i < m->n_labels; i++) {

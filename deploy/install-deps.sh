@@ -8,7 +8,7 @@ libopenblas-dev libcmocka-dev libuv1-dev zlib1g-dev
 libprotobuf-c-dev protobuf-c-compiler libhttp-parser-dev
 python3-protobuf protobuf-compiler
 prometheus shellcheck
-chromium clang
+chromium clang libclang-rt-14-dev
 dataset-fashion-mnist"
 
 # Node.js for the dashboard test: Debian's nodejs + npm, unless a node and

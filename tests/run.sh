@@ -1,7 +1,12 @@
 #!/bin/sh
-# Sets everything up and runs the whole test suite twice: in the Release
-# build and in the AddressSanitizer + UndefinedBehaviorSanitizer build.
-# Usage: tests/run.sh            (from anywhere; builds under ./build and ./build-asan)
+# Sets everything up and runs the whole test suite: in the Release build,
+# again in the AddressSanitizer + UndefinedBehaviorSanitizer build, the
+# daemon's integration tests in a ThreadSanitizer build, and (when clang is
+# installed) a bounded libFuzzer run of both fuzz targets.
+# Usage: tests/run.sh   (from anywhere; builds under ./build, ./build-asan,
+#                        ./build-tsan and ./build-fuzz)
+# Environment: FUZZ_SECONDS (total for both fuzz targets, default 60; 0
+# skips), TSAN_CC (compiler of the TSan build, default gcc).
 set -eu
 cd "$(dirname "$0")/.."
 
@@ -9,16 +14,62 @@ cd "$(dirname "$0")/.."
 
 jobs=$(nproc 2>/dev/null || echo 2)
 export OPENBLAS_NUM_THREADS=1
+t0=$(date +%s)
+lap() { echo "-- $1 took $(( $(date +%s) - t0 )) s so far"; }
 
 echo "== Release build =="
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$jobs"
 ctest --test-dir build --output-on-failure -j"$jobs"
+lap Release
 
 echo "== ASan + UBSan build =="
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOML_SANITIZE=ON >/dev/null
 cmake --build build-asan -j"$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-asan --output-on-failure -j"$jobs"
+lap ASan
 
-echo "all tests passed (Release and ASan+UBSan)"
+# The daemon under ThreadSanitizer: omld and the tests that drive it. Every
+# process (the tests and each omld they start, whose stderr goes to a log
+# the harness deletes) writes its reports under build-tsan/tsan-reports, so
+# a report fails the run even when the test that caused it passed.
+# tests/tsan.supp holds the few entries for uninstrumented libraries.
+echo "== ThreadSanitizer build (daemon integration tests) =="
+tsan_tests='test_daemon|test_crash|test_durability|test_engine'
+CC=${TSAN_CC:-gcc} cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOML_TSAN=ON >/dev/null
+cmake --build build-tsan -j"$jobs" --target omld test_daemon test_crash test_durability test_engine
+reports=$PWD/build-tsan/tsan-reports
+rm -rf "$reports"
+mkdir -p "$reports"
+TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp log_path=$reports/tsan" \
+    ctest --test-dir build-tsan --output-on-failure -j"$jobs" -R "$tsan_tests"
+if [ -n "$(ls -A "$reports")" ]; then
+    for f in "$reports"/*; do echo "---- $f"; cat "$f"; done
+    echo "ThreadSanitizer reported $(ls "$reports" | wc -l) problem(s) (above; $reports)" >&2
+    exit 1
+fi
+lap TSan
+
+# libFuzzer needs clang and its runtime (libclang-rt-*-dev, only recommended
+# by Debian's clang): probe both by linking an empty fuzz target.
+fuzz_secs=${FUZZ_SECONDS:-60}
+have_libfuzzer() {
+    probe=$(mktemp -d)
+    printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n);\n%s\n' \
+        'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { return d && n; }' \
+        >"$probe/p.c"
+    ok=1
+    clang -fsanitize=fuzzer,address,undefined "$probe/p.c" -o "$probe/p" >/dev/null 2>&1 || ok=0
+    rm -rf "$probe"
+    [ "$ok" -eq 1 ]
+}
+if [ "$fuzz_secs" -gt 0 ] && command -v clang >/dev/null 2>&1 && have_libfuzzer; then
+    echo "== libFuzzer: fuzz_frame + fuzz_request, ${fuzz_secs} s in all =="
+    ./tests/fuzz/run.sh "$fuzz_secs"
+    lap fuzz
+    echo "all tests passed (Release, ASan+UBSan, TSan, fuzz)"
+else
+    [ "$fuzz_secs" -gt 0 ] && echo "WARNING: clang with libFuzzer is not installed: the fuzz run was skipped" >&2
+    echo "all tests passed (Release, ASan+UBSan, TSan)"
+fi

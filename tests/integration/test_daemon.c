@@ -9,6 +9,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -512,7 +513,7 @@ static void test_fifty_concurrent_clients(void **state)
     assert_int_equal(failures, 0);
 }
 
-static volatile int g_flooding;
+static atomic_int g_flooding; /* read by the flood threads: atomic, not volatile (TSan) */
 
 static void *flood_main(void *arg)
 {

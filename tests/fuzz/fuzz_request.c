@@ -1,0 +1,387 @@
+/* fuzz_request.c - hostile Request payloads through envelope decoding and
+ * every request handler, in process.
+ *
+ * The input is one Request payload (no frame header). It is decoded with
+ * omld__request__unpack, checked by omld_validate (dim 8, max_batch 64,
+ * max_k 16) and, when valid, handled where the daemon would handle it:
+ *   QUERY    omld_query_run against a fixed view: a store of labelled items,
+ *            a tiny random model and its index, built once at startup; the
+ *            store also holds an item newer than the view and lacks one the
+ *            view still serves (a query racing the indexer sees exactly that)
+ *   MUTATION omld_apply on an engine state built by hand (store, closure,
+ *            learner of dim 8, metrics, scratch, lock) holding a few items and
+ *            pairs; the state is rebuilt for every input, so a run is a pure
+ *            function of its input (reproducible findings, bounded memory)
+ *   other    status / health (INLINE) and the trainer / model-registry
+ *            operations (ADMIN): nothing to run in process; an OK reply
+ * Every reply is then packed with omld_reply_pack and must round-trip:
+ * header length = payload length, the payload unpacks, re-packs to the same
+ * bytes, echoes request_id, has a known code, carries a body exactly when OK
+ * (and then the request's case), and every string in it is UTF-8 (proto3
+ * parsers other than protobuf-c refuse anything else). Any violation aborts.
+ *
+ * Built as a libFuzzer target with -DOML_FUZZ=ON (clang) and always as a
+ * replay program that runs the committed corpus (tests/fuzz/corpus_request)
+ * under ctest. */
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_int.h"
+#include "log.h"
+#include "omld.pb-c.h"
+#include "query.h"
+#include "reply.h"
+#include "testutil.h"
+#include "validate.h"
+#include "view.h"
+
+#define DIM 8
+#define MAX_BATCH 64
+#define MAX_K 16
+#define MAX_PAYLOAD (1u << 20)
+#define ENGINE_MAX_ITEMS 24 /* store + closure nodes of the engine state */
+#define VIEW_VERSION 3
+
+#define CHECK(cond)                                                                        \
+    do {                                                                                   \
+        if (!(cond)) {                                                                     \
+            fprintf(stderr, "fuzz_request: check failed at %s:%d: %s\n", __FILE__, __LINE__, \
+                    #cond);                                                                \
+            abort();                                                                       \
+        }                                                                                  \
+    } while (0)
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+
+static const omld_limits LIM = {
+    .dim = DIM, .max_batch = MAX_BATCH, .max_k = MAX_K, .default_k = 4, .default_threshold = 0.5f};
+
+/* ------------------------------------------------------------ fixtures */
+
+static void features(float *x, int cls, int i)
+{
+    for (int j = 0; j < DIM; j++)
+        x[j] = (j % 4 == cls ? 3.0f : 0.0f) + 0.25f * (float)((i * 7 + j * 3) % 5) - 0.5f;
+}
+
+/* The query side: store + view, immutable after startup. */
+static struct {
+    oml_store *store;
+    omld_store_lock lock;
+    oml_snapshot *snap;
+    omld_view view;
+    omld_query_ctx q;
+    int ready;
+} Q;
+
+static void query_fixture(void)
+{
+    static const struct {
+        const char *id, *label;
+        int cls;
+    } items[] = {
+        {"a0", "red", 0},  {"a1", "red", 0},     {"a2", "red", 0},   {"b0", "blue", 1},
+        {"b1", "blue", 1}, {"b2", "blue", 1},    {"c0", "green", 2}, {"c1", "green", 2},
+        {"u0", NULL, 3},   {"gone", "green", 2}, {"\xc3\xa9t\xc3\xa9", "\xe2\x82\xac", 3},
+    };
+    CHECK(oml_store_create(&Q.store, DIM, 64) == OML_OK);
+    for (size_t i = 0; i < sizeof items / sizeof items[0]; i++) {
+        float x[DIM];
+        features(x, items[i].cls, (int)i);
+        const char *lab = items[i].label;
+        CHECK(oml_store_put(Q.store, items[i].id, strlen(items[i].id), x, lab,
+                            lab ? strlen(lab) : 0, NULL, NULL) == OML_OK);
+    }
+    const float alpha[3] = {0.5f, 0.3f, 0.2f};
+    Q.snap = oml_test_snapshot(2, DIM, 8, 4, NULL, alpha, 42);
+    CHECK(Q.snap != NULL);
+    omld_view *v = &Q.view;
+    atomic_init(&v->_refs, 1);
+    CHECK(oml_index_build(&v->ix, Q.snap, Q.store) == OML_OK);
+    oml_idmap_init(&v->by_id);
+    for (int32_t i = 0; i < v->ix->n; i++)
+        CHECK(oml_idmap_put(&v->by_id, v->ix->ids[i], v->ix->id_lens[i], (uint32_t)i) == OML_OK);
+    v->version = VIEW_VERSION;
+    /* The store moves on after the view was built. */
+    float x[DIM];
+    features(x, 1, 99);
+    CHECK(oml_store_put(Q.store, "late", 4, x, "blue", 4, NULL, NULL) == OML_OK);
+    CHECK(oml_store_delete(Q.store, "gone", 4) == OML_OK);
+    CHECK(pthread_rwlock_init(&Q.lock.rw, NULL) == 0);
+    Q.q = (omld_query_ctx){.lim = &LIM, .store = Q.store, .lock = &Q.lock};
+    Q.ready = 1;
+}
+
+static int Verbose; /* replay with FUZZ_REQUEST_VERBOSE=1: one line per input */
+
+static omld_metrics Metrics; /* counters only grow; nothing else allocated */
+static oml_config ModelCfg;
+
+/* The mutation side: what omld_engine_start builds, minus threads and disk. */
+static omld_engine *engine_new(void)
+{
+    omld_engine *e = calloc(1, sizeof *e);
+    CHECK(e != NULL);
+    e->opts.dim = DIM;
+    e->opts.max_items = ENGINE_MAX_ITEMS;
+    e->opts.max_batch = MAX_BATCH;
+    e->metrics = &Metrics;
+    e->model_cfg = ModelCfg;
+    atomic_init(&e->queued_triplets, 0);
+    CHECK(pthread_rwlock_init(&e->lock.rw, NULL) == 0);
+    oml_diag d = {0};
+    CHECK(oml_store_create(&e->store, DIM, ENGINE_MAX_ITEMS) == OML_OK);
+    CHECK(oml_closure_create(&e->closure, ENGINE_MAX_ITEMS, 64, 7) == OML_OK);
+    CHECK(oml_learner_create(&e->learner, &ModelCfg, &d) == OML_OK);
+    e->derived = malloc(DERIVED_PER_PAIR * sizeof *e->derived);
+    e->rows = malloc(3 * (size_t)MAX_BATCH * sizeof *e->rows);
+    CHECK(e->derived != NULL && e->rows != NULL);
+    /* A few items (slots 0..5) and pairs: e0 ~ e1, e0 !~ e3. */
+    static const char *ids[] = {"e0", "e1", "e2", "e3", "e4", "e5"};
+    static const char *labels[] = {"x", "x", NULL, "y", "y", "z"};
+    for (int i = 0; i < 6; i++) {
+        float x[DIM];
+        features(x, i % 3, i);
+        CHECK(oml_store_put(e->store, ids[i], 2, x, labels[i], labels[i] ? 1 : 0, NULL, NULL) ==
+              OML_OK);
+    }
+    int got = 0;
+    CHECK(oml_closure_add_similar(e->closure, 0, 1, NULL, 0, &got) == OML_OK);
+    CHECK(oml_closure_add_dissimilar(e->closure, 0, 3, NULL, 0, &got) == OML_OK);
+    return e;
+}
+
+static void engine_free(omld_engine *e)
+{
+    free(e->rb_buf);      /* set by a promote (needs a model registry: none here) */
+    free(e->promote_log);
+    oml_learner_destroy(e->learner);
+    oml_closure_destroy(e->closure);
+    oml_store_destroy(e->store);
+    pthread_rwlock_destroy(&e->lock.rw);
+    free(e->derived);
+    free(e->rows);
+    free(e);
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    omld_log_set_level(OMLD_LOG_ERROR); /* "first triplet with 1 stored item" etc. */
+    query_fixture();
+    CHECK(oml_config_preset(&ModelCfg, "default", DIM) == OML_OK);
+    ModelCfg.layers = 2;
+    ModelCfg.hidden = 8;
+    ModelCfg.emb = 4;
+    ModelCfg.seed = 1;
+    oml_diag d = {0};
+    CHECK(oml_config_validate(&ModelCfg, &d) == OML_OK);
+    return 0;
+}
+
+/* ------------------------------------------------------------ checks */
+
+static int utf8_ok(const unsigned char *s, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        unsigned c = s[i];
+        size_t len;
+        unsigned min;
+        if (c < 0x80) {
+            i++;
+            continue;
+        } else if (c >= 0xc2 && c <= 0xdf) {
+            len = 2, min = 0x80;
+        } else if (c >= 0xe0 && c <= 0xef) {
+            len = 3, min = 0x800;
+        } else if (c >= 0xf0 && c <= 0xf4) {
+            len = 4, min = 0x10000;
+        } else {
+            return 0;
+        }
+        if (i + len > n)
+            return 0;
+        unsigned cp = c & (0x7fu >> len);
+        for (size_t k = 1; k < len; k++) {
+            if ((s[i + k] & 0xc0) != 0x80)
+                return 0;
+            cp = (cp << 6) | (s[i + k] & 0x3fu);
+        }
+        if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+            return 0;
+        i += len;
+    }
+    return 1;
+}
+
+static void check_string(const char *s, const char *where)
+{
+    if (s == NULL)
+        return;
+    if (!utf8_ok((const unsigned char *)s, strlen(s))) {
+        fprintf(stderr, "fuzz_request: reply string %s is not UTF-8: \"%s\"\n", where, s);
+        abort();
+    }
+}
+
+/* Every string field of m, recursively (set oneof members only). */
+static void check_strings(const ProtobufCMessage *m)
+{
+    const ProtobufCMessageDescriptor *d = m->descriptor;
+    for (unsigned i = 0; i < d->n_fields; i++) {
+        const ProtobufCFieldDescriptor *f = &d->fields[i];
+        const char *base = (const char *)m;
+        if (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) {
+            uint32_t which;
+            memcpy(&which, base + f->quantifier_offset, sizeof which);
+            if (which != f->id)
+                continue;
+        }
+        if (f->type != PROTOBUF_C_TYPE_STRING && f->type != PROTOBUF_C_TYPE_MESSAGE)
+            continue;
+        size_t n = 1;
+        const void *const *elems = (const void *const *)(base + f->offset);
+        if (f->label == PROTOBUF_C_LABEL_REPEATED) {
+            memcpy(&n, base + f->quantifier_offset, sizeof n);
+            elems = *(const void *const *const *)(base + f->offset);
+        }
+        for (size_t k = 0; k < n; k++) {
+            const void *p = elems[k];
+            if (p == NULL)
+                continue;
+            if (f->type == PROTOBUF_C_TYPE_STRING)
+                check_string(p, f->name);
+            else
+                check_strings(p);
+        }
+    }
+}
+
+/* Packs r and checks that the frame round-trips. */
+static void check_reply(omld_reply *r, const Omld__Request *req, int body_expected)
+{
+    uint8_t *out = NULL;
+    size_t len = 0;
+    CHECK(omld_reply_pack(r, MAX_PAYLOAD, &out, &len) == 0);
+    CHECK(out != NULL && len >= 4 && len - 4 <= MAX_PAYLOAD);
+    uint32_t n = (uint32_t)out[0] << 24 | (uint32_t)out[1] << 16 | (uint32_t)out[2] << 8 | out[3];
+    CHECK(n == len - 4);
+    Omld__Response *resp = omld__response__unpack(NULL, n, out + 4);
+    CHECK(resp != NULL);
+    CHECK(resp->request_id == req->request_id);
+    CHECK(resp->status != NULL);
+    CHECK(resp->status->code >= 0 && resp->status->code <= OMLD__STATUS__CODE__CONFLICT);
+    if (resp->status->code != OMLD__STATUS__CODE__OK) {
+        CHECK(resp->body_case == OMLD__RESPONSE__BODY__NOT_SET);
+        CHECK(resp->status->message != NULL && resp->status->message[0] != '\0');
+    } else if (body_expected) {
+        /* Response bodies reuse the Request's field numbers. */
+        CHECK((int)resp->body_case == (int)req->body_case);
+    }
+    check_strings(&resp->base);
+    size_t again = omld__response__get_packed_size(resp);
+    CHECK(again == n);
+    uint8_t *buf = malloc(again ? again : 1);
+    CHECK(buf != NULL);
+    CHECK(omld__response__pack(resp, buf) == again);
+    CHECK(memcmp(buf, out + 4, again) == 0);
+    free(buf);
+    omld__response__free_unpacked(resp, NULL);
+    free(out);
+}
+
+/* ------------------------------------------------------------ the target */
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (!Q.ready)
+        LLVMFuzzerInitialize(NULL, NULL);
+    Omld__Request *req = omld__request__unpack(NULL, size, data);
+    if (req == NULL)
+        return 0; /* MALFORMED: answered by the server with request_id 0 */
+    omld_reply r;
+    omld_reply_init(&r, req->request_id);
+    int route = -1;
+    uint64_t cost = 0;
+    int body_expected = 0;
+    int rc = omld_validate(req, &LIM, &r, &route, &cost);
+    if (rc != 0) {
+        CHECK(rc > 0 && (int)r.status.code == rc);
+    } else {
+        CHECK(cost >= 1);
+        switch (route) {
+        case OMLD_ROUTE_QUERY:
+            omld_query_run(&Q.q, &Q.view, req, &r);
+            CHECK(r.msg.model_version == VIEW_VERSION);
+            body_expected = 1;
+            break;
+        case OMLD_ROUTE_MUTATION: {
+            omld_engine *e = engine_new();
+            /* As omld_engine_submit does before queueing. */
+            if (req->body_case == OMLD__REQUEST__BODY_ADD_TRIPLETS)
+                atomic_fetch_add(&e->queued_triplets, req->add_triplets->n_triplets);
+            uint32_t slots = oml_store_slots(e->store);
+            int changed = omld_apply(e, req, &r);
+            if (r.status.code != OMLD__STATUS__CODE__OK && !changed)
+                CHECK(oml_store_slots(e->store) == slots); /* a refusal changes nothing */
+            CHECK(atomic_load(&e->queued_triplets) == 0);
+            body_expected = 1;
+            engine_free(e);
+            break;
+        }
+        default:
+            /* INLINE (status, health) and ADMIN (trainer jobs, the model
+             * registry) need the server's or the trainer's state: nothing
+             * to run in process; the OK reply must still pack. */
+            break;
+        }
+    }
+    if (Verbose)
+        printf("  route %d: code %d field '%s' body %d: %s\n", route, (int)r.status.code,
+               r.status.field ? r.status.field : "", (int)r.msg.body_case,
+               r.status.message ? r.status.message : "");
+    check_reply(&r, req, body_expected);
+    omld_reply_free(&r);
+    omld__request__free_unpacked(req, NULL);
+    return 0;
+}
+
+#ifndef OML_LIBFUZZER
+/* Replay: runs every file named on the command line once. Exit status 0
+ * unless a check aborts. */
+int main(int argc, char **argv)
+{
+    LLVMFuzzerInitialize(&argc, &argv);
+    Verbose = getenv("FUZZ_REQUEST_VERBOSE") != NULL;
+    static uint8_t buf[4u << 20];
+    for (int i = 1; i < argc; i++) {
+        FILE *f = fopen(argv[i], "rb");
+        if (f == NULL) {
+            fprintf(stderr, "fuzz_request: cannot open %s\n", argv[i]);
+            return 1;
+        }
+        size_t n = fread(buf, 1, sizeof buf, f);
+        fclose(f);
+        if (Verbose)
+            printf("%s\n", argv[i]);
+        LLVMFuzzerTestOneInput(buf, n);
+    }
+    printf("fuzz_request: replayed %d inputs\n", argc - 1);
+    /* The fixture lives for the process; freed here so LeakSanitizer sees
+     * only what a request leaked. */
+    oml_idmap_free(&Q.view.by_id);
+    oml_index_destroy(Q.view.ix);
+    oml_snapshot_release(Q.snap);
+    oml_store_destroy(Q.store);
+    pthread_rwlock_destroy(&Q.lock.rw);
+    return 0;
+}
+#endif
