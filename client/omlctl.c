@@ -295,7 +295,8 @@ void ctl_progress_init(ctl_progress *p, const char *what)
 {
     p->what = what;
     p->t0 = p->last = ctl_now();
-    p->tty = isatty(STDERR_FILENO);
+    /* Quiet when either stream is not a terminal (scripts, pipes, logs). */
+    p->tty = isatty(STDOUT_FILENO) && isatty(STDERR_FILENO);
     p->drawn = 0;
 }
 
@@ -313,9 +314,18 @@ void ctl_progress_cb(size_t done, size_t total, void *arg)
     for (int i = 0; i < width; i++)
         bar[i] = i < fill ? '#' : '.';
     bar[width] = '\0';
-    double el = t - p->t0;
-    fprintf(stderr, "\r[%s] %zu/%zu %s  %.0f/s ", bar, done, total, p->what,
-            el > 0 ? (double)done / el : 0.0);
+    double el = t - p->t0, rate = el > 0 ? (double)done / el : 0.0;
+    char eta[32] = "";
+    if (done < total && rate > 0) {
+        double left = (double)(total - done) / rate;
+        if (left < 60)
+            snprintf(eta, sizeof eta, "ETA %.0fs", left);
+        else if (left < 3600)
+            snprintf(eta, sizeof eta, "ETA %dm%02ds", (int)left / 60, (int)left % 60);
+        else
+            snprintf(eta, sizeof eta, "ETA %dh%02dm", (int)left / 3600, (int)left % 3600 / 60);
+    }
+    fprintf(stderr, "\r[%s] %zu/%zu %s  %.0f/s  %-12s", bar, done, total, p->what, rate, eta);
     fflush(stderr);
     p->drawn = 1;
 }

@@ -134,7 +134,7 @@ static int wait_learned(omlc *c, const eval_opts *o, uint64_t target, double t0,
             t_seen = ctl_now();
             break;
         }
-        if (isatty(2) && applied != last_applied)
+        if ((isatty(1) && isatty(2)) && applied != last_applied)
             fprintf(stderr, "\rlearning: %llu / %llu triplets applied ",
                     (unsigned long long)applied, (unsigned long long)target);
         last_applied = applied;
@@ -146,7 +146,7 @@ static int wait_learned(omlc *c, const eval_opts *o, uint64_t target, double t0,
         }
         sleep_ms(20);
     }
-    if (isatty(2) && last_applied)
+    if ((isatty(1) && isatty(2)) && last_applied)
         fprintf(stderr, "\n");
     *train_s = t_seen - t0;
     uint64_t v_seen = omlc_last_model_version(c), v_last = v_seen;

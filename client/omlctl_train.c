@@ -147,7 +147,7 @@ int ctl_train(ctl *g, int argc, char **argv)
         return CTL_EXIT_OK;
     }
     fprintf(stderr, "job %llu started (model %s)\n", (unsigned long long)id, model);
-    int tty = isatty(2), exit_code = CTL_EXIT_OK;
+    int tty = isatty(1) && isatty(2), exit_code = CTL_EXIT_OK;
     double last = 0;
     for (;;) {
         Omld__Response *r = NULL;
