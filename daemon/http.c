@@ -1,5 +1,5 @@
-/* http.c - the status endpoint: GET /status /metrics /livez /readyz, and the
- * embedded dashboard at / (dashboard.h).
+/* http.c - the status endpoint: GET /status /status/history /metrics /livez
+ * /readyz, and the embedded dashboard at / (dashboard.h).
  *
  * DESIGN. Loop thread only. One omld_http owns the listener and a list of
  * connections; each connection embeds its TCP handle, an idle/deadline
@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "dashboard.h"
+#include "history.h"
 #include "log.h"
 
 #define MAX_HEADER_BYTES 8192
@@ -61,6 +62,7 @@ struct omld_http {
     void *arg;
     const omld_tokens *tokens;      /* NULL or empty: no authorisation */
     atomic_uint_fast64_t *unauthorized;
+    const omld_history *history;    /* NULL: /status/history is 404 */
     http_conn *conns;   /* doubly linked */
     int nconns;
     int closing;
@@ -346,6 +348,40 @@ static int path_is(const char *p, size_t n, const char *want)
     return strlen(want) == n && memcmp(p, want, n) == 0;
 }
 
+/* The query string's "since=MS" (MS decimal, at most 19 digits): 1 with
+ * *since set, 0 if absent, -1 if malformed. Other parameters are ignored;
+ * a repeated since takes the last. */
+static int query_since(const http_conn *c, uint64_t *since)
+{
+    struct http_parser_url u;
+    http_parser_url_init(&u);
+    if (http_parser_parse_url(c->url, c->url_len, 0, &u) != 0 ||
+        !(u.field_set & (1 << UF_QUERY)))
+        return 0;
+    const char *q = c->url + u.field_data[UF_QUERY].off;
+    const char *end = q + u.field_data[UF_QUERY].len;
+    int found = 0;
+    while (q < end) {
+        const char *amp = memchr(q, '&', (size_t)(end - q));
+        const char *pe = amp ? amp : end;
+        if (pe - q >= 6 && memcmp(q, "since=", 6) == 0) {
+            const char *d = q + 6;
+            if (d == pe || pe - d > 19)
+                return -1;
+            uint64_t v = 0;
+            for (; d < pe; d++) {
+                if (*d < '0' || *d > '9')
+                    return -1;
+                v = v * 10 + (uint64_t)(*d - '0');
+            }
+            *since = v;
+            found = 1;
+        }
+        q = pe + (amp ? 1 : 0);
+    }
+    return found;
+}
+
 static void answer(http_conn *c, int keep_alive)
 {
     omld_http *h = c->srv;
@@ -361,6 +397,7 @@ static void answer(http_conn *c, int keep_alive)
                 : path_is(path, plen, "/metrics") ? 2
                 : path_is(path, plen, "/livez")   ? 3
                 : path_is(path, plen, "/readyz")  ? 4
+                : path_is(path, plen, "/status/history") ? 5
                                                   : 0;
     if (method != HTTP_GET && !head) {
         send_text(c, 405, "405 Method Not Allowed\n", 0, keep_alive);
@@ -394,6 +431,28 @@ static void answer(http_conn *c, int keep_alive)
     }
     if (route == 3) {
         send_text(c, 200, "ok\n", head, keep_alive);
+        return;
+    }
+    if (route == 5) {
+        if (!h->history) {
+            send_text(c, 404, "404 Not Found (no history kept)\n", head, keep_alive);
+            return;
+        }
+        uint64_t since = 0;
+        int has_since = query_since(c, &since);
+        if (has_since < 0) {
+            send_text(c, 400, "400 Bad Request: since= takes milliseconds (digits)\n", head,
+                      keep_alive);
+            return;
+        }
+        size_t len = 0;
+        char *body = omld_history_json(h->history, has_since, since,
+                                       omld_history_now_ms(h->history), &len);
+        if (!body) {
+            send_text(c, 500, "500 out of memory\n", head, keep_alive);
+            return;
+        }
+        send_response(c, 200, "application/json", body, len, head, keep_alive);
         return;
     }
     omld_status_input in;
@@ -772,6 +831,11 @@ void omld_http_set_tokens(omld_http *h, const omld_tokens *tokens,
 {
     h->tokens = tokens;
     h->unauthorized = unauthorized;
+}
+
+void omld_http_set_history(omld_http *h, const omld_history *history)
+{
+    h->history = history;
 }
 
 static void on_listener_closed(uv_handle_t *handle)

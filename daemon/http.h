@@ -1,7 +1,13 @@
 /* http.h - the status endpoint: a small HTTP/1.1 server on the loop.
  *
  * Requests are parsed by nodejs/http-parser (Debian libhttp-parser-dev), not
- * by hand. Routes: GET /status (JSON), GET /metrics (Prometheus text),
+ * by hand. Routes: GET /status (JSON), GET /status/history (JSON: the
+ * last OMLD_HISTORY_SAMPLES one-second samples kept by history.h,
+ * {"interval_ms":1000,"capacity":900,"now_ms":..,"samples":[{"t_ms":..,
+ * ...}, ...]} oldest first, t_ms and now_ms in ms since start;
+ * ?since=MS returns only the samples with t_ms > MS, a since that is not
+ * digits is 400; 404 when no history is attached), GET /metrics
+ * (Prometheus text),
  * GET /livez (200 while the process runs), GET /readyz (200 once a view is
  * published and while not draining, else 503); 404 for other paths, 405
  * for other methods, 400 for a request that does not parse; 401 without a
@@ -16,6 +22,7 @@
 #include <stddef.h>
 #include <uv.h>
 
+#include "history.h"
 #include "options.h"
 #include "status.h"
 
@@ -37,6 +44,11 @@ int omld_http_start(omld_http **out, uv_loop_t *loop, const char *host_port,
  * Borrowed; call before the loop runs. */
 void omld_http_set_tokens(omld_http *h, const omld_tokens *tokens,
                           atomic_uint_fast64_t *unauthorized);
+
+/* Serves GET /status/history from history (borrowed; read on the loop
+ * thread; NULL detaches). Call before the loop runs; the history must
+ * outlive the server. Same authorisation as /status. */
+void omld_http_set_history(omld_http *h, const omld_history *history);
 
 /* Stops listening and closes every connection; frees itself once the loop
  * has closed the handles. Accepts NULL. */

@@ -8,9 +8,14 @@
  * endpoint, then the address file <data_dir>/omld.addr (temp + rename) with
  * the ports actually bound, so scripts can start omld on port 0.
  *
+ * The status history (history.h, GET /status/history) is sampled once a
+ * second by a timer started next to the HTTP endpoint, from the same
+ * gather() the endpoint uses.
+ *
  * Shutdown (SIGTERM / SIGINT, or a failed start): set draining (/readyz and
  * Health turn not-ready), drain the RPC server (answer every decoded
- * request, close the connections), close HTTP, stop the trainer (a running
+ * request, close the connections), close HTTP and the history timer, stop
+ * the trainer (a running
  * job is cancelled), stop the engine (it
  * finishes its queue and joins its threads), close the signal handles; then
  * uv_run returns, the engine is destroyed and uv_loop_close must succeed:
@@ -25,6 +30,7 @@
 #include <uv.h>
 
 #include "engine.h"
+#include "history.h"
 #include "http.h"
 #include "log.h"
 #include "metrics.h"
@@ -45,6 +51,7 @@ typedef struct omld_main {
     omld_engine *engine;
     omld_server *server;
     omld_http *http;
+    omld_history *history;       /* GET /status/history; sampled by its timer */
     omld_trainer *trainer;
     uv_signal_t sigterm, sigint;
     int signals_open;
@@ -115,7 +122,8 @@ static int write_file_atomic(const char *path, const char *text, char *err, size
     return 0;
 }
 
-/* The status endpoint's view of the process, gathered per request. */
+/* The status endpoint's view of the process, gathered per request, and
+ * once a second by the history's timer (the same numbers /status shows). */
 static void gather(void *arg, omld_status_input *in)
 {
     omld_main *m = arg;
@@ -161,6 +169,7 @@ static void on_drained(void *arg)
     m->server = NULL;
     omld_http_close(m->http);
     m->http = NULL;
+    omld_history_stop(m->history); /* the timer closes; freed after the loop */
     /* The trainer first: it adds models to the engine's registry. A running
      * job is cancelled (jobs are not durable; finished models are). */
     omld_trainer_stop(m->trainer);
@@ -266,6 +275,17 @@ static int start(omld_main *m)
         return -1;
     }
     omld_http_set_tokens(m->http, &m->tokens, &m->metrics.http_unauthorized);
+    m->history = omld_history_new(OMLD_HISTORY_SAMPLES, OMLD_HISTORY_INTERVAL_MS, m->start_ns);
+    if (!m->history) {
+        LOG_ERROR("main", "out of memory for the status history");
+        return -1;
+    }
+    int hrc = omld_history_start(m->history, &m->loop, gather, m);
+    if (hrc != 0) {
+        LOG_ERROR("main", "cannot start the status history timer: %s", uv_strerror(hrc));
+        return -1;
+    }
+    omld_http_set_history(m->http, m->history);
 
     struct sockaddr_storage rpc_addr;
     omld_server_rpc_address(m->server, &rpc_addr);
@@ -379,6 +399,8 @@ int main(int argc, char **argv)
     uv_run(&m->loop, UV_RUN_DEFAULT);
     omld_engine_destroy(m->engine);
     m->engine = NULL;
+    omld_history_free(m->history); /* its timer was closed in on_drained */
+    m->history = NULL;
     rc = uv_loop_close(&m->loop);
     if (rc != 0) {
         LOG_ERROR("main", "uv_loop_close: %s; handles left open:", uv_strerror(rc));

@@ -4,12 +4,17 @@
 // Starts a real omld (OMLD_BIN) on ephemeral ports with a small model,
 // stores items and then streams triplets into it with omlctl (OMLCTL_BIN)
 // while the dashboard (GET /) is open in Debian's chromium, driven by
-// playwright-core. Checks: no console or page errors; the hedge-weight chart
+// playwright-core. First a burst of triplets is learned BEFORE the page is
+// opened: GET /status/history must hold it (and honour ?since=), and the
+// page must start from it (the hedge-weight chart has >= 3 points on its
+// first render, before any live poll, showing the learned weights). Then,
+// with the page open: no console or page errors; the hedge-weight chart
 // has one series per depth with a growing number of points and values that
 // change as triplets arrive; the counters shown (triplets applied, model
 // version) increase; the charts actually paint; the trainer-jobs panel says
 // there are none; and once omld goes away the page shows "disconnected" and
-// keeps retrying. Saves a screenshot (OMLD_DASHBOARD_OUT/dashboard.png, by
+// keeps retrying. A short simulated outage (requests refused by the
+// browser) must be filled from /status/history?since= on reconnect. Saves a screenshot (OMLD_DASHBOARD_OUT/dashboard.png, by
 // default next to this file) and prints its path.
 //
 // Needs: chromium (apt-get install chromium; CHROMIUM_BIN overrides
@@ -140,6 +145,19 @@ async function status(proc) {
   return r.json();
 }
 
+async function history(proc, query) {
+  const r = await fetch(`http://${proc.http}/status/history${query || ""}`);
+  if (!r.ok) fail(`/status/history${query || ""} answered ${r.status}`);
+  check(/application\/json/.test(r.headers.get("content-type") || ""), "/status/history is JSON");
+  return r.json();
+}
+
+async function feedTriplets(omlctl, proc, dir, name, n) {
+  const f = path.join(dir, name);
+  fs.writeFileSync(f, tripletsCsv(n));
+  await run(omlctl, ["--server", proc.rpc, "triplets", "--batch", "100", f]);
+}
+
 // ---- what the page shows ----
 async function pageState(page) {
   return page.evaluate(() => {
@@ -204,30 +222,83 @@ async function main() {
     fs.writeFileSync(path.join(dir, "items.csv"), itemsCsv());
     await run(pre.omlctl, ["--server", proc.rpc, "put", path.join(dir, "items.csv")]);
 
+    // A burst of learning before anyone looks at the dashboard.
+    const alphaStart = (await status(proc)).model.alpha;
+    const PREFED = 1200;
+    for (let b = 0; b < PREFED / 400; b++) await feedTriplets(pre.omlctl, proc, dir, `pre${b}.csv`, 400);
+    for (let waited = 0; (await status(proc)).ingest.triplets_applied < PREFED; waited += 100) {
+      if (waited > 10000) fail("the pre-fed triplets were not applied within 10 s");
+      await sleep(100);
+    }
+    await sleep(3500);
+    const hist = await history(proc);
+    const hs = hist.samples;
+    log(`/status/history: ${hs.length} samples, interval ${hist.interval_ms} ms, now ${hist.now_ms} ms`);
+    check(hist.interval_ms === 1000 && hist.capacity >= 900, `history interval 1000 ms, capacity ${hist.capacity}`);
+    check(hs.length >= 3 && hs.every((x, i) => i === 0 || x.t_ms > hs[i - 1].t_ms) && hs[hs.length - 1].t_ms <= hist.now_ms,
+          `history has ${hs.length} samples, oldest first`);
+    const hl = hs[hs.length - 1];
+    check(hl.triplets_applied >= PREFED && hl.alpha.length === heads && hl.version >= 1,
+          `the newest history sample shows the burst (applied ${hl.triplets_applied}, alpha ${hl.alpha})`);
+    const sinceT = hs[hs.length - 3].t_ms;
+    const newer = (await history(proc, `?since=${sinceT}`)).samples;
+    check(newer.length >= 2 && newer.every((x) => x.t_ms > sinceT) && newer[0].t_ms === hs[hs.length - 2].t_ms,
+          `?since=${sinceT} returns only newer samples (${newer.length})`);
+
     browser = await pre.playwright.chromium.launch({
       executablePath: CHROMIUM,
       headless: true,
       args: ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
     });
     const page = await browser.newPage({ viewport: { width: 1440, height: 1000 } });
-    let omldGone = false;
+    let omldGone = false, outage = false;
     page.on("console", (m) => {
       if (m.type() !== "error") return;
-      // After omld is stopped on purpose, the refused polls are expected.
-      if (omldGone && /ERR_CONNECTION_REFUSED|Failed to fetch|ERR_EMPTY_RESPONSE|ERR_CONNECTION_RESET/.test(m.text())) return;
+      // After omld is stopped on purpose (or during the simulated outage),
+      // the refused polls are expected.
+      if ((omldGone || outage) && /ERR_CONNECTION_REFUSED|Failed to fetch|ERR_EMPTY_RESPONSE|ERR_CONNECTION_RESET|ERR_FAILED/.test(m.text())) return;
       errors.push("console: " + m.text());
     });
     page.on("pageerror", (e) => errors.push("page error: " + e.message));
-    page.on("requestfailed", (r) => { if (!omldGone) errors.push(`request failed: ${r.url()} ${r.failure() && r.failure().errorText}`); });
+    page.on("requestfailed", (r) => { if (!omldGone && !outage) errors.push(`request failed: ${r.url()} ${r.failure() && r.failure().errorText}`); });
+    const historyRequests = [];
+    page.on("request", (r) => { if (/\/status\/history/.test(r.url())) historyRequests.push(r.url()); });
+    // The first render of the hedge chart, caught as it happens.
+    await page.addInitScript(() => {
+      window.__firstHedge = null;
+      new MutationObserver(() => {
+        const el = document.getElementById("chart-hedge");
+        if (window.__firstHedge || !el || !(Number(el.dataset.points) > 0)) return;
+        window.__firstHedge = {
+          points: Number(el.dataset.points), series: Number(el.dataset.series),
+          last: el.dataset.lastValues, okPolls: Number(document.body.dataset.okPolls),
+          historySamples: Number(document.body.dataset.historySamples),
+        };
+      }).observe(document, { subtree: true, attributes: true, attributeFilter: ["data-points"] });
+    });
 
     const resp = await page.goto(`http://${proc.http}/`, { waitUntil: "load" });
     check(resp.status() === 200 && /text\/html/.test(resp.headers()["content-type"] || ""),
           `GET / is 200 text/html (${resp.status()} ${resp.headers()["content-type"]})`);
     check((await page.title()) === "omld dashboard", "the page title is 'omld dashboard'");
 
+    await page.waitForFunction(() => window.__firstHedge !== null, null, { timeout: 10000 });
+    const first = await page.evaluate(() => window.__firstHedge);
+    log(`first render of the hedge chart: ${JSON.stringify(first)}`);
+    check(first.points >= 3 && first.series === heads,
+          `the hedge chart is prefilled from /status/history on its first render (${first.points} points)`);
+    check(first.okPolls === 0 && first.historySamples >= 3,
+          `the first render came from the history, before any live poll (${first.historySamples} samples, ${first.okPolls} polls)`);
+    const firstVals = first.last.split(",").map(Number);
+    check(firstVals.some((a, i) => Math.abs(a - alphaStart[i]) > 1e-4),
+          `the prefilled hedge weights show the burst learned before the page opened (${alphaStart} -> ${first.last})`);
+
     let st = await waitFor(page, "two answered polls and one hedge series per depth",
                            (s) => s.okPolls >= 2 && s.charts.hedge.series === heads, 10000);
     const before = st;
+    check(before.charts.hedge.points > first.points,
+          `the prefilled hedge chart keeps growing live (${first.points} -> ${before.charts.hedge.points})`);
+    check(before.applied >= PREFED, `the page shows the pre-fed triplets applied (${before.applied})`);
     log(`before feeding: hedge ${before.charts.hedge.last} (${before.charts.hedge.points} points), ` +
         `triplets applied ${before.applied}`);
     check(before.connection === "connected" && before.badge === "ready", `the header says ready (${before.badge})`);
@@ -258,7 +329,7 @@ async function main() {
     await feeder;
     const fed = batches * 400;
     log(`fed ${fed} triplets in ${batches} batches`);
-    st = await waitFor(page, "the page to show every triplet applied", (s) => s.applied >= fed, 10000);
+    st = await waitFor(page, "the page to show every triplet applied", (s) => s.applied >= PREFED + fed, 10000);
     seenHedge.add(st.charts.hedge.last);
     const after = st;
     log(`after feeding: hedge ${after.charts.hedge.last} (${after.charts.hedge.points} points), ` +
@@ -296,6 +367,31 @@ async function main() {
           "model-version chart ends at the version shown");
     check(/no trainer jobs/.test(after.jobs), `the trainer-jobs panel says 'no trainer jobs' (${after.jobs})`);
     check(errors.length === 0, `no console or page errors (${errors.join(" | ") || "none"})`);
+
+    // A short outage (the browser refuses every request for 3 s): on
+    // reconnect the page fills the hole from /status/history?since=.
+    const histLoads = await page.evaluate(() => Number(document.body.dataset.historyLoads));
+    const histSamples = await page.evaluate(() => Number(document.body.dataset.historySamples));
+    const nReq = historyRequests.length;
+    outage = true;
+    const refuse = (route) => route.abort("connectionrefused");
+    await page.route("**/status", refuse);
+    await page.route("**/status/history*", refuse);
+    await waitFor(page, "the page to notice the outage", (s) => s.connection === "disconnected", 8000);
+    await sleep(3000);
+    await page.unroute("**/status", refuse);
+    await page.unroute("**/status/history*", refuse);
+    st = await waitFor(page, "the page to reconnect", (s) => s.connection === "connected", 8000);
+    outage = false;
+    const reloads = await page.evaluate(() => ({
+      loads: Number(document.body.dataset.historyLoads), samples: Number(document.body.dataset.historySamples) }));
+    const sinceReqs = historyRequests.slice(nReq).filter((u) => /[?&]since=\d+/.test(u));
+    check(reloads.loads === histLoads + 1 && sinceReqs.length >= 1,
+          `after the outage the page read /status/history?since= once (${sinceReqs[sinceReqs.length - 1]})`);
+    check(reloads.samples - histSamples >= 2,
+          `the hole of the outage was filled from the history (${reloads.samples - histSamples} samples)`);
+    check(st.charts.hedge.series === heads && errors.length === 0,
+          `the page is whole after the outage (${errors.join(" | ") || "no errors"})`);
 
     fs.mkdirSync(OUT_DIR, { recursive: true });
     const shot = path.resolve(OUT_DIR, "dashboard.png");
