@@ -285,7 +285,7 @@ static void run_job(omld_trainer *t, job *j)
     j->info.eta_s = 0;
     if (state == OMLD_JOB_DONE)
         j->info.progress = 1.0;
-    snprintf(j->info.error, sizeof j->info.error, "%s", err);
+    snprintf(j->info.error, sizeof j->info.error, "%.*s", (int)sizeof j->info.error - 1, err);
     free(j->X);
     free(j->y);
     j->X = NULL;
