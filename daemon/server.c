@@ -622,14 +622,10 @@ oom:
     slot_answer(sl, &r);
 }
 
-static void query_work(uv_work_t *w)
+/* Packs the slot's reply into its frame (on the thread that built it: a
+ * large answer costs its serialisation) and frees the reply. */
+static void slot_pack(omld_slot *sl)
 {
-    omld_slot *sl = container_of(w, omld_slot, work);
-    omld_reply_init(&sl->reply, sl->req->request_id);
-    omld_query_run(sl->qctx, sl->view, sl->req, &sl->reply);
-    if (sl->reply.msg.model_version == 0)
-        sl->reply.msg.model_version = sl->view->version;
-    /* Packed here, off the loop: a large answer costs its serialisation. */
     if (omld_reply_pack(&sl->reply, sl->max_frame, &sl->out, &sl->out_len) == 0) {
         sl->code = (int)sl->reply.status.code;
     } else {
@@ -640,6 +636,17 @@ static void query_work(uv_work_t *w)
             sl->out = NULL;
     }
     omld_reply_free(&sl->reply);
+}
+
+static void query_work(uv_work_t *w)
+{
+    omld_slot *sl = container_of(w, omld_slot, work);
+    omld_reply_init(&sl->reply, sl->req->request_id);
+    omld_query_run(sl->qctx, sl->view, sl->req, &sl->reply);
+    if (sl->reply.msg.model_version == 0)
+        sl->reply.msg.model_version = sl->view->version;
+    /* Packed here, off the loop: a large answer costs its serialisation. */
+    slot_pack(sl);
 }
 
 static void query_after(uv_work_t *w, int status)
@@ -699,16 +706,7 @@ static void admin_work(uv_work_t *w)
     omld_reply_init(&sl->reply, sl->req->request_id);
     omld_trainer_handle(s->trainer, sl->req, &sl->reply);
     sl->reply.msg.model_version = omld_views_version(s->views);
-    if (omld_reply_pack(&sl->reply, sl->max_frame, &sl->out, &sl->out_len) == 0) {
-        sl->code = (int)sl->reply.status.code;
-    } else {
-        sl->code = OMLD__STATUS__CODE__INTERNAL;
-        if (omld_reply_pack_error(sl->reply.msg.request_id, sl->reply.msg.model_version,
-                                  OMLD__STATUS__CODE__INTERNAL, NULL,
-                                  "out of memory packing the answer", &sl->out, &sl->out_len) != 0)
-            sl->out = NULL;
-    }
-    omld_reply_free(&sl->reply);
+    slot_pack(sl);
 }
 
 static void start_admin(omld_slot *sl)

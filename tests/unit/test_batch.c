@@ -23,42 +23,19 @@
 
 #include "anml.h"
 #include "batch.h"
+#include "batch_ref.h"
 #include "rng.h"
 
-#define MAXW 64
+#define MAXW OML_TEST_BATCH_MAXW
 
 /* Reference forward of one row into f (emb); signs (depth * hidden) = ReLU pattern. */
 static void ref_forward(const oml_batch_layout *lay, const double *p, const float *x, double *f,
                         signed char *signs)
 {
-    double h[MAXW], nh[MAXW];
-    int32_t d = lay->dim, hd = lay->hidden, e = lay->emb;
-    for (int j = 0; j < d; j++)
-        h[j] = x[j] - p[lay->mu + j];
-    for (int l = 1; l <= lay->depth; l++) {
-        int32_t win = oml_batch_width(lay, l - 1);
-        const double *W = p + lay->w[l];
-        for (int r = 0; r < hd; r++) {
-            double a = 0;
-            for (int c = 0; c < win; c++)
-                a += W[r * win + c] * h[c];
-            signs[(l - 1) * hd + r] = a > 0 ? 1 : -1;
-            nh[r] = a > 0 ? a : 0;
-        }
-        memcpy(h, nh, sizeof(double) * (size_t)hd);
-    }
-    int32_t w = oml_batch_width(lay, lay->depth);
-    const double *T = p + lay->theta;
-    double nrm = 0;
-    for (int r = 0; r < e; r++) {
-        f[r] = 0;
-        for (int c = 0; c < w; c++)
-            f[r] += T[r * w + c] * h[c];
-        nrm += f[r] * f[r];
-    }
-    nrm = lay->normalize ? sqrt(nrm) : 1.0;
-    for (int r = 0; r < e; r++)
-        f[r] = nrm > 0 ? f[r] / nrm : 0.0; /* a dead row stays at 0, as batch.c */
+    double xd[MAXW];
+    for (int j = 0; j < lay->dim; j++)
+        xd[j] = x[j];
+    oml_test_batch_ref_forward(lay, p, xd, f, signs);
 }
 
 static double ref_loss(const oml_batch_layout *lay, const double *p, const float *X,

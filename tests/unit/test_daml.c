@@ -21,10 +21,11 @@
 #include <string.h>
 
 #include "batch.h"
+#include "batch_ref.h"
 #include "daml.h"
 #include "rng.h"
 
-#define MAXW 64
+#define MAXW OML_TEST_BATCH_MAXW
 
 static const char *const TERM[4] = {"contrastive", "triplet", "lifted", "npair"};
 
@@ -171,35 +172,9 @@ static void test_terms_hand_worked(void **state)
     assert_true(fabs(oml_daml_jm(&hp, &pl, F, 1, 0, g) - log(2.0)) < 1e-12);
 }
 
-/* ---- naive double forward of both networks ---- */
-
 static void ref_metric(const oml_batch_layout *lay, const double *p, const double *x, double *f)
 {
-    double h[MAXW], nh[MAXW];
-    int32_t d = lay->dim, hd = lay->hidden, e = lay->emb;
-    for (int j = 0; j < d; j++)
-        h[j] = x[j] - p[lay->mu + j];
-    for (int l = 1; l <= lay->depth; l++) {
-        int32_t win = oml_batch_width(lay, l - 1);
-        for (int r = 0; r < hd; r++) {
-            double a = 0;
-            for (int c = 0; c < win; c++)
-                a += p[lay->w[l] + r * win + c] * h[c];
-            nh[r] = a > 0 ? a : 0;
-        }
-        memcpy(h, nh, sizeof(double) * (size_t)hd);
-    }
-    int32_t w = oml_batch_width(lay, lay->depth);
-    double nrm = 0;
-    for (int r = 0; r < e; r++) {
-        f[r] = 0;
-        for (int c = 0; c < w; c++)
-            f[r] += p[lay->theta + r * w + c] * h[c];
-        nrm += f[r] * f[r];
-    }
-    nrm = lay->normalize ? sqrt(nrm) : 1.0;
-    for (int r = 0; r < e; r++)
-        f[r] = nrm > 0 ? f[r] / nrm : 0.0;
+    oml_test_batch_ref_forward(lay, p, x, f, NULL);
 }
 
 static void ref_gen(const oml_daml_gen *g, const double *q, const double *u, double *out)

@@ -16,10 +16,11 @@
 #include <string.h>
 
 #include "batch.h"
+#include "batch_ref.h"
 #include "damlrrm.h"
 #include "rng.h"
 
-#define MAXW 64
+#define MAXW OML_TEST_BATCH_MAXW
 
 /* ---- Prim vs brute force ---- */
 
@@ -183,34 +184,13 @@ static void test_losses_grad_embeddings(void **state)
             check_embedding_grad(part, 10 * (uint64_t)part + s);
 }
 
-/* Through the network: a naive double forward, then oml_damlrrm_loss. */
+/* Through the network: the reference forward, then oml_damlrrm_loss. */
 static void ref_forward(const oml_batch_layout *lay, const double *p, const float *x, double *f)
 {
-    double h[MAXW], nh[MAXW];
-    int32_t d = lay->dim, hd = lay->hidden, e = lay->emb;
-    for (int j = 0; j < d; j++)
-        h[j] = x[j] - p[lay->mu + j];
-    for (int l = 1; l <= lay->depth; l++) {
-        int32_t win = oml_batch_width(lay, l - 1);
-        for (int r = 0; r < hd; r++) {
-            double a = 0;
-            for (int c = 0; c < win; c++)
-                a += p[lay->w[l] + r * win + c] * h[c];
-            nh[r] = a > 0 ? a : 0;
-        }
-        memcpy(h, nh, sizeof(double) * (size_t)hd);
-    }
-    int32_t w = oml_batch_width(lay, lay->depth);
-    double nrm = 0;
-    for (int r = 0; r < e; r++) {
-        f[r] = 0;
-        for (int c = 0; c < w; c++)
-            f[r] += p[lay->theta + r * w + c] * h[c];
-        nrm += f[r] * f[r];
-    }
-    nrm = lay->normalize ? sqrt(nrm) : 1.0;
-    for (int r = 0; r < e; r++)
-        f[r] = nrm > 0 ? f[r] / nrm : 0.0;
+    double xd[MAXW];
+    for (int j = 0; j < lay->dim; j++)
+        xd[j] = x[j];
+    oml_test_batch_ref_forward(lay, p, xd, f, NULL);
 }
 
 static double net_loss(const oml_batch_layout *lay, const double *p, const float *X,
