@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "http_server.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -96,27 +98,8 @@ static void fake_gather(void *arg, omld_status_input *in)
     in->ready = 1;
 }
 
-typedef struct server {
-    uv_loop_t loop;
-    uv_async_t stop;
-    omld_http *http;
-    pthread_t thread;
-    int port;
-} server;
 
-static void on_stop(uv_async_t *a)
-{
-    server *s = a->data;
-    omld_http_close(s->http);
-    uv_close((uv_handle_t *)&s->stop, NULL);
-}
 
-static void *loop_main(void *arg)
-{
-    server *s = arg;
-    uv_run(&s->loop, UV_RUN_DEFAULT);
-    return NULL;
-}
 
 /* One request on its own connection (Connection: close); the whole answer,
  * NUL-terminated, owned by the caller. */
@@ -167,18 +150,7 @@ static const char *body_of(const char *resp)
 static void test_route(void **state)
 {
     (void)state;
-    server *s = calloc(1, sizeof *s);
-    assert_non_null(s);
-    assert_int_equal(uv_loop_init(&s->loop), 0);
-    struct sockaddr_storage bound;
-    char err[256] = "";
-    if (omld_http_start(&s->http, &s->loop, "127.0.0.1:0", fake_gather, NULL, &bound, err,
-                        sizeof err) != 0)
-        fail_msg("omld_http_start: %s", err);
-    s->port = ntohs(((struct sockaddr_in *)&bound)->sin_port);
-    assert_int_equal(uv_async_init(&s->loop, &s->stop, on_stop), 0);
-    s->stop.data = s;
-    assert_int_equal(pthread_create(&s->thread, NULL, loop_main, s), 0);
+    oml_test_http_server *s = oml_test_http_start(fake_gather, NULL, NULL);
 
     const omld_dashboard_asset *a = lookup("/");
     char cl[64];
@@ -219,10 +191,7 @@ static void test_route(void **state)
     assert_non_null(strstr(r, "application/json"));
     free(r);
 
-    uv_async_send(&s->stop);
-    assert_int_equal(pthread_join(s->thread, NULL), 0);
-    assert_int_equal(uv_loop_close(&s->loop), 0);
-    free(s);
+    oml_test_http_stop(s);
 }
 
 int main(void)

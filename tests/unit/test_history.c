@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "http_server.h"
+
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <math.h>
@@ -347,56 +349,30 @@ static void test_timer(void **state)
 
 /* ---- the route over a real socket ---- */
 
-typedef struct server {
-    uv_loop_t loop;
-    uv_async_t stop;
-    omld_http *http;
-    pthread_t thread;
-    int port;
-} server;
+typedef struct http_setup {
+    const omld_history *hist;
+    const omld_tokens *tokens;
+} http_setup;
 
-static void on_stop(uv_async_t *a)
+static void configure(omld_http *h, void *arg)
 {
-    server *s = a->data;
-    omld_http_close(s->http);
-    uv_close((uv_handle_t *)&s->stop, NULL);
+    const http_setup *c = arg;
+    if (c->hist)
+        omld_http_set_history(h, c->hist);
+    if (c->tokens)
+        omld_http_set_tokens(h, c->tokens, NULL);
 }
 
-static void *loop_main(void *arg)
+static oml_test_http_server *server_start(const omld_history *hist, const omld_tokens *tokens)
 {
-    server *s = arg;
-    uv_run(&s->loop, UV_RUN_DEFAULT);
-    return NULL;
+    http_setup c = {hist, tokens};
+    return oml_test_http_start(fake_gather, configure, &c);
 }
 
-static server *server_start(const omld_history *hist, const omld_tokens *tokens)
-{
-    server *s = calloc(1, sizeof *s);
-    assert_non_null(s);
-    assert_int_equal(uv_loop_init(&s->loop), 0);
-    struct sockaddr_storage bound;
-    char err[256] = "";
-    if (omld_http_start(&s->http, &s->loop, "127.0.0.1:0", fake_gather, NULL, &bound, err,
-                        sizeof err) != 0)
-        fail_msg("omld_http_start: %s", err);
-    s->port = ntohs(((struct sockaddr_in *)&bound)->sin_port);
-    if (hist)
-        omld_http_set_history(s->http, hist);
-    if (tokens)
-        omld_http_set_tokens(s->http, tokens, NULL);
-    assert_int_equal(uv_async_init(&s->loop, &s->stop, on_stop), 0);
-    s->stop.data = s;
-    assert_int_equal(pthread_create(&s->thread, NULL, loop_main, s), 0);
-    return s;
-}
 
-static void server_stop(server *s)
-{
-    uv_async_send(&s->stop);
-    assert_int_equal(pthread_join(s->thread, NULL), 0);
-    assert_int_equal(uv_loop_close(&s->loop), 0);
-    free(s);
-}
+
+
+
 
 /* One request with Connection: close; the whole answer (malloc'd), or
  * fails. *code: the status code; *body: where the body starts. */
@@ -448,14 +424,14 @@ static void test_route(void **state)
     char *body, *r;
 
     /* No history attached: 404, and /status still works. */
-    server *s = server_start(NULL, NULL);
+    oml_test_http_server *s = server_start(NULL, NULL);
     r = exchange(s->port, "/status/history", NULL, &code, &body);
     assert_int_equal(code, 404);
     free(r);
     r = exchange(s->port, "/status", NULL, &code, &body);
     assert_int_equal(code, 200);
     free(r);
-    server_stop(s);
+    oml_test_http_stop(s);
 
     omld_history *h = omld_history_new(10, 1000, omld_now_ns());
     assert_non_null(h);
@@ -495,7 +471,7 @@ static void test_route(void **state)
     r = exchange(s->port, "/status/historyx", NULL, &code, &body);
     assert_int_equal(code, 404);
     free(r);
-    server_stop(s);
+    oml_test_http_stop(s);
 
     /* With tokens: 401 without the bearer token, 200 with it. */
     static omld_tokens tok;
@@ -515,7 +491,7 @@ static void test_route(void **state)
     assert_int_equal(code, 200);
     assert_int_equal(count_of(body, "\"t_ms\":"), 5);
     free(r);
-    server_stop(s);
+    oml_test_http_stop(s);
     omld_history_free(h);
 }
 

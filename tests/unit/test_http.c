@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "http_server.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -48,56 +50,12 @@ static void fake_gather(void *arg, omld_status_input *in)
 
 /* ---- the server on a loop thread ---- */
 
-typedef struct server {
-    uv_loop_t loop;
-    uv_async_t stop;
-    omld_http *http;
-    pthread_t thread;
-    int port;
-} server;
 
-static void on_stop(uv_async_t *a)
-{
-    server *s = a->data;
-    omld_http_close(s->http);
-    uv_close((uv_handle_t *)&s->stop, NULL);
-}
 
-static void *loop_main(void *arg)
-{
-    server *s = arg;
-    uv_run(&s->loop, UV_RUN_DEFAULT);
-    return NULL;
-}
 
-static server *server_start(void)
-{
-    server *s = calloc(1, sizeof *s);
-    assert_non_null(s);
-    assert_int_equal(uv_loop_init(&s->loop), 0);
-    struct sockaddr_storage bound;
-    char err[256] = "";
-    if (omld_http_start(&s->http, &s->loop, "127.0.0.1:0", fake_gather, NULL, &bound, err,
-                        sizeof err) != 0)
-        fail_msg("omld_http_start: %s", err);
-    assert_int_equal(bound.ss_family, AF_INET);
-    s->port = ntohs(((struct sockaddr_in *)&bound)->sin_port);
-    assert_true(s->port > 0);
-    assert_int_equal(uv_async_init(&s->loop, &s->stop, on_stop), 0);
-    s->stop.data = s;
-    assert_int_equal(pthread_create(&s->thread, NULL, loop_main, s), 0);
-    return s;
-}
 
 /* Closes the server from its loop, waits for the loop to end and checks
  * that nothing was left open. */
-static void server_stop(server *s)
-{
-    uv_async_send(&s->stop);
-    assert_int_equal(pthread_join(s->thread, NULL), 0);
-    assert_int_equal(uv_loop_close(&s->loop), 0);
-    free(s);
-}
 
 /* ---- a blocking client ---- */
 
@@ -261,7 +219,7 @@ static void assert_eof(client *c)
 }
 
 /* One request on a fresh connection; returns the response. */
-static void roundtrip(server *s, const char *req, response *r, int head_only)
+static void roundtrip(oml_test_http_server *s, const char *req, response *r, int head_only)
 {
     client *c = client_connect(s->port);
     send_str(c, req);
@@ -288,7 +246,7 @@ static int setup(void **state)
 static void test_routes(void **state)
 {
     (void)state;
-    server *s = server_start();
+    oml_test_http_server *s = oml_test_http_start(fake_gather, NULL, NULL);
     response r;
 
     int before = atomic_load(&g_gathers);
@@ -360,13 +318,13 @@ static void test_routes(void **state)
     assert_int_equal(r.code, 405);
     response_free(&r);
 
-    server_stop(s);
+    oml_test_http_stop(s);
 }
 
 static void test_head(void **state)
 {
     (void)state;
-    server *s = server_start();
+    oml_test_http_server *s = oml_test_http_start(fake_gather, NULL, NULL);
     client *c = client_connect(s->port);
     response r;
     /* HEAD: the headers of GET, no body; the connection stays usable. */
@@ -382,13 +340,13 @@ static void test_head(void **state)
     assert_string_equal(r.body, "ok\n"); /* not the JSON of a HEAD body */
     response_free(&r);
     client_close(c);
-    server_stop(s);
+    oml_test_http_stop(s);
 }
 
 static void test_keep_alive(void **state)
 {
     (void)state;
-    server *s = server_start();
+    oml_test_http_server *s = oml_test_http_start(fake_gather, NULL, NULL);
     client *c = client_connect(s->port);
     response r;
     send_str(c, "GET /livez HTTP/1.1\r\nHost: a\r\n\r\n");
@@ -437,13 +395,13 @@ static void test_keep_alive(void **state)
     response_free(&r);
     assert_eof(c);
     client_close(c);
-    server_stop(s);
+    oml_test_http_stop(s);
 }
 
 static void test_pipelined(void **state)
 {
     (void)state;
-    server *s = server_start();
+    oml_test_http_server *s = oml_test_http_start(fake_gather, NULL, NULL);
     client *c = client_connect(s->port);
     response r;
     /* Three requests in one write, byte-split fourth: answers in order. */
@@ -473,7 +431,7 @@ static void test_pipelined(void **state)
     response_free(&r);
     assert_eof(c);
     client_close(c);
-    server_stop(s);
+    oml_test_http_stop(s);
 }
 
 /* Many pipelined /metrics requests that the client reads only after sending
@@ -482,7 +440,7 @@ static void test_pipelined(void **state)
 static void test_backpressure(void **state)
 {
     (void)state;
-    server *s = server_start();
+    oml_test_http_server *s = oml_test_http_start(fake_gather, NULL, NULL);
     client *c = client_connect(s->port);
     enum { N = 400 };
     char req[64];
@@ -511,13 +469,13 @@ static void test_backpressure(void **state)
     assert_string_equal(r.body, "ok\n");
     response_free(&r);
     client_close(c);
-    server_stop(s);
+    oml_test_http_stop(s);
 }
 
 static void test_bad_requests(void **state)
 {
     (void)state;
-    server *s = server_start();
+    oml_test_http_server *s = oml_test_http_start(fake_gather, NULL, NULL);
     response r;
     client *c;
 
@@ -622,7 +580,7 @@ static void test_bad_requests(void **state)
     roundtrip(s, "GET /livez HTTP/1.1\r\n\r\n", &r, 0);
     assert_int_equal(r.code, 200);
     response_free(&r);
-    server_stop(s);
+    oml_test_http_stop(s);
 }
 
 /* Past 64 open connections a new one is closed at once; room comes back
@@ -630,7 +588,7 @@ static void test_bad_requests(void **state)
 static void test_connection_limit(void **state)
 {
     (void)state;
-    server *s = server_start();
+    oml_test_http_server *s = oml_test_http_start(fake_gather, NULL, NULL);
     enum { LIMIT = 64 };
     client *cs[LIMIT];
     response r;
@@ -653,7 +611,7 @@ static void test_connection_limit(void **state)
     response_free(&r);
     for (int i = 0; i < LIMIT; i++)
         client_close(cs[i]);
-    server_stop(s);
+    oml_test_http_stop(s);
 }
 
 /* Closing with connections open (idle keep-alive, half a request, one the
@@ -661,7 +619,7 @@ static void test_connection_limit(void **state)
 static void test_close_with_connections(void **state)
 {
     (void)state;
-    server *s = server_start();
+    oml_test_http_server *s = oml_test_http_start(fake_gather, NULL, NULL);
     client *idle = client_connect(s->port);
     response r;
     send_str(idle, "GET /livez HTTP/1.1\r\n\r\n");
@@ -671,7 +629,7 @@ static void test_close_with_connections(void **state)
     send_str(half, "GET /status HTTP/1.1\r\nHost:");
     client *fresh = client_connect(s->port);
     usleep(50000); /* let the loop accept them */
-    server_stop(s);
+    oml_test_http_stop(s);
     assert_eof(idle);
     assert_int_equal(fill(half), 0);
     assert_int_equal(fill(fresh), 0);
@@ -696,14 +654,14 @@ static void test_start_errors(void **state)
     assert_true(err[0] != '\0');
 
     /* A port in use: refused up front, nothing left on the loop. */
-    server *s = server_start();
+    oml_test_http_server *s = oml_test_http_start(fake_gather, NULL, NULL);
     char hp[64];
     snprintf(hp, sizeof hp, "127.0.0.1:%d", s->port);
     err[0] = '\0';
     assert_int_equal(omld_http_start(&h, &loop, hp, fake_gather, NULL, NULL, err, sizeof err),
                      -1);
     assert_non_null(strstr(err, "in use"));
-    server_stop(s);
+    oml_test_http_stop(s);
     assert_null(h);
     assert_int_equal(uv_run(&loop, UV_RUN_NOWAIT), 0);
     assert_int_equal(uv_loop_close(&loop), 0);
