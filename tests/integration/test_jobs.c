@@ -23,6 +23,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -202,8 +203,8 @@ static int teardown(void **state)
 /* ------------------------------------------------------------ a job beside ingest and queries */
 
 typedef struct load_ctx {
-    volatile int stop;
-    long triplets, queries, errors;
+    atomic_int stop;                    /* shared with the load thread: atomics (TSan) */
+    atomic_long triplets, queries, errors;
 } load_ctx;
 
 static void *load_main(void *arg)

@@ -22,6 +22,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -277,8 +278,8 @@ static int teardown_auth(void **state)
 
 typedef struct served {
     const omld_proc *p;
-    volatile int stop;
-    int calls, failures;
+    atomic_int stop;                    /* shared with the client thread: atomics (TSan) */
+    atomic_int calls, failures;
 } served;
 
 /* Another client, served all along: one Health every 50 ms. */
