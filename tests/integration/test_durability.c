@@ -92,6 +92,38 @@ static void test_disk_full_refuses_writes_keeps_reads(void **state)
     omld_proc_cleanup(&p);
 }
 
+/* A checkpoint that does not fit (the model alone is larger than the file
+ * size limit, the log records are not): the Checkpoint RPC says why, the
+ * log keeps everything, writes and reads go on, and a restart with room has
+ * it all. */
+static void test_checkpoint_disk_full(void **state)
+{
+    static const char *const big[] = {"--dim=16", "--preset=paper", "--layers=1", "--hidden=256",
+                                      "--emb=64", "--publish_ms=50", NULL};
+    omld_proc p;
+    assert_int_equal(omld_proc_start_fsize(&p, big, TIMEOUT_MS, 64 * 1024), 0);
+    omlc *c = NULL;
+    omlc_error err;
+    assert_int_equal(omlc_connect(&c, p.rpc, TIMEOUT_MS, &err), 0);
+    assert_int_equal(put_batch(c, 0, &err), 0);
+    Omld__Response *r = NULL;
+    int rc = omlc_checkpoint(c, &r, &err);
+    assert_int_equal(rc, 9 /* INTERNAL */);
+    assert_non_null(strstr(err.message, "checkpoint failed"));
+    printf("    checkpoint on a full disk: %s\n", err.message);
+    assert_int_equal(put_batch(c, 1, &err), 0); /* the log still takes writes */
+    assert_int_equal(status_items(c), 2 * BATCH);
+    omlc_close(c);
+    assert_int_equal(omld_proc_stop(&p, SIGKILL, TIMEOUT_MS), 128 + SIGKILL);
+    p.fsize_limit = 0;
+    assert_int_equal(omld_proc_restart(&p, big, TIMEOUT_MS), 0);
+    assert_int_equal(omlc_connect(&c, p.rpc, TIMEOUT_MS, &err), 0);
+    assert_int_equal(status_items(c), 2 * BATCH);
+    omlc_close(c);
+    assert_int_equal(omld_proc_stop(&p, SIGTERM, TIMEOUT_MS), 0);
+    omld_proc_cleanup(&p);
+}
+
 /* Flips a byte in the middle of the newest checkpoint file of dir. */
 static void damage_newest_checkpoint(const char *dir, int all)
 {
@@ -144,6 +176,7 @@ int main(void)
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_disk_full_refuses_writes_keeps_reads),
+        cmocka_unit_test(test_checkpoint_disk_full),
         cmocka_unit_test(test_damaged_checkpoint_falls_back),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
