@@ -72,6 +72,7 @@
 #include "reply.h"
 #include "trainer.h"
 #include "validate.h"
+#include "wirecheck.h"
 #include "view.h"
 
 #define READ_CHUNK 65536
@@ -921,6 +922,16 @@ static void handle_frame(omld_conn *c, const uint8_t *p, size_t n)
     sl->req = req;
     sl->in_bytes = n;
     c->held_in += n;
+    /* protobuf-c keeps strings NUL-terminated without a length: an id with a
+     * NUL inside would silently name another item. Refuse it by name. */
+    char nul_path[128];
+    if (oml_wire_find_nul_string(p, n, &omld__request__descriptor, nul_path, sizeof nul_path) == 1) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "%s contains a NUL byte; ids, labels, names and tokens are "
+                 "text without NUL", nul_path);
+        slot_error(sl, req->request_id, OMLD__STATUS__CODE__INVALID_ARGUMENT, nul_path, msg);
+        return;
+    }
     if (req->body_case == OMLD__REQUEST__BODY_AUTH) {
         handle_auth(sl);
         return;

@@ -403,6 +403,17 @@ static void test_bad_requests_change_nothing(void **state)
     expect_error(omlc_call(c, &req, &r, &err), &err, 1, "body");
     omld__response__free_unpacked(r, NULL);
 
+    /* An id with a NUL inside ("item-1\0x"): protobuf-c would decode it as
+     * "item-1"; the daemon refuses it by name instead of deleting item-1. */
+    const uint8_t nul_frame[] = {0, 0, 0, 12, 0x5a, 0x0a, 0x0a, 0x08,
+                                 'i', 't', 'e', 'm', '-', '1', 0x00, 'x'};
+    assert_int_equal(omlc_send_raw(c, nul_frame, sizeof nul_frame, &err), 0);
+    expect_error(omlc_recv(c, &r, &err), &err, 1, "delete_items.ids");
+    omld__response__free_unpacked(r, NULL);
+    const char *still[1] = {"item-1"};
+    assert_int_equal(omlc_get_items(c, still, 1, &r, &err), 0);
+    omld__response__free_unpacked(r, NULL);
+
     s = status(c, &r);
     assert_int_equal(s->items, items);
     assert_int_equal(s->triplets_received, received);
