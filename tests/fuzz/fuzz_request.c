@@ -39,6 +39,7 @@
 #include "reply.h"
 #include "testutil.h"
 #include "validate.h"
+#include "wirecheck.h"
 #include "view.h"
 
 #define DIM 8
@@ -304,9 +305,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (!Q.ready)
         LLVMFuzzerInitialize(NULL, NULL);
+    /* The server's NUL-in-string check walks every frame before decoding:
+     * it must take any bytes, and whatever protobuf-c decodes it must have
+     * walked as well-formed (it may not call decodable input malformed). */
+    char nul_path[128];
+    int nul = oml_wire_find_nul_string(data, size, &omld__request__descriptor, nul_path,
+                                       sizeof nul_path);
     Omld__Request *req = omld__request__unpack(NULL, size, data);
     if (req == NULL)
         return 0; /* MALFORMED: answered by the server with request_id 0 */
+    if (nul < 0)
+        abort();
+    if (nul == 1) { /* refused by the server before validation */
+        omld__request__free_unpacked(req, NULL);
+        return 0;
+    }
     omld_reply r;
     omld_reply_init(&r, req->request_id);
     int route = -1;
