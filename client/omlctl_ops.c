@@ -62,10 +62,15 @@ static void status_json(const Omld__Response *r)
     for (size_t i = 0; i < s->n_alpha; i++)
         printf("%s%.6g", i ? "," : "", s->alpha[i]);
     printf("],\"items\":%llu,\"triplets_received\":%llu,\"triplets_applied\":%llu,"
-           "\"queue_depth\":%llu,\"snapshot_age_ms\":%llu,\"model_version\":%llu}\n",
+           "\"queue_depth\":%llu,\"snapshot_age_ms\":%llu,\"model_version\":%llu,"
+           "\"view_triplets\":%llu,\"preset\":",
            (unsigned long long)s->items, (unsigned long long)s->triplets_received,
            (unsigned long long)s->triplets_applied, (unsigned long long)s->queue_depth,
-           (unsigned long long)s->snapshot_age_ms, (unsigned long long)r->model_version);
+           (unsigned long long)s->snapshot_age_ms, (unsigned long long)r->model_version,
+           (unsigned long long)s->view_triplets);
+    ctl_json_string(stdout, s->preset);
+    printf(",\"seed\":%llu,\"utilisation\":%.6g,\"triplet_accuracy\":%.6g}\n",
+           (unsigned long long)s->seed, s->utilisation, s->triplet_accuracy);
 }
 
 static void status_table(const Omld__Response *r)
@@ -76,6 +81,7 @@ static void status_table(const Omld__Response *r)
     printf("%-20s %s\n", "omld version", s->version);
     printf("%-20s %s\n", "uptime", up);
     printf("%-20s %llu\n", "model version", (unsigned long long)r->model_version);
+    printf("%-20s %s (seed %llu)\n", "preset", s->preset, (unsigned long long)s->seed);
     printf("%-20s %u\n", "dimension", s->dim);
     printf("%-20s %u (%u heads)\n", "depth L", s->depth, s->depth + 1);
     printf("%-20s", "alpha");
@@ -87,6 +93,8 @@ static void status_table(const Omld__Response *r)
     printf("%-20s %llu\n", "triplets applied", (unsigned long long)s->triplets_applied);
     printf("%-20s %llu\n", "queue depth", (unsigned long long)s->queue_depth);
     printf("%-20s %llu ms\n", "snapshot age", (unsigned long long)s->snapshot_age_ms);
+    printf("%-20s %.4f\n", "utilisation", s->utilisation);
+    printf("%-20s %.4f\n", "test-then-train acc", s->triplet_accuracy);
 }
 
 int ctl_status(ctl *g, int argc, char **argv)
