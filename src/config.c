@@ -18,7 +18,7 @@ int oml_config_preset(oml_config *c, const char *name, int32_t dim)
     }
     if (strcmp(name, "default") == 0) {
         /* See README "Making learning help kNN" for the measurements. */
-        p.init = OML_INIT_PCA;
+        p.init = OML_INIT_PCA_WHITE;
         p.center = 1;
         p.eta = 0.01f;
         p.eta_decay = 1e-4f;
@@ -47,8 +47,10 @@ int oml_config_validate(const oml_config *c, oml_diag *diag)
     CHECK(c->s >= 0 && c->s <= 1, "s", "s %g not in [0, 1]", (double)c->s);
     CHECK(c->eta > 0 && c->eta <= 10 && isfinite(c->eta), "eta", "eta %g not in (0, 10]", (double)c->eta);
     CHECK(c->tau > 0 && c->tau < 2, "tau", "tau %g not in (0, 2)", (double)c->tau);
-    CHECK(c->init == OML_INIT_RANDOM || c->init == OML_INIT_PCA, "init", "init %d unknown", c->init);
-    CHECK(c->init != OML_INIT_PCA || (c->emb <= c->dim && (c->layers == 0 || c->hidden >= 2 * c->emb)),
+    CHECK(c->init >= OML_INIT_RANDOM && c->init <= OML_INIT_PCA_WHITE, "init", "init %d unknown",
+          c->init);
+    CHECK(c->init == OML_INIT_RANDOM ||
+              (c->emb <= c->dim && (c->layers == 0 || c->hidden >= 2 * c->emb)),
           "init", "PCA start needs emb <= dim and hidden >= 2*emb");
     CHECK(c->center == 0 || c->center == 1, "center", "center must be 0 or 1");
     CHECK(c->eta_decay >= 0 && isfinite(c->eta_decay), "eta_decay", "eta_decay must be >= 0");
@@ -60,7 +62,7 @@ int oml_config_validate(const oml_config *c, oml_diag *diag)
 
 int oml_config_needs_data(const oml_config *c)
 {
-    return c->init == OML_INIT_PCA || c->center || c->hedge_signal == OML_HEDGE_LOCAL;
+    return c->init != OML_INIT_RANDOM || c->center || c->hedge_signal == OML_HEDGE_LOCAL;
 }
 
 int oml_config_equal(const oml_config *a, const oml_config *b)

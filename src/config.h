@@ -15,8 +15,11 @@
 #define OML_MAX_LAYERS 16
 
 enum oml_init {
-    OML_INIT_RANDOM = 0, /* He-scaled Gaussian weights (the paper's "randomly initialized ANN") */
-    OML_INIT_PCA = 1     /* every head starts equal to a PCA projection of the stored items */
+    OML_INIT_RANDOM = 0,   /* U(-1/sqrt(fan_in), 1/sqrt(fan_in)): the paper's "randomly
+                              initialized ANN" as its reference implementation has it */
+    OML_INIT_PCA = 1,      /* every head starts equal to a PCA projection of the stored items */
+    OML_INIT_PCA_WHITE = 2 /* ... to that projection whitened: every component scaled to
+                              the first one's variance */
 };
 
 enum oml_hedge_signal {

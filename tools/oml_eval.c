@@ -88,7 +88,8 @@ static void usage(FILE *f)
             "  --max-error X       exit with status 3 if the mean error rate exceeds X\n"
             " overrides of the preset (ablations):\n"
             "  --eta X --tau X --prox X --eta-decay X --beta X --s X\n"
-            "  --layers N --hidden N --emb N --init random|pca --center 0|1 --hedge abtl|margin|hard|local\n"
+            "  --layers N --hidden N --emb N --init random|pca|pca-white --center 0|1\n"
+            "  --hedge abtl|margin|hard|local\n"
             " batch trainers and baselines (issue 4):\n"
             "  --method M          oahu (default) | raw | triplet | lanml | danml |\n"
             "                      daml-contrastive | daml-triplet | daml-lifted | daml-npair |\n"
@@ -241,7 +242,10 @@ static int parse_args(int argc, char **argv, eval_opts *o)
         } else if (OPT("--center")) {
             v->center = atoi(val);
         } else if (OPT("--init")) {
-            v->init = strcmp(val, "pca") == 0 ? OML_INIT_PCA : strcmp(val, "random") == 0 ? OML_INIT_RANDOM : 99;
+            v->init = strcmp(val, "pca-white") == 0 ? OML_INIT_PCA_WHITE
+                      : strcmp(val, "pca") == 0     ? OML_INIT_PCA
+                      : strcmp(val, "random") == 0  ? OML_INIT_RANDOM
+                                                    : 99;
         } else if (OPT("--hedge")) {
             v->hedge_signal = strcmp(val, "margin") == 0 ? OML_HEDGE_MARGIN : strcmp(val, "abtl") == 0 ? OML_HEDGE_ABTL : strcmp(val, "hard") == 0 ? OML_HEDGE_HARD : strcmp(val, "local") == 0 ? OML_HEDGE_LOCAL : 99;
         } else {

@@ -70,7 +70,12 @@ static double bench_updates(const char *preset, int32_t d, int32_t steps)
 
 int main(int argc, char **argv)
 {
-    int32_t steps = argc > 1 ? atoi(argv[1]) : 20000;
+    int32_t steps = 20000;
+    if (argc > 2 || (argc == 2 && (steps = atoi(argv[1])) < 100)) {
+        fprintf(stderr, "usage: oml-bench [STEPS]   (triplet updates timed per preset, >= 100; "
+                        "default 20000)\n");
+        return 2;
+    }
     openblas_set_num_threads(1);
     oml_rng r;
     oml_rng_seed(&r, 1);

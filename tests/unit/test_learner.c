@@ -118,6 +118,7 @@ static void test_pca_start_heads_agree(void **state)
 {
     (void)state;
     oml_config c = cfg("default");
+    c.init = OML_INIT_PCA;
     oml_learner *l = NULL;
     assert_int_equal(oml_learner_create(&l, &c, NULL), OML_OK);
     oml_rng r;
@@ -142,6 +143,51 @@ static void test_pca_start_heads_agree(void **state)
         }
     oml_snapshot_release(s);
     assert_int_equal(oml_learner_prepare(l, x, 1), OML_EEMPTY);
+    oml_learner_destroy(l);
+}
+
+/* The whitened start (the default): every head still embeds like head 0,
+ * and head 0's raw projections z = T (x - mu) of the stored items are
+ * uncorrelated with every component's variance equal to the first's. */
+static void test_pca_white_start(void **state)
+{
+    (void)state;
+    oml_config c = cfg("default");
+    assert_int_equal(c.init, OML_INIT_PCA_WHITE);
+    oml_learner *l = NULL;
+    assert_int_equal(oml_learner_create(&l, &c, NULL), OML_OK);
+    oml_rng r;
+    oml_rng_seed(&r, 5);
+    enum { N = 400 };
+    static float x[N * D];
+    for (int i = 0; i < N; i++) /* anisotropic: pixel j spreads like 1/(1+j) */
+        for (int j = 0; j < D; j++)
+            x[i * D + j] = (oml_rng_uniform(&r) - 0.5f) / (1.0f + (float)j);
+    assert_int_equal(oml_learner_prepare(l, x, N), OML_OK);
+    oml_snapshot *s = oml_learner_snapshot(l, 1);
+    float out[4 * 5 * 8];
+    assert_int_equal(oml_snapshot_embed(s, x, 5, out), OML_OK);
+    for (int h = 1; h < 4; h++)
+        for (int i = 0; i < 5 * 8; i++)
+            assert_true(fabsf(out[h * 40 + i] - out[i]) < 1e-4f);
+    const float *T = l->params + l->lay.theta[0], *mu = l->params + l->lay.mu;
+    static double z[N * 8];
+    for (int i = 0; i < N; i++)
+        for (int a = 0; a < 8; a++) {
+            double dot = 0;
+            for (int j = 0; j < D; j++)
+                dot += (double)T[a * D + j] * (x[i * D + j] - mu[j]);
+            z[i * 8 + a] = dot;
+        }
+    double cov[8][8] = {{0}};
+    for (int i = 0; i < N; i++)
+        for (int a = 0; a < 8; a++)
+            for (int b = 0; b < 8; b++)
+                cov[a][b] += z[i * 8 + a] * z[i * 8 + b] / N;
+    for (int a = 0; a < 8; a++)
+        for (int b = 0; b < 8; b++)
+            assert_true(fabs(cov[a][b] - (a == b ? cov[0][0] : 0.0)) < 1e-3 * cov[0][0]);
+    oml_snapshot_release(s);
     oml_learner_destroy(l);
 }
 
@@ -235,8 +281,12 @@ static void test_local_hedge_tracks_neighbourhoods(void **state)
     float *T = l->params + l->lay.theta[2];
     for (int i = 0; i < c.emb * c.hidden; i++)
         T[i] = oml_rng_normal(&r);
-    for (int t = 0; t < 200; t++)
-        oml_learner_step(l, x + t * D, x + (t + 1) * D, x + (t + 2) * D, NULL);
+    /* Past the reference's re-embedding (every 1000 updates), then ~250 hedge
+     * moves (every 4th update) that see the scrambled head. */
+    for (int t = 0; t < 2000; t++) {
+        int i = t % 297;
+        oml_learner_step(l, x + i * D, x + (i + 1) * D, x + (i + 2) * D, NULL);
+    }
     for (int k = 0; k <= c.layers; k++)
         if (k != 2)
             assert_true(l->alpha[2] < 0.8f * l->alpha[k]);
@@ -274,6 +324,7 @@ int main(void)
         cmocka_unit_test(test_utilisation_one_on_random_triplets),
         cmocka_unit_test(test_snapshot_is_immutable_copy),
         cmocka_unit_test(test_pca_start_heads_agree),
+        cmocka_unit_test(test_pca_white_start),
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_hard_hedge_only_on_violations),
         cmocka_unit_test(test_local_hedge_tracks_neighbourhoods),
