@@ -112,6 +112,16 @@ static void test_snapshot_is_immutable_copy(void **state)
     oml_learner_destroy(l);
 }
 
+/* Every head of s (cfg's 4 heads of 8) embeds the first 5 rows of x like head 0. */
+static void assert_heads_agree(const oml_snapshot *s, const float *x)
+{
+    float out[4 * 5 * 8];
+    assert_int_equal(oml_snapshot_embed(s, x, 5, out), OML_OK);
+    for (int h = 1; h < 4; h++)
+        for (int i = 0; i < 5 * 8; i++)
+            assert_true(fabsf(out[h * 40 + i] - out[i]) < 1e-4f);
+}
+
 /* The PCA start makes every head the same linear projection: all heads
  * embed any input identically, and head 0 agrees with P (x - mu). */
 static void test_pca_start_heads_agree(void **state)
@@ -127,11 +137,7 @@ static void test_pca_start_heads_agree(void **state)
     fill(&r, x, 200 * D);
     assert_int_equal(oml_learner_prepare(l, x, 200), OML_OK);
     oml_snapshot *s = oml_learner_snapshot(l, 1);
-    float out[4 * 5 * 8];
-    assert_int_equal(oml_snapshot_embed(s, x, 5, out), OML_OK);
-    for (int h = 1; h < 4; h++)
-        for (int i = 0; i < 5 * 8; i++)
-            assert_true(fabsf(out[h * 40 + i] - out[i]) < 1e-4f);
+    assert_heads_agree(s, x);
     /* PCA rows are orthonormal. */
     const float *P = l->params + l->lay.theta[0];
     for (int a = 0; a < 8; a++)
@@ -165,11 +171,7 @@ static void test_pca_white_start(void **state)
             x[i * D + j] = (oml_rng_uniform(&r) - 0.5f) / (1.0f + (float)j);
     assert_int_equal(oml_learner_prepare(l, x, N), OML_OK);
     oml_snapshot *s = oml_learner_snapshot(l, 1);
-    float out[4 * 5 * 8];
-    assert_int_equal(oml_snapshot_embed(s, x, 5, out), OML_OK);
-    for (int h = 1; h < 4; h++)
-        for (int i = 0; i < 5 * 8; i++)
-            assert_true(fabsf(out[h * 40 + i] - out[i]) < 1e-4f);
+    assert_heads_agree(s, x);
     const float *T = l->params + l->lay.theta[0], *mu = l->params + l->lay.mu;
     static double z[N * 8];
     for (int i = 0; i < N; i++)
