@@ -16,6 +16,7 @@
 
 #include "abtl.h"
 #include "hedge.h"
+#include "pca.h"
 
 #define LOSS_EMA 0.99f
 #define PROX_EVERY 32      /* apply the proximal pull every few steps, exactly compounded */
@@ -96,82 +97,29 @@ void oml_learner_destroy(oml_learner *l)
     free(l);
 }
 
-/* LAPACK through OpenBLAS: eigenpairs il..iu of a symmetric matrix. */
-extern void ssyevr_(const char *jobz, const char *range, const char *uplo, const int *n,
-                    float *a, const int *lda, const float *vl, const float *vu, const int *il,
-                    const int *iu, const float *abstol, int *m, float *w, float *z,
-                    const int *ldz, int *isuppz, float *work, const int *lwork, int *iwork,
-                    const int *liwork, int *info);
-
-/* Top `k` principal directions of X (n, d) centred at mu: out (k, d), rows
- * by descending variance; var (k) gets each direction's variance. */
-static int pca_components(const float *X, int32_t n, int32_t d, const float *mu, int32_t k,
-                          float *out, float *var)
-{
-    size_t dd = (size_t)d * (size_t)d;
-    float *xc = malloc((size_t)n * (size_t)d * sizeof(float));
-    float *cov = malloc(dd * sizeof(float));
-    float *z = malloc((size_t)d * (size_t)k * sizeof(float));
-    float *w = malloc((size_t)d * sizeof(float));
-    int *isuppz = malloc(2 * (size_t)k * sizeof(int));
-    int rc = OML_ENOMEM;
-    float *work = NULL;
-    int *iwork = NULL;
-    if (!xc || !cov || !z || !w || !isuppz)
-        goto done;
-    for (int32_t i = 0; i < n; i++)
-        for (int32_t j = 0; j < d; j++)
-            xc[(size_t)i * d + j] = X[(size_t)i * d + j] - mu[j];
-    /* cov = xc^T xc / n, row-major upper == column-major lower. */
-    cblas_ssyrk(CblasRowMajor, CblasUpper, CblasTrans, d, n, 1.0f / (float)n, xc, d, 0.0f,
-                cov, d);
-
-    int nn = d, il = d - k + 1, iu = d, m = 0, info = 0, lwork = -1, liwork = -1, iw = 0;
-    float vl = 0, vu = 0, abstol = 0, wq = 0;
-    ssyevr_("V", "I", "L", &nn, cov, &nn, &vl, &vu, &il, &iu, &abstol, &m, w, z, &nn, isuppz,
-            &wq, &lwork, &iw, &liwork, &info);
-    lwork = (int)wq;
-    liwork = iw;
-    work = malloc((size_t)lwork * sizeof(float));
-    iwork = malloc((size_t)liwork * sizeof(int));
-    if (!work || !iwork)
-        goto done;
-    ssyevr_("V", "I", "L", &nn, cov, &nn, &vl, &vu, &il, &iu, &abstol, &m, w, z, &nn, isuppz,
-            work, &lwork, iwork, &liwork, &info);
-    if (info != 0 || m != k) {
-        rc = OML_EIO;
-        goto done;
-    }
-    /* z is column-major (d, k) in ascending eigenvalue order. */
-    for (int32_t r = 0; r < k; r++) {
-        memcpy(out + (size_t)r * d, z + (size_t)(k - 1 - r) * d, (size_t)d * sizeof(float));
-        var[r] = w[k - 1 - r];
-    }
-    rc = OML_OK;
-done:
-    free(xc);
-    free(cov);
-    free(z);
-    free(w);
-    free(isuppz);
-    free(work);
-    free(iwork);
-    return rc;
-}
-
-/* OML_INIT_PCA_WHITE: row r of P scaled by sqrt(var[0] / var[r]), so every
- * component has the first one's variance over the stored items. Whitening
- * reshapes the metric (small-variance directions, which tell classes apart
- * by detail, count as much as the large ones: README ablation) while the
- * first row, and so the weights' overall scale that eta was tuned for, stays.
- * A direction with (almost) no variance is scaled at most by 1/WHITE_FLOOR. */
+/* OML_INIT_PCA_WHITE: whitening reshapes the metric (small-variance
+ * directions, which tell classes apart by detail, count as much as the large
+ * ones: README ablation) while the first row, and so the weights' overall
+ * scale that eta was tuned for, stays. Only a direction's variance above
+ * the noise is amplified: row r is scaled so that its variance becomes
+ * var[0] * (1 - NOISE_EDGE * noise / var[r]), never less than plain PCA's
+ * (scale >= 1). noise is the mean variance of the directions left out; a
+ * direction of pure noise can still show up to about (1 + sqrt(d/n))^2 <= 4
+ * times the noise level among the kept ones (the Marchenko-Pastur edge), so
+ * only what lies above NOISE_EDGE times it counts as signal. Without this, on
+ * items of low intrinsic dimension (classes spanning fewer directions than
+ * emb) a direction of pure noise would count as much as the ones the classes
+ * differ in. A direction with (almost) no variance is scaled at most by
+ * 1/WHITE_FLOOR. */
 #define WHITE_FLOOR 1e-2f
-static void whiten_rows(float *P, const float *var, int32_t k, int32_t d)
+#define NOISE_EDGE 4.0f
+static void whiten_rows(float *P, const float *var, float noise, int32_t k, int32_t d)
 {
     for (int32_t r = 0; r < k; r++) {
         float ratio = var[0] > 0 ? var[r] / var[0] : 1.0f;
-        float scale = 1.0f / sqrtf(fmaxf(ratio, WHITE_FLOOR * WHITE_FLOOR));
-        cblas_sscal(d, scale, P + (size_t)r * d, 1);
+        float signal = var[r] > 0 ? fmaxf(1.0f - NOISE_EDGE * noise / var[r], 0.0f) : 0.0f;
+        float scale = sqrtf(signal / fmaxf(ratio, WHITE_FLOOR * WHITE_FLOOR));
+        cblas_sscal(d, fmaxf(scale, 1.0f), P + (size_t)r * d, 1);
     }
 }
 
@@ -362,9 +310,11 @@ int oml_learner_prepare(oml_learner *l, const float *X, int32_t n)
     if (l->cfg.init == OML_INIT_PCA || l->cfg.init == OML_INIT_PCA_WHITE) {
         int32_t e = lay->emb;
         float *P = malloc(((size_t)e * d + (size_t)e) * sizeof(float));
-        rc = P ? pca_components(X, n, d, mean, e, P, P + (size_t)e * d) : OML_ENOMEM;
+        float noise = 0;
+        rc = P ? oml_pca_components(X, NULL, n, d, mean, e, P, P + (size_t)e * d, &noise)
+               : OML_ENOMEM;
         if (rc == OML_OK && l->cfg.init == OML_INIT_PCA_WHITE)
-            whiten_rows(P, P + (size_t)e * d, e, d);
+            whiten_rows(P, P + (size_t)e * d, noise, e, d);
         if (rc == OML_OK)
             init_pca_heads(l, P);
         free(P);

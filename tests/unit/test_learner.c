@@ -152,45 +152,109 @@ static void test_pca_start_heads_agree(void **state)
     oml_learner_destroy(l);
 }
 
+/* cov (8, 8) of head 0's raw projections z = T (x - mu) of the n rows of x. */
+static void head0_cov(const oml_learner *l, const float *x, int n, double cov[8][8])
+{
+    const float *T = l->params + l->lay.theta[0], *mu = l->params + l->lay.mu;
+    memset(cov, 0, 8 * sizeof cov[0]);
+    for (int i = 0; i < n; i++) {
+        double z[8];
+        for (int a = 0; a < 8; a++) {
+            z[a] = 0;
+            for (int j = 0; j < D; j++)
+                z[a] += (double)T[a * D + j] * (x[i * D + j] - mu[j]);
+        }
+        for (int a = 0; a < 8; a++)
+            for (int b = 0; b < 8; b++)
+                cov[a][b] += z[a] * z[b] / n;
+    }
+}
+
+/* A learner of preset "default" with the given start, prepared on x. */
+static oml_learner *prepared(int init, const float *x, int n)
+{
+    oml_config c = cfg("default");
+    c.init = init;
+    oml_learner *l = NULL;
+    assert_int_equal(oml_learner_create(&l, &c, NULL), OML_OK);
+    assert_int_equal(oml_learner_prepare(l, x, n), OML_OK);
+    return l;
+}
+
 /* The whitened start (the default): every head still embeds like head 0,
- * and head 0's raw projections z = T (x - mu) of the stored items are
- * uncorrelated with every component's variance equal to the first's. */
+ * head 0's raw projections of the stored items are uncorrelated, and
+ * component a's variance v_a (plain PCA's, measured with the PCA start) is
+ * raised to v_0 (1 - 4 noise / v_a), noise being the mean variance of the
+ * D - 8 directions left out (total variance of x minus the 8 kept), and
+ * never lowered. */
 static void test_pca_white_start(void **state)
 {
     (void)state;
-    oml_config c = cfg("default");
-    assert_int_equal(c.init, OML_INIT_PCA_WHITE);
-    oml_learner *l = NULL;
-    assert_int_equal(oml_learner_create(&l, &c, NULL), OML_OK);
+    assert_int_equal(cfg("default").init, OML_INIT_PCA_WHITE);
     oml_rng r;
     oml_rng_seed(&r, 5);
     enum { N = 400 };
     static float x[N * D];
-    for (int i = 0; i < N; i++) /* anisotropic: pixel j spreads like 1/(1+j) */
-        for (int j = 0; j < D; j++)
-            x[i * D + j] = (oml_rng_uniform(&r) - 0.5f) / (1.0f + (float)j);
-    assert_int_equal(oml_learner_prepare(l, x, N), OML_OK);
-    oml_snapshot *s = oml_learner_snapshot(l, 1);
+    for (int i = 0; i < N; i++) /* anisotropic: pixel j < 8 spreads like 1/(1+j), */
+        for (int j = 0; j < D; j++) /* the others are small noise */
+            x[i * D + j] = (oml_rng_uniform(&r) - 0.5f) * (j < 8 ? 1.0f / (1.0f + (float)j) : 0.02f);
+    oml_learner *plain = prepared(OML_INIT_PCA, x, N), *white = prepared(OML_INIT_PCA_WHITE, x, N);
+    oml_snapshot *s = oml_learner_snapshot(white, 1);
     assert_heads_agree(s, x);
-    const float *T = l->params + l->lay.theta[0], *mu = l->params + l->lay.mu;
-    static double z[N * 8];
-    for (int i = 0; i < N; i++)
-        for (int a = 0; a < 8; a++) {
-            double dot = 0;
-            for (int j = 0; j < D; j++)
-                dot += (double)T[a * D + j] * (x[i * D + j] - mu[j]);
-            z[i * 8 + a] = dot;
+    double v[8][8], w[8][8], total = 0;
+    head0_cov(plain, x, N, v);
+    head0_cov(white, x, N, w);
+    for (int j = 0; j < D; j++) {
+        double m = 0, q = 0;
+        for (int i = 0; i < N; i++) {
+            m += x[i * D + j] / (double)N;
+            q += (double)x[i * D + j] * x[i * D + j] / N;
         }
-    double cov[8][8] = {{0}};
-    for (int i = 0; i < N; i++)
-        for (int a = 0; a < 8; a++)
-            for (int b = 0; b < 8; b++)
-                cov[a][b] += z[i * 8 + a] * z[i * 8 + b] / N;
+        total += q - m * m;
+    }
+    double kept = 0;
     for (int a = 0; a < 8; a++)
-        for (int b = 0; b < 8; b++)
-            assert_true(fabs(cov[a][b] - (a == b ? cov[0][0] : 0.0)) < 1e-3 * cov[0][0]);
+        kept += v[a][a];
+    double noise = (total - kept) / (D - 8);
+    assert_true(noise > 0 && noise < v[7][7]);
+    for (int a = 0; a < 8; a++)
+        for (int b = 0; b < 8; b++) {
+            double want = a != b ? 0.0 : fmax(v[0][0] * (1 - 4 * noise / v[a][a]), v[a][a]);
+            assert_true(fabs(w[a][b] - want) < 1e-3 * w[0][0]);
+        }
+    assert_true(w[7][7] > 0.5 * w[0][0]); /* really whitened: v_7 is ~1/64 of v_0 */
     oml_snapshot_release(s);
-    oml_learner_destroy(l);
+    oml_learner_destroy(plain);
+    oml_learner_destroy(white);
+}
+
+/* Items of low intrinsic dimension: three tight clusters span a plane, the
+ * other 6 of the 8 components are noise. Whitening must not amplify them to
+ * the clusters' scale (kNN would then read mostly noise): they keep plain
+ * PCA's variance, while the plane's second direction is whitened. */
+static void test_pca_white_ignores_noise(void **state)
+{
+    (void)state;
+    oml_rng r;
+    oml_rng_seed(&r, 9);
+    enum { N = 300 };
+    static float x[N * D], centre[3 * D];
+    for (int i = 0; i < 3 * D; i++)
+        centre[i] = oml_rng_normal(&r);
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < D; j++)
+            x[i * D + j] = centre[(i % 3) * D + j] + 0.02f * (oml_rng_uniform(&r) - 0.5f);
+    oml_learner *plain = prepared(OML_INIT_PCA, x, N), *white = prepared(OML_INIT_PCA_WHITE, x, N);
+    double v[8][8], w[8][8];
+    head0_cov(plain, x, N, v);
+    head0_cov(white, x, N, w);
+    assert_true(fabs(w[1][1] - w[0][0]) < 1e-3 * w[0][0]);
+    for (int a = 2; a < 8; a++) {
+        assert_true(v[a][a] < 1e-4 * v[0][0]); /* noise ... */
+        assert_true(w[a][a] < 2.0 * v[a][a]);   /* ... left (nearly) as plain PCA has it */
+    }
+    oml_learner_destroy(plain);
+    oml_learner_destroy(white);
 }
 
 /* Same seed, same stream: bit-identical learners. Different seed: not. */
@@ -327,6 +391,7 @@ int main(void)
         cmocka_unit_test(test_snapshot_is_immutable_copy),
         cmocka_unit_test(test_pca_start_heads_agree),
         cmocka_unit_test(test_pca_white_start),
+        cmocka_unit_test(test_pca_white_ignores_noise),
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_hard_hedge_only_on_violations),
         cmocka_unit_test(test_local_hedge_tracks_neighbourhoods),
