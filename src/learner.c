@@ -123,38 +123,20 @@ static void whiten_rows(float *P, const float *var, float noise, int32_t k, int3
     }
 }
 
-/* Every head equal to the PCA projection P (emb, d): hidden layer 1 holds
- * [P x]+ and [-P x]+ in its first 2*emb units, deeper layers pass those units
- * on unchanged (identity rows; ReLU of a non-negative value is itself), and
- * each head reads z = [P x]+ - [-P x]+ = P x. The remaining hidden units keep
- * their random rows and start with zero head weight, so they are alive and
- * can be recruited by the gradient. */
+/* Every head equal to the PCA projection P (emb, d): Theta(0) = P, and the
+ * trunk and every deeper head the pass-through of P (pca.h). */
 static void init_pca_heads(oml_learner *l, const float *P)
 {
     const oml_net_layout *lay = &l->lay;
     int32_t d = lay->dim, e = lay->emb, hd = lay->hidden;
     memcpy(l->params + lay->theta[0], P, (size_t)e * d * sizeof(float));
     for (int k = 1; k <= lay->layers; k++) {
-        int32_t w = oml_net_width(lay, k - 1);
         float *W = l->params + lay->w[k];
-        for (int32_t r = 0; r < 2 * e; r++) {
-            float *row = W + (size_t)r * w;
-            if (k == 1) {
-                const float *pr = P + (size_t)(r % e) * d;
-                float sign = r < e ? 1.0f : -1.0f;
-                for (int32_t j = 0; j < d; j++)
-                    row[j] = sign * pr[j];
-            } else {
-                memset(row, 0, (size_t)w * sizeof(float));
-                row[r] = 1.0f;
-            }
-        }
-        float *T = l->params + lay->theta[k];
-        memset(T, 0, (size_t)e * hd * sizeof(float));
-        for (int32_t r = 0; r < e; r++) {
-            T[(size_t)r * hd + r] = 1.0f;
-            T[(size_t)r * hd + e + r] = -1.0f;
-        }
+        if (k == 1)
+            oml_pca_passthrough_first(W, d, P, e);
+        else
+            oml_pca_passthrough_deeper(W, oml_net_width(lay, k - 1), e);
+        oml_pca_passthrough_head(l->params + lay->theta[k], hd, e);
     }
 }
 

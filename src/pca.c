@@ -96,3 +96,32 @@ done:
     free(iwork);
     return rc;
 }
+
+void oml_pca_passthrough_first(float *W, int32_t d, const float *P, int32_t emb)
+{
+    for (int32_t r = 0; r < 2 * emb; r++) {
+        const float *pr = P + (size_t)(r % emb) * d;
+        float sign = r < emb ? 1.0f : -1.0f;
+        float *row = W + (size_t)r * d;
+        for (int32_t j = 0; j < d; j++)
+            row[j] = sign * pr[j];
+    }
+}
+
+void oml_pca_passthrough_deeper(float *W, int32_t w, int32_t emb)
+{
+    for (int32_t r = 0; r < 2 * emb; r++) {
+        float *row = W + (size_t)r * w;
+        memset(row, 0, (size_t)w * sizeof *row);
+        row[r] = 1.0f;
+    }
+}
+
+void oml_pca_passthrough_head(float *theta, int32_t hidden, int32_t emb)
+{
+    memset(theta, 0, (size_t)emb * (size_t)hidden * sizeof *theta);
+    for (int32_t r = 0; r < emb; r++) {
+        theta[(size_t)r * hidden + r] = 1.0f;
+        theta[(size_t)r * hidden + emb + r] = -1.0f;
+    }
+}

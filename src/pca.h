@@ -19,4 +19,18 @@
 int oml_pca_components(const float *X, const int32_t *rows, int32_t n, int32_t d,
                        const float *mu, int32_t k, float *out, float *var, float *noise);
 
+/* The PCA pass-through network: the weights that make a ReLU trunk and a
+ * linear head compute z = P x for P (emb, d), shared by the live model's
+ * and the batch trainers' PCA starts. Hidden layer 1 holds [P x]+ and
+ * [-P x]+ in its first 2*emb units (rows +P and -P of W (hidden, d)), each
+ * deeper layer passes those units on (identity rows of W (hidden, w); ReLU
+ * of a non-negative value is itself) and a head reads their difference
+ * (Theta (emb, hidden) with Theta[r][r] = 1, Theta[r][emb + r] = -1, zero
+ * elsewhere). Only the first 2*emb rows of each W are written: the other
+ * hidden units keep their random rows and, with zero head weight, start
+ * silent but alive for the gradient to recruit. Needs hidden >= 2*emb. */
+void oml_pca_passthrough_first(float *W, int32_t d, const float *P, int32_t emb);
+void oml_pca_passthrough_deeper(float *W, int32_t w, int32_t emb);
+void oml_pca_passthrough_head(float *theta, int32_t hidden, int32_t emb);
+
 #endif
