@@ -24,6 +24,13 @@ int oml_config_preset(oml_config *c, const char *name, int32_t dim)
         p.eta_decay = 1e-4f;
         p.tau = 1.9f;
         p.hedge_signal = OML_HEDGE_LOCAL;
+        /* A 64-d embedding (the whitened start's kNN error falls with its
+         * dimension: 0.1335 at 50, 0.1301 at 64) on a 2-layer trunk of 128
+         * (= 2 x 64, what the PCA pass-through needs): three heads, and a
+         * step that costs about what the paper's L=5, 100, 50 does. */
+        p.layers = 2;
+        p.hidden = 128;
+        p.emb = 64;
         *c = p;
         return OML_OK;
     }
