@@ -15,6 +15,7 @@
 #include <zlib.h>
 
 #include "net.h"
+#include "pca.h"
 
 #define NORM_EPS 1e-12f
 #define EMBED_CHUNK 1024
@@ -86,6 +87,55 @@ int oml_batch_model_create(oml_batch_model **out, const oml_batch_layout *lay, u
         init_uniform(&rng, p + chk.w[l], (size_t)chk.hidden, (size_t)oml_batch_width(&chk, l - 1));
     init_uniform(&rng, p + chk.theta, (size_t)chk.emb, (size_t)oml_batch_width(&chk, chk.depth));
     *out = m;
+    return OML_OK;
+}
+
+int oml_batch_pca_check(const oml_batch_layout *lay, oml_diag *diag)
+{
+    if (lay->emb > lay->dim)
+        return oml_diag_set(diag, OML_EINVAL, "init_pca",
+                            "PCA start needs emb <= dim (emb %d, dim %d)", lay->emb, lay->dim);
+    if (lay->depth >= 1 && lay->hidden < 2 * lay->emb)
+        return oml_diag_set(diag, OML_EINVAL, "init_pca",
+                            "PCA start needs hidden >= 2*emb at depth >= 1 (hidden %d, emb %d)",
+                            lay->hidden, lay->emb);
+    return OML_OK;
+}
+
+int oml_batch_model_init_pca(oml_batch_model *m, const float *X, const int32_t *rows, int32_t n,
+                             oml_diag *diag)
+{
+    const oml_batch_layout *lay = &m->lay;
+    int rc = oml_batch_pca_check(lay, diag);
+    if (rc != OML_OK)
+        return rc;
+    if (n < 1)
+        return oml_diag_set(diag, OML_EEMPTY, "items", "PCA start needs at least one item");
+    int32_t d = lay->dim, e = lay->emb, hd = lay->hidden;
+    float *P = malloc((size_t)e * (size_t)d * sizeof *P);
+    if (P == NULL)
+        return OML_ENOMEM;
+    rc = oml_pca_components(X, rows, n, d, m->params + lay->mu, e, P, NULL, NULL);
+    if (rc != OML_OK) {
+        free(P);
+        return rc == OML_EIO ? oml_diag_set(diag, OML_EIO, "init_pca",
+                                            "the eigen-decomposition (ssyevr) failed")
+                             : rc;
+    }
+    float *p = m->params;
+    if (lay->depth == 0) {
+        memcpy(p + lay->theta, P, (size_t)e * (size_t)d * sizeof *P);
+        free(P);
+        return OML_OK;
+    }
+    for (int l = 1; l <= lay->depth; l++) {
+        if (l == 1)
+            oml_pca_passthrough_first(p + lay->w[1], d, P, e);
+        else
+            oml_pca_passthrough_deeper(p + lay->w[l], oml_batch_width(lay, l - 1), e);
+    }
+    oml_pca_passthrough_head(p + lay->theta, hd, e);
+    free(P);
     return OML_OK;
 }
 

@@ -69,6 +69,25 @@ int oml_batch_model_create(oml_batch_model **out, const oml_batch_layout *lay, u
                            oml_diag *diag);
 void oml_batch_model_destroy(oml_batch_model *m); /* accepts NULL */
 
+/* The PCA pass-through start (the batch analogue of the live model's
+ * init_pca_heads; our stand-in for the deep metric learning papers'
+ * pretrained network): with P (emb, dim) the top-emb principal directions
+ * of the given rows of X centred at m's mu, the untrained network's z is
+ * P (x - mu), so f is the PCA projection (normalised when lay.normalize):
+ *  - depth 0: Theta = P;
+ *  - depth >= 1: W(1)'s first 2*emb rows are +P and -P (units [P x]+ and
+ *    [-P x]+), each deeper W(l) passes those units on with identity rows
+ *    (ReLU of a non-negative value is itself), and Theta reads their
+ *    difference (Theta[r][r] = 1, Theta[r][emb + r] = -1, zero elsewhere).
+ *    The other hidden units keep their random rows and start with zero head
+ *    weight, alive for the gradient to recruit.
+ * Needs emb <= dim and, for depth >= 1, hidden >= 2*emb:
+ * oml_batch_pca_check says so (OML_EINVAL, diag field "init_pca").
+ * rows NULL = rows 0..n-1. OML_ENOMEM, OML_EIO (LAPACK failed). */
+int oml_batch_pca_check(const oml_batch_layout *lay, oml_diag *diag);
+int oml_batch_model_init_pca(oml_batch_model *m, const float *X, const int32_t *rows, int32_t n,
+                             oml_diag *diag);
+
 /* out (n, emb) = f(X) for X (n, dim). Allocates a bounded workspace per call
  * (rows are processed in chunks); OML_ENOMEM on failure. Thread-safe. */
 int oml_batch_model_embed(const oml_batch_model *m, const float *X, int32_t n, float *out);
@@ -129,6 +148,13 @@ enum oml_batch_method {
     OML_BATCH_DAMLRRM = 11
 };
 
+enum oml_batch_init_pca {
+    OML_BATCH_PCA_OFF = 0,  /* random start (or init_identity) */
+    OML_BATCH_PCA_ON = 1,   /* PCA start; a network it does not fit is OML_EINVAL "init_pca" */
+    OML_BATCH_PCA_AUTO = 2  /* PCA start where the network fits it, else random (the
+                             * default: the daemon sizes the network from the live model) */
+};
+
 enum oml_batch_optim { OML_BATCH_SGD = 0, OML_BATCH_ADAM = 1 };
 enum oml_batch_sampler { OML_BATCH_SAMPLE_MK = 0, OML_BATCH_SAMPLE_RANDOM = 1 };
 
@@ -174,6 +200,9 @@ typedef struct oml_batch_spec {
     int32_t init_identity;       /* depth 0 only: Theta starts as the first emb rows of I
                                   * (M = I, the Euclidean start of LMNN-style learning);
                                   * emb 0 = dim (a full-rank L) */
+    int32_t init_pca;            /* enum oml_batch_init_pca: start from the PCA pass-through
+                                  * (oml_batch_model_init_pca) of the training items,
+                                  * centred at mu; ignored when `init` is set */
     /* optimiser */
     int32_t optim;               /* enum oml_batch_optim */
     float lr, momentum, beta1, beta2, weight_decay;
@@ -200,8 +229,10 @@ typedef struct oml_batch_spec {
     void *step_ctx;
 } oml_batch_spec;
 
-/* The defaults of a method (network of the live family: hidden 100, emb 50;
- * Adam; m x k batches; 10% validation; patience 3). */
+/* The defaults of a method (network of the live default: hidden 128, emb 64;
+ * the PCA pass-through start where it fits (init_pca AUTO), LANML the
+ * identity start; Adam, lr 1e-3; m x k batches; 10% validation; at most 40
+ * epochs, patience 3). */
 void oml_batch_spec_default(oml_batch_spec *s, int32_t method);
 
 /* Trains on X (n, dim) with labels (n) and returns an owned model in *out

@@ -28,8 +28,8 @@ void oml_batch_spec_default(oml_batch_spec *s, int32_t method)
     memset(s, 0, sizeof *s);
     s->method = method;
     s->depth = 1;
-    s->hidden = 100; /* the live model's S_hidden */
-    s->emb = 50;     /* ... and S_emb */
+    s->hidden = 128; /* the live default's S_hidden (config.c) */
+    s->emb = 64;     /* ... and S_emb */
     s->normalize = 1;
     s->center = 1;
     s->optim = OML_BATCH_ADAM;
@@ -37,8 +37,11 @@ void oml_batch_spec_default(oml_batch_spec *s, int32_t method)
     s->momentum = 0.9f;
     s->beta1 = 0.9f;
     s->beta2 = 0.999f;
-    s->epochs = 20;
+    s->epochs = 40; /* a cap: early stopping (patience 3) ends most runs at 10-30 */
     s->patience = 3;
+    /* Issue 4: the PCA pass-through start (our stand-in for the papers'
+     * pretrained network), where the network fits it (hidden >= 2 emb). */
+    s->init_pca = OML_BATCH_PCA_AUTO;
     s->sampler = OML_BATCH_SAMPLE_MK;
     s->m = 8;
     s->k = 16;
@@ -53,6 +56,7 @@ void oml_batch_spec_default(oml_batch_spec *s, int32_t method)
         s->normalize = 0;
         s->emb = 0;
         s->init_identity = 1;
+        s->init_pca = OML_BATCH_PCA_OFF;
         s->lr = 1e-5f; /* small steps around M = I (tuned on the class-disjoint split) */
     }
 }
@@ -306,6 +310,17 @@ int oml_batch_train(const oml_batch_spec *sp, const float *X, const int32_t *lab
     if ((rc = oml_batch_layout_init(&lay, dim, sp->depth, sp->hidden, emb, sp->normalize,
                                     diag)) != OML_OK)
         return rc;
+    int use_pca = 0;
+    if (sp->init == NULL && sp->init_pca != OML_BATCH_PCA_OFF) {
+        if (sp->init_pca != OML_BATCH_PCA_ON && sp->init_pca != OML_BATCH_PCA_AUTO)
+            return oml_diag_set(diag, OML_EINVAL, "init_pca", "unknown init_pca %d", sp->init_pca);
+        if (sp->init_identity)
+            return oml_diag_set(diag, OML_EINVAL, "init_pca",
+                                "init_pca and init_identity are two different starts");
+        if (sp->init_pca == OML_BATCH_PCA_ON && (rc = oml_batch_pca_check(&lay, diag)) != OML_OK)
+            return rc;
+        use_pca = oml_batch_pca_check(&lay, NULL) == OML_OK;
+    }
     oml_batch_loss_fn loss = sp->loss;
     const void *hp = sp->loss_hp;
     oml_triplet_hp thp = {0.2f, 0};
@@ -394,6 +409,10 @@ int oml_batch_train(const oml_batch_spec *sp, const float *X, const int32_t *lab
             model->params[lay.mu + j] = (float)(acc[j] / n_train);
         free(acc);
     }
+    /* The PCA pass-through start, from the training items (never the
+     * validation ones), centred at mu (the origin without centring). */
+    if (use_pca && (rc = oml_batch_model_init_pca(model, X, c.train, n_train, diag)) != OML_OK)
+        goto done;
     if (sp->step == NULL && (rc = oml__batch_ws_init(&c.ws, &lay, cap)) != OML_OK)
         goto done;
     if (n_val > 0) {

@@ -21,7 +21,9 @@
  * The pair counts Pg, Ps and the tree are piecewise constant in the
  * embeddings and treated as constants by the gradient.
  * Paper values: alpha = 30, beta = 0.5 (Sec. 4, Tables 4-5), on unnormalised
- * embeddings (the trainer is meant to run with spec.normalize = 0). */
+ * CNN embeddings. The defaults here are alpha = 1, beta = 0.2 for the
+ * L2-normalised embedding the trainer (and the daemon) uses by default
+ * (tuned on the validation split; see oml_damlrrm_hp_default). */
 #ifndef OML_DAMLRRM_H
 #define OML_DAMLRRM_H
 
@@ -32,8 +34,8 @@
 #include "rng.h"
 
 typedef struct oml_damlrrm_hp {
-    float alpha;      /* boundary, paper 30 */
-    float beta;       /* margin, paper 0.5 */
+    float alpha;      /* boundary, paper 30 (unnormalised), default 1 */
+    float beta;       /* margin, paper 0.5, default 0.2 */
     float pool_ratio; /* N_s ~ pool_ratio N_x, != 1 (default 0.75) */
 } oml_damlrrm_hp;
 

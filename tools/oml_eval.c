@@ -53,6 +53,7 @@ typedef struct eval_opts {
     float lr, val_frac, gamma1, gamma2, lambda1, lambda2, margin, lreg, scale;
     float alpha, lambda, pool_ratio, gen_lr;                    /* DAML / DAMLRRM */
     int32_t gen_hidden, pretrain_epochs, joint_epochs, literal, normalize;
+    int32_t batch_init; /* -1 the method's default, 0 random, 1 pca, 2 identity */
     double max_error; /* exit 3 if the mean error is above (0 = no check) */
     uint64_t seed;
     const char *preset, *data_dir;
@@ -98,7 +99,8 @@ static void usage(FILE *f)
             "                      class-disjoint (train classes 0-4, retrieval/clustering on 5-9)\n"
             "  --train-subsample N train on the first N shuffled training items (default all)\n"
             "  --epochs N --lr X --depth N --batch-m N --batch-k N --patience N --val-frac X\n"
-            "  --optim adam|sgd    (batch methods; --hidden/--emb size their network)\n"
+            "  --optim adam|sgd    (batch methods; --hidden/--emb size their network,\n"
+            "                      default 256/128 at depth >= 1)\n"
             "  --gamma1 X --gamma2 X --lambda1 X --lambda2 X --margin X --lreg X --scale X\n"
             "                      loss hyper-parameters (ANML Eq. 19/22; margin also triplet)\n"
             "  --alpha X --lambda X  DAML Eq. 6-11 margin / Eq. 7 weight (lambda1/2: Eq. 6);\n"
@@ -107,6 +109,8 @@ static void usage(FILE *f)
             "                      DAML generator and Alg. 1 schedule\n"
             "  --pool-ratio X      DAMLRRM shuffled pool length / training items\n"
             "  --normalize 0|1     L2-normalise the embedding (default: the method's)\n"
+            "  --batch-init I      random | pca | identity: the batch network's start\n"
+            "                      (default: the method's; pca = the PCA pass-through)\n"
             "  --verbose           print every epoch of the batch trainers\n");
 }
 
@@ -123,6 +127,7 @@ static int parse_args(int argc, char **argv, eval_opts *o)
     o->margin = o->lreg = o->scale = NAN;
     o->alpha = o->lambda = o->pool_ratio = o->gen_lr = NAN;
     o->gen_hidden = o->pretrain_epochs = o->joint_epochs = o->literal = o->normalize = -1;
+    o->batch_init = -1;
     o->epochs = o->depth = o->batch_m = o->batch_k = o->patience = o->optim = -1;
     oml_config *v = &o->overrides;
     v->eta = v->tau = v->prox = v->eta_decay = v->beta = v->s = NAN;
@@ -203,6 +208,13 @@ static int parse_args(int argc, char **argv, eval_opts *o)
             o->joint_epochs = atoi(val);
         } else if (OPT("--literal")) {
             o->literal = atoi(val);
+        } else if (OPT("--batch-init")) {
+            o->batch_init = strcmp(val, "random") == 0 ? 0 : strcmp(val, "pca") == 0 ? 1
+                          : strcmp(val, "identity") == 0 ? 2 : -2;
+            if (o->batch_init == -2) {
+                fprintf(stderr, "oml-eval: unknown --batch-init '%s' (random|pca|identity)\n", val);
+                return -1;
+            }
         } else if (OPT("--normalize")) {
             o->normalize = atoi(val);
         } else if (OPT("--constraints")) {
@@ -467,10 +479,18 @@ static void batch_spec_from_opts(const eval_opts *o, int32_t method, uint64_t se
     if (o->optim >= 0) sp->optim = o->optim;
     if (!isnan(o->lr)) sp->lr = o->lr;
     if (!isnan(o->val_frac)) sp->val_frac = o->val_frac;
+    if (sp->depth > 0) { /* issue 4 recipe: a wider network than the live one's */
+        sp->hidden = 256;
+        sp->emb = 128;
+    }
     if (o->overrides.hidden > 0) sp->hidden = o->overrides.hidden;
     if (o->overrides.emb > 0) sp->emb = o->overrides.emb;
     if (sp->depth > 0)
         sp->init_identity = 0; /* the identity start is for the linear map only */
+    if (o->batch_init >= 0) {
+        sp->init_pca = o->batch_init == 1 ? OML_BATCH_PCA_ON : OML_BATCH_PCA_OFF;
+        sp->init_identity = o->batch_init == 2;
+    }
     if (o->normalize >= 0)
         sp->normalize = o->normalize;
     if (o->verbose)
@@ -513,9 +533,9 @@ static int dml_train_daml(const eval_opts *o, uint64_t seed, const float *Xtr, c
                          ? OML_BATCH_CONTRASTIVE + (o->method - M_CONTRASTIVE)
                          : OML_BATCH_DAML_CONTRASTIVE + (o->method - M_DAML_CONTRASTIVE);
     oml_batch_spec sp;
-    oml_batch_spec_default(&sp, method);
-    if (o->method == M_DAMLRRM)
-        sp.normalize = 0; /* alpha = 30 is in the units of an unnormalised embedding */
+    /* DAMLRRM runs on the L2-normalised embedding as the daemon does, with
+     * alpha / beta for it (damlrrm.h); --normalize 0 --alpha 30 --margin 0.5
+     * is the paper's unnormalised setting. */
     batch_spec_from_opts(o, method, seed, &sp);
     oml_batch_model *model = NULL;
     int rc;

@@ -247,6 +247,10 @@ static void test_train_learns(void **state)
         sp.epochs = 15;
         sp.lr = 1e-2f;
         sp.val_frac = 0.2f;
+        /* The toy's high-variance directions (dims 4-7) are pure noise, so the PCA
+         * start would read only noise: these tests are about the losses learning
+         * from the random start. */
+        sp.init_pca = OML_BATCH_PCA_OFF;
         oml_batch_model *m = NULL;
         oml_diag d = {0};
         assert_int_equal(oml_batch_train(&sp, X, y, N, D, &m, &d), OML_OK);
@@ -390,6 +394,158 @@ static void test_encode_decode(void **state)
     oml_batch_model_destroy(m);
 }
 
+/* The PCA pass-through start on a hand-made set whose principal directions
+ * are known: 8 points c +- 3 u1, c +- 2 u2, c +- 1 e3, c +- 0.5 e4 with
+ * u1 = (0.6, 0.8, 0, 0), u2 = (0.8, -0.6, 0, 0): mean c, covariance
+ * eigenvalues 9/4, 1, 1/4, 1/16 along u1, u2, e3, e4 (each signed with its
+ * largest entry positive). With emb 2 the untrained embedding must be
+ * (u1 . (x - c), u2 . (x - c)), divided by its norm when normalize = 1. */
+static void pca_set(float *X, int32_t *y)
+{
+    static const float c[4] = {0.5f, -1.0f, 2.0f, 0.25f};
+    static const float dirs[4][4] = {
+        {0.6f, 0.8f, 0, 0}, {0.8f, -0.6f, 0, 0}, {0, 0, 1, 0}, {0, 0, 0, 1}};
+    static const float amp[4] = {3.0f, 2.0f, 1.0f, 0.5f};
+    for (int q = 0; q < 4; q++)
+        for (int s = 0; s < 2; s++) {
+            int i = 2 * q + s;
+            for (int j = 0; j < 4; j++)
+                X[i * 4 + j] = c[j] + (s ? -amp[q] : amp[q]) * dirs[q][j];
+            y[i] = i % 2; /* two classes of four, for the trainer's sampler */
+        }
+}
+
+static void pca_expect(const float *x, int normalize, float *out)
+{
+    static const float c[4] = {0.5f, -1.0f, 2.0f, 0.25f};
+    float d[4];
+    for (int j = 0; j < 4; j++)
+        d[j] = x[j] - c[j];
+    out[0] = 0.6f * d[0] + 0.8f * d[1];
+    out[1] = 0.8f * d[0] - 0.6f * d[1];
+    if (normalize) {
+        float nrm = sqrtf(out[0] * out[0] + out[1] * out[1]);
+        out[0] /= nrm;
+        out[1] /= nrm;
+    }
+}
+
+static void test_init_pca(void **state)
+{
+    (void)state;
+    float X[8 * 4], Q[5 * 4];
+    int32_t y[8];
+    pca_set(X, y);
+    oml_rng rng;
+    oml_rng_seed(&rng, 11);
+    for (int i = 0; i < 5 * 4; i++)
+        Q[i] = 2.0f * oml_rng_normal(&rng);
+    for (int depth = 0; depth <= 2; depth++)
+        for (int normalize = 0; normalize <= 1; normalize++) {
+            /* Directly on a model whose mu is the mean, as the trainer sets it. */
+            oml_batch_layout lay;
+            assert_int_equal(oml_batch_layout_init(&lay, 4, depth, 5, 2, normalize, NULL), OML_OK);
+            oml_batch_model *m = NULL;
+            assert_int_equal(oml_batch_model_create(&m, &lay, 3, NULL), OML_OK);
+            for (int j = 0; j < 4; j++) {
+                float s = 0;
+                for (int i = 0; i < 8; i++)
+                    s += X[i * 4 + j];
+                m->params[lay.mu + j] = s / 8;
+            }
+            assert_int_equal(oml_batch_model_init_pca(m, X, NULL, 8, NULL), OML_OK);
+            float E[5 * 2], want[2];
+            assert_int_equal(oml_batch_model_embed(m, Q, 5, E), OML_OK);
+            for (int i = 0; i < 5; i++) {
+                pca_expect(Q + i * 4, normalize, want);
+                assert_true(fabsf(E[2 * i] - want[0]) < 1e-4f);
+                assert_true(fabsf(E[2 * i + 1] - want[1]) < 1e-4f);
+            }
+            oml_batch_model_destroy(m);
+
+            /* Through the trainer: a step of 1e-12 leaves the start in place. */
+            oml_batch_spec sp;
+            oml_batch_spec_default(&sp, OML_BATCH_TRIPLET);
+            sp.depth = depth;
+            sp.hidden = 5;
+            sp.emb = 2;
+            sp.normalize = normalize;
+            sp.init_pca = OML_BATCH_PCA_ON;
+            sp.m = 2;
+            sp.k = 2;
+            sp.epochs = 1;
+            sp.lr = 1e-12f;
+            sp.val_frac = 0;
+            oml_diag d = {0};
+            assert_int_equal(oml_batch_train(&sp, X, y, 8, 4, &m, &d), OML_OK);
+            assert_int_equal(oml_batch_model_embed(m, Q, 5, E), OML_OK);
+            for (int i = 0; i < 5; i++) {
+                pca_expect(Q + i * 4, normalize, want);
+                assert_true(fabsf(E[2 * i] - want[0]) < 1e-4f);
+                assert_true(fabsf(E[2 * i + 1] - want[1]) < 1e-4f);
+            }
+            oml_batch_model_destroy(m);
+        }
+}
+
+/* Training with sp on the 8 rows of X is refused: OML_EINVAL, no model,
+ * field "init_pca", a message containing `says`. */
+static void assert_pca_refused(const oml_batch_spec *sp, const float *X, const int32_t *y,
+                               const char *says)
+{
+    oml_batch_model *m = NULL;
+    oml_diag d = {0};
+    assert_int_equal(oml_batch_train(sp, X, y, 8, 4, &m, &d), OML_EINVAL);
+    assert_null(m);
+    assert_string_equal(d.field, "init_pca");
+    assert_non_null(strstr(d.msg, says));
+}
+
+static void test_init_pca_refusals(void **state)
+{
+    (void)state;
+    float X[8 * 4];
+    int32_t y[8];
+    pca_set(X, y);
+    oml_batch_spec sp;
+    oml_batch_spec_default(&sp, OML_BATCH_TRIPLET);
+    sp.m = 2;
+    sp.k = 2;
+    sp.epochs = 1;
+    sp.val_frac = 0;
+    sp.init_pca = OML_BATCH_PCA_ON;
+    oml_batch_model *m = NULL;
+    oml_diag d = {0};
+    /* depth >= 1 needs hidden >= 2*emb. */
+    sp.depth = 1;
+    sp.hidden = 3;
+    sp.emb = 2;
+    assert_pca_refused(&sp, X, y, "hidden >= 2*emb");
+    /* emb <= dim (depth 0 needs nothing else). */
+    sp.depth = 0;
+    sp.emb = 5;
+    assert_pca_refused(&sp, X, y, "emb <= dim");
+    /* Not with the identity start. */
+    sp.emb = 2;
+    sp.init_identity = 1;
+    assert_pca_refused(&sp, X, y, "init_identity");
+    sp.init_identity = 0;
+    /* The direct call refuses the same way. */
+    oml_batch_layout lay;
+    assert_int_equal(oml_batch_layout_init(&lay, 4, 2, 3, 2, 1, NULL), OML_OK);
+    assert_int_equal(oml_batch_model_create(&m, &lay, 1, NULL), OML_OK);
+    assert_int_equal(oml_batch_model_init_pca(m, X, NULL, 8, &d), OML_EINVAL);
+    assert_string_equal(d.field, "init_pca");
+    oml_batch_model_destroy(m);
+    m = NULL;
+    /* AUTO: a network the start does not fit trains from the random start. */
+    sp.init_pca = OML_BATCH_PCA_AUTO;
+    sp.depth = 1;
+    sp.hidden = 3;
+    assert_int_equal(oml_batch_train(&sp, X, y, 8, 4, &m, &d), OML_OK);
+    oml_batch_model_destroy(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -402,6 +558,8 @@ int main(void)
         cmocka_unit_test(test_cancel),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_encode_decode),
+        cmocka_unit_test(test_init_pca),
+        cmocka_unit_test(test_init_pca_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
