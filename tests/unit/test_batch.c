@@ -430,6 +430,19 @@ static void pca_expect(const float *x, int normalize, float *out)
     }
 }
 
+/* m embeds the 5 rows of Q as pca_expect says, then is destroyed. */
+static void assert_embeds_as_pca(oml_batch_model *m, const float *Q, int normalize)
+{
+    float E[5 * 2], want[2];
+    assert_int_equal(oml_batch_model_embed(m, Q, 5, E), OML_OK);
+    for (int i = 0; i < 5; i++) {
+        pca_expect(Q + i * 4, normalize, want);
+        assert_true(fabsf(E[2 * i] - want[0]) < 1e-4f);
+        assert_true(fabsf(E[2 * i + 1] - want[1]) < 1e-4f);
+    }
+    oml_batch_model_destroy(m);
+}
+
 static void test_init_pca(void **state)
 {
     (void)state;
@@ -454,14 +467,7 @@ static void test_init_pca(void **state)
                 m->params[lay.mu + j] = s / 8;
             }
             assert_int_equal(oml_batch_model_init_pca(m, X, NULL, 8, NULL), OML_OK);
-            float E[5 * 2], want[2];
-            assert_int_equal(oml_batch_model_embed(m, Q, 5, E), OML_OK);
-            for (int i = 0; i < 5; i++) {
-                pca_expect(Q + i * 4, normalize, want);
-                assert_true(fabsf(E[2 * i] - want[0]) < 1e-4f);
-                assert_true(fabsf(E[2 * i + 1] - want[1]) < 1e-4f);
-            }
-            oml_batch_model_destroy(m);
+            assert_embeds_as_pca(m, Q, normalize);
 
             /* Through the trainer: a step of 1e-12 leaves the start in place. */
             oml_batch_spec sp;
@@ -478,13 +484,7 @@ static void test_init_pca(void **state)
             sp.val_frac = 0;
             oml_diag d = {0};
             assert_int_equal(oml_batch_train(&sp, X, y, 8, 4, &m, &d), OML_OK);
-            assert_int_equal(oml_batch_model_embed(m, Q, 5, E), OML_OK);
-            for (int i = 0; i < 5; i++) {
-                pca_expect(Q + i * 4, normalize, want);
-                assert_true(fabsf(E[2 * i] - want[0]) < 1e-4f);
-                assert_true(fabsf(E[2 * i + 1] - want[1]) < 1e-4f);
-            }
-            oml_batch_model_destroy(m);
+            assert_embeds_as_pca(m, Q, normalize);
         }
 }
 
