@@ -92,14 +92,14 @@ int oml_batch_model_create(oml_batch_model **out, const oml_batch_layout *lay, u
 
 int oml_batch_pca_check(const oml_batch_layout *lay, oml_diag *diag)
 {
+    if (oml_pca_passthrough_fits(lay->dim, lay->depth, lay->hidden, lay->emb))
+        return OML_OK;
     if (lay->emb > lay->dim)
         return oml_diag_set(diag, OML_EINVAL, "init_pca",
                             "PCA start needs emb <= dim (emb %d, dim %d)", lay->emb, lay->dim);
-    if (lay->depth >= 1 && lay->hidden < 2 * lay->emb)
-        return oml_diag_set(diag, OML_EINVAL, "init_pca",
-                            "PCA start needs hidden >= 2*emb at depth >= 1 (hidden %d, emb %d)",
-                            lay->hidden, lay->emb);
-    return OML_OK;
+    return oml_diag_set(diag, OML_EINVAL, "init_pca",
+                        "PCA start needs hidden >= 2*emb at depth >= 1 (hidden %d, emb %d)",
+                        lay->hidden, lay->emb);
 }
 
 int oml_batch_model_init_pca(oml_batch_model *m, const float *X, const int32_t *rows, int32_t n,

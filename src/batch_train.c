@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "anml.h"
+#include "pca.h"
 
 static double now_s(void)
 {
@@ -317,9 +318,9 @@ int oml_batch_train(const oml_batch_spec *sp, const float *X, const int32_t *lab
         if (sp->init_identity)
             return oml_diag_set(diag, OML_EINVAL, "init_pca",
                                 "init_pca and init_identity are two different starts");
-        if (sp->init_pca == OML_BATCH_PCA_ON && (rc = oml_batch_pca_check(&lay, diag)) != OML_OK)
-            return rc;
-        use_pca = oml_batch_pca_check(&lay, NULL) == OML_OK;
+        use_pca = oml_pca_passthrough_fits(lay.dim, lay.depth, lay.hidden, lay.emb);
+        if (!use_pca && sp->init_pca == OML_BATCH_PCA_ON)
+            return oml_batch_pca_check(&lay, diag); /* says which condition fails */
     }
     oml_batch_loss_fn loss = sp->loss;
     const void *hp = sp->loss_hp;

@@ -4,6 +4,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "pca.h"
+
 int oml_config_preset(oml_config *c, const char *name, int32_t dim)
 {
     oml_config p = {
@@ -56,8 +58,7 @@ int oml_config_validate(const oml_config *c, oml_diag *diag)
     CHECK(c->tau > 0 && c->tau < 2, "tau", "tau %g not in (0, 2)", (double)c->tau);
     CHECK(c->init >= OML_INIT_RANDOM && c->init <= OML_INIT_PCA_WHITE, "init", "init %d unknown",
           c->init);
-    CHECK(c->init == OML_INIT_RANDOM ||
-              (c->emb <= c->dim && (c->layers == 0 || c->hidden >= 2 * c->emb)),
+    CHECK(c->init == OML_INIT_RANDOM || oml_pca_passthrough_fits(c->dim, c->layers, c->hidden, c->emb),
           "init", "PCA start needs emb <= dim and hidden >= 2*emb");
     CHECK(c->center == 0 || c->center == 1, "center", "center must be 0 or 1");
     CHECK(c->eta_decay >= 0 && isfinite(c->eta_decay), "eta_decay", "eta_decay must be >= 0");

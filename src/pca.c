@@ -97,6 +97,11 @@ done:
     return rc;
 }
 
+int oml_pca_passthrough_fits(int32_t dim, int32_t depth, int32_t hidden, int32_t emb)
+{
+    return emb <= dim && (depth == 0 || hidden >= 2 * emb);
+}
+
 void oml_pca_passthrough_first(float *W, int32_t d, const float *P, int32_t emb)
 {
     for (int32_t r = 0; r < 2 * emb; r++) {

@@ -28,7 +28,10 @@ int oml_pca_components(const float *X, const int32_t *rows, int32_t n, int32_t d
  * (Theta (emb, hidden) with Theta[r][r] = 1, Theta[r][emb + r] = -1, zero
  * elsewhere). Only the first 2*emb rows of each W are written: the other
  * hidden units keep their random rows and, with zero head weight, start
- * silent but alive for the gradient to recruit. Needs hidden >= 2*emb. */
+ * silent but alive for the gradient to recruit. It fits a network of the
+ * given depth (hidden layers) when emb <= dim and, at depth >= 1,
+ * hidden >= 2*emb: oml_pca_passthrough_fits says 1 then, else 0. */
+int oml_pca_passthrough_fits(int32_t dim, int32_t depth, int32_t hidden, int32_t emb);
 void oml_pca_passthrough_first(float *W, int32_t d, const float *P, int32_t emb);
 void oml_pca_passthrough_deeper(float *W, int32_t w, int32_t emb);
 void oml_pca_passthrough_head(float *theta, int32_t hidden, int32_t emb);
