@@ -19,8 +19,11 @@
 static const float *resolve(omld_engine *e, const Omld__ItemRef *ref, const char *op, size_t i,
                             const char *member, omld_reply *r, uint32_t *slot)
 {
-    if (ref->ref_case == OMLD__ITEM_REF__REF_VECTOR)
+    if (ref->ref_case == OMLD__ITEM_REF__REF_VECTOR) {
+        if (slot)
+            *slot = OML_REPLAY_NONE; /* inline: learned, not kept for rehearsal */
         return ref->vector->values;
+    }
     uint32_t s;
     if (oml_store_find(e->store, ref->id, strlen(ref->id), &s) != OML_OK) {
         char field[96];
@@ -68,13 +71,29 @@ static void prepare_model(omld_engine *e)
                  (double)(omld_now_ns() - t0) / 1e6);
 }
 
-static void learn(omld_engine *e, const float *a, const float *p, const float *n)
+/* n new triplets (3n rows and their store slots) into the learner, in
+ * its mini-batches, each kept for rehearsal (replay.h). */
+static void learn(omld_engine *e, const float *const *rows, const uint32_t *slots, size_t n)
 {
-    uint64_t t0 = omld_now_ns();
-    oml_learner_step(e->learner, a, p, n, NULL);
-    omld_hist_observe(&e->metrics->update_latency, omld_now_ns() - t0);
-    omld_count(&e->metrics->triplets_applied, 1);
+    uint64_t t0 = omld_now_ns(), skipped = e->learner->stats.skipped;
+    oml_replay_learn(&e->replay, e->learner, e->store, rows, slots, (int32_t)n);
+    uint64_t dt = omld_now_ns() - t0;
+    for (size_t i = 0; i < n; i++) /* the histogram is per triplet */
+        omld_hist_observe(&e->metrics->update_latency, dt / n);
+    omld_count(&e->metrics->triplets_applied, n);
+    if (e->learner->stats.skipped > skipped)
+        LOG_WARN("engine", "%llu learner step(s) refused: a loss or gradient was not finite "
+                 "(the weights are unchanged)",
+                 (unsigned long long)(e->learner->stats.skipped - skipped));
     e->dirty = 1;
+}
+
+void omld_rehearse(omld_engine *e, int32_t steps)
+{
+    uint64_t before = e->learner->stats.rehearsed;
+    int taken = oml_replay_rehearse(&e->replay, e->learner, e->store, steps);
+    omld_count(&e->metrics->triplets_rehearsed, e->learner->stats.rehearsed - before);
+    e->dirty |= taken > 0;
 }
 
 static int apply_triplets(omld_engine *e, const Omld__AddTripletsRequest *rq, omld_reply *r)
@@ -83,19 +102,18 @@ static int apply_triplets(omld_engine *e, const Omld__AddTripletsRequest *rq, om
     /* Resolve every member first: an unknown id refuses the whole batch. */
     for (size_t i = 0; i < n; i++) {
         const Omld__Triplet *t = rq->triplets[i];
-        if (!(e->rows[3 * i] = resolve(e, t->anchor, "add_triplets.triplets", i, "anchor", r, NULL)) ||
-            !(e->rows[3 * i + 1] = resolve(e, t->positive, "add_triplets.triplets", i, "positive", r, NULL)) ||
-            !(e->rows[3 * i + 2] = resolve(e, t->negative, "add_triplets.triplets", i, "negative", r, NULL))) {
+        uint32_t *sl = e->slots + 3 * i;
+        if (!(e->rows[3 * i] = resolve(e, t->anchor, "add_triplets.triplets", i, "anchor", r, sl)) ||
+            !(e->rows[3 * i + 1] = resolve(e, t->positive, "add_triplets.triplets", i, "positive", r, sl + 1)) ||
+            !(e->rows[3 * i + 2] = resolve(e, t->negative, "add_triplets.triplets", i, "negative", r, sl + 2))) {
             atomic_fetch_sub(&e->queued_triplets, n);
             return 0;
         }
     }
     omld_count(&e->metrics->triplets_received, n);
     prepare_model(e);
-    for (size_t i = 0; i < n; i++) {
-        learn(e, e->rows[3 * i], e->rows[3 * i + 1], e->rows[3 * i + 2]);
-        atomic_fetch_sub(&e->queued_triplets, 1);
-    }
+    learn(e, e->rows, e->slots, n);
+    atomic_fetch_sub(&e->queued_triplets, n);
     Omld__AddTripletsResponse *b = omld_reply_alloc(r, sizeof *b);
     if (b == NULL) {
         omld_reply_error(r, OMLD__STATUS__CODE__INTERNAL, NULL, "out of memory");
@@ -180,10 +198,14 @@ static int apply_pairs(omld_engine *e, const Omld__AddPairsRequest *rq, omld_rep
         changed = 1;
         if (got > 0)
             prepare_model(e);
-        for (int k = 0; k < got; k++)
-            learn(e, oml_store_features(e->store, e->derived[k].a),
-                  oml_store_features(e->store, e->derived[k].p),
-                  oml_store_features(e->store, e->derived[k].n));
+        for (int k = 0; k < got; k++) {
+            const oml_triplet *t = &e->derived[k];
+            uint32_t sl[3] = {t->a, t->p, t->n};
+            const float *rows[3];
+            for (int m = 0; m < 3; m++)
+                rows[m] = oml_store_features(e->store, sl[m]);
+            learn(e, rows, sl, 1);
+        }
         derived += (uint64_t)got;
     }
     Omld__AddPairsResponse *b = omld_reply_alloc(r, sizeof *b);
@@ -277,7 +299,11 @@ static int apply_delete(omld_engine *e, const Omld__DeleteItemsRequest *rq, omld
     uint32_t deleted = 0;
     pthread_rwlock_wrlock(&e->lock.rw);
     for (size_t i = 0; i < rq->n_ids; i++)
-        deleted += oml_store_delete(e->store, rq->ids[i], strlen(rq->ids[i])) == OML_OK;
+        if (oml_store_find(e->store, rq->ids[i], strlen(rq->ids[i]), &s) == OML_OK &&
+            oml_store_delete(e->store, rq->ids[i], strlen(rq->ids[i])) == OML_OK) {
+            oml_replay_forget_slot(&e->replay, s); /* no rehearsal about a deleted item */
+            deleted++;
+        }
     pthread_rwlock_unlock(&e->lock.rw);
     e->store_gen += deleted > 0;
     omld_count(&e->metrics->items_deleted, deleted);

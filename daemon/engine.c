@@ -29,6 +29,9 @@
 #include "modelfile.h"
 
 #define GROUP_COST 1024      /* entries applied before the group is answered */
+#define REHEARSE_SLICE_NS 10000000u /* rehearsal in slices of at most ~10 ms, so a request
+                                       arriving meanwhile waits no longer */
+#define IDLE_NS 50000000u     /* no request for this long: idle rehearsal may run */
 
 /* ------------------------------------------------------------ lists */
 
@@ -59,6 +62,8 @@ int omld_engine_model_config(const omld_config *o, oml_config *c, char *err, siz
     if (!isnan(o->beta)) c->beta = (float)o->beta;
     if (!isnan(o->s)) c->s = (float)o->s;
     if (!isnan(o->prox)) c->prox = (float)o->prox;
+    if (!isnan(o->rehearse)) c->rehearse = (float)o->rehearse;
+    if (o->replay >= 0) c->replay = (int32_t)o->replay;
     c->seed = (uint64_t)o->seed;
     oml_diag d = {0};
     if (oml_config_validate(c, &d) != OML_OK) {
@@ -116,6 +121,13 @@ static void refresh_stats(omld_engine *e)
     s->updates = l->stats.updates;
     s->satisfied = l->stats.satisfied;
     s->utilised = l->stats.utilised;
+    s->recent_accuracy = oml_learner_recent_accuracy(l);
+    s->recent_n = l->stats.recent_n;
+    s->steps = l->stats.steps;
+    s->rehearsed = l->stats.rehearsed;
+    s->skipped = l->stats.skipped;
+    s->replay_triplets = e->replay.live;
+    s->replay_capacity = e->replay.cap;
     s->items = oml_store_count(e->store);
     s->labels = (uint32_t)oml_store_label_count(e->store);
     oml_closure_get_stats(e->closure, &s->closure);
@@ -252,12 +264,60 @@ static void run_group(omld_engine *e, cmd_list *group)
     omld_persist_maybe_checkpoint(e);
 }
 
+/* Rehearsal to do now: what the new triplets are owed (replay.h) as soon
+ * as the queue is empty, then the idle allowance once no request came for
+ * IDLE_NS. Never while the log cannot be written: every rehearsal step is
+ * logged. Called with mu held. */
+static int rehearsal_due(omld_engine *e)
+{
+    if (e->read_only || e->replay.live == 0)
+        return 0;
+    if (oml_replay_owed(&e->replay, e->learner) > 0)
+        return 1;
+    return e->idle_credit >= (double)e->learner->cfg.batch &&
+           omld_now_ns() - e->last_request_ns >= IDLE_NS;
+}
+
+/* One slice of rehearsal, then its log record (the steps are a function
+ * of the state and the count, so replay repeats them exactly). */
+static void rehearse_slice(omld_engine *e)
+{
+    int32_t owed = oml_replay_owed(&e->replay, e->learner), steps = 0;
+    uint64_t t0 = omld_now_ns();
+    do {
+        omld_rehearse(e, 1);
+        steps++;
+    } while (steps < (owed > 0 ? owed : (int32_t)(e->idle_credit / e->learner->cfg.batch)) &&
+             omld_now_ns() - t0 < REHEARSE_SLICE_NS);
+    if (owed <= 0)
+        e->idle_credit -= (double)steps * e->learner->cfg.batch;
+    oml_diag d = {0};
+    if (omld_persist_log_rehearse(e, steps) != OML_OK || omld_persist_commit(e, &d) != OML_OK)
+        omld_persist_rollback(e, d.msg[0] ? d.msg : "cannot append to the write-ahead log");
+    omld_persist_maybe_checkpoint(e);
+}
+
 static void *engine_main(void *arg)
 {
     omld_engine *e = arg;
     pthread_mutex_lock(&e->mu);
     for (;;) {
         while (e->inbox.head == NULL && !e->stopping) {
+            if (rehearsal_due(e))
+                break;
+            if (!e->dirty && e->idle_credit >= (double)e->learner->cfg.batch && !e->read_only &&
+                e->replay.live > 0) {
+                /* Idle rehearsal is allowed: wake when the quiet time is up. */
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                ts.tv_nsec += IDLE_NS;
+                if (ts.tv_nsec >= 1000000000L) {
+                    ts.tv_sec++;
+                    ts.tv_nsec -= 1000000000L;
+                }
+                pthread_cond_timedwait(&e->cv, &e->mu, &ts);
+                continue;
+            }
             if (!e->dirty) {
                 pthread_cond_wait(&e->cv, &e->mu);
                 continue;
@@ -280,6 +340,16 @@ static void *engine_main(void *arg)
         }
         if (e->inbox.head == NULL && e->stopping)
             break;
+        if (e->inbox.head == NULL && rehearsal_due(e)) {
+            pthread_mutex_unlock(&e->mu);
+            rehearse_slice(e);
+            refresh_stats(e);
+            maybe_publish(e);
+            pthread_mutex_lock(&e->mu);
+            continue;
+        }
+        if (e->inbox.head)
+            e->last_request_ns = omld_now_ns();
         /* Take a group. */
         cmd_list group = {0};
         uint64_t cost = 0;
@@ -297,7 +367,14 @@ static void *engine_main(void *arg)
             e->wake_wanted = 0;
         pthread_mutex_unlock(&e->mu);
 
+        uint64_t learned = e->learner->stats.updates;
         run_group(e, &group);
+        /* The idle allowance grows with what was learned, up to what the
+         * ring holds times the ratio. */
+        e->idle_credit += (double)(e->learner->stats.updates - learned) * e->opts.rehearse_idle;
+        double cap = e->opts.rehearse_idle * (double)e->replay.live;
+        if (e->idle_credit > cap)
+            e->idle_credit = cap;
         if (group.head || wake) {
             pthread_mutex_lock(&e->out_mu);
             for (cmd *c = group.head, *next; c; c = next) {
@@ -455,7 +532,9 @@ int omld_engine_start(omld_engine **out, uv_loop_t *loop, const omld_config *opt
         rc = oml_learner_create(&e->learner, &mcfg, &d);
     e->derived = malloc(DERIVED_PER_PAIR * sizeof *e->derived);
     e->rows = malloc(3 * (size_t)opts->max_batch * sizeof *e->rows);
-    if (rc == OML_OK && (e->derived == NULL || e->rows == NULL))
+    e->slots = malloc(3 * (size_t)opts->max_batch * sizeof *e->slots);
+    if (rc == OML_OK && (e->derived == NULL || e->rows == NULL || e->slots == NULL ||
+                         oml_replay_init(&e->replay, (uint32_t)mcfg.replay) != OML_OK))
         rc = OML_ENOMEM;
     if (rc != OML_OK) {
         snprintf(err, errlen, "cannot create the model: %s%s%s", oml_strerror(rc),
@@ -549,6 +628,8 @@ void omld_engine_destroy(omld_engine *e)
     oml_store_destroy(e->store);
     free(e->derived);
     free(e->rows);
+    free(e->slots);
+    oml_replay_free(&e->replay);
     pthread_rwlock_destroy(&e->lock.rw);
     pthread_mutex_destroy(&e->stats_mu);
     pthread_mutex_destroy(&e->out_mu);

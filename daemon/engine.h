@@ -49,6 +49,10 @@ typedef struct omld_model_stats {
     float alpha[OML_MAX_HEADS];
     float loss_ema[OML_MAX_HEADS];
     uint64_t updates, satisfied, utilised;
+    double recent_accuracy;           /* test-then-train over the newest recent_n (NaN: none) */
+    uint32_t recent_n;
+    uint64_t steps, rehearsed, skipped; /* optimiser steps; rehearsed triplets; refused steps */
+    uint64_t replay_triplets, replay_capacity; /* the rehearsal ring: kept, bound */
     uint64_t items;                   /* live stored items */
     uint32_t labels;                  /* distinct labels */
     uint64_t queue_depth;             /* triplets waiting for the learner */

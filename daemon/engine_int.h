@@ -10,6 +10,7 @@
 
 #include "engine.h"
 #include "models.h"
+#include "replay.h"
 #include "wal.h"
 
 #define DERIVED_PER_PAIR 8   /* triplets sampled from the closure per new pair fact */
@@ -37,6 +38,7 @@ struct omld_engine {
     omld_store_lock lock;
     oml_closure *closure;
     oml_learner *learner;
+    oml_replay replay;          /* triplets kept for rehearsal (replay.h) */
     omld_views *views;
 
     /* inbox: guarded by mu */
@@ -96,6 +98,12 @@ struct omld_engine {
     /* engine-thread scratch */
     oml_triplet *derived;
     const float **rows;     /* (3 * max_batch) feature pointers of a triplet batch */
+    uint32_t *slots;        /* (3 * max_batch) their store slots */
+
+    /* rehearsal in idle time (engine.c): rehearsed triplets still allowed,
+     * and when the last request was taken */
+    double idle_credit;
+    uint64_t last_request_ns;
 };
 
 /* apply.c: applies one mutation to the state and fills r. Returns 1 if the
@@ -103,12 +111,17 @@ struct omld_engine {
  * what the write-ahead log must record so that replay reproduces it. */
 int omld_apply(omld_engine *e, const Omld__Request *q, omld_reply *r);
 
+/* apply.c: `steps` rehearsal steps from the ring (live, and on replay of
+ * their log record). */
+void omld_rehearse(omld_engine *e, int32_t steps);
+
 /* engine.c: takes a snapshot and hands it to the indexer (engine thread). */
 void omld_engine_publish(omld_engine *e);
 
 /* persist.c: the write-ahead log and checkpoints (engine thread only). */
 int omld_persist_open(omld_engine *e, char *err, size_t errlen);   /* load + replay */
 int omld_persist_log(omld_engine *e, const Omld__Request *q);      /* append one change */
+int omld_persist_log_rehearse(omld_engine *e, int32_t steps);      /* append idle rehearsal */
 int omld_persist_commit(omld_engine *e, oml_diag *d);               /* group commit */
 void omld_persist_rollback(omld_engine *e, const char *why);        /* undo + read-only */
 int omld_persist_writable(omld_engine *e);                          /* 0 while read-only */

@@ -67,6 +67,9 @@ void omld_history_sample_from(const omld_status_input *in, omld_history_sample *
         s->updates = m->updates;
         s->satisfied = m->satisfied;
         s->utilised = m->utilised;
+        s->recent_accuracy = m->recent_accuracy;
+        s->rehearsed = m->rehearsed;
+        s->replay_triplets = m->replay_triplets;
         s->items = m->items;
         s->view_items = m->view_items;
         s->version = m->view_version;
@@ -146,6 +149,9 @@ static void json_sample(omld_json *j, const omld_history_sample *s)
     omld_json_kv_uint(j, "updates", s->updates);
     omld_json_kv_uint(j, "satisfied", s->satisfied);
     omld_json_kv_uint(j, "utilised", s->utilised);
+    omld_json_kv_double(j, "recent_accuracy", s->recent_accuracy);
+    omld_json_kv_uint(j, "rehearsed", s->rehearsed);
+    omld_json_kv_uint(j, "replay_triplets", s->replay_triplets);
     omld_json_kv_uint(j, "items", s->items);
     omld_json_kv_uint(j, "view_items", s->view_items);
     omld_json_kv_uint(j, "version", s->version);

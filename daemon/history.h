@@ -33,6 +33,8 @@ typedef struct omld_history_sample {
     float alpha[OML_MAX_HEADS];
     float loss_ema[OML_MAX_HEADS];
     uint64_t updates, satisfied, utilised;
+    double recent_accuracy;              /* newest-1,000 test-then-train accuracy (NaN: none) */
+    uint64_t rehearsed, replay_triplets;
     uint64_t items, view_items;          /* stored; indexed in the serving view */
     uint64_t version;                    /* serving view (model version) */
     uint64_t items_put, triplets_received, triplets_applied, pairs_received;

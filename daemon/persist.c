@@ -26,11 +26,16 @@
 #include "log.h"
 #include "modelfile.h"
 
-enum { REC_PROBE = 0, REC_REQUEST = 1 };
+/* REC_REHEARSE: u32 steps of idle rehearsal the learner took at this point
+ * of the log (engine.c decides when, by the clock; replay repeats it, so
+ * the recovered model is the one that was running). */
+enum { REC_PROBE = 0, REC_REQUEST = 1, REC_REHEARSE = 2 };
 /* SEC_ROLLBACK (optional): the live learner before the last promote, for
  * Rollback after a restart: u32 name length | the promoted model's name |
  * the learner's model encoding. */
-enum { SEC_MODEL = 1, SEC_STORE = 2, SEC_CLOSURE = 3, SEC_META = 4, SEC_ROLLBACK = 5 };
+/* SEC_REPLAY (optional): the rehearsal ring (replay.h codec). */
+enum { SEC_MODEL = 1, SEC_STORE = 2, SEC_CLOSURE = 3, SEC_META = 4, SEC_ROLLBACK = 5,
+       SEC_REPLAY = 6 };
 #define META_BYTES 16     /* u64 view version, u64 reserved */
 #define RETRY_NS 5000000000ull
 
@@ -62,6 +67,17 @@ static int replay_record(void *arg, uint8_t type, uint64_t lsn, const uint8_t *p
     omld_engine *e = arg;
     if (type == REC_PROBE)
         return 0;
+    if (type == REC_REHEARSE) {
+        if (len != 4) {
+            LOG_ERROR("persist", "log record %" PRIu64 ": a rehearsal record of %zu bytes", lsn, len);
+            return OML_EFORMAT;
+        }
+        uint32_t steps = (uint32_t)payload[0] | (uint32_t)payload[1] << 8 |
+                         (uint32_t)payload[2] << 16 | (uint32_t)payload[3] << 24;
+        omld_rehearse(e, (int32_t)steps);
+        e->replayed++;
+        return 0;
+    }
     Omld__Request *q = type == REC_REQUEST ? omld__request__unpack(NULL, len, payload) : NULL;
     if (q == NULL) {
         LOG_ERROR("persist", "log record %" PRIu64 " (type %u, %zu bytes) is not a request", lsn,
@@ -100,7 +116,12 @@ static int load_state(omld_engine *e, char *err, size_t errlen)
     oml_learner *learner = NULL;
     oml_store *store = NULL;
     oml_closure *closure = NULL;
+    oml_replay replay;
     uint64_t lsn = 0, version = e->version;
+    if (oml_replay_init(&replay, (uint32_t)e->model_cfg.replay) != OML_OK) {
+        snprintf(err, errlen, "out of memory for the rehearsal ring");
+        return -1;
+    }
     if (rc == OML_EEMPTY) {
         free(e->rb_buf);
         e->rb_buf = NULL;
@@ -136,6 +157,12 @@ static int load_state(omld_engine *e, char *err, size_t errlen)
             rc = oml_store_decode(&store, s->data, s->len, (uint32_t)e->opts.max_items, &d);
         if (rc == OML_OK)
             rc = oml_closure_decode(&closure, c->data, c->len, &d);
+        const oml_ckpt_section *rp = oml_ckpt_find(&ck, SEC_REPLAY);
+        if (rc == OML_OK && rp)
+            rc = oml_replay_decode(&replay, rp->data, rp->len, &d);
+        if (rc == OML_OK && oml_replay_check(&replay, store) != OML_OK)
+            rc = oml_diag_set(&d, OML_EFORMAT, "replay",
+                              "the rehearsal ring names a slot the store does not have");
         lsn = ck.lsn;
         version = get_u64(meta->data);
         const oml_ckpt_section *rb = oml_ckpt_find(&ck, SEC_ROLLBACK);
@@ -167,10 +194,13 @@ static int load_state(omld_engine *e, char *err, size_t errlen)
         oml_learner_destroy(learner);
         oml_store_destroy(store);
         oml_closure_destroy(closure);
+        oml_replay_free(&replay);
         return -1;
     }
 
     /* Swap the state in. */
+    oml_replay_free(&e->replay);
+    e->replay = replay;
     oml_learner_destroy(e->learner);
     e->learner = learner;
     oml_closure_destroy(e->closure);
@@ -236,6 +266,18 @@ int omld_persist_log(omld_engine *e, const Omld__Request *q)
     return rc;
 }
 
+int omld_persist_log_rehearse(omld_engine *e, int32_t steps)
+{
+    uint8_t p[4];
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)((uint32_t)steps >> (8 * i));
+    uint64_t lsn;
+    int rc = oml_wal_append(e->wal, REC_REHEARSE, p, sizeof p, &lsn);
+    if (rc == OML_OK)
+        e->records_since_ckpt++;
+    return rc;
+}
+
 int omld_persist_commit(omld_engine *e, oml_diag *d)
 {
     return oml_wal_commit(e->wal, d);
@@ -288,8 +330,11 @@ int omld_persist_checkpoint(omld_engine *e, char *path, size_t path_cap, uint64_
     if (rc != OML_OK)
         return rc;
     uint8_t *model = NULL, *store = NULL, *closure = NULL, *rbs = NULL, meta[META_BYTES] = {0};
-    size_t nm = 0, ns = 0, nc = 0, nr = 0;
+    uint8_t *ring = NULL;
+    size_t nm = 0, ns = 0, nc = 0, nr = 0, ng = 0;
     rc = oml_model_encode(e->learner, &model, &nm);
+    if (rc == OML_OK)
+        rc = oml_replay_encode(&e->replay, &ring, &ng);
     if (rc == OML_OK)
         rc = oml_store_encode(e->store, &store, &ns);
     if (rc == OML_OK)
@@ -310,16 +355,17 @@ int omld_persist_checkpoint(omld_engine *e, char *path, size_t path_cap, uint64_
         }
     }
     if (rc == OML_OK) {
-        oml_ckpt_section s[5] = {{SEC_MODEL, model, nm}, {SEC_STORE, store, ns},
+        oml_ckpt_section s[6] = {{SEC_MODEL, model, nm}, {SEC_STORE, store, ns},
                                  {SEC_CLOSURE, closure, nc}, {SEC_META, meta, META_BYTES},
-                                 {SEC_ROLLBACK, rbs, nr}};
-        rc = oml_ckpt_write(e->opts.data_dir, lsn, s, rbs ? 5 : 4, 2, path, path_cap, bytes, d);
+                                 {SEC_REPLAY, ring, ng}, {SEC_ROLLBACK, rbs, nr}};
+        rc = oml_ckpt_write(e->opts.data_dir, lsn, s, rbs ? 6 : 5, 2, path, path_cap, bytes, d);
     } else {
         oml_diag_set(d, rc, "checkpoint", "cannot encode the state: %s", oml_strerror(rc));
     }
     free(model);
     free(store);
     free(closure);
+    free(ring);
     free(rbs);
     if (rc != OML_OK)
         return rc;

@@ -609,6 +609,9 @@ static void answer_inline(omld_slot *sl)
         st->seed = ms.cfg.seed;
         st->utilisation = ms.updates ? (double)ms.utilised / (double)ms.updates : 0.0;
         st->triplet_accuracy = ms.updates ? (double)ms.satisfied / (double)ms.updates : 0.0;
+        st->recent_accuracy = ms.recent_accuracy;
+        st->triplets_rehearsed = ms.rehearsed;
+        st->replay_triplets = ms.replay_triplets;
         if (ms.view_version > r.msg.model_version)
             r.msg.model_version = ms.view_version;
         r.msg.body_case = OMLD__RESPONSE__BODY_STATUS_INFO;

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "json.h"
+#include "replay.h"
 
 /* Omld__Status__Code names, index = value (proto/omld.proto). */
 static const char *const CODE_NAMES[OMLD_STATUS_CODES] = {
@@ -135,6 +136,17 @@ static void json_model(omld_json *j, const omld_model_stats *m)
     omld_json_kv_uint(j, "updates", m->updates);
     omld_json_kv_double(j, "utilisation", ratio(m->utilised, m->updates));
     omld_json_kv_double(j, "accuracy", ratio(m->satisfied, m->updates));
+    omld_json_kv_double(j, "recent_accuracy", m->recent_accuracy);
+    omld_json_kv_uint(j, "recent_window", m->recent_n);
+    omld_json_kv_uint(j, "steps", m->steps);
+    omld_json_kv_uint(j, "steps_skipped", m->skipped);
+    omld_json_kv_uint(j, "rehearsed", m->rehearsed);
+    omld_json_key(j, "replay");
+    omld_json_object_begin(j);
+    omld_json_kv_uint(j, "triplets", m->replay_triplets);
+    omld_json_kv_uint(j, "capacity", m->replay_capacity);
+    omld_json_kv_uint(j, "bytes", m->replay_capacity * OML_REPLAY_BYTES);
+    omld_json_object_end(j);
     omld_json_kv_uint(j, "version", m->view_version);
     omld_json_kv_uint(j, "snapshot_age_ms", m->view_age_ms);
     omld_json_kv_uint(j, "view_items", m->view_items);
@@ -515,6 +527,18 @@ char *omld_metrics_text(const omld_status_input *in, size_t *len)
     gauge(&b, "omld_triplet_accuracy",
           "Test-then-train triplet accuracy: share of triplets already satisfied.",
           ratio(m->satisfied, m->updates));
+    gauge(&b, "omld_triplet_accuracy_recent",
+          "Test-then-train triplet accuracy over the newest 1,000 triplets (NaN before any).",
+          m->recent_accuracy);
+    counter(&b, "omld_learner_steps_total", "Optimiser steps (mini-batches) taken.", m->steps);
+    counter(&b, "omld_learner_steps_skipped_total",
+            "Steps refused because a loss or gradient was not finite (weights unchanged).",
+            m->skipped);
+    counter(&b, "omld_triplets_rehearsed_total", "Stored triplets learned again (rehearsal).",
+            m->rehearsed);
+    gauge(&b, "omld_replay_triplets", "Triplets kept for rehearsal.", (double)m->replay_triplets);
+    gauge(&b, "omld_replay_capacity", "Bound of the rehearsal ring, in triplets.",
+          (double)m->replay_capacity);
     family(&b, "omld_hedge_weight", "gauge", "Hedge weight alpha of each head, by depth.");
     for (int i = 0; i < heads; i++) {
         snprintf(depth, sizeof depth, "%d", i);

@@ -130,11 +130,11 @@ int oml_batch_model_init_pca(oml_batch_model *m, const float *X, const int32_t *
     }
     for (int l = 1; l <= lay->depth; l++) {
         if (l == 1)
-            oml_pca_passthrough_first(p + lay->w[1], d, P, e);
+            oml_pca_passthrough_first(p + lay->w[1], d, P, e, e);
         else
             oml_pca_passthrough_deeper(p + lay->w[l], oml_batch_width(lay, l - 1), e);
     }
-    oml_pca_passthrough_head(p + lay->theta, hd, e);
+    oml_pca_passthrough_head(p + lay->theta, hd, e, e);
     free(P);
     return OML_OK;
 }

@@ -12,20 +12,36 @@ int oml_config_preset(oml_config *c, const char *name, int32_t dim)
         .dim = dim, .layers = 5, .hidden = 100, .emb = 50,
         .beta = 0.99f, .s = 0.1f, .eta = 0.3f, .tau = 0.1f, .seed = 1,
         .init = OML_INIT_RANDOM, .center = 0, .eta_decay = 0.0f, .prox = 0.0f,
-        .hedge_signal = OML_HEDGE_ABTL,
+        .hedge_signal = OML_HEDGE_ABTL, .loss = OML_LOSS_ABTL, .margin = 0.2f,
+        .optim = OML_OPTIM_SGD, .batch = 1, .rehearse = 0.0f, .replay = 0, .equal_heads = 0,
     };
     if (strcmp(name, "paper") == 0) {
         *c = p;
         return OML_OK;
     }
     if (strcmp(name, "default") == 0) {
-        /* See README "Making learning help kNN" for the measurements. */
-        p.init = OML_INIT_PCA_WHITE;
+        /* See README "Making learning help kNN" for the measurements.
+         * The start is kNN on standardised features (never worse than the
+         * features: whitening amplified directions that carry nothing,
+         * 0.115 -> 0.27 on a tabular set, 0.155 -> 0.378 with noise
+         * features); steps are Adam on mini-batches of 64 with a margin
+         * loss that switches off once a triplet is satisfied, 3 rehearsed
+         * triplets per new one from the newest 100,000, and a pull toward
+         * the start that keeps rehearsal from fitting the items' noise. */
+        p.init = OML_INIT_STD;
         p.center = 1;
-        p.eta = 0.01f;
-        p.eta_decay = 1e-4f;
+        p.eta = 3e-4f;
+        p.eta_decay = 0.0f;
         p.tau = 1.9f;
-        p.hedge_signal = OML_HEDGE_LOCAL;
+        p.prox = 3.0f;
+        p.hedge_signal = OML_HEDGE_VIOLATION;
+        p.loss = OML_LOSS_MARGIN;
+        p.margin = 0.2f;
+        p.optim = OML_OPTIM_ADAM;
+        p.batch = 64;
+        p.rehearse = 3.0f;
+        p.replay = 100000;
+        p.equal_heads = 1;
         /* A 64-d embedding (the whitened start's kNN error falls with its
          * dimension: 0.1335 at 50, 0.1301 at 64) on a 2-layer trunk of 128
          * (= 2 x 64, what the PCA pass-through needs): three heads, and a
@@ -56,15 +72,30 @@ int oml_config_validate(const oml_config *c, oml_diag *diag)
     CHECK(c->s >= 0 && c->s <= 1, "s", "s %g not in [0, 1]", (double)c->s);
     CHECK(c->eta > 0 && c->eta <= 10 && isfinite(c->eta), "eta", "eta %g not in (0, 10]", (double)c->eta);
     CHECK(c->tau > 0 && c->tau < 2, "tau", "tau %g not in (0, 2)", (double)c->tau);
-    CHECK(c->init >= OML_INIT_RANDOM && c->init <= OML_INIT_PCA_WHITE, "init", "init %d unknown",
+    CHECK(c->init >= OML_INIT_RANDOM && c->init <= OML_INIT_MIXED, "init", "init %d unknown",
           c->init);
-    CHECK(c->init == OML_INIT_RANDOM || oml_pca_passthrough_fits(c->dim, c->layers, c->hidden, c->emb),
-          "init", "PCA start needs emb <= dim and hidden >= 2*emb");
+    /* With dim < emb the start uses dim components and leaves the rest at 0. */
+    CHECK(c->init == OML_INIT_RANDOM ||
+              oml_pca_passthrough_fits(c->emb, c->layers, c->hidden, c->emb),
+          "hidden", "hidden %d: a PCA or standardised start needs hidden >= 2*emb (%d)",
+          c->hidden, 2 * c->emb);
     CHECK(c->center == 0 || c->center == 1, "center", "center must be 0 or 1");
     CHECK(c->eta_decay >= 0 && isfinite(c->eta_decay), "eta_decay", "eta_decay must be >= 0");
     CHECK(c->prox >= 0 && c->prox * c->eta < 1, "prox", "prox must be >= 0 with eta*prox < 1");
-    CHECK(c->hedge_signal >= OML_HEDGE_ABTL && c->hedge_signal <= OML_HEDGE_LOCAL,
+    CHECK(c->hedge_signal >= OML_HEDGE_ABTL && c->hedge_signal <= OML_HEDGE_VIOLATION,
           "hedge_signal", "hedge_signal %d unknown", c->hedge_signal);
+    CHECK(c->loss == OML_LOSS_ABTL || c->loss == OML_LOSS_MARGIN, "loss", "loss %d unknown",
+          c->loss);
+    CHECK(c->margin >= 0 && c->margin <= 2, "margin", "margin %g not in [0, 2]", (double)c->margin);
+    CHECK(c->optim == OML_OPTIM_SGD || c->optim == OML_OPTIM_ADAM, "optim", "optim %d unknown",
+          c->optim);
+    CHECK(c->batch >= 1 && c->batch <= OML_MAX_BATCH, "batch", "batch %d not in [1, %d]", c->batch,
+          OML_MAX_BATCH);
+    CHECK(c->rehearse >= 0 && c->rehearse <= 64, "rehearse", "rehearse %g not in [0, 64]",
+          (double)c->rehearse);
+    CHECK(c->replay >= 0 && c->replay <= 1 << 28, "replay", "replay %d not in [0, 268435456]",
+          c->replay);
+    CHECK(c->equal_heads == 0 || c->equal_heads == 1, "equal_heads", "equal_heads must be 0 or 1");
     return OML_OK;
 }
 
@@ -79,5 +110,7 @@ int oml_config_equal(const oml_config *a, const oml_config *b)
            a->emb == b->emb && a->beta == b->beta && a->s == b->s && a->eta == b->eta &&
            a->tau == b->tau && a->seed == b->seed && a->init == b->init &&
            a->center == b->center && a->eta_decay == b->eta_decay && a->prox == b->prox &&
-           a->hedge_signal == b->hedge_signal;
+           a->hedge_signal == b->hedge_signal && a->loss == b->loss && a->margin == b->margin &&
+           a->optim == b->optim && a->batch == b->batch && a->rehearse == b->rehearse &&
+           a->replay == b->replay && a->equal_heads == b->equal_heads;
 }

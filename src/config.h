@@ -13,13 +13,31 @@
 #include "err.h"
 
 #define OML_MAX_LAYERS 16
+#define OML_MAX_BATCH 1024 /* triplets in one mini-batch step */
 
 enum oml_init {
     OML_INIT_RANDOM = 0,   /* U(-1/sqrt(fan_in), 1/sqrt(fan_in)): the paper's "randomly
                               initialized ANN" as its reference implementation has it */
     OML_INIT_PCA = 1,      /* every head starts equal to a PCA projection of the stored items */
-    OML_INIT_PCA_WHITE = 2 /* ... to that projection whitened: every component scaled to
-                              the first one's variance */
+    OML_INIT_PCA_WHITE = 2, /* ... to that projection whitened: every component scaled to
+                               the first one's variance */
+    OML_INIT_STD = 3,       /* every head starts equal to the standardised features (each
+                               scaled by 1/sd over the stored items), projected on their
+                               top emb principal directions when dim > emb: kNN on the
+                               start is kNN on standardised features */
+    OML_INIT_MIXED = 4      /* head 0 the standardised start, the trunk and deeper heads
+                               the whitened PCA one: the hedge chooses between them */
+};
+
+enum oml_loss {
+    OML_LOSS_ABTL = 0,   /* the adaptive-bound triplet loss, OAHU Eq. 9-13 */
+    OML_LOSS_MARGIN = 1  /* max(0, D+ - D- + margin): zero once a triplet is satisfied
+                            by the margin, so rehearsing it changes nothing */
+};
+
+enum oml_optim {
+    OML_OPTIM_SGD = 0,   /* OAHU Eq. 21-22 */
+    OML_OPTIM_ADAM = 1   /* Adam (Kingma & Ba 2015), its moments in the learner */
 };
 
 enum oml_hedge_signal {
@@ -27,8 +45,10 @@ enum oml_hedge_signal {
     OML_HEDGE_MARGIN = 1,   /* Eq. 20 on a [0,1] ranking loss of the triplet in the head */
     OML_HEDGE_HARD = 2,     /* Eq. 20 on the head's 0/1 violation, only for triplets the
                                weighted ensemble got wrong before the update */
-    OML_HEDGE_LOCAL = 3     /* Eq. 20 on how much of the anchor's start neighbourhood
+    OML_HEDGE_LOCAL = 3,    /* Eq. 20 on how much of the anchor's start neighbourhood
                                (among a sample of stored items) the head keeps */
+    OML_HEDGE_VIOLATION = 4 /* Eq. 20 on the head's 0/1 violation of every new triplet
+                               before it is learned (test-then-train) */
 };
 
 typedef struct oml_config {
@@ -47,6 +67,14 @@ typedef struct oml_config {
     float eta_decay;      /* eta_t = eta / (1 + eta_decay * t) */
     float prox;           /* pull toward the start weights: W -= eta*prox*(W - W0) */
     int32_t hedge_signal; /* enum oml_hedge_signal */
+    int32_t loss;         /* enum oml_loss */
+    float margin;         /* OML_LOSS_MARGIN's margin, on distances in [0, 2] */
+    int32_t optim;        /* enum oml_optim */
+    int32_t batch;        /* triplets per step (new first, then rehearsed): 1 = Alg. 1 */
+    float rehearse;       /* rehearsed triplets per new one (0 = none) */
+    int32_t replay;       /* triplets kept for rehearsal, the newest (0 = none) */
+    int32_t equal_heads;  /* 1: every head's loss counts equally in the step (alpha only
+                             serves); 0: the step follows Eq. 19 (alpha-weighted) */
 } oml_config;
 
 /* Fills *c with the preset `name` ("paper" or "default") for dim inputs.

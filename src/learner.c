@@ -47,6 +47,35 @@ static void init_random(oml_learner *l)
                      (size_t)oml_net_width(lay, k));
 }
 
+/* The mini-batch workspace and Adam's moments, when the configuration
+ * asks for them (the paper's one-triplet SGD needs neither). */
+static int batch_alloc(oml_learner *l)
+{
+    const oml_net_layout *lay = &l->lay;
+    const oml_config *c = &l->cfg;
+    if (c->optim == OML_OPTIM_ADAM) {
+        l->adam_m = calloc(lay->count, sizeof(float));
+        l->adam_v = calloc(lay->count, sizeof(float));
+        if (l->adam_m == NULL || l->adam_v == NULL)
+            return OML_ENOMEM;
+    }
+    if (c->batch == 1 && c->optim == OML_OPTIM_SGD)
+        return OML_OK;
+    int32_t rows = 3 * c->batch;
+    int heads = c->layers + 1;
+    size_t gz = (size_t)rows * (size_t)c->emb;
+    size_t work = (size_t)heads * gz + lay->count + oml_net_scratch_floats(lay, rows);
+    l->_bwork = malloc(work * sizeof(float));
+    if (l->_bwork == NULL || oml_net_acts_init(&l->_bacts, lay, rows) != OML_OK)
+        return OML_ENOMEM;
+    float *p = l->_bwork;
+    for (int k = 0; k < heads; k++, p += gz)
+        l->_bgz[k] = p;
+    l->_bgrad = p;
+    l->_bscratch = p + lay->count;
+    return OML_OK;
+}
+
 int oml_learner_create(oml_learner **out, const oml_config *cfg, oml_diag *diag)
 {
     int rc = oml_config_validate(cfg, diag);
@@ -76,6 +105,10 @@ int oml_learner_create(oml_learner **out, const oml_config *cfg, oml_diag *diag)
         l->_gz[k] = p;
     l->_scratch = p;
 
+    if (batch_alloc(l) != OML_OK) {
+        oml_learner_destroy(l);
+        return OML_ENOMEM;
+    }
     oml_rng_seed(&l->rng, cfg->seed);
     init_random(l);
     if (l->start)
@@ -90,6 +123,10 @@ void oml_learner_destroy(oml_learner *l)
     if (l == NULL)
         return;
     oml_net_acts_free(&l->_acts);
+    oml_net_acts_free(&l->_bacts);
+    free(l->_bwork);
+    free(l->adam_m);
+    free(l->adam_v);
     free(l->params);
     free(l->start);
     free(l->_work);
@@ -125,19 +162,76 @@ static void whiten_rows(float *P, const float *var, float noise, int32_t k, int3
 
 /* Every head equal to the PCA projection P (emb, d): Theta(0) = P, and the
  * trunk and every deeper head the pass-through of P (pca.h). */
-static void init_pca_heads(oml_learner *l, const float *P)
+static void init_pca_heads(oml_learner *l, const float *P, int32_t ncomp)
 {
     const oml_net_layout *lay = &l->lay;
     int32_t d = lay->dim, e = lay->emb, hd = lay->hidden;
-    memcpy(l->params + lay->theta[0], P, (size_t)e * d * sizeof(float));
+    float *theta0 = l->params + lay->theta[0];
+    memset(theta0, 0, (size_t)e * d * sizeof(float));
+    memcpy(theta0, P, (size_t)ncomp * d * sizeof(float));
     for (int k = 1; k <= lay->layers; k++) {
         float *W = l->params + lay->w[k];
         if (k == 1)
-            oml_pca_passthrough_first(W, d, P, e);
+            oml_pca_passthrough_first(W, d, P, e, ncomp);
         else
             oml_pca_passthrough_deeper(W, oml_net_width(lay, k - 1), e);
-        oml_pca_passthrough_head(l->params + lay->theta[k], hd, e);
+        oml_pca_passthrough_head(l->params + lay->theta[k], hd, e, ncomp);
     }
+}
+
+/* OML_INIT_STD: the projection P (k, d) of standardised features: with
+ * d <= emb the features themselves (P = diag(1/sd), k = d), else their top
+ * emb principal directions computed on the standardised rows (a strided
+ * sample of at most STD_PCA_ROWS), each then scaled by 1/sd so that P
+ * applies to the centred raw input. A feature without spread keeps sd 1. */
+#define STD_PCA_ROWS 20000
+static int std_projection(const float *X, int32_t n, int32_t d, int32_t emb, const float *mean,
+                          float *P, int32_t *k_out)
+{
+    float *sd = malloc((size_t)d * sizeof(float));
+    double *acc = calloc((size_t)d, sizeof(double));
+    int rc = OML_ENOMEM;
+    float *Z = NULL;
+    if (sd == NULL || acc == NULL)
+        goto done;
+    for (int32_t i = 0; i < n; i++)
+        for (int32_t j = 0; j < d; j++) {
+            double t = X[(size_t)i * d + j] - mean[j];
+            acc[j] += t * t;
+        }
+    for (int32_t j = 0; j < d; j++) {
+        double v = sqrt(acc[j] / n);
+        sd[j] = v > 1e-12 ? (float)v : 1.0f;
+    }
+    if (d <= emb) {
+        memset(P, 0, (size_t)d * d * sizeof(float));
+        for (int32_t j = 0; j < d; j++)
+            P[(size_t)j * d + j] = 1.0f / sd[j];
+        *k_out = d;
+        rc = OML_OK;
+        goto done;
+    }
+    int32_t m = n < STD_PCA_ROWS ? n : STD_PCA_ROWS;
+    Z = malloc((size_t)m * d * sizeof(float));
+    if (Z == NULL)
+        goto done;
+    for (int32_t i = 0; i < m; i++) {
+        const float *x = X + (size_t)((int64_t)i * n / m) * d;
+        for (int32_t j = 0; j < d; j++)
+            Z[(size_t)i * d + j] = (x[j] - mean[j]) / sd[j];
+    }
+    rc = oml_pca_components(Z, NULL, m, d, NULL, emb, P, NULL, NULL);
+    if (rc == OML_OK) {
+        for (int32_t r = 0; r < emb; r++)
+            for (int32_t j = 0; j < d; j++)
+                P[(size_t)r * d + j] /= sd[j];
+        *k_out = emb;
+    }
+done:
+    free(sd);
+    free(acc);
+    free(Z);
+    return rc;
 }
 
 /* Re-embeds the reference sample through every head. */
@@ -186,7 +280,8 @@ static void ref_topk(const float *E, int32_t n, int32_t e, const float *q, unsig
  * its REF_K nearest in the head now. A head that learns the triplets while
  * keeping local neighbourhoods scores near 0; one that collapses them (the
  * deep heads, measured: README) near 1. Stored features only, no labels. */
-static void local_signal(oml_learner *l, const float *xa, float *signal)
+static void local_signal(oml_learner *l, const oml_net_acts *acts, int32_t row, const float *xa,
+                         float *signal)
 {
     const oml_net_layout *lay = &l->lay;
     int32_t d = lay->dim, e = lay->emb, n = l->ref_n;
@@ -201,7 +296,8 @@ static void local_signal(oml_learner *l, const float *xa, float *signal)
         cblas_sscal(e, 1.0f / nrm, q, 1);
     ref_topk(l->ref_start, n, e, q, in0, dots);
     for (int k = 0; k <= lay->layers; k++) {
-        ref_topk(l->ref_emb + (size_t)k * (size_t)n * (size_t)e, n, e, l->_acts.f[k], in, dots);
+        ref_topk(l->ref_emb + (size_t)k * (size_t)n * (size_t)e, n, e,
+                 acts->f[k] + (size_t)row * e, in, dots);
         int keep = 0;
         for (int32_t i = 0; i < n; i++)
             keep += in0[i] && in[i];
@@ -289,16 +385,31 @@ int oml_learner_prepare(oml_learner *l, const float *X, int32_t n)
     free(acc);
 
     int rc = OML_OK;
-    if (l->cfg.init == OML_INIT_PCA || l->cfg.init == OML_INIT_PCA_WHITE) {
-        int32_t e = lay->emb;
+    if (l->cfg.init == OML_INIT_PCA || l->cfg.init == OML_INIT_PCA_WHITE ||
+        l->cfg.init == OML_INIT_MIXED) {
+        /* With fewer inputs than emb, all d components; the rest stay 0. */
+        int32_t e = lay->emb < d ? lay->emb : d;
         float *P = malloc(((size_t)e * d + (size_t)e) * sizeof(float));
         float noise = 0;
         rc = P ? oml_pca_components(X, NULL, n, d, mean, e, P, P + (size_t)e * d, &noise)
                : OML_ENOMEM;
-        if (rc == OML_OK && l->cfg.init == OML_INIT_PCA_WHITE)
+        if (rc == OML_OK && l->cfg.init != OML_INIT_PCA)
             whiten_rows(P, P + (size_t)e * d, noise, e, d);
         if (rc == OML_OK)
-            init_pca_heads(l, P);
+            init_pca_heads(l, P, e);
+        free(P);
+    }
+    if (rc == OML_OK && (l->cfg.init == OML_INIT_STD || l->cfg.init == OML_INIT_MIXED)) {
+        int32_t e = lay->emb < d ? lay->emb : d, k = 0;
+        float *P = malloc((size_t)e * d * sizeof(float));
+        rc = P ? std_projection(X, n, d, lay->emb, mean, P, &k) : OML_ENOMEM;
+        if (rc == OML_OK && l->cfg.init == OML_INIT_STD) {
+            init_pca_heads(l, P, k);
+        } else if (rc == OML_OK) { /* head 0 only; the rest stays whitened */
+            float *theta0 = l->params + lay->theta[0];
+            memset(theta0, 0, (size_t)lay->emb * d * sizeof(float));
+            memcpy(theta0, P, (size_t)k * d * sizeof(float));
+        }
         free(P);
     }
     if (rc == OML_OK) {
@@ -327,17 +438,17 @@ static float distance(const float *a, const float *b, int32_t n)
 /* The [0, 1] signal the hedge sees for one head. OML_HEDGE_ABTL is the paper's
  * local loss; OML_HEDGE_MARGIN is a ranking loss that is 0.5 when the
  * positive and the negative are equally far and reaches 0 only when the
- * triplet is satisfied by the full margin; OML_HEDGE_HARD is the head's 0/1
- * violation. */
-static float hedge_signal(const oml_learner *l, const oml_abtl *ab, float dp, float dn)
+ * triplet is satisfied by the full margin; OML_HEDGE_HARD and
+ * OML_HEDGE_VIOLATION are the head's 0/1 violation. */
+static float hedge_signal(const oml_learner *l, float abtl_loss, float dp, float dn)
 {
-    if (l->cfg.hedge_signal == OML_HEDGE_HARD)
+    if (l->cfg.hedge_signal == OML_HEDGE_HARD || l->cfg.hedge_signal == OML_HEDGE_VIOLATION)
         return dp >= dn ? 1.0f : 0.0f;
     if (l->cfg.hedge_signal == OML_HEDGE_MARGIN) {
         float m = 0.5f + 0.25f * (dp - dn);
         return m < 0.0f ? 0.0f : (m > 1.0f ? 1.0f : m);
     }
-    return ab->loss;
+    return abtl_loss;
 }
 
 /* Proximal pull toward the start weights, W <- W - eta*prox*(W - W0), applied
@@ -356,88 +467,259 @@ static void proximal_pull(oml_learner *l, float eta, int steps)
         p[i] -= pull * (p[i] - s[i]);
 }
 
+/* One triplet in every head, before the step: distances, the loss of
+ * cfg.loss and its derivatives in D+ and D-, the hedge signal. */
+typedef struct judged {
+    float loss[OML_MAX_HEADS], signal[OML_MAX_HEADS];
+    float dp[OML_MAX_HEADS], dn[OML_MAX_HEADS];
+    float g_pos[OML_MAX_HEADS], g_neg[OML_MAX_HEADS];
+    float overall, ens_pos, ens_neg;
+    int finite;
+} judged;
+
+static void judge(const oml_learner *l, const oml_net_acts *acts, int32_t row, judged *j)
+{
+    int32_t e = l->lay.emb;
+    int heads = l->lay.layers + 1;
+    j->overall = j->ens_pos = j->ens_neg = 0.0f;
+    j->finite = 1;
+    for (int k = 0; k < heads; k++) {
+        const float *fa = acts->f[k] + (size_t)row * e, *fp = fa + e, *fn = fa + 2 * e;
+        float dp = distance(fa, fp, e), dn = distance(fa, fn, e);
+        /* Lines 5-6: ABTL with thresholds from these pre-update distances. */
+        oml_abtl ab;
+        oml_abtl_eval(l->cfg.tau, dp, dn, &ab);
+        if (l->cfg.loss == OML_LOSS_MARGIN) {
+            float h = dp - dn + l->cfg.margin;
+            j->loss[k] = h > 0.0f ? h : 0.0f;
+            j->g_pos[k] = h > 0.0f ? 1.0f : 0.0f;
+            j->g_neg[k] = h > 0.0f ? -1.0f : 0.0f;
+        } else {
+            j->loss[k] = ab.loss;
+            j->g_pos[k] = ab.g_pos;
+            j->g_neg[k] = ab.g_neg;
+        }
+        j->dp[k] = dp;
+        j->dn[k] = dn;
+        j->signal[k] = hedge_signal(l, ab.loss, dp, dn);
+        j->overall += l->alpha[k] * j->loss[k];
+        j->ens_pos += l->alpha[k] * dp;
+        j->ens_neg += l->alpha[k] * dn;
+        for (int r = 0; r < 3; r++)
+            j->finite &= isfinite(acts->znorm[k][row + r]) != 0;
+    }
+    j->finite &= isfinite(j->overall) && isfinite(j->ens_pos) && isfinite(j->ens_neg);
+}
+
+/* dLoss/dz of one triplet's three rows in head k, scaled by w: w * dL/dD *
+ * dD/df, then through the L2 normalisation (OAHU Eq. 3) row by row (in
+ * place is safe: the helper reads gf fully into a dot product first). */
+static void head_grad(const oml_net_acts *acts, int k, int32_t row, int32_t e, float w,
+                      float g_pos, float g_neg, float dp, float dn, float *gz)
+{
+    const float *fa = acts->f[k] + (size_t)row * e, *fp = fa + e, *fn = fa + 2 * e;
+    float gp = dp > 1e-12f ? w * g_pos / dp : 0.0f;
+    float gn = dn > 1e-12f ? w * g_neg / dn : 0.0f;
+    for (int32_t j = 0; j < e; j++) {
+        float up = fa[j] - fp[j], un = fa[j] - fn[j];
+        gz[j] = gp * up + gn * un; /* anchor */
+        gz[e + j] = -gp * up;      /* positive */
+        gz[2 * e + j] = -gn * un;  /* negative */
+    }
+    for (int r = 0; r < 3; r++)
+        oml_net_normalize_backward(fa + (size_t)r * e, acts->znorm[k][row + r],
+                                   gz + (size_t)r * e, gz + (size_t)r * e, e);
+}
+
+/* Test-then-train bookkeeping of one new triplet: counters, the recent
+ * window, the loss averages. */
+static void note_new(oml_learner *l, const judged *j)
+{
+    int heads = l->lay.layers + 1;
+    int satisfied = j->ens_pos < j->ens_neg;
+    oml_learner_stats *st = &l->stats;
+    uint32_t bit = (uint32_t)(st->updates % OML_RECENT_WINDOW);
+    uint8_t mask = (uint8_t)(1u << (bit % 8));
+    if (st->recent_n == OML_RECENT_WINDOW)
+        st->recent_hits -= (st->recent[bit / 8] & mask) != 0;
+    else
+        st->recent_n++;
+    st->recent[bit / 8] = (uint8_t)(satisfied ? st->recent[bit / 8] | mask
+                                              : st->recent[bit / 8] & ~mask);
+    st->recent_hits += (uint32_t)satisfied;
+    st->updates++;
+    st->satisfied += (uint64_t)satisfied;
+    st->utilised += (uint64_t)(j->overall > 0.0f);
+    for (int k = 0; k < heads; k++)
+        st->loss_ema[k] = st->updates == 1 ? j->loss[k]
+                                           : LOSS_EMA * st->loss_ema[k] + (1 - LOSS_EMA) * j->loss[k];
+}
+
+double oml_learner_recent_accuracy(const oml_learner *l)
+{
+    return l->stats.recent_n ? (double)l->stats.recent_hits / l->stats.recent_n : NAN;
+}
+
+/* Lines 9-11 for one new triplet: hedge, floor, normalise. With the `hard`
+ * signal only the triplets the ensemble got wrong move the weights. */
+static void hedge_step(oml_learner *l, const oml_net_acts *acts, int32_t row, const float *xa,
+                       judged *j)
+{
+    int heads = l->lay.layers + 1;
+    if (l->cfg.hedge_signal == OML_HEDGE_LOCAL) {
+        /* A failed re-embedding (out of memory) keeps the previous one. */
+        if (l->ref_n > 0 && l->stats.updates % REF_EVERY == 0) {
+            if (l->stats.updates - l->ref_at >= REF_REFRESH)
+                ref_refresh(l);
+            local_signal(l, acts, row, xa, j->signal);
+            oml_hedge_update(l->alpha, j->signal, heads, l->cfg.beta, l->cfg.s);
+        }
+    } else if (l->cfg.hedge_signal != OML_HEDGE_HARD || !(j->ens_pos < j->ens_neg)) {
+        oml_hedge_update(l->alpha, j->signal, heads, l->cfg.beta, l->cfg.s);
+    }
+}
+
+static void fill_report(const oml_learner *l, const judged *j, oml_step_report *report)
+{
+    size_t heads = (size_t)l->lay.layers + 1;
+    memcpy(report->loss, j->loss, sizeof(float) * heads);
+    memcpy(report->d_pos, j->dp, sizeof(float) * heads);
+    memcpy(report->d_neg, j->dn, sizeof(float) * heads);
+    report->overall = j->overall;
+    report->satisfied = j->ens_pos < j->ens_neg;
+    report->utilised = j->overall > 0.0f;
+}
+
 void oml_learner_step(oml_learner *l, const float *xa, const float *xp, const float *xn,
                       oml_step_report *report)
 {
     const oml_net_layout *lay = &l->lay;
     int32_t e = lay->emb;
     int heads = lay->layers + 1;
-    float loss[OML_MAX_HEADS], signal[OML_MAX_HEADS], dps[OML_MAX_HEADS], dns[OML_MAX_HEADS];
-    float ens_pos = 0.0f, ens_neg = 0.0f, overall = 0.0f;
+    if (l->_bwork) { /* a mini-batch configuration: a batch of one */
+        const float *rows[3] = {xa, xp, xn};
+        oml_learner_train(l, rows, 1, 1, report);
+        return;
+    }
 
     /* Alg. 1 line 4: the three members go through the network together. */
     const float *rows[3] = {xa, xp, xn};
     oml_net_forward_rows(lay, l->params, rows, 3, &l->_acts);
-
-    for (int k = 0; k < heads; k++) {
-        const float *f = l->_acts.f[k];
-        const float *fa = f, *fp = f + e, *fn = f + 2 * e;
-        float dp = distance(fa, fp, e), dn = distance(fa, fn, e);
-        /* Lines 5-6: ABTL with thresholds from these pre-update distances. */
-        oml_abtl ab;
-        oml_abtl_eval(l->cfg.tau, dp, dn, &ab);
-        loss[k] = ab.loss;
-        dps[k] = dp;
-        dns[k] = dn;
-        signal[k] = hedge_signal(l, &ab, dp, dn);
-        overall += l->alpha[k] * ab.loss;
-        ens_pos += l->alpha[k] * dp;
-        ens_neg += l->alpha[k] * dn;
-
-        /* dL_overall/df for the three rows: alpha(l) * dL/dD * dD/df. */
-        float gp = dp > 1e-12f ? l->alpha[k] * ab.g_pos / dp : 0.0f;
-        float gn = dn > 1e-12f ? l->alpha[k] * ab.g_neg / dn : 0.0f;
-        float *gz = l->_gz[k];
-        for (int32_t j = 0; j < e; j++) {
-            float up = fa[j] - fp[j], un = fa[j] - fn[j];
-            gz[j] = gp * up + gn * un;  /* anchor */
-            gz[e + j] = -gp * up;       /* positive */
-            gz[2 * e + j] = -gn * un;   /* negative */
-        }
-        /* Through the L2 normalisation, row by row (in place is safe: the
-         * helper reads gf fully into a dot product before writing). */
-        for (int r = 0; r < 3; r++)
-            oml_net_normalize_backward(f + (size_t)r * e, l->_acts.znorm[k][r],
-                                       gz + (size_t)r * e, gz + (size_t)r * e, e);
+    judged j;
+    judge(l, &l->_acts, 0, &j);
+    if (!j.finite) { /* e.g. features of 1e37: learning it would poison every weight */
+        l->stats.skipped++;
+        if (report)
+            memset(report, 0, sizeof *report);
+        return;
     }
+    for (int k = 0; k < heads; k++)
+        head_grad(&l->_acts, k, 0, e, l->alpha[k], j.g_pos[k], j.g_neg[k], j.dp[k], j.dn[k],
+                  l->_gz[k]);
 
     float eta = l->cfg.eta / (1.0f + l->cfg.eta_decay * (float)l->stats.updates);
     /* Lines 7-8: Eq. 21 and Eq. 22 in one backward pass. */
     oml_net_backward_sgd(lay, l->params, &l->_acts, 3, l->_gz, eta, l->_scratch);
     if (l->start && (l->stats.updates + 1) % PROX_EVERY == 0)
         proximal_pull(l, eta, PROX_EVERY);
+    l->stats.steps++;
+    hedge_step(l, &l->_acts, 0, xa, &j);
+    note_new(l, &j);
+    if (report)
+        fill_report(l, &j, report);
+}
 
-    int satisfied = ens_pos < ens_neg;
-    /* Lines 9-11: hedge, floor, normalise. With the `hard` signal only the
-     * triplets the ensemble got wrong move the weights. */
-    if (l->cfg.hedge_signal == OML_HEDGE_LOCAL) {
-        /* A failed re-embedding (out of memory) keeps the previous one. */
-        if (l->ref_n > 0 && l->stats.updates % REF_EVERY == 0) {
-            if (l->stats.updates - l->ref_at >= REF_REFRESH)
-                ref_refresh(l);
-            local_signal(l, xa, signal);
-            oml_hedge_update(l->alpha, signal, heads, l->cfg.beta, l->cfg.s);
+/* Adam (Kingma & Ba 2015, Alg. 1) over the whole block but mu, with the
+ * decoupled pull toward the start weights (`prox`) as its weight decay. */
+#define ADAM_B1 0.9f
+#define ADAM_B2 0.999f
+#define ADAM_EPS 1e-8f
+static void adam_step(oml_learner *l, const float *g, float lr)
+{
+    const oml_net_layout *lay = &l->lay;
+    l->adam_t++;
+    float c1 = 1.0f - powf(ADAM_B1, (float)l->adam_t);
+    float c2 = 1.0f - powf(ADAM_B2, (float)l->adam_t);
+    float step = lr * sqrtf(c2) / c1, decay = l->start ? lr * l->cfg.prox : 0.0f;
+    size_t from = lay->mu + (size_t)lay->dim;
+    float *p = l->params, *m = l->adam_m, *v = l->adam_v;
+    for (size_t i = from; i < lay->count; i++) {
+        m[i] = ADAM_B1 * m[i] + (1.0f - ADAM_B1) * g[i];
+        v[i] = ADAM_B2 * v[i] + (1.0f - ADAM_B2) * g[i] * g[i];
+        p[i] -= step * m[i] / (sqrtf(v[i]) + ADAM_EPS);
+        if (decay > 0.0f)
+            p[i] -= decay * (p[i] - l->start[i]);
+    }
+}
+
+static int all_finite(const float *x, size_t n)
+{
+    float acc = 0.0f;
+    for (size_t i = 0; i < n; i++)
+        acc += x[i] * 0.0f; /* NaN or inf anywhere makes it NaN */
+    return acc == 0.0f;
+}
+
+int oml_learner_train(oml_learner *l, const float *const *rows, int32_t n, int32_t n_new,
+                      oml_step_report *report)
+{
+    const oml_net_layout *lay = &l->lay;
+    int32_t e = lay->emb;
+    int heads = lay->layers + 1;
+    if (n < 1 || n > l->cfg.batch || n_new < 0 || n_new > n || l->_bwork == NULL)
+        return 1;
+    oml_net_acts *acts = &l->_bacts;
+    oml_net_forward_rows(lay, l->params, rows, 3 * n, acts);
+
+    /* Judge every triplet at the pre-step weights; the new ones first. */
+    judged jn[OML_MAX_BATCH > 64 ? 64 : OML_MAX_BATCH];
+    float inv = 1.0f / (float)n;
+    int ok = 1;
+    for (int32_t t = 0; t < n && ok; t++) {
+        judged j;
+        judge(l, acts, 3 * t, &j);
+        ok = j.finite;
+        if (t < n_new && t < 64)
+            jn[t] = j;
+        for (int k = 0; k < heads && ok; k++) {
+            float w = (l->cfg.equal_heads ? 1.0f / (float)heads : l->alpha[k]) * inv;
+            head_grad(acts, k, 3 * t, e, w, j.g_pos[k], j.g_neg[k], j.dp[k], j.dn[k],
+                      l->_bgz[k] + (size_t)3 * t * e);
         }
-    } else if (l->cfg.hedge_signal != OML_HEDGE_HARD || !satisfied) {
-        oml_hedge_update(l->alpha, signal, heads, l->cfg.beta, l->cfg.s);
     }
-
-    int utilised = overall > 0.0f;
-    oml_learner_stats *st = &l->stats;
-    st->updates++;
-    st->satisfied += (uint64_t)satisfied;
-    st->utilised += (uint64_t)utilised;
-    for (int k = 0; k < heads; k++)
-        st->loss_ema[k] = st->updates == 1 ? loss[k]
-                                           : LOSS_EMA * st->loss_ema[k] + (1 - LOSS_EMA) * loss[k];
-    if (report) {
-        memcpy(report->loss, loss, sizeof(float) * (size_t)heads);
-        memcpy(report->d_pos, dps, sizeof(float) * (size_t)heads);
-        memcpy(report->d_neg, dns, sizeof(float) * (size_t)heads);
-        report->overall = overall;
-        report->satisfied = satisfied;
-        report->utilised = utilised;
+    if (ok) {
+        oml_net_backward(lay, l->params, acts, 3 * n, l->_bgz, l->_bgrad, l->_bscratch);
+        ok = all_finite(l->_bgrad, lay->count);
     }
+    if (!ok) {
+        l->stats.skipped++;
+        if (report)
+            memset(report, 0, sizeof *report);
+        return 1;
+    }
+    float eta = l->cfg.eta / (1.0f + l->cfg.eta_decay * (float)l->stats.updates);
+    float lr = eta * (float)n / (float)l->cfg.batch;
+    if (l->cfg.optim == OML_OPTIM_ADAM) {
+        adam_step(l, l->_bgrad, lr);
+    } else {
+        cblas_saxpy((int)lay->count, -lr * (float)l->cfg.batch, l->_bgrad, 1, l->params, 1);
+        if (l->start && (l->stats.steps + 1) % PROX_EVERY == 0)
+            proximal_pull(l, eta, PROX_EVERY);
+    }
+    l->stats.steps++;
+    l->stats.rehearsed += (uint64_t)(n - n_new);
+    for (int32_t t = 0; t < n_new; t++) {
+        judged j;
+        if (t < 64)
+            j = jn[t];
+        else
+            judge(l, acts, 3 * t, &j); /* pre-step activations are still in acts */
+        hedge_step(l, acts, 3 * t, rows[3 * t], &j);
+        note_new(l, &j);
+        if (report && t == n_new - 1)
+            fill_report(l, &j, report);
+    }
+    return 0;
 }
 
 oml_snapshot *oml_learner_snapshot(const oml_learner *l, uint64_t version)

@@ -28,12 +28,23 @@ typedef struct oml_step_report {
     int utilised;                /* the triplet changed the model (non-zero loss) */
 } oml_step_report;
 
+#define OML_RECENT_WINDOW 1000 /* new triplets in the recent test-then-train accuracy */
+
 /* Running counters; plain data, copied out for rendering. */
 typedef struct oml_learner_stats {
-    uint64_t updates;            /* triplets applied */
+    uint64_t updates;            /* new triplets applied */
     uint64_t satisfied;          /* ... already satisfied before their update */
     uint64_t utilised;           /* ... with a non-zero loss */
     float loss_ema[OML_MAX_HEADS]; /* per-head loss moving average (0.99) */
+    uint64_t steps;              /* optimiser steps taken */
+    uint64_t rehearsed;          /* stored triplets learned again (rehearsal) */
+    uint64_t skipped;            /* steps refused because a loss, gradient or weight
+                                    was not finite (the weights stayed as they were) */
+    /* Test-then-train over the newest OML_RECENT_WINDOW new triplets: bit i
+     * of `recent` is whether triplet (updates - 1 - i) mod window was
+     * satisfied; recent_hits counts the set bits among the recent_n filled. */
+    uint32_t recent_n, recent_hits;
+    uint8_t recent[(OML_RECENT_WINDOW + 7) / 8];
 } oml_learner_stats;
 
 typedef struct oml_learner {
@@ -55,6 +66,15 @@ typedef struct oml_learner {
     float *theta0_start;         /* (emb, dim) head 0 at the start, for anchors */
     float *_ref_scratch;         /* dim + emb + ref_n floats */
     void *_ref_block;
+    /* OML_OPTIM_ADAM: first and second moments (lay.count each) and steps */
+    float *adam_m, *adam_v;
+    uint64_t adam_t;
+    /* mini-batch workspace (cfg.batch triplets), NULL for batch 1 with SGD */
+    oml_net_acts _bacts;
+    float *_bgz[OML_MAX_HEADS];  /* (3 batch, emb) each */
+    float *_bgrad;               /* lay.count */
+    float *_bscratch;
+    void *_bwork;
     /* step workspace */
     oml_net_acts _acts;
     float *_gz[OML_MAX_HEADS];   /* (3, emb) each */
@@ -77,6 +97,22 @@ int oml_learner_prepare(oml_learner *l, const float *X, int32_t n);
  * The caller validates inputs (finite, right dimension). report may be NULL. */
 void oml_learner_step(oml_learner *l, const float *xa, const float *xp, const float *xn,
                       oml_step_report *report);
+
+/* One mini-batch step on n triplets (1 <= n <= cfg.batch): rows holds 3n
+ * feature pointers, (anchor, positive, negative) per triplet. The first
+ * n_new are new: each is judged before the step (test-then-train: the
+ * counters, the recent window and the hedge, Eq. 20, see them); the rest
+ * are rehearsed and only move the weights. The loss is cfg.loss per head,
+ * the step cfg.optim with its rate scaled by n / cfg.batch, so a part
+ * batch moves the weights as much as its share. A step whose loss or
+ * gradient is not finite changes nothing but stats.skipped; returns 1 then,
+ * else 0. */
+int oml_learner_train(oml_learner *l, const float *const *rows, int32_t n, int32_t n_new,
+                      oml_step_report *report);
+
+/* Test-then-train accuracy over the newest OML_RECENT_WINDOW new triplets
+ * (NAN before the first). */
+double oml_learner_recent_accuracy(const oml_learner *l);
 
 /* Returns an owned snapshot of the current model, or NULL on OOM. */
 oml_snapshot *oml_learner_snapshot(const oml_learner *l, uint64_t version);

@@ -52,6 +52,11 @@ static void get(cursor *c, void *v, size_t n)
 #define CONFIG_FIELDS(X, c)                                                            \
     X(c.dim) X(c.layers) X(c.hidden) X(c.emb) X(c.beta) X(c.s) X(c.eta) X(c.tau)       \
     X(c.seed) X(c.init) X(c.center) X(c.eta_decay) X(c.prox) X(c.hedge_signal)
+/* ... and since format version 2 (mini-batches, rehearsal, Adam). */
+#define CONFIG_FIELDS_V2(X, c)                                                         \
+    X(c.loss) X(c.margin) X(c.optim) X(c.batch) X(c.rehearse) X(c.replay) X(c.equal_heads)
+#define STATS_FIELDS_V2(X, st)                                                         \
+    X(st.steps) X(st.rehearsed) X(st.skipped) X(st.recent_n) X(st.recent_hits) X(st.recent)
 
 static void encode_body(const oml_learner *l, cursor *c)
 {
@@ -61,12 +66,16 @@ static void encode_body(const oml_learner *l, cursor *c)
     PUT(c, reserved);
 #define W(f) PUT(c, l->f);
     CONFIG_FIELDS(W, cfg)
+    CONFIG_FIELDS_V2(W, cfg)
 #undef W
     const oml_learner_stats *st = &l->stats;
     PUT(c, st->updates);
     PUT(c, st->satisfied);
     PUT(c, st->utilised);
     put(c, st->loss_ema, sizeof st->loss_ema);
+#define W(f) PUT(c, f);
+    STATS_FIELDS_V2(W, (*st))
+#undef W
     put(c, l->alpha, sizeof l->alpha);
     put(c, l->rng.s, sizeof l->rng.s);
     int32_t prepared = l->prepared, has_start = l->start != NULL;
@@ -85,6 +94,12 @@ static void encode_body(const oml_learner *l, cursor *c)
     PUT(c, ref_at);
     if (ref_n > 0)
         put(c, l->ref_x, oml__learner_ref_file_floats(&l->lay, ref_n) * sizeof(float));
+    /* Adam's state (OML_OPTIM_ADAM): step count, then both moments. */
+    PUT(c, l->adam_t);
+    if (l->adam_m) {
+        put(c, l->adam_m, count * sizeof(float));
+        put(c, l->adam_v, count * sizeof(float));
+    }
 }
 
 int oml_model_encode(const oml_learner *l, uint8_t **buf, size_t *len)
@@ -111,7 +126,7 @@ int oml_model_decode(oml_learner **out, const uint8_t *buf, size_t len, oml_diag
         return oml_diag_set(diag, OML_EFORMAT, "model", "not an omld model file (bad magic)");
     uint32_t version;
     memcpy(&version, buf + sizeof MAGIC, sizeof version);
-    if (version != OML_MODELFILE_VERSION)
+    if (version != OML_MODELFILE_VERSION && version != 1)
         return oml_diag_set(diag, OML_EVERSION, "model",
                             "model file format version %u; this build reads version %u "
                             "(HINT: load it with the omld release that wrote it)",
@@ -125,10 +140,15 @@ int oml_model_decode(oml_learner **out, const uint8_t *buf, size_t len, oml_diag
                             "model file checksum mismatch (truncated or altered)");
 
     cursor c = {.r = buf, .len = len - sizeof stored, .pos = head};
+    /* Version 1 files predate the fields of CONFIG_FIELDS_V2: they were
+     * all the paper's (the `paper` preset's values), and had no Adam. */
     oml_config cfg;
-    memset(&cfg, 0, sizeof cfg);
+    oml_config_preset(&cfg, "paper", 1);
 #define R(f) GET(&c, f);
     CONFIG_FIELDS(R, cfg)
+    if (version >= 2) {
+        CONFIG_FIELDS_V2(R, cfg)
+    }
 #undef R
     oml_learner_stats st;
     memset(&st, 0, sizeof st);
@@ -136,6 +156,11 @@ int oml_model_decode(oml_learner **out, const uint8_t *buf, size_t len, oml_diag
     GET(&c, st.satisfied);
     GET(&c, st.utilised);
     get(&c, st.loss_ema, sizeof st.loss_ema);
+    if (version >= 2) {
+#define R(f) GET(&c, f);
+        STATS_FIELDS_V2(R, st)
+#undef R
+    }
     float alpha[OML_MAX_HEADS];
     get(&c, alpha, sizeof alpha);
     uint64_t rng[4];
@@ -163,8 +188,12 @@ int oml_model_decode(oml_learner **out, const uint8_t *buf, size_t len, oml_diag
     memcpy(&ref_n, c.r + c.pos + params_bytes, sizeof ref_n);
     memcpy(&ref_at, c.r + c.pos + params_bytes + sizeof ref_n, sizeof ref_at);
     size_t ref_bytes = oml__learner_ref_file_floats(&lay, ref_n) * sizeof(float);
-    if (ref_n < 0 || ref_n > 65536 ||
-        c.len - c.pos != params_bytes + sizeof ref_n + sizeof ref_at + ref_bytes)
+    size_t adam_bytes = version < 2 ? 0
+                        : sizeof(uint64_t) +
+                              (cfg.optim == OML_OPTIM_ADAM ? 2 * count * sizeof(float) : 0);
+    if (ref_n < 0 || ref_n > 65536 || st.recent_n > OML_RECENT_WINDOW ||
+        st.recent_hits > st.recent_n ||
+        c.len - c.pos != params_bytes + sizeof ref_n + sizeof ref_at + ref_bytes + adam_bytes)
         return oml_diag_set(diag, OML_EFORMAT, "model",
                             "model file size does not match its configuration");
 
@@ -190,6 +219,13 @@ int oml_model_decode(oml_learner **out, const uint8_t *buf, size_t len, oml_diag
         }
         get(&c, l->ref_x, oml__learner_ref_file_floats(&l->lay, ref_n) * sizeof(float));
         l->ref_at = ref_at;
+    }
+    if (version >= 2) {
+        GET(&c, l->adam_t);
+        if (l->adam_m) {
+            get(&c, l->adam_m, count * sizeof(float));
+            get(&c, l->adam_v, count * sizeof(float));
+        }
     }
     if (c.bad || c.pos != c.len) {
         oml_learner_destroy(l);

@@ -5,7 +5,11 @@
  *   configuration (every oml_config field) | counters | hedge weights
  *   RNG state | flags | u64 parameter count | parameters | [start weights]
  *   i32 reference items | u64 update of their last embedding | [reference]
+ *   u64 Adam steps | [Adam first moments | second moments]
  *   u32 CRC-32 of everything before it
+ * Version 2 added the mini-batch / rehearsal / Adam fields of the
+ * configuration, the step, rehearsal and recent-window counters and the
+ * Adam section; version 1 files are still read (as the paper's settings).
  * A file of another format version is refused with OML_EVERSION, a truncated
  * or altered one with OML_EFORMAT; the diag says which and what to do.
  * Saving writes a temporary file, fsyncs it and renames it over the target,
@@ -19,7 +23,7 @@
 #include "err.h"
 #include "learner.h"
 
-#define OML_MODELFILE_VERSION 1u
+#define OML_MODELFILE_VERSION 2u
 
 /* Serialises l into a malloc'd buffer (*buf, *len), owned by the caller. */
 int oml_model_encode(const oml_learner *l, uint8_t **buf, size_t *len);

@@ -269,3 +269,38 @@ void oml_net_backward_sgd(const oml_net_layout *lay, float *params, const oml_ne
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, e, lay->dim, n, -eta, gz[0], e,
                 a->h[0], lay->dim, 1.0f, params + lay->theta[0], lay->dim);
 }
+
+void oml_net_backward(const oml_net_layout *lay, const float *params, const oml_net_acts *a,
+                      int32_t n, float *const *gz, float *grad, float *scratch)
+{
+    int32_t e = lay->emb, hd = lay->hidden;
+    size_t half = oml_net_scratch_floats(lay, n) / 2;
+    float *gh = scratch;              /* dLoss/dh(l), (n, hidden) */
+    float *gh_below = scratch + half; /* dLoss/dh(l-1) */
+
+    memset(grad + lay->mu, 0, (size_t)lay->dim * sizeof *grad);
+    for (int l = lay->layers; l >= 1; l--) {
+        const float *theta = params + lay->theta[l];
+        /* Every head j >= l adds to dLoss/dh(l) (Eq. 22 read as j = l..L). */
+        matmul_nn(n, e, hd, gz[l], theta, l == lay->layers ? 0.0f : 1.0f, gh);
+        /* dLoss/dTheta(l) = gz^T h(l) (Eq. 21). */
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, e, hd, n, 1.0f, gz[l], e, a->h[l],
+                    hd, 0.0f, grad + lay->theta[l], hd);
+        const float *h = a->h[l];
+        size_t m = (size_t)n * (size_t)hd;
+        for (size_t k = 0; k < m; k++)
+            if (h[k] <= 0.0f)
+                gh[k] = 0.0f;
+        int32_t w = oml_net_width(lay, l - 1);
+        if (l > 1)
+            matmul_nn(n, hd, w, gh, params + lay->w[l], 0.0f, gh_below);
+        /* dLoss/dW(l) = ga^T h(l-1) (Eq. 22). */
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, hd, w, n, 1.0f, gh, hd,
+                    a->h[l - 1], w, 0.0f, grad + lay->w[l], w);
+        float *t = gh;
+        gh = gh_below;
+        gh_below = t;
+    }
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, e, lay->dim, n, 1.0f, gz[0], e,
+                a->h[0], lay->dim, 0.0f, grad + lay->theta[0], lay->dim);
+}

@@ -63,6 +63,13 @@ void oml_net_forward_rows(const oml_net_layout *lay, const float *params,
 void oml_net_backward_sgd(const oml_net_layout *lay, float *params, const oml_net_acts *a,
                           int32_t n, float *const *gz, float eta, float *scratch);
 
+/* The same backward without the step: grad (lay->count floats) receives
+ * dLoss/dparams (overwritten; the mu entries are zero, mu is not trained),
+ * for optimisers that keep state (Adam) and for mini-batches. scratch as
+ * for oml_net_backward_sgd. */
+void oml_net_backward(const oml_net_layout *lay, const float *params, const oml_net_acts *a,
+                      int32_t n, float *const *gz, float *grad, float *scratch);
+
 /* dLoss/dz from dLoss/df through f = z/||z|| for one row: gz = (gf - f (f.gf)) / ||z||. */
 void oml_net_normalize_backward(const float *f, float znorm, const float *gf, float *gz,
                                 int32_t emb);

@@ -102,9 +102,11 @@ int oml_pca_passthrough_fits(int32_t dim, int32_t depth, int32_t hidden, int32_t
     return emb <= dim && (depth == 0 || hidden >= 2 * emb);
 }
 
-void oml_pca_passthrough_first(float *W, int32_t d, const float *P, int32_t emb)
+void oml_pca_passthrough_first(float *W, int32_t d, const float *P, int32_t emb, int32_t k)
 {
     for (int32_t r = 0; r < 2 * emb; r++) {
+        if (r % emb >= k)
+            continue;
         const float *pr = P + (size_t)(r % emb) * d;
         float sign = r < emb ? 1.0f : -1.0f;
         float *row = W + (size_t)r * d;
@@ -122,10 +124,10 @@ void oml_pca_passthrough_deeper(float *W, int32_t w, int32_t emb)
     }
 }
 
-void oml_pca_passthrough_head(float *theta, int32_t hidden, int32_t emb)
+void oml_pca_passthrough_head(float *theta, int32_t hidden, int32_t emb, int32_t k)
 {
     memset(theta, 0, (size_t)emb * (size_t)hidden * sizeof *theta);
-    for (int32_t r = 0; r < emb; r++) {
+    for (int32_t r = 0; r < k; r++) {
         theta[(size_t)r * hidden + r] = 1.0f;
         theta[(size_t)r * hidden + emb + r] = -1.0f;
     }

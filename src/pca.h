@@ -30,10 +30,13 @@ int oml_pca_components(const float *X, const int32_t *rows, int32_t n, int32_t d
  * hidden units keep their random rows and, with zero head weight, start
  * silent but alive for the gradient to recruit. It fits a network of the
  * given depth (hidden layers) when emb <= dim and, at depth >= 1,
- * hidden >= 2*emb: oml_pca_passthrough_fits says 1 then, else 0. */
+ * hidden >= 2*emb: oml_pca_passthrough_fits says 1 then, else 0.
+ * With k < emb components (fewer input dimensions than emb), only the
+ * first k rows of P are passed: the units of rows k..emb-1 keep their
+ * random weights and the head reads zero from them. */
 int oml_pca_passthrough_fits(int32_t dim, int32_t depth, int32_t hidden, int32_t emb);
-void oml_pca_passthrough_first(float *W, int32_t d, const float *P, int32_t emb);
+void oml_pca_passthrough_first(float *W, int32_t d, const float *P, int32_t emb, int32_t k);
 void oml_pca_passthrough_deeper(float *W, int32_t w, int32_t emb);
-void oml_pca_passthrough_head(float *theta, int32_t hidden, int32_t emb);
+void oml_pca_passthrough_head(float *theta, int32_t hidden, int32_t emb, int32_t k);
 
 #endif

@@ -143,7 +143,9 @@ static omld_engine *engine_new(void)
     CHECK(oml_learner_create(&e->learner, &ModelCfg, &d) == OML_OK);
     e->derived = malloc(DERIVED_PER_PAIR * sizeof *e->derived);
     e->rows = malloc(3 * (size_t)MAX_BATCH * sizeof *e->rows);
-    CHECK(e->derived != NULL && e->rows != NULL);
+    e->slots = malloc(3 * (size_t)MAX_BATCH * sizeof *e->slots);
+    CHECK(e->derived != NULL && e->rows != NULL && e->slots != NULL);
+    CHECK(oml_replay_init(&e->replay, (uint32_t)ModelCfg.replay) == OML_OK);
     /* A few items (slots 0..5) and pairs: e0 ~ e1, e0 !~ e3. */
     static const char *ids[] = {"e0", "e1", "e2", "e3", "e4", "e5"};
     static const char *labels[] = {"x", "x", NULL, "y", "y", "z"};
@@ -169,6 +171,8 @@ static void engine_free(omld_engine *e)
     pthread_rwlock_destroy(&e->lock.rw);
     free(e->derived);
     free(e->rows);
+    free(e->slots);
+    oml_replay_free(&e->replay);
     free(e);
 }
 

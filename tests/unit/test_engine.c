@@ -21,6 +21,7 @@
 #include "learner.h"
 #include "log.h"
 #include "modelfile.h"
+#include "replay.h"
 #include "rng.h"
 #include "testutil.h"
 
@@ -63,6 +64,8 @@ static void on_wake(void *arg)
 }
 
 /* Starts an engine on dir (NULL: a fresh temporary directory). */
+static double Rehearse = 0, RehearseIdle = 0;
+
 static void start_in(fixture *f, const char *preset, int64_t capacity, const char *dir)
 {
     memset(f, 0, sizeof *f);
@@ -81,6 +84,12 @@ static void start_in(fixture *f, const char *preset, int64_t capacity, const cha
     f->cfg.max_batch = 100;
     f->cfg.queue_capacity = capacity;
     f->cfg.publish_ms = 20;
+    /* Rehearsal happens when the queue is idle, so its steps depend on
+     * timing (they are logged): off here, where the model must be a
+     * function of the requests; test_rehearsal_replays_bit_identically
+     * turns it on. */
+    f->cfg.rehearse = Rehearse;
+    f->cfg.rehearse_idle = RehearseIdle;
     char err[256];
     assert_int_equal(omld_engine_start(&f->e, &f->loop, &f->cfg, &f->metrics, err, sizeof err), 0);
     omld_engine_set_wake(f->e, on_wake, f);
@@ -323,17 +332,26 @@ static void test_deterministic_and_equal_to_library(void **state)
     cfg.hidden = 16;
     cfg.emb = 4;
     cfg.seed = 1;
+    cfg.rehearse = 0; /* as the fixture starts the engine */
     oml_learner *l = NULL;
     assert_int_equal(oml_learner_create(&l, &cfg, NULL), 0);
     static float X[N_ITEMS][DIM];
     for (int i = 0; i < N_ITEMS; i++)
         features(i, X[i]);
     assert_int_equal(oml_learner_prepare(l, &X[0][0], N_ITEMS), 0);
-    for (int i = 0; i < 200; i++) {
-        int m[3];
-        stream_triplet(i, m);
-        oml_learner_step(l, X[m[0]], X[m[1]], X[m[2]], NULL);
+    oml_replay ring;
+    assert_int_equal(oml_replay_init(&ring, (uint32_t)cfg.replay), 0);
+    for (int r = 0; r < 4; r++) { /* the daemon learns each request's 50 as one call */
+        const float *rows[150];
+        for (int i = 0; i < 50; i++) {
+            int m[3];
+            stream_triplet(r * 50 + i, m);
+            for (int k = 0; k < 3; k++)
+                rows[3 * i + k] = X[m[k]];
+        }
+        oml_replay_learn(&ring, l, NULL, rows, NULL, 50);
     }
+    oml_replay_free(&ring);
     uint8_t *c = NULL;
     size_t n3 = 0;
     assert_int_equal(oml_model_encode(l, &c, &n3), 0);
@@ -517,6 +535,67 @@ static void test_recovery_from_checkpoint_and_log(void **state)
     recovery_case(1);
 }
 
+/* Waits until the engine has stopped rehearsing (its count of rehearsed
+ * triplets stays put for 300 ms) and returns that count. */
+static uint64_t quiet_rehearsal(fixture *f)
+{
+    omld_model_stats s;
+    omld_engine_stats(f->e, &s);
+    uint64_t last = s.rehearsed;
+    for (int still = 0; still < 6;) {
+        usleep(50000);
+        uv_run(&f->loop, UV_RUN_NOWAIT);
+        omld_engine_stats(f->e, &s);
+        still = s.rehearsed == last ? still + 1 : 0;
+        last = s.rehearsed;
+    }
+    return last;
+}
+
+/* Rehearsal runs when the queue is empty, by the clock, and is logged: a
+ * crash image taken while it runs (right after the last answer) recovers
+ * to the state of that moment, and once the recovered engine has paid the
+ * rehearsal still owed, its model is bit for bit the one of the engine that
+ * never stopped (the rehearsed triplets are drawn from the same ring with
+ * the same RNG however the steps were sliced). */
+static void test_rehearsal_recovers_bit_identically(void **state)
+{
+    (void)state;
+    Rehearse = 64; /* the most per new triplet: a long rehearsal to crash in */
+    fixture a, b;
+    start(&a, "default", 1000);
+    static put_req p;
+    static trip_req t;
+    build_put(&p, 0, N_ITEMS);
+    assert_int_equal(call(&a, &p.req, N_ITEMS), 0);
+    for (int k = 0; k < 6; k++) {
+        build_triplets(&t, k * 40, 40, -1);
+        assert_int_equal(call(&a, &t.req, 40), 0);
+    }
+    char copy[300], cmd[700];
+    snprintf(copy, sizeof copy, "%s-crash", a.dir);
+    snprintf(cmd, sizeof cmd, "cp -a %s %s", a.dir, copy);
+    assert_int_equal(system(cmd), 0);
+    uint64_t ra = quiet_rehearsal(&a);
+    assert_true(ra > 0);
+
+    start_in(&b, "default", 1000, copy);
+    uint64_t rb = quiet_rehearsal(&b);
+    assert_int_equal(rb, ra);
+    for (uint32_t tag = 1; tag <= 3; tag++) {
+        size_t na, nb;
+        uint8_t *xa = checkpoint_section(&a, tag, &na);
+        uint8_t *xb = checkpoint_section(&b, tag, &nb);
+        assert_int_equal(na, nb);
+        assert_memory_equal(xa, xb, na);
+        free(xa);
+        free(xb);
+    }
+    stop(&a);
+    stop(&b);
+    Rehearse = 0;
+}
+
 /* A clean stop writes a final checkpoint; a restart on the directory
  * continues from it with nothing to replay. */
 static void test_restart_after_clean_stop(void **state)
@@ -557,6 +636,7 @@ int main(void)
         cmocka_unit_test(test_pairs_closure_and_conflict),
         cmocka_unit_test(test_recovery_from_log_only),
         cmocka_unit_test(test_recovery_from_checkpoint_and_log),
+        cmocka_unit_test(test_rehearsal_recovers_bit_identically),
         cmocka_unit_test(test_restart_after_clean_stop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

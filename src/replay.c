@@ -1,0 +1,216 @@
+/* replay.c - the rehearsal ring and the new-plus-rehearsed batch schedule
+ * (see replay.h). */
+#include "replay.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DRAW_TRIES 8 /* draws that may land on dropped entries before one is given up */
+
+int oml_replay_init(oml_replay *r, uint32_t cap)
+{
+    memset(r, 0, sizeof *r);
+    r->cap = cap;
+    if (cap > 0) {
+        r->slots = malloc((size_t)cap * 3 * sizeof *r->slots);
+        if (r->slots == NULL)
+            return OML_ENOMEM;
+    }
+    return OML_OK;
+}
+
+void oml_replay_free(oml_replay *r)
+{
+    free(r->slots);
+    memset(r, 0, sizeof *r);
+}
+
+void oml_replay_forget_slot(oml_replay *r, uint32_t slot)
+{
+    for (uint32_t i = 0; i < r->n; i++) {
+        uint32_t *t = r->slots + (size_t)i * 3;
+        if (t[0] != OML_REPLAY_NONE && (t[0] == slot || t[1] == slot || t[2] == slot)) {
+            t[0] = OML_REPLAY_NONE;
+            r->live--;
+        }
+    }
+}
+
+static void push(oml_replay *r, const uint32_t *t)
+{
+    if (r->cap == 0 || t[0] == OML_REPLAY_NONE || t[1] == OML_REPLAY_NONE ||
+        t[2] == OML_REPLAY_NONE)
+        return;
+    uint32_t *dst = r->slots + (size_t)r->next * 3;
+    if (r->n == r->cap) {
+        if (dst[0] != OML_REPLAY_NONE)
+            r->live--;
+    } else {
+        r->n++;
+    }
+    memcpy(dst, t, 3 * sizeof *t);
+    r->live++;
+    r->next = r->next + 1 == r->cap ? 0 : r->next + 1;
+}
+
+/* Appends up to want kept triplets, drawn uniformly, to rows from *at.
+ * Returns how many were drawn. */
+static int32_t draw(oml_replay *r, oml_learner *l, const oml_store *s, int32_t want,
+                    const float **rows)
+{
+    int32_t got = 0;
+    for (int32_t i = 0; i < want && r->live > 0; i++) {
+        for (int t = 0; t < DRAW_TRIES; t++) {
+            const uint32_t *e = r->slots + oml_rng_below(&l->rng, r->n) * 3;
+            if (e[0] == OML_REPLAY_NONE)
+                continue;
+            for (int m = 0; m < 3; m++)
+                rows[3 * got + m] = oml_store_features(s, e[m]);
+            got++;
+            break;
+        }
+    }
+    return got;
+}
+
+int oml_replay_learn(oml_replay *r, oml_learner *l, const oml_store *s,
+                     const float *const *rows, const uint32_t *slots, int32_t n)
+{
+    (void)s;
+    const oml_config *c = &l->cfg;
+    uint64_t skipped = l->stats.skipped;
+    for (int32_t i = 0; i < n;) {
+        int32_t m = l->_bwork == NULL ? 1 : (n - i < c->batch ? n - i : c->batch);
+        if (l->_bwork == NULL) /* Alg. 1 as published: one step per triplet */
+            oml_learner_step(l, rows[3 * i], rows[3 * i + 1], rows[3 * i + 2], NULL);
+        else
+            oml_learner_train(l, rows + 3 * i, m, m, NULL);
+        if (slots)
+            for (int32_t t = 0; t < m; t++)
+                push(r, slots + 3 * (i + t));
+        i += m;
+    }
+    r->credit += (double)n * c->rehearse;
+    if (r->credit > OML_REPLAY_MAX_OWED * (double)c->batch)
+        r->credit = OML_REPLAY_MAX_OWED * (double)c->batch;
+    return (int)(l->stats.skipped - skipped);
+}
+
+int32_t oml_replay_owed(const oml_replay *r, const oml_learner *l)
+{
+    if (r->live == 0 || l->_bwork == NULL)
+        return 0;
+    return (int32_t)floor(r->credit / (double)l->cfg.batch);
+}
+
+int oml_replay_rehearse(oml_replay *r, oml_learner *l, const oml_store *s, int32_t steps)
+{
+    const float *batch[3 * OML_MAX_BATCH];
+    int taken = 0;
+    if (l->_bwork == NULL)
+        return 0;
+    for (int32_t i = 0; i < steps && r->live > 0; i++) {
+        int32_t got = draw(r, l, s, l->cfg.batch, batch);
+        if (got == 0)
+            break;
+        oml_learner_train(l, batch, got, 0, NULL);
+        taken++;
+    }
+    r->credit -= (double)taken * l->cfg.batch;
+    if (r->credit < 0)
+        r->credit = 0;
+    return taken;
+}
+
+int oml_replay_check(const oml_replay *r, const oml_store *s)
+{
+    uint32_t slots = oml_store_slots(s);
+    for (uint32_t i = 0; i < r->n; i++) {
+        const uint32_t *t = r->slots + (size_t)i * 3;
+        if (t[0] != OML_REPLAY_NONE && (t[0] >= slots || t[1] >= slots || t[2] >= slots))
+            return OML_EFORMAT;
+    }
+    return OML_OK;
+}
+
+/* ------------------------------------------------------------ codec */
+
+static void put32(uint8_t **p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        *(*p)++ = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t get32(const uint8_t **p)
+{
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; i--)
+        v = v << 8 | (*p)[i];
+    *p += 4;
+    return v;
+}
+
+#define HEAD_BYTES (4 + 5 * 4 + 8)
+
+int oml_replay_encode(const oml_replay *r, uint8_t **buf, size_t *len)
+{
+    size_t n = HEAD_BYTES + (size_t)r->n * 3 * 4;
+    uint8_t *b = malloc(n), *p = b;
+    if (b == NULL)
+        return OML_ENOMEM;
+    memcpy(p, "OMLR", 4);
+    p += 4;
+    put32(&p, 1);
+    put32(&p, r->cap);
+    put32(&p, r->n);
+    put32(&p, r->next);
+    put32(&p, r->live);
+    uint64_t bits;
+    memcpy(&bits, &r->credit, sizeof bits);
+    put32(&p, (uint32_t)bits);
+    put32(&p, (uint32_t)(bits >> 32));
+    for (size_t i = 0; i < (size_t)r->n * 3; i++)
+        put32(&p, r->slots[i]);
+    *buf = b;
+    *len = n;
+    return OML_OK;
+}
+
+int oml_replay_decode(oml_replay *r, const uint8_t *buf, size_t len, oml_diag *diag)
+{
+    if (len < HEAD_BYTES || memcmp(buf, "OMLR", 4) != 0)
+        return oml_diag_set(diag, OML_EFORMAT, "replay", "not a rehearsal ring (bad magic)");
+    const uint8_t *p = buf + 4;
+    uint32_t version = get32(&p), cap = get32(&p), n = get32(&p), next = get32(&p);
+    uint32_t live = get32(&p);
+    uint64_t lo = get32(&p), hi = get32(&p), bits = lo | hi << 32;
+    double credit;
+    memcpy(&credit, &bits, sizeof credit);
+    if (version != 1)
+        return oml_diag_set(diag, OML_EVERSION, "replay", "rehearsal ring version %u", version);
+    if (n > cap || (cap > 0 && next >= cap) || (n < cap && next != n % (cap ? cap : 1)) ||
+        live > n || !isfinite(credit) || len != HEAD_BYTES + (size_t)n * 12)
+        return oml_diag_set(diag, OML_EFORMAT, "replay", "rehearsal ring header is inconsistent");
+    const uint8_t *body = p;
+    if (cap == r->cap) { /* the same bound: exactly as saved */
+        for (size_t i = 0; i < (size_t)n * 3; i++)
+            r->slots[i] = get32(&p);
+        r->n = n;
+        r->next = next;
+        r->live = live;
+        r->credit = credit;
+        return OML_OK;
+    }
+    /* Another bound: keep the newest, oldest first. */
+    r->n = r->next = r->live = 0;
+    r->credit = credit;
+    uint32_t oldest = n == cap ? next : 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const uint8_t *q = body + (size_t)((oldest + i) % n) * 12;
+        uint32_t t[3] = {get32(&q), get32(&q), get32(&q)};
+        if (t[0] != OML_REPLAY_NONE)
+            push(r, t);
+    }
+    return OML_OK;
+}
