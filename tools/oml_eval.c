@@ -23,12 +23,14 @@
 #include "batch.h"
 #include "config.h"
 #include "daml.h"
+#include "dataset.h"
 #include "damlrrm.h"
 #include "dml_metrics.h"
 #include "idx.h"
 #include "index.h"
 #include "learner.h"
 #include "net.h"
+#include "noise.h"
 #include "rng.h"
 #include "protocol.h"
 #include "serve.h"
@@ -54,6 +56,8 @@ typedef struct eval_opts {
     float alpha, lambda, pool_ratio, gen_lr;                    /* DAML / DAMLRRM */
     int32_t gen_hidden, pretrain_epochs, joint_epochs, literal, normalize;
     int32_t batch_init; /* -1 the method's default, 0 random, 1 pca, 2 identity */
+    int32_t stream_random; /* --stream random: random label-consistent triplets */
+    oml_features_opts feat; /* --noise-dims / --noise-scale */
     double max_error; /* exit 3 if the mean error is above (0 = no check) */
     uint64_t seed;
     const char *preset, *data_dir;
@@ -86,6 +90,11 @@ static void usage(FILE *f)
             "  --test-subsample M  classify only the first M test points (default all)\n"
             "  --data DIR          Fashion-MNIST IDX directory (default " OML_FMNIST_DIR ")\n"
             "  --heads-report      also report each head alone and all heads voting equally\n"
+            "  --stream S          paper (default: seeds + closure, protocol.h) | random\n"
+            "                      (random anchor, a positive of its class, a negative of another)\n"
+            "  --noise-dims N      append N features of noise N(0, (S sd)^2) to every item, sd the\n"
+            "                      pooled sd of the original features, drawn with the run's seed\n"
+            "  --noise-scale S     (default 1)\n"
             "  --max-error X       exit with status 3 if the mean error rate exceeds X\n"
             " overrides of the preset (ablations):\n"
             "  --eta X --tau X --prox X --eta-decay X --beta X --s X\n"
@@ -123,6 +132,7 @@ static int parse_args(int argc, char **argv, eval_opts *o)
     o->seed = 1;
     o->preset = "default";
     o->data_dir = OML_FMNIST_DIR;
+    o->feat.noise_scale = 1.0f;
     o->lr = o->val_frac = o->gamma1 = o->gamma2 = o->lambda1 = o->lambda2 = NAN;
     o->margin = o->lreg = o->scale = NAN;
     o->alpha = o->lambda = o->pool_ratio = o->gen_lr = NAN;
@@ -154,6 +164,16 @@ static int parse_args(int argc, char **argv, eval_opts *o)
                                 "contrastive|lifted|npair|damlrrm)\n", val);
                 return -1;
             }
+        } else if (OPT("--stream")) {
+            if (strcmp(val, "paper") != 0 && strcmp(val, "random") != 0) {
+                fprintf(stderr, "oml-eval: unknown --stream '%s' (paper|random)\n", val);
+                return -1;
+            }
+            o->stream_random = strcmp(val, "random") == 0;
+        } else if (OPT("--noise-dims")) {
+            o->feat.noise_dims = atoi(val);
+        } else if (OPT("--noise-scale")) {
+            o->feat.noise_scale = strtof(val, NULL);
         } else if (OPT("--split")) {
             if (strcmp(val, "standard") != 0 && strcmp(val, "class-disjoint") != 0) {
                 fprintf(stderr, "oml-eval: unknown --split '%s' (standard|class-disjoint)\n", val);
@@ -271,6 +291,10 @@ static int parse_args(int argc, char **argv, eval_opts *o)
         fprintf(stderr, "oml-eval: --train-subsample >= 0\n");
         return -1;
     }
+    if (o->feat.noise_dims < 0 || !(o->feat.noise_scale >= 0.0f) || isinf(o->feat.noise_scale)) {
+        fprintf(stderr, "oml-eval: --noise-dims >= 0, --noise-scale >= 0\n");
+        return -1;
+    }
     if (o->constraints < 2 || o->k < 1 || o->k > OML_SERVE_MAX_K || o->runs < 1 || o->test_subsample < 0) {
         fprintf(stderr, "oml-eval: --constraints >= 2, --k in [1, %d], --runs >= 1, --test-subsample >= 0\n",
                 OML_SERVE_MAX_K);
@@ -289,9 +313,11 @@ static void apply_overrides(oml_config *c, const oml_config *v)
 #undef OVR_I
 }
 
-/* Classifies the test rows with the given snapshot; returns the error. */
-static int classify_error(oml_snapshot *snap, const oml_store *store, const float *images,
-                          const int32_t *labels, const int32_t *test, int32_t n_test, int32_t dim,
+/* Classifies the test rows X[test] with the given snapshot; returns the error.
+ * pred and truth (n_test) get class ids (-1: no answer): the index's label
+ * strings are mapped back to the data set's classes by name. */
+static int classify_error(oml_snapshot *snap, const oml_store *store, const oml_dataset *ds,
+                          const float *X, int32_t dim, const int32_t *test, int32_t n_test,
                           int32_t k, int32_t *pred, int32_t *truth, double *error)
 {
     oml_index *ix = NULL;
@@ -299,30 +325,72 @@ static int classify_error(oml_snapshot *snap, const oml_store *store, const floa
     if (rc != OML_OK)
         return rc;
     float *Q = malloc((size_t)n_test * dim * sizeof(float));
-    if (Q == NULL) {
+    int32_t *cls = malloc(((size_t)ix->n_labels + 1) * sizeof *cls);
+    if (Q == NULL || cls == NULL) {
+        free(Q);
+        free(cls);
         oml_index_destroy(ix);
         return OML_ENOMEM;
     }
+    for (int32_t l = 0; l < ix->n_labels; l++)
+        cls[l] = oml_dataset_class_of(ds, ix->label_names[l]);
     for (int32_t i = 0; i < n_test; i++)
-        memcpy(Q + (size_t)i * dim, images + (size_t)test[i] * dim, (size_t)dim * sizeof(float));
+        memcpy(Q + (size_t)i * dim, X + (size_t)test[i] * dim, (size_t)dim * sizeof(float));
     rc = oml_classify_batch(ix, Q, n_test, k, pred);
     if (rc == OML_OK) {
         int32_t wrong = 0;
         for (int32_t i = 0; i < n_test; i++) {
-            /* Index label ids -> class numbers via the label names ("0".."9"). */
-            pred[i] = pred[i] >= 0 ? atoi(ix->label_names[pred[i]]) : -1;
-            truth[i] = labels[test[i]];
+            pred[i] = pred[i] >= 0 ? cls[pred[i]] : -1;
+            truth[i] = ds->y[test[i]];
             wrong += pred[i] != truth[i];
         }
         *error = (double)wrong / n_test;
     }
     free(Q);
+    free(cls);
     oml_index_destroy(ix);
     return rc;
 }
 
-static int run_once(const eval_opts *o, uint64_t seed, const float *images, const int32_t *labels,
-                    int32_t n_all, int32_t dim, run_result *res)
+/* The --stream of n triplets over dev positions (labels: their class ids). */
+static int make_stream(const eval_opts *o, oml_stream *st, const int32_t *labels, int32_t n_dev,
+                       int32_t n, uint64_t seed, oml_diag *diag)
+{
+    return o->stream_random ? oml_stream_make_random(st, labels, n_dev, n, seed, diag)
+                            : oml_stream_make(st, labels, n_dev, n, seed, diag);
+}
+
+/* --heads-report: per-head violations from stream position `from` on. */
+typedef struct step_tally {
+    int32_t from, late, hard;
+    double viol[OML_MAX_HEADS], hard_viol[OML_MAX_HEADS];
+} step_tally;
+
+/* The one place oml-eval teaches the live learner: triplets [from, to) of
+ * st, whose members are rows of X (dim floats each). tally may be NULL. */
+static void feed_stream(oml_learner *l, const oml_stream *st, int32_t from, int32_t to,
+                        const float *X, int32_t dim, step_tally *tally)
+{
+    for (int32_t i = from; i < to; i++) {
+        const oml_triplet *t = &st->t[i];
+        oml_step_report rep;
+        oml_learner_step(l, X + (size_t)t->a * dim, X + (size_t)t->p * dim,
+                         X + (size_t)t->n * dim, &rep);
+        if (tally == NULL || i < tally->from)
+            continue;
+        tally->late++;
+        tally->hard += !rep.satisfied;
+        for (int h = 0; h < oml_learner_heads(l); h++) {
+            int v = rep.d_pos[h] >= rep.d_neg[h];
+            tally->viol[h] += v;
+            tally->hard_viol[h] += !rep.satisfied && v;
+        }
+    }
+}
+
+/* One run of the protocol on X (ds->n, dim): the run's features. */
+static int run_once(const eval_opts *o, uint64_t seed, const oml_dataset *ds, const float *X,
+                    int32_t dim, run_result *res)
 {
     memset(res, 0, sizeof *res);
     oml_config cfg;
@@ -341,7 +409,7 @@ static int run_once(const eval_opts *o, uint64_t seed, const float *images, cons
     int32_t *dev_labels = NULL, *pred = NULL, *truth = NULL;
     float *dev_x = NULL;
     oml_diag diag = {0};
-    int rc = oml_split_make(&split, n_all, seed);
+    int rc = oml_split_make(&split, ds->n, seed);
     if (rc != OML_OK)
         return rc;
     int32_t n_test = o->test_subsample > 0 && o->test_subsample < split.n_test ? o->test_subsample
@@ -357,15 +425,16 @@ static int run_once(const eval_opts *o, uint64_t seed, const float *images, cons
     rc = oml_store_create(&store, dim, (uint32_t)split.n_dev);
     for (int32_t i = 0; i < split.n_dev && rc == OML_OK; i++) {
         int32_t row = split.dev[i];
-        char id[32], lab[16];
+        char id[32];
         int il = snprintf(id, sizeof id, "dev-%d", row);
-        int ll = snprintf(lab, sizeof lab, "%d", labels[row]);
-        dev_labels[i] = labels[row];
-        memcpy(dev_x + (size_t)i * dim, images + (size_t)row * dim, (size_t)dim * sizeof(float));
-        rc = oml_store_put(store, id, (size_t)il, dev_x + (size_t)i * dim, lab, (size_t)ll, NULL, &diag);
+        const char *lab = ds->names[ds->y[row]];
+        dev_labels[i] = ds->y[row];
+        memcpy(dev_x + (size_t)i * dim, X + (size_t)row * dim, (size_t)dim * sizeof(float));
+        rc = oml_store_put(store, id, (size_t)il, dev_x + (size_t)i * dim, lab, strlen(lab), NULL,
+                           &diag);
     }
     if (rc == OML_OK)
-        rc = oml_stream_make(&stream, dev_labels, split.n_dev, o->constraints, seed, &diag);
+        rc = make_stream(o, &stream, dev_labels, split.n_dev, o->constraints, seed, &diag);
     if (rc == OML_OK)
         rc = oml_learner_create(&learner, &cfg, &diag);
     if (rc != OML_OK)
@@ -374,31 +443,17 @@ static int run_once(const eval_opts *o, uint64_t seed, const float *images, cons
     if (oml_config_needs_data(&cfg) && (rc = oml_learner_prepare(learner, dev_x, split.n_dev)) != OML_OK)
         goto done;
 
-    double viol[OML_MAX_HEADS] = {0}, hard_viol[OML_MAX_HEADS] = {0};
-    int32_t late = 0, hard = 0;
+    step_tally tally = {.from = stream.n - stream.n / 5};
     double t0 = now_s();
-    for (int32_t i = 0; i < stream.n; i++) {
-        const oml_triplet *t = &stream.t[i];
-        oml_step_report rep;
-        oml_learner_step(learner, dev_x + (size_t)t->a * dim, dev_x + (size_t)t->p * dim,
-                         dev_x + (size_t)t->n * dim, &rep);
-        if (o->heads_report && i >= stream.n - stream.n / 5) {
-            late++;
-            hard += !rep.satisfied;
-            for (int h = 0; h < oml_learner_heads(learner); h++) {
-                int v = rep.d_pos[h] >= rep.d_neg[h];
-                viol[h] += v;
-                hard_viol[h] += !rep.satisfied && v;
-            }
-        }
-    }
+    feed_stream(learner, &stream, 0, stream.n, dev_x, dim, o->heads_report ? &tally : NULL);
+    res->train_s = now_s() - t0;
     if (o->heads_report) {
         printf("    late-stream violation per head (all / ensemble-violated):");
         for (int h = 0; h < oml_learner_heads(learner); h++)
-            printf(" %.3f/%.3f", viol[h] / (late ? late : 1), hard_viol[h] / (hard ? hard : 1));
+            printf(" %.3f/%.3f", tally.viol[h] / (tally.late ? tally.late : 1),
+                   tally.hard_viol[h] / (tally.hard ? tally.hard : 1));
         printf("\n");
     }
-    res->train_s = now_s() - t0;
     res->tps = stream.n / (res->train_s > 0 ? res->train_s : 1e-9);
     res->utilisation = (double)learner->stats.utilised / (double)learner->stats.updates;
     res->accuracy = (double)learner->stats.satisfied / (double)learner->stats.updates;
@@ -410,11 +465,11 @@ static int run_once(const eval_opts *o, uint64_t seed, const float *images, cons
         rc = OML_ENOMEM;
         goto done;
     }
-    rc = classify_error(snap, store, images, labels, split.test, n_test, dim, o->k, pred, truth,
+    rc = classify_error(snap, store, ds, X, dim, split.test, n_test, o->k, pred, truth,
                         &res->error);
     if (rc != OML_OK)
         goto done;
-    res->f1 = oml_macro_f1(truth, pred, n_test, 10);
+    res->f1 = oml_macro_f1(truth, pred, n_test, ds->n_classes);
 
     if (o->heads_report) {
         float a[OML_MAX_HEADS];
@@ -424,8 +479,8 @@ static int run_once(const eval_opts *o, uint64_t seed, const float *images, cons
                 a[j] = h == res->heads ? 1.0f / res->heads : (j == h ? 1.0f : 0.0f);
             oml_snapshot *s2 = oml_snapshot_create(&cfg, snap->params, a, 1, snap->updates);
             double err = 0;
-            rc = s2 ? classify_error(s2, store, images, labels, split.test, n_test, dim, o->k,
-                                     pred, truth, &err)
+            rc = s2 ? classify_error(s2, store, ds, X, dim, split.test, n_test, o->k, pred, truth,
+                                     &err)
                     : OML_ENOMEM;
             oml_snapshot_release(s2);
             if (h == res->heads)
@@ -608,17 +663,13 @@ static int dml_embed(const eval_opts *o, uint64_t seed, const float *Xtr, const 
         cfg.seed = seed;
         oml_stream stream = {0};
         oml_learner *learner = NULL;
-        rc = oml_stream_make(&stream, ytr, ntr, o->constraints, seed, &diag);
+        rc = make_stream(o, &stream, ytr, ntr, o->constraints, seed, &diag);
         if (rc == OML_OK)
             rc = oml_learner_create(&learner, &cfg, &diag);
         if (rc == OML_OK && oml_config_needs_data(&cfg))
             rc = oml_learner_prepare(learner, Xtr, ntr);
-        for (int32_t i = 0; rc == OML_OK && i < stream.n; i++) {
-            const oml_triplet *t = &stream.t[i];
-            oml_step_report rep;
-            oml_learner_step(learner, Xtr + (size_t)t->a * dim, Xtr + (size_t)t->p * dim,
-                             Xtr + (size_t)t->n * dim, &rep);
-        }
+        if (rc == OML_OK)
+            feed_stream(learner, &stream, 0, stream.n, Xtr, dim, NULL);
         res->train_s = now_s() - t0;
         if (rc == OML_OK) {
             *edim = (learner->lay.layers + 1) * learner->lay.emb;
@@ -673,10 +724,11 @@ static int dml_embed(const eval_opts *o, uint64_t seed, const float *Xtr, const 
     return rc;
 }
 
-static int dml_run_once(const eval_opts *o, uint64_t seed, const float *images,
-                        const int32_t *labels, int32_t n_all, int32_t dim, dml_result *res)
+static int dml_run_once(const eval_opts *o, uint64_t seed, const oml_dataset *ds,
+                        const float *images, int32_t dim, dml_result *res)
 {
     memset(res, 0, sizeof *res);
+    const int32_t *labels = ds->y, n_all = ds->n;
     int32_t *tr = malloc((size_t)n_all * sizeof *tr), *te = malloc((size_t)n_all * sizeof *te);
     int32_t ntr = 0, nte = 0;
     if (!tr || !te) {
@@ -685,12 +737,13 @@ static int dml_run_once(const eval_opts *o, uint64_t seed, const float *images,
         return OML_ENOMEM;
     }
     if (o->class_disjoint) {
-        /* Train on classes 0-4, test on 5-9 (the deep metric learning split),
-         * each shuffled with the seed so subsamples are random. */
+        /* Train on the first half of the classes, test on the rest (0-4 and
+         * 5-9 on Fashion-MNIST: the deep metric learning split), each
+         * shuffled with the seed so subsamples are random. */
         oml_rng rng;
         oml_rng_seed(&rng, seed);
         for (int32_t i = 0; i < n_all; i++) {
-            if (labels[i] < 5)
+            if (labels[i] < ds->n_classes / 2)
                 tr[ntr++] = i;
             else
                 te[nte++] = i;
@@ -753,8 +806,18 @@ static int dml_run_once(const eval_opts *o, uint64_t seed, const float *images,
     return rc;
 }
 
-static int run_dml(const eval_opts *o, const float *images, const int32_t *labels, int32_t n,
-                   int32_t dim)
+/* The JSON keys that say what the model saw: stream, dim and the noise. */
+static void print_json_data(const eval_opts *o, const oml_dataset *ds)
+{
+    if (o->method == M_OAHU)
+        printf(",\"stream\":\"%s\"", o->stream_random ? "random" : "paper");
+    printf(",\"dim\":%d", ds->dim + o->feat.noise_dims);
+    if (o->feat.noise_dims > 0)
+        printf(",\"noise_dims\":%d,\"noise_scale\":%g", o->feat.noise_dims,
+               (double)o->feat.noise_scale);
+}
+
+static int run_dml(const eval_opts *o, const oml_dataset *ds)
 {
     const char *mname = METHOD_NAMES[o->method];
     const char *sname = o->class_disjoint ? "class-disjoint" : "standard";
@@ -764,7 +827,15 @@ static int run_dml(const eval_opts *o, const float *images, const int32_t *label
     double per[64];
     for (int i = 0; i < o->runs; i++) {
         uint64_t seed = o->seed + (uint64_t)i;
-        int rc = dml_run_once(o, seed, images, labels, n, dim, &r);
+        float *X;
+        int32_t dim;
+        int owned;
+        oml_diag diag = {0};
+        int rc = oml_dataset_run_features(ds, &o->feat, seed, &X, &dim, &owned, &diag);
+        if (rc == OML_OK)
+            rc = dml_run_once(o, seed, ds, X, dim, &r);
+        if (owned)
+            free(X);
         if (rc != OML_OK) {
             fprintf(stderr, "oml-eval: run %d failed: %s\n", i + 1, oml_batch_strerror(rc));
             return 1;
@@ -800,9 +871,11 @@ static int run_dml(const eval_opts *o, const float *images, const int32_t *label
     for (int i = 0; i < o->runs && i < 64; i++)
         printf("%s%.5f", i ? "," : "", per[i]);
     printf("],\"runs\":%d,\"seed\":%llu,\"train_seconds\":%.4f,\"train_subsample\":%d,"
-           "\"test_subsample\":%d}\n",
+           "\"test_subsample\":%d",
            o->runs, (unsigned long long)o->seed, sum.train_s / R, o->train_subsample,
            o->test_subsample);
+    print_json_data(o, ds);
+    printf("}\n");
     if (o->max_error > 0 && !o->class_disjoint && sum.error / R > o->max_error) {
         fprintf(stderr, "oml-eval: error rate %.4f exceeds --max-error %.4f\n", sum.error / R,
                 o->max_error);
@@ -818,33 +891,49 @@ int main(int argc, char **argv)
         return 2;
     openblas_set_num_threads(1);
 
-    float *images = NULL;
-    int32_t *labels = NULL, n = 0, dim = 0;
+    oml_dataset ds;
     oml_diag diag = {0};
     double t0 = now_s();
-    int rc = oml_fmnist_load(o.data_dir, &images, &labels, &n, &dim, &diag);
+    int rc = oml_dataset_fmnist(&ds, o.data_dir, &diag);
     if (rc != OML_OK) {
         fprintf(stderr, "oml-eval: cannot load Fashion-MNIST: %s\n"
                         "HINT: install it with deploy/install-deps.sh (package dataset-fashion-mnist)\n",
                 diag.msg);
         return 1;
     }
-    printf("oml-eval: %d images of %d features loaded in %.1f s\n", n, dim, now_s() - t0);
+    printf("oml-eval: %d images of %d features loaded in %.1f s\n", ds.n, ds.dim, now_s() - t0);
+    if (o.feat.noise_dims > 0)
+        printf("%d features of noise N(0, (%g x %.4f pooled sd)^2) appended per run: dim %d\n",
+               o.feat.noise_dims, (double)o.feat.noise_scale, oml_pooled_sd(ds.x, ds.n, ds.dim),
+               ds.dim + o.feat.noise_dims);
     if (o.method != M_OAHU || o.class_disjoint) {
-        rc = run_dml(&o, images, labels, n, dim);
-        free(images);
-        free(labels);
+        rc = run_dml(&o, &ds);
+        oml_dataset_free(&ds);
         return rc;
     }
-    printf("preset %s, %d constraints, k=%d, %d run(s) from seed %llu\n", o.preset, o.constraints,
-           o.k, o.runs, (unsigned long long)o.seed);
+    printf("preset %s, %s stream, %d constraints, k=%d, %d run(s) from seed %llu\n", o.preset,
+           o.stream_random ? "random" : "paper", o.constraints, o.k, o.runs,
+           (unsigned long long)o.seed);
 
     run_result sum = {0}, r;
     double errs[64];
     int heads = 0;
     for (int i = 0; i < o.runs; i++) {
-        if (run_once(&o, o.seed + (uint64_t)i, images, labels, n, dim, &r) != OML_OK)
+        uint64_t seed = o.seed + (uint64_t)i;
+        float *X;
+        int32_t dim;
+        int owned;
+        rc = oml_dataset_run_features(&ds, &o.feat, seed, &X, &dim, &owned, &diag);
+        if (rc != OML_OK)
+            fprintf(stderr, "oml-eval: %s\n", diag.msg);
+        else
+            rc = run_once(&o, seed, &ds, X, dim, &r);
+        if (owned)
+            free(X);
+        if (rc != OML_OK) {
+            oml_dataset_free(&ds);
             return 1;
+        }
         heads = r.heads;
         if (i < 64)
             errs[i] = r.error;
@@ -892,11 +981,12 @@ int main(int argc, char **argv)
         printf("],\"equal_vote_error\":%.5f", sum.equal_error / R);
     }
     printf(",\"constraints\":%d,\"k\":%d,\"runs\":%d,\"seed\":%llu,\"train_seconds\":%.4f,"
-           "\"triplets_per_second\":%.1f,\"preset\":\"%s\"}\n",
+           "\"triplets_per_second\":%.1f,\"preset\":\"%s\"",
            o.constraints, o.k, o.runs, (unsigned long long)o.seed, sum.train_s / R, sum.tps / R,
            o.preset);
-    free(images);
-    free(labels);
+    print_json_data(&o, &ds);
+    printf("}\n");
+    oml_dataset_free(&ds);
     if (o.max_error > 0 && sum.error / R > o.max_error) {
         fprintf(stderr, "oml-eval: error rate %.4f exceeds --max-error %.4f\n", sum.error / R, o.max_error);
         return 3;
