@@ -22,6 +22,7 @@
 #include "anml.h"
 #include "batch.h"
 #include "config.h"
+#include "curve.h"
 #include "daml.h"
 #include "dataset.h"
 #include "damlrrm.h"
@@ -58,6 +59,8 @@ typedef struct eval_opts {
     int32_t batch_init; /* -1 the method's default, 0 random, 1 pca, 2 identity */
     int32_t stream_random; /* --stream random: random label-consistent triplets */
     oml_features_opts feat; /* --noise-dims / --noise-scale */
+    int32_t curve[OML_CURVE_MAX], n_curve; /* --curve; else one point, constraints */
+    int32_t curve_given, constraints_set;
     double max_error; /* exit 3 if the mean error is above (0 = no check) */
     uint64_t seed;
     const char *preset, *data_dir;
@@ -68,6 +71,7 @@ typedef struct run_result {
     double error, f1, utilisation, accuracy, train_s, tps;
     float alpha[OML_MAX_HEADS];
     double head_error[OML_MAX_HEADS], equal_error;
+    double curve[OML_CURVE_MAX]; /* error at each --curve point */
     int heads;
 } run_result;
 
@@ -95,6 +99,8 @@ static void usage(FILE *f)
             "  --noise-dims N      append N features of noise N(0, (S sd)^2) to every item, sd the\n"
             "                      pooled sd of the original features, drawn with the run's seed\n"
             "  --noise-scale S     (default 1)\n"
+            "  --curve N1,N2,...   the error at each point of one run (0: before any triplet);\n"
+            "                      the stream is as long as the last point (JSON \"curve\")\n"
             "  --max-error X       exit with status 3 if the mean error rate exceeds X\n"
             " overrides of the preset (ablations):\n"
             "  --eta X --tau X --prox X --eta-decay X --beta X --s X\n"
@@ -170,6 +176,12 @@ static int parse_args(int argc, char **argv, eval_opts *o)
                 return -1;
             }
             o->stream_random = strcmp(val, "random") == 0;
+        } else if (OPT("--curve")) {
+            oml_diag d = {0};
+            if ((o->n_curve = oml_curve_parse(val, o->curve, &d)) < 0) {
+                fprintf(stderr, "oml-eval: --curve %s\n", d.msg);
+                return -1;
+            }
         } else if (OPT("--noise-dims")) {
             o->feat.noise_dims = atoi(val);
         } else if (OPT("--noise-scale")) {
@@ -239,6 +251,7 @@ static int parse_args(int argc, char **argv, eval_opts *o)
             o->normalize = atoi(val);
         } else if (OPT("--constraints")) {
             o->constraints = atoi(val);
+            o->constraints_set = 1;
         } else if (OPT("--seed")) {
             o->seed = strtoull(val, NULL, 10);
         } else if (OPT("--max-error")) {
@@ -290,6 +303,24 @@ static int parse_args(int argc, char **argv, eval_opts *o)
     if (o->train_subsample < 0) {
         fprintf(stderr, "oml-eval: --train-subsample >= 0\n");
         return -1;
+    }
+    o->curve_given = o->n_curve > 0;
+    if (o->curve_given) {
+        if (o->constraints_set && o->constraints != o->curve[o->n_curve - 1]) {
+            fprintf(stderr, "oml-eval: --constraints %d and --curve ending at %d disagree "
+                            "(the stream is as long as the curve's last point)\n",
+                    o->constraints, o->curve[o->n_curve - 1]);
+            return -1;
+        }
+        if (o->method != M_OAHU || o->class_disjoint) {
+            fprintf(stderr, "oml-eval: --curve is for the live learner (--method oahu "
+                            "--split standard)\n");
+            return -1;
+        }
+        o->constraints = o->curve[o->n_curve - 1];
+    } else {
+        o->n_curve = 1; /* one point: the end of the stream */
+        o->curve[0] = o->constraints;
     }
     if (o->feat.noise_dims < 0 || !(o->feat.noise_scale >= 0.0f) || isinf(o->feat.noise_scale)) {
         fprintf(stderr, "oml-eval: --noise-dims >= 0, --noise-scale >= 0\n");
@@ -443,10 +474,27 @@ static int run_once(const eval_opts *o, uint64_t seed, const oml_dataset *ds, co
     if (oml_config_needs_data(&cfg) && (rc = oml_learner_prepare(learner, dev_x, split.n_dev)) != OML_OK)
         goto done;
 
+    /* Learn up to each curve point, then classify the test points with the
+     * model as it is there; the last point's model is the run's result. */
     step_tally tally = {.from = stream.n - stream.n / 5};
-    double t0 = now_s();
-    feed_stream(learner, &stream, 0, stream.n, dev_x, dim, o->heads_report ? &tally : NULL);
-    res->train_s = now_s() - t0;
+    for (int c = 0; c < o->n_curve; c++) {
+        int32_t from = c ? o->curve[c - 1] : 0, to = o->curve[c] < stream.n ? o->curve[c] : stream.n;
+        double t0 = now_s();
+        feed_stream(learner, &stream, from, to, dev_x, dim, o->heads_report ? &tally : NULL);
+        res->train_s += now_s() - t0;
+        oml_snapshot_release(snap);
+        snap = oml_learner_snapshot(learner, (uint64_t)c + 1);
+        if (snap == NULL) {
+            rc = OML_ENOMEM;
+            goto done;
+        }
+        rc = classify_error(snap, store, ds, X, dim, split.test, n_test, o->k, pred, truth,
+                            &res->curve[c]);
+        if (rc != OML_OK)
+            goto done;
+    }
+    res->error = res->curve[o->n_curve - 1];
+    res->f1 = oml_macro_f1(truth, pred, n_test, ds->n_classes);
     if (o->heads_report) {
         printf("    late-stream violation per head (all / ensemble-violated):");
         for (int h = 0; h < oml_learner_heads(learner); h++)
@@ -459,17 +507,6 @@ static int run_once(const eval_opts *o, uint64_t seed, const oml_dataset *ds, co
     res->accuracy = (double)learner->stats.satisfied / (double)learner->stats.updates;
     res->heads = oml_learner_heads(learner);
     memcpy(res->alpha, learner->alpha, sizeof(float) * (size_t)res->heads);
-
-    snap = oml_learner_snapshot(learner, 1);
-    if (snap == NULL) {
-        rc = OML_ENOMEM;
-        goto done;
-    }
-    rc = classify_error(snap, store, ds, X, dim, split.test, n_test, o->k, pred, truth,
-                        &res->error);
-    if (rc != OML_OK)
-        goto done;
-    res->f1 = oml_macro_f1(truth, pred, n_test, ds->n_classes);
 
     if (o->heads_report) {
         float a[OML_MAX_HEADS];
@@ -947,6 +984,14 @@ int main(int argc, char **argv)
                 printf(" %.4f", r.head_error[h]);
             printf("   equal vote: %.4f\n", r.equal_error);
         }
+        if (o.curve_given) {
+            printf("    curve:");
+            for (int c = 0; c < o.n_curve; c++)
+                printf("  %d: %.4f", o.curve[c], r.curve[c]);
+            printf("\n");
+        }
+        for (int c = 0; c < o.n_curve; c++)
+            sum.curve[c] += r.curve[c];
         sum.error += r.error;
         sum.f1 += r.f1;
         sum.utilisation += r.utilisation;
@@ -964,6 +1009,13 @@ int main(int argc, char **argv)
     for (int h = 0; h < heads; h++)
         printf(" %.3f", sum.alpha[h] / R);
     printf("\n");
+    for (int c = 0; c < o.n_curve; c++)
+        sum.curve[c] /= R;
+    if (o.curve_given) {
+        printf("error curve (mean of %d run(s)):\n  %12s  %10s\n", o.runs, "triplets", "error");
+        for (int c = 0; c < o.n_curve; c++)
+            printf("  %12d  %10.4f\n", o.curve[c], sum.curve[c]);
+    }
 
     printf("{\"error_rate\":%.5f,\"macro_f1\":%.5f,\"utilization\":%.5f,"
            "\"test_then_train_accuracy\":%.5f,\"alpha\":[",
@@ -980,6 +1032,8 @@ int main(int argc, char **argv)
             printf("%s%.5f", h ? "," : "", sum.head_error[h] / R);
         printf("],\"equal_vote_error\":%.5f", sum.equal_error / R);
     }
+    if (o.curve_given)
+        oml_curve_print_json(stdout, o.curve, sum.curve, o.n_curve);
     printf(",\"constraints\":%d,\"k\":%d,\"runs\":%d,\"seed\":%llu,\"train_seconds\":%.4f,"
            "\"triplets_per_second\":%.1f,\"preset\":\"%s\"",
            o.constraints, o.k, o.runs, (unsigned long long)o.seed, sum.train_s / R, sum.tps / R,
