@@ -22,6 +22,7 @@
 #include "anml.h"
 #include "batch.h"
 #include "config.h"
+#include "csv.h"
 #include "curve.h"
 #include "daml.h"
 #include "dataset.h"
@@ -35,6 +36,7 @@
 #include "rng.h"
 #include "protocol.h"
 #include "serve.h"
+#include "standardize.h"
 #include "store.h"
 
 extern void openblas_set_num_threads(int);
@@ -42,12 +44,13 @@ extern void openblas_set_num_threads(int);
 enum eval_method {
     M_OAHU, M_RAW, M_TRIPLET, M_LANML, M_DANML,
     M_DAML_CONTRASTIVE, M_DAML_TRIPLET, M_DAML_LIFTED, M_DAML_NPAIR, /* daml.h, in term order */
-    M_CONTRASTIVE, M_LIFTED, M_NPAIR, M_DAMLRRM
+    M_CONTRASTIVE, M_LIFTED, M_NPAIR, M_DAMLRRM,
+    M_STD /* kNN on features standardised with the training half's mean and sd */
 };
 static const char *const METHOD_NAMES[] = {
     "oahu", "raw", "triplet", "lanml", "danml",
     "daml-contrastive", "daml-triplet", "daml-lifted", "daml-npair",
-    "contrastive", "lifted", "npair", "damlrrm"};
+    "contrastive", "lifted", "npair", "damlrrm", "std"};
 
 typedef struct eval_opts {
     int32_t constraints, k, test_subsample, runs, heads_report;
@@ -63,7 +66,7 @@ typedef struct eval_opts {
     int32_t curve_given, constraints_set;
     double max_error; /* exit 3 if the mean error is above (0 = no check) */
     uint64_t seed;
-    const char *preset, *data_dir;
+    const char *preset, *data_dir, *csv;
     oml_config overrides; /* fields < 0 (or NaN) mean "from the preset" */
 } eval_opts;
 
@@ -93,6 +96,10 @@ static void usage(FILE *f)
             "  --preset P          paper | default (default: default)\n"
             "  --test-subsample M  classify only the first M test points (default all)\n"
             "  --data DIR          Fashion-MNIST IDX directory (default " OML_FMNIST_DIR ")\n"
+            "  --csv FILE          evaluate on FILE instead: rows label,f1,...,fd (a header line\n"
+            "                      allowed; tools/common/csv.h), the same seeded 1:1 split\n"
+            "  --standardize 0|1   z-score every feature with the dev half's mean and sd\n"
+            "                      (default 0; after --noise-dims)\n"
             "  --heads-report      also report each head alone and all heads voting equally\n"
             "  --stream S          paper (default: seeds + closure, protocol.h) | random\n"
             "                      (random anchor, a positive of its class, a negative of another)\n"
@@ -107,9 +114,11 @@ static void usage(FILE *f)
             "  --layers N --hidden N --emb N --init random|pca|pca-white --center 0|1\n"
             "  --hedge abtl|margin|hard|local\n"
             " batch trainers and baselines (issue 4):\n"
-            "  --method M          oahu (default) | raw | triplet | lanml | danml |\n"
+            "  --method M          oahu (default) | raw | std | triplet | lanml | danml |\n"
             "                      daml-contrastive | daml-triplet | daml-lifted | daml-npair |\n"
             "                      contrastive | lifted | npair | damlrrm\n"
+            "                      (raw: kNN on the features; std: kNN on the features\n"
+            "                      standardised with the training half's mean and sd)\n"
             "  --split S           standard (default: kNN error on the 1:1 split) |\n"
             "                      class-disjoint (train classes 0-4, retrieval/clustering on 5-9)\n"
             "  --train-subsample N train on the first N shuffled training items (default all)\n"
@@ -165,7 +174,7 @@ static int parse_args(int argc, char **argv, eval_opts *o)
                 if (strcmp(val, METHOD_NAMES[m]) == 0)
                     o->method = m;
             if (o->method < 0) {
-                fprintf(stderr, "oml-eval: unknown --method '%s' (oahu|raw|triplet|lanml|danml|"
+                fprintf(stderr, "oml-eval: unknown --method '%s' (oahu|raw|std|triplet|lanml|danml|"
                                 "daml-contrastive|daml-triplet|daml-lifted|daml-npair|"
                                 "contrastive|lifted|npair|damlrrm)\n", val);
                 return -1;
@@ -182,6 +191,14 @@ static int parse_args(int argc, char **argv, eval_opts *o)
                 fprintf(stderr, "oml-eval: --curve %s\n", d.msg);
                 return -1;
             }
+        } else if (OPT("--csv")) {
+            o->csv = val;
+        } else if (OPT("--standardize")) {
+            if (strcmp(val, "0") != 0 && strcmp(val, "1") != 0) {
+                fprintf(stderr, "oml-eval: --standardize 0|1, not '%s'\n", val);
+                return -1;
+            }
+            o->feat.standardize = val[0] == '1';
         } else if (OPT("--noise-dims")) {
             o->feat.noise_dims = atoi(val);
         } else if (OPT("--noise-scale")) {
@@ -682,7 +699,7 @@ static int dml_embed(const eval_opts *o, uint64_t seed, const float *Xtr, const 
     int rc = OML_OK;
     double t0 = now_s();
     *Etr = *Ete = NULL;
-    if (o->method == M_RAW) {
+    if (o->method == M_RAW || o->method == M_STD) {
         *edim = dim;
         *Etr = malloc((size_t)ntr * dim * sizeof(float));
         *Ete = malloc((size_t)nte * dim * sizeof(float));
@@ -690,7 +707,18 @@ static int dml_embed(const eval_opts *o, uint64_t seed, const float *Xtr, const 
             return OML_ENOMEM;
         memcpy(*Etr, Xtr, (size_t)ntr * dim * sizeof(float));
         memcpy(*Ete, Xte, (size_t)nte * dim * sizeof(float));
-        return OML_OK;
+        if (o->method == M_STD) { /* z-scores with the training half's statistics only */
+            float *mean = malloc((size_t)dim * sizeof *mean), *sd = malloc((size_t)dim * sizeof *sd);
+            rc = mean && sd && oml_standardize_fit(Xtr, dim, NULL, ntr, mean, sd) == 0 ? OML_OK
+                                                                                    : OML_ENOMEM;
+            if (rc == OML_OK) {
+                oml_standardize_apply(*Etr, ntr, dim, mean, sd);
+                oml_standardize_apply(*Ete, nte, dim, mean, sd);
+            }
+            free(mean);
+            free(sd);
+        }
+        return rc;
     }
     if (o->method == M_OAHU) {
         oml_config cfg;
@@ -843,12 +871,34 @@ static int dml_run_once(const eval_opts *o, uint64_t seed, const oml_dataset *ds
     return rc;
 }
 
-/* The JSON keys that say what the model saw: stream, dim and the noise. */
+static void json_string(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            printf("\\%c", c);
+        else if (c < 0x20)
+            printf("\\u%04x", c);
+        else
+            putchar(c);
+    }
+    putchar('"');
+}
+
+/* The JSON keys that say what the model saw: stream, data, dim and noise. */
 static void print_json_data(const eval_opts *o, const oml_dataset *ds)
 {
     if (o->method == M_OAHU)
         printf(",\"stream\":\"%s\"", o->stream_random ? "random" : "paper");
     printf(",\"dim\":%d", ds->dim + o->feat.noise_dims);
+    if (o->csv) {
+        printf(",\"csv\":");
+        json_string(o->csv);
+        printf(",\"items\":%d,\"classes\":%d", ds->n, ds->n_classes);
+    }
+    if (o->feat.standardize)
+        printf(",\"standardize\":1");
     if (o->feat.noise_dims > 0)
         printf(",\"noise_dims\":%d,\"noise_scale\":%g", o->feat.noise_dims,
                (double)o->feat.noise_scale);
@@ -931,18 +981,33 @@ int main(int argc, char **argv)
     oml_dataset ds;
     oml_diag diag = {0};
     double t0 = now_s();
-    int rc = oml_dataset_fmnist(&ds, o.data_dir, &diag);
-    if (rc != OML_OK) {
+    int rc = o.csv ? oml_csv_read(o.csv, &ds, &diag) : oml_dataset_fmnist(&ds, o.data_dir, &diag);
+    if (rc != OML_OK && o.csv) {
+        fprintf(stderr, "oml-eval: %s\n", diag.msg);
+        return 1;
+    } else if (rc != OML_OK) {
         fprintf(stderr, "oml-eval: cannot load Fashion-MNIST: %s\n"
                         "HINT: install it with deploy/install-deps.sh (package dataset-fashion-mnist)\n",
                 diag.msg);
         return 1;
     }
-    printf("oml-eval: %d images of %d features loaded in %.1f s\n", ds.n, ds.dim, now_s() - t0);
+    if (o.csv)
+        printf("oml-eval: %d rows of %d features in %d classes read from %s in %.1f s\n", ds.n,
+               ds.dim, ds.n_classes, o.csv, now_s() - t0);
+    else
+        printf("oml-eval: %d images of %d features loaded in %.1f s\n", ds.n, ds.dim,
+               now_s() - t0);
+    if (ds.n < 4) {
+        fprintf(stderr, "oml-eval: %d rows; the 1:1 split needs at least 4\n", ds.n);
+        oml_dataset_free(&ds);
+        return 1;
+    }
     if (o.feat.noise_dims > 0)
         printf("%d features of noise N(0, (%g x %.4f pooled sd)^2) appended per run: dim %d\n",
                o.feat.noise_dims, (double)o.feat.noise_scale, oml_pooled_sd(ds.x, ds.n, ds.dim),
                ds.dim + o.feat.noise_dims);
+    if (o.feat.standardize)
+        printf("every feature z-scored with the mean and sd of the run's dev half\n");
     if (o.method != M_OAHU || o.class_disjoint) {
         rc = run_dml(&o, &ds);
         oml_dataset_free(&ds);

@@ -145,6 +145,7 @@ static void test_noise_append(void **state)
     free(Z);
     assert_int_equal(oml_noise_append(X, n, d, k, 3.0f, 10, &Z), 0);
     assert_true(memcmp(Y, Z, sizeof(float) * n * (d + k)) != 0);
+    free(Z);
     assert_int_equal(oml_noise_append(X, n, d, -1, 3.0f, 9, &Z), OML_EINVAL);
     assert_int_equal(oml_noise_append(X, n, d, 1, NAN, 9, &Z), OML_EINVAL);
     assert_null(Z);

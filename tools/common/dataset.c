@@ -7,6 +7,8 @@
 
 #include "idx.h"
 #include "noise.h"
+#include "protocol.h"
+#include "standardize.h"
 
 int oml_dataset_fmnist(oml_dataset *ds, const char *dir, oml_diag *diag)
 {
@@ -55,17 +57,36 @@ int oml_dataset_run_features(const oml_dataset *ds, const oml_features_opts *fo,
     *X = ds->x;
     *dim = ds->dim;
     *owned = 0;
-    if (fo->noise_dims == 0)
+    if (fo->noise_dims == 0 && !fo->standardize)
         return OML_OK;
     if (fo->noise_dims < 0 || !(fo->noise_scale >= 0.0f))
         return oml_diag_set(diag, OML_EINVAL, "noise", "--noise-dims %d --noise-scale %g",
                             fo->noise_dims, (double)fo->noise_scale);
-    int rc = oml_noise_append(ds->x, ds->n, ds->dim, fo->noise_dims, fo->noise_scale, seed, X);
-    if (rc != OML_OK) {
-        *X = ds->x;
+    float *Y = NULL;
+    int rc = oml_noise_append(ds->x, ds->n, ds->dim, fo->noise_dims, fo->noise_scale, seed, &Y);
+    if (rc != OML_OK)
         return oml_diag_set(diag, rc, "noise", "cannot append %d noise features", fo->noise_dims);
+    int32_t d = ds->dim + fo->noise_dims;
+    if (fo->standardize) {
+        oml_split split;
+        float *mean = malloc((size_t)d * sizeof *mean), *sd = malloc((size_t)d * sizeof *sd);
+        rc = mean && sd ? oml_split_make(&split, ds->n, seed) : OML_ENOMEM;
+        if (rc == OML_OK) {
+            rc = oml_standardize_fit(Y, d, split.dev, split.n_dev, mean, sd) == 0 ? OML_OK
+                                                                                 : OML_ENOMEM;
+            oml_split_free(&split);
+        }
+        if (rc == OML_OK)
+            oml_standardize_apply(Y, ds->n, d, mean, sd);
+        free(mean);
+        free(sd);
+        if (rc != OML_OK) {
+            free(Y);
+            return oml_diag_set(diag, rc, "standardize", "cannot standardise %d features", d);
+        }
     }
-    *dim = ds->dim + fo->noise_dims;
+    *X = Y;
+    *dim = d;
     *owned = 1;
     return OML_OK;
 }

@@ -3,7 +3,10 @@
  *
  * oml-eval and omlctl eval load a data set once (Fashion-MNIST, or a CSV
  * file: csv.h), then, per run seed, derive the features the model is shown:
- * the --noise-dims features of noise appended (noise.h). Both tools call the
+ * first the --noise-dims features of noise are appended (noise.h), then, with
+ * --standardize 1, every feature (noise included) is z-scored with the mean
+ * and sd of the run's dev half (standardize.h; the dev half of
+ * oml_split_make(n, seed), the split both tools use). Both tools call the
  * same function, so a run through the daemon sees exactly the features of
  * the run in process with the same seed. */
 #ifndef OML_DATASET_H
@@ -33,6 +36,7 @@ int32_t oml_dataset_class_of(const oml_dataset *ds, const char *name);
 typedef struct oml_features_opts {
     int32_t noise_dims;  /* features of noise appended (0: none) */
     float noise_scale;   /* their sd in units of the pooled sd of the data set */
+    int32_t standardize; /* 1: z-score with the dev half's mean and sd */
 } oml_features_opts;
 
 /* The features of the run with `seed`: *X (ds->n, *dim) is ds->x itself when
