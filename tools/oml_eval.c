@@ -11,7 +11,15 @@
  * (Recall@1/2/4/8, MAP@R) and k-means clustering (NMI, F1) on classes 5-9;
  * standard trains on the 1:1 dev half and reports the kNN error of the test
  * half in the method's embedding. --method oahu --split standard (the
- * default) is the protocol above, unchanged. */
+ * default) is the protocol above, unchanged.
+ *
+ * Issue 11 (evaluation on any data): --csv FILE replaces the images with any
+ * labelled rows (tools/common/csv.h); --noise-dims / --standardize change
+ * the features each run sees (dataset.h); --stream random replaces the
+ * paper's stream with random label-consistent triplets; --curve classifies
+ * the test points at several points of one stream; --method std is kNN on
+ * standardised features. omlctl eval (client/omlctl_eval.c) shares all of
+ * it through tools/common. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
