@@ -27,7 +27,7 @@ static const ctl_cmd commands[] = {
     {"health", ctl_health, "live / ready / draining"},
     {"checkpoint", ctl_checkpoint, "write a checkpoint now"},
     {"watch", ctl_watch, "redraw the hedge weights per depth every --interval ms"},
-    {"eval", ctl_eval, "the OAHU Fashion-MNIST protocol, end to end through the daemon"},
+    {"eval", ctl_eval, "the OAHU Fashion-MNIST protocol (or any --csv data), end to end through the daemon"},
     {"train", ctl_train, "start a batch-training job and follow it (--detach: do not)"},
     {"train-status", ctl_train_status, "a batch-training job's state and progress"},
     {"train-cancel", ctl_train_cancel, "cancel a batch-training job"},

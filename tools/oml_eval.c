@@ -11,7 +11,15 @@
  * (Recall@1/2/4/8, MAP@R) and k-means clustering (NMI, F1) on classes 5-9;
  * standard trains on the 1:1 dev half and reports the kNN error of the test
  * half in the method's embedding. --method oahu --split standard (the
- * default) is the protocol above, unchanged. */
+ * default) is the protocol above, unchanged.
+ *
+ * Issue 11 (evaluation on any data): --csv FILE replaces the images with any
+ * labelled rows (tools/common/csv.h); --noise-dims / --standardize change
+ * the features each run sees (dataset.h); --stream random replaces the
+ * paper's stream with random label-consistent triplets; --curve classifies
+ * the test points at several points of one stream; --method std is kNN on
+ * standardised features. omlctl eval (client/omlctl_eval.c) shares all of
+ * it through tools/common. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,16 +30,21 @@
 #include "anml.h"
 #include "batch.h"
 #include "config.h"
+#include "csv.h"
+#include "curve.h"
 #include "daml.h"
+#include "dataset.h"
 #include "damlrrm.h"
 #include "dml_metrics.h"
 #include "idx.h"
 #include "index.h"
 #include "learner.h"
 #include "net.h"
+#include "noise.h"
 #include "rng.h"
 #include "protocol.h"
 #include "serve.h"
+#include "standardize.h"
 #include "store.h"
 
 extern void openblas_set_num_threads(int);
@@ -39,12 +52,13 @@ extern void openblas_set_num_threads(int);
 enum eval_method {
     M_OAHU, M_RAW, M_TRIPLET, M_LANML, M_DANML,
     M_DAML_CONTRASTIVE, M_DAML_TRIPLET, M_DAML_LIFTED, M_DAML_NPAIR, /* daml.h, in term order */
-    M_CONTRASTIVE, M_LIFTED, M_NPAIR, M_DAMLRRM
+    M_CONTRASTIVE, M_LIFTED, M_NPAIR, M_DAMLRRM,
+    M_STD /* kNN on features standardised with the training half's mean and sd */
 };
 static const char *const METHOD_NAMES[] = {
     "oahu", "raw", "triplet", "lanml", "danml",
     "daml-contrastive", "daml-triplet", "daml-lifted", "daml-npair",
-    "contrastive", "lifted", "npair", "damlrrm"};
+    "contrastive", "lifted", "npair", "damlrrm", "std"};
 
 typedef struct eval_opts {
     int32_t constraints, k, test_subsample, runs, heads_report;
@@ -54,9 +68,13 @@ typedef struct eval_opts {
     float alpha, lambda, pool_ratio, gen_lr;                    /* DAML / DAMLRRM */
     int32_t gen_hidden, pretrain_epochs, joint_epochs, literal, normalize;
     int32_t batch_init; /* -1 the method's default, 0 random, 1 pca, 2 identity */
+    int32_t stream_random; /* --stream random: random label-consistent triplets */
+    oml_features_opts feat; /* --noise-dims / --noise-scale */
+    int32_t curve[OML_CURVE_MAX], n_curve; /* --curve; else one point, constraints */
+    int32_t curve_given, constraints_set;
     double max_error; /* exit 3 if the mean error is above (0 = no check) */
     uint64_t seed;
-    const char *preset, *data_dir;
+    const char *preset, *data_dir, *csv;
     oml_config overrides; /* fields < 0 (or NaN) mean "from the preset" */
 } eval_opts;
 
@@ -64,6 +82,7 @@ typedef struct run_result {
     double error, f1, utilisation, accuracy, train_s, tps;
     float alpha[OML_MAX_HEADS];
     double head_error[OML_MAX_HEADS], equal_error;
+    double curve[OML_CURVE_MAX]; /* error at each --curve point */
     int heads;
 } run_result;
 
@@ -85,16 +104,29 @@ static void usage(FILE *f)
             "  --preset P          paper | default (default: default)\n"
             "  --test-subsample M  classify only the first M test points (default all)\n"
             "  --data DIR          Fashion-MNIST IDX directory (default " OML_FMNIST_DIR ")\n"
+            "  --csv FILE          evaluate on FILE instead: rows label,f1,...,fd (a header line\n"
+            "                      allowed; tools/common/csv.h), the same seeded 1:1 split\n"
+            "  --standardize 0|1   z-score every feature with the dev half's mean and sd\n"
+            "                      (default 0; after --noise-dims)\n"
             "  --heads-report      also report each head alone and all heads voting equally\n"
+            "  --stream S          paper (default: seeds + closure, protocol.h) | random\n"
+            "                      (random anchor, a positive of its class, a negative of another)\n"
+            "  --noise-dims N      append N features of noise N(0, (S sd)^2) to every item, sd the\n"
+            "                      pooled sd of the original features, drawn with the run's seed\n"
+            "  --noise-scale S     (default 1)\n"
+            "  --curve N1,N2,...   the error at each point of one run (0: before any triplet);\n"
+            "                      the stream is as long as the last point (JSON \"curve\")\n"
             "  --max-error X       exit with status 3 if the mean error rate exceeds X\n"
             " overrides of the preset (ablations):\n"
             "  --eta X --tau X --prox X --eta-decay X --beta X --s X\n"
             "  --layers N --hidden N --emb N --init random|pca|pca-white --center 0|1\n"
             "  --hedge abtl|margin|hard|local\n"
             " batch trainers and baselines (issue 4):\n"
-            "  --method M          oahu (default) | raw | triplet | lanml | danml |\n"
+            "  --method M          oahu (default) | raw | std | triplet | lanml | danml |\n"
             "                      daml-contrastive | daml-triplet | daml-lifted | daml-npair |\n"
             "                      contrastive | lifted | npair | damlrrm\n"
+            "                      (raw: kNN on the features; std: kNN on the features\n"
+            "                      standardised with the training half's mean and sd)\n"
             "  --split S           standard (default: kNN error on the 1:1 split) |\n"
             "                      class-disjoint (train classes 0-4, retrieval/clustering on 5-9)\n"
             "  --train-subsample N train on the first N shuffled training items (default all)\n"
@@ -123,6 +155,7 @@ static int parse_args(int argc, char **argv, eval_opts *o)
     o->seed = 1;
     o->preset = "default";
     o->data_dir = OML_FMNIST_DIR;
+    o->feat.noise_scale = 1.0f;
     o->lr = o->val_frac = o->gamma1 = o->gamma2 = o->lambda1 = o->lambda2 = NAN;
     o->margin = o->lreg = o->scale = NAN;
     o->alpha = o->lambda = o->pool_ratio = o->gen_lr = NAN;
@@ -149,11 +182,35 @@ static int parse_args(int argc, char **argv, eval_opts *o)
                 if (strcmp(val, METHOD_NAMES[m]) == 0)
                     o->method = m;
             if (o->method < 0) {
-                fprintf(stderr, "oml-eval: unknown --method '%s' (oahu|raw|triplet|lanml|danml|"
+                fprintf(stderr, "oml-eval: unknown --method '%s' (oahu|raw|std|triplet|lanml|danml|"
                                 "daml-contrastive|daml-triplet|daml-lifted|daml-npair|"
                                 "contrastive|lifted|npair|damlrrm)\n", val);
                 return -1;
             }
+        } else if (OPT("--stream")) {
+            if (strcmp(val, "paper") != 0 && strcmp(val, "random") != 0) {
+                fprintf(stderr, "oml-eval: unknown --stream '%s' (paper|random)\n", val);
+                return -1;
+            }
+            o->stream_random = strcmp(val, "random") == 0;
+        } else if (OPT("--curve")) {
+            oml_diag d = {0};
+            if ((o->n_curve = oml_curve_parse(val, o->curve, &d)) < 0) {
+                fprintf(stderr, "oml-eval: --curve %s\n", d.msg);
+                return -1;
+            }
+        } else if (OPT("--csv")) {
+            o->csv = val;
+        } else if (OPT("--standardize")) {
+            if (strcmp(val, "0") != 0 && strcmp(val, "1") != 0) {
+                fprintf(stderr, "oml-eval: --standardize 0|1, not '%s'\n", val);
+                return -1;
+            }
+            o->feat.standardize = val[0] == '1';
+        } else if (OPT("--noise-dims")) {
+            o->feat.noise_dims = atoi(val);
+        } else if (OPT("--noise-scale")) {
+            o->feat.noise_scale = strtof(val, NULL);
         } else if (OPT("--split")) {
             if (strcmp(val, "standard") != 0 && strcmp(val, "class-disjoint") != 0) {
                 fprintf(stderr, "oml-eval: unknown --split '%s' (standard|class-disjoint)\n", val);
@@ -219,6 +276,7 @@ static int parse_args(int argc, char **argv, eval_opts *o)
             o->normalize = atoi(val);
         } else if (OPT("--constraints")) {
             o->constraints = atoi(val);
+            o->constraints_set = 1;
         } else if (OPT("--seed")) {
             o->seed = strtoull(val, NULL, 10);
         } else if (OPT("--max-error")) {
@@ -271,6 +329,28 @@ static int parse_args(int argc, char **argv, eval_opts *o)
         fprintf(stderr, "oml-eval: --train-subsample >= 0\n");
         return -1;
     }
+    o->curve_given = o->n_curve > 0;
+    if (o->curve_given) {
+        if (o->constraints_set && o->constraints != o->curve[o->n_curve - 1]) {
+            fprintf(stderr, "oml-eval: --constraints %d and --curve ending at %d disagree "
+                            "(the stream is as long as the curve's last point)\n",
+                    o->constraints, o->curve[o->n_curve - 1]);
+            return -1;
+        }
+        if (o->method != M_OAHU || o->class_disjoint) {
+            fprintf(stderr, "oml-eval: --curve is for the live learner (--method oahu "
+                            "--split standard)\n");
+            return -1;
+        }
+        o->constraints = o->curve[o->n_curve - 1];
+    } else {
+        o->n_curve = 1; /* one point: the end of the stream */
+        o->curve[0] = o->constraints;
+    }
+    if (o->feat.noise_dims < 0 || !(o->feat.noise_scale >= 0.0f) || isinf(o->feat.noise_scale)) {
+        fprintf(stderr, "oml-eval: --noise-dims >= 0, --noise-scale >= 0\n");
+        return -1;
+    }
     if (o->constraints < 2 || o->k < 1 || o->k > OML_SERVE_MAX_K || o->runs < 1 || o->test_subsample < 0) {
         fprintf(stderr, "oml-eval: --constraints >= 2, --k in [1, %d], --runs >= 1, --test-subsample >= 0\n",
                 OML_SERVE_MAX_K);
@@ -289,9 +369,11 @@ static void apply_overrides(oml_config *c, const oml_config *v)
 #undef OVR_I
 }
 
-/* Classifies the test rows with the given snapshot; returns the error. */
-static int classify_error(oml_snapshot *snap, const oml_store *store, const float *images,
-                          const int32_t *labels, const int32_t *test, int32_t n_test, int32_t dim,
+/* Classifies the test rows X[test] with the given snapshot; returns the error.
+ * pred and truth (n_test) get class ids (-1: no answer): the index's label
+ * strings are mapped back to the data set's classes by name. */
+static int classify_error(oml_snapshot *snap, const oml_store *store, const oml_dataset *ds,
+                          const float *X, int32_t dim, const int32_t *test, int32_t n_test,
                           int32_t k, int32_t *pred, int32_t *truth, double *error)
 {
     oml_index *ix = NULL;
@@ -299,30 +381,72 @@ static int classify_error(oml_snapshot *snap, const oml_store *store, const floa
     if (rc != OML_OK)
         return rc;
     float *Q = malloc((size_t)n_test * dim * sizeof(float));
-    if (Q == NULL) {
+    int32_t *cls = malloc(((size_t)ix->n_labels + 1) * sizeof *cls);
+    if (Q == NULL || cls == NULL) {
+        free(Q);
+        free(cls);
         oml_index_destroy(ix);
         return OML_ENOMEM;
     }
+    for (int32_t l = 0; l < ix->n_labels; l++)
+        cls[l] = oml_dataset_class_of(ds, ix->label_names[l]);
     for (int32_t i = 0; i < n_test; i++)
-        memcpy(Q + (size_t)i * dim, images + (size_t)test[i] * dim, (size_t)dim * sizeof(float));
+        memcpy(Q + (size_t)i * dim, X + (size_t)test[i] * dim, (size_t)dim * sizeof(float));
     rc = oml_classify_batch(ix, Q, n_test, k, pred);
     if (rc == OML_OK) {
         int32_t wrong = 0;
         for (int32_t i = 0; i < n_test; i++) {
-            /* Index label ids -> class numbers via the label names ("0".."9"). */
-            pred[i] = pred[i] >= 0 ? atoi(ix->label_names[pred[i]]) : -1;
-            truth[i] = labels[test[i]];
+            pred[i] = pred[i] >= 0 ? cls[pred[i]] : -1;
+            truth[i] = ds->y[test[i]];
             wrong += pred[i] != truth[i];
         }
         *error = (double)wrong / n_test;
     }
     free(Q);
+    free(cls);
     oml_index_destroy(ix);
     return rc;
 }
 
-static int run_once(const eval_opts *o, uint64_t seed, const float *images, const int32_t *labels,
-                    int32_t n_all, int32_t dim, run_result *res)
+/* The --stream of n triplets over dev positions (labels: their class ids). */
+static int make_stream(const eval_opts *o, oml_stream *st, const int32_t *labels, int32_t n_dev,
+                       int32_t n, uint64_t seed, oml_diag *diag)
+{
+    return o->stream_random ? oml_stream_make_random(st, labels, n_dev, n, seed, diag)
+                            : oml_stream_make(st, labels, n_dev, n, seed, diag);
+}
+
+/* --heads-report: per-head violations from stream position `from` on. */
+typedef struct step_tally {
+    int32_t from, late, hard;
+    double viol[OML_MAX_HEADS], hard_viol[OML_MAX_HEADS];
+} step_tally;
+
+/* The one place oml-eval teaches the live learner: triplets [from, to) of
+ * st, whose members are rows of X (dim floats each). tally may be NULL. */
+static void feed_stream(oml_learner *l, const oml_stream *st, int32_t from, int32_t to,
+                        const float *X, int32_t dim, step_tally *tally)
+{
+    for (int32_t i = from; i < to; i++) {
+        const oml_triplet *t = &st->t[i];
+        oml_step_report rep;
+        oml_learner_step(l, X + (size_t)t->a * dim, X + (size_t)t->p * dim,
+                         X + (size_t)t->n * dim, &rep);
+        if (tally == NULL || i < tally->from)
+            continue;
+        tally->late++;
+        tally->hard += !rep.satisfied;
+        for (int h = 0; h < oml_learner_heads(l); h++) {
+            int v = rep.d_pos[h] >= rep.d_neg[h];
+            tally->viol[h] += v;
+            tally->hard_viol[h] += !rep.satisfied && v;
+        }
+    }
+}
+
+/* One run of the protocol on X (ds->n, dim): the run's features. */
+static int run_once(const eval_opts *o, uint64_t seed, const oml_dataset *ds, const float *X,
+                    int32_t dim, run_result *res)
 {
     memset(res, 0, sizeof *res);
     oml_config cfg;
@@ -341,7 +465,7 @@ static int run_once(const eval_opts *o, uint64_t seed, const float *images, cons
     int32_t *dev_labels = NULL, *pred = NULL, *truth = NULL;
     float *dev_x = NULL;
     oml_diag diag = {0};
-    int rc = oml_split_make(&split, n_all, seed);
+    int rc = oml_split_make(&split, ds->n, seed);
     if (rc != OML_OK)
         return rc;
     int32_t n_test = o->test_subsample > 0 && o->test_subsample < split.n_test ? o->test_subsample
@@ -357,15 +481,16 @@ static int run_once(const eval_opts *o, uint64_t seed, const float *images, cons
     rc = oml_store_create(&store, dim, (uint32_t)split.n_dev);
     for (int32_t i = 0; i < split.n_dev && rc == OML_OK; i++) {
         int32_t row = split.dev[i];
-        char id[32], lab[16];
+        char id[32];
         int il = snprintf(id, sizeof id, "dev-%d", row);
-        int ll = snprintf(lab, sizeof lab, "%d", labels[row]);
-        dev_labels[i] = labels[row];
-        memcpy(dev_x + (size_t)i * dim, images + (size_t)row * dim, (size_t)dim * sizeof(float));
-        rc = oml_store_put(store, id, (size_t)il, dev_x + (size_t)i * dim, lab, (size_t)ll, NULL, &diag);
+        const char *lab = ds->names[ds->y[row]];
+        dev_labels[i] = ds->y[row];
+        memcpy(dev_x + (size_t)i * dim, X + (size_t)row * dim, (size_t)dim * sizeof(float));
+        rc = oml_store_put(store, id, (size_t)il, dev_x + (size_t)i * dim, lab, strlen(lab), NULL,
+                           &diag);
     }
     if (rc == OML_OK)
-        rc = oml_stream_make(&stream, dev_labels, split.n_dev, o->constraints, seed, &diag);
+        rc = make_stream(o, &stream, dev_labels, split.n_dev, o->constraints, seed, &diag);
     if (rc == OML_OK)
         rc = oml_learner_create(&learner, &cfg, &diag);
     if (rc != OML_OK)
@@ -374,47 +499,39 @@ static int run_once(const eval_opts *o, uint64_t seed, const float *images, cons
     if (oml_config_needs_data(&cfg) && (rc = oml_learner_prepare(learner, dev_x, split.n_dev)) != OML_OK)
         goto done;
 
-    double viol[OML_MAX_HEADS] = {0}, hard_viol[OML_MAX_HEADS] = {0};
-    int32_t late = 0, hard = 0;
-    double t0 = now_s();
-    for (int32_t i = 0; i < stream.n; i++) {
-        const oml_triplet *t = &stream.t[i];
-        oml_step_report rep;
-        oml_learner_step(learner, dev_x + (size_t)t->a * dim, dev_x + (size_t)t->p * dim,
-                         dev_x + (size_t)t->n * dim, &rep);
-        if (o->heads_report && i >= stream.n - stream.n / 5) {
-            late++;
-            hard += !rep.satisfied;
-            for (int h = 0; h < oml_learner_heads(learner); h++) {
-                int v = rep.d_pos[h] >= rep.d_neg[h];
-                viol[h] += v;
-                hard_viol[h] += !rep.satisfied && v;
-            }
+    /* Learn up to each curve point, then classify the test points with the
+     * model as it is there; the last point's model is the run's result. */
+    step_tally tally = {.from = stream.n - stream.n / 5};
+    for (int c = 0; c < o->n_curve; c++) {
+        int32_t from = c ? o->curve[c - 1] : 0, to = o->curve[c] < stream.n ? o->curve[c] : stream.n;
+        double t0 = now_s();
+        feed_stream(learner, &stream, from, to, dev_x, dim, o->heads_report ? &tally : NULL);
+        res->train_s += now_s() - t0;
+        oml_snapshot_release(snap);
+        snap = oml_learner_snapshot(learner, (uint64_t)c + 1);
+        if (snap == NULL) {
+            rc = OML_ENOMEM;
+            goto done;
         }
+        rc = classify_error(snap, store, ds, X, dim, split.test, n_test, o->k, pred, truth,
+                            &res->curve[c]);
+        if (rc != OML_OK)
+            goto done;
     }
+    res->error = res->curve[o->n_curve - 1];
+    res->f1 = oml_macro_f1(truth, pred, n_test, ds->n_classes);
     if (o->heads_report) {
         printf("    late-stream violation per head (all / ensemble-violated):");
         for (int h = 0; h < oml_learner_heads(learner); h++)
-            printf(" %.3f/%.3f", viol[h] / (late ? late : 1), hard_viol[h] / (hard ? hard : 1));
+            printf(" %.3f/%.3f", tally.viol[h] / (tally.late ? tally.late : 1),
+                   tally.hard_viol[h] / (tally.hard ? tally.hard : 1));
         printf("\n");
     }
-    res->train_s = now_s() - t0;
     res->tps = stream.n / (res->train_s > 0 ? res->train_s : 1e-9);
     res->utilisation = (double)learner->stats.utilised / (double)learner->stats.updates;
     res->accuracy = (double)learner->stats.satisfied / (double)learner->stats.updates;
     res->heads = oml_learner_heads(learner);
     memcpy(res->alpha, learner->alpha, sizeof(float) * (size_t)res->heads);
-
-    snap = oml_learner_snapshot(learner, 1);
-    if (snap == NULL) {
-        rc = OML_ENOMEM;
-        goto done;
-    }
-    rc = classify_error(snap, store, images, labels, split.test, n_test, dim, o->k, pred, truth,
-                        &res->error);
-    if (rc != OML_OK)
-        goto done;
-    res->f1 = oml_macro_f1(truth, pred, n_test, 10);
 
     if (o->heads_report) {
         float a[OML_MAX_HEADS];
@@ -424,8 +541,8 @@ static int run_once(const eval_opts *o, uint64_t seed, const float *images, cons
                 a[j] = h == res->heads ? 1.0f / res->heads : (j == h ? 1.0f : 0.0f);
             oml_snapshot *s2 = oml_snapshot_create(&cfg, snap->params, a, 1, snap->updates);
             double err = 0;
-            rc = s2 ? classify_error(s2, store, images, labels, split.test, n_test, dim, o->k,
-                                     pred, truth, &err)
+            rc = s2 ? classify_error(s2, store, ds, X, dim, split.test, n_test, o->k, pred, truth,
+                                     &err)
                     : OML_ENOMEM;
             oml_snapshot_release(s2);
             if (h == res->heads)
@@ -590,7 +707,7 @@ static int dml_embed(const eval_opts *o, uint64_t seed, const float *Xtr, const 
     int rc = OML_OK;
     double t0 = now_s();
     *Etr = *Ete = NULL;
-    if (o->method == M_RAW) {
+    if (o->method == M_RAW || o->method == M_STD) {
         *edim = dim;
         *Etr = malloc((size_t)ntr * dim * sizeof(float));
         *Ete = malloc((size_t)nte * dim * sizeof(float));
@@ -598,7 +715,18 @@ static int dml_embed(const eval_opts *o, uint64_t seed, const float *Xtr, const 
             return OML_ENOMEM;
         memcpy(*Etr, Xtr, (size_t)ntr * dim * sizeof(float));
         memcpy(*Ete, Xte, (size_t)nte * dim * sizeof(float));
-        return OML_OK;
+        if (o->method == M_STD) { /* z-scores with the training half's statistics only */
+            float *mean = malloc((size_t)dim * sizeof *mean), *sd = malloc((size_t)dim * sizeof *sd);
+            rc = mean && sd && oml_standardize_fit(Xtr, dim, NULL, ntr, mean, sd) == 0 ? OML_OK
+                                                                                    : OML_ENOMEM;
+            if (rc == OML_OK) {
+                oml_standardize_apply(*Etr, ntr, dim, mean, sd);
+                oml_standardize_apply(*Ete, nte, dim, mean, sd);
+            }
+            free(mean);
+            free(sd);
+        }
+        return rc;
     }
     if (o->method == M_OAHU) {
         oml_config cfg;
@@ -608,17 +736,13 @@ static int dml_embed(const eval_opts *o, uint64_t seed, const float *Xtr, const 
         cfg.seed = seed;
         oml_stream stream = {0};
         oml_learner *learner = NULL;
-        rc = oml_stream_make(&stream, ytr, ntr, o->constraints, seed, &diag);
+        rc = make_stream(o, &stream, ytr, ntr, o->constraints, seed, &diag);
         if (rc == OML_OK)
             rc = oml_learner_create(&learner, &cfg, &diag);
         if (rc == OML_OK && oml_config_needs_data(&cfg))
             rc = oml_learner_prepare(learner, Xtr, ntr);
-        for (int32_t i = 0; rc == OML_OK && i < stream.n; i++) {
-            const oml_triplet *t = &stream.t[i];
-            oml_step_report rep;
-            oml_learner_step(learner, Xtr + (size_t)t->a * dim, Xtr + (size_t)t->p * dim,
-                             Xtr + (size_t)t->n * dim, &rep);
-        }
+        if (rc == OML_OK)
+            feed_stream(learner, &stream, 0, stream.n, Xtr, dim, NULL);
         res->train_s = now_s() - t0;
         if (rc == OML_OK) {
             *edim = (learner->lay.layers + 1) * learner->lay.emb;
@@ -673,10 +797,11 @@ static int dml_embed(const eval_opts *o, uint64_t seed, const float *Xtr, const 
     return rc;
 }
 
-static int dml_run_once(const eval_opts *o, uint64_t seed, const float *images,
-                        const int32_t *labels, int32_t n_all, int32_t dim, dml_result *res)
+static int dml_run_once(const eval_opts *o, uint64_t seed, const oml_dataset *ds,
+                        const float *images, int32_t dim, dml_result *res)
 {
     memset(res, 0, sizeof *res);
+    const int32_t *labels = ds->y, n_all = ds->n;
     int32_t *tr = malloc((size_t)n_all * sizeof *tr), *te = malloc((size_t)n_all * sizeof *te);
     int32_t ntr = 0, nte = 0;
     if (!tr || !te) {
@@ -685,12 +810,13 @@ static int dml_run_once(const eval_opts *o, uint64_t seed, const float *images,
         return OML_ENOMEM;
     }
     if (o->class_disjoint) {
-        /* Train on classes 0-4, test on 5-9 (the deep metric learning split),
-         * each shuffled with the seed so subsamples are random. */
+        /* Train on the first half of the classes, test on the rest (0-4 and
+         * 5-9 on Fashion-MNIST: the deep metric learning split), each
+         * shuffled with the seed so subsamples are random. */
         oml_rng rng;
         oml_rng_seed(&rng, seed);
         for (int32_t i = 0; i < n_all; i++) {
-            if (labels[i] < 5)
+            if (labels[i] < ds->n_classes / 2)
                 tr[ntr++] = i;
             else
                 te[nte++] = i;
@@ -753,8 +879,40 @@ static int dml_run_once(const eval_opts *o, uint64_t seed, const float *images,
     return rc;
 }
 
-static int run_dml(const eval_opts *o, const float *images, const int32_t *labels, int32_t n,
-                   int32_t dim)
+static void json_string(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            printf("\\%c", c);
+        else if (c < 0x20)
+            printf("\\u%04x", c);
+        else
+            putchar(c);
+    }
+    putchar('"');
+}
+
+/* The JSON keys that say what the model saw: stream, data, dim and noise. */
+static void print_json_data(const eval_opts *o, const oml_dataset *ds)
+{
+    if (o->method == M_OAHU)
+        printf(",\"stream\":\"%s\"", o->stream_random ? "random" : "paper");
+    printf(",\"dim\":%d", ds->dim + o->feat.noise_dims);
+    if (o->csv) {
+        printf(",\"csv\":");
+        json_string(o->csv);
+        printf(",\"items\":%d,\"classes\":%d", ds->n, ds->n_classes);
+    }
+    if (o->feat.standardize)
+        printf(",\"standardize\":1");
+    if (o->feat.noise_dims > 0)
+        printf(",\"noise_dims\":%d,\"noise_scale\":%g", o->feat.noise_dims,
+               (double)o->feat.noise_scale);
+}
+
+static int run_dml(const eval_opts *o, const oml_dataset *ds)
 {
     const char *mname = METHOD_NAMES[o->method];
     const char *sname = o->class_disjoint ? "class-disjoint" : "standard";
@@ -764,7 +922,15 @@ static int run_dml(const eval_opts *o, const float *images, const int32_t *label
     double per[64];
     for (int i = 0; i < o->runs; i++) {
         uint64_t seed = o->seed + (uint64_t)i;
-        int rc = dml_run_once(o, seed, images, labels, n, dim, &r);
+        float *X;
+        int32_t dim;
+        int owned;
+        oml_diag diag = {0};
+        int rc = oml_dataset_run_features(ds, &o->feat, seed, &X, &dim, &owned, &diag);
+        if (rc == OML_OK)
+            rc = dml_run_once(o, seed, ds, X, dim, &r);
+        if (owned)
+            free(X);
         if (rc != OML_OK) {
             fprintf(stderr, "oml-eval: run %d failed: %s\n", i + 1, oml_batch_strerror(rc));
             return 1;
@@ -800,9 +966,11 @@ static int run_dml(const eval_opts *o, const float *images, const int32_t *label
     for (int i = 0; i < o->runs && i < 64; i++)
         printf("%s%.5f", i ? "," : "", per[i]);
     printf("],\"runs\":%d,\"seed\":%llu,\"train_seconds\":%.4f,\"train_subsample\":%d,"
-           "\"test_subsample\":%d}\n",
+           "\"test_subsample\":%d",
            o->runs, (unsigned long long)o->seed, sum.train_s / R, o->train_subsample,
            o->test_subsample);
+    print_json_data(o, ds);
+    printf("}\n");
     if (o->max_error > 0 && !o->class_disjoint && sum.error / R > o->max_error) {
         fprintf(stderr, "oml-eval: error rate %.4f exceeds --max-error %.4f\n", sum.error / R,
                 o->max_error);
@@ -818,33 +986,64 @@ int main(int argc, char **argv)
         return 2;
     openblas_set_num_threads(1);
 
-    float *images = NULL;
-    int32_t *labels = NULL, n = 0, dim = 0;
+    oml_dataset ds;
     oml_diag diag = {0};
     double t0 = now_s();
-    int rc = oml_fmnist_load(o.data_dir, &images, &labels, &n, &dim, &diag);
-    if (rc != OML_OK) {
+    int rc = o.csv ? oml_csv_read(o.csv, &ds, &diag) : oml_dataset_fmnist(&ds, o.data_dir, &diag);
+    if (rc != OML_OK && o.csv) {
+        fprintf(stderr, "oml-eval: %s\n", diag.msg);
+        return 1;
+    } else if (rc != OML_OK) {
         fprintf(stderr, "oml-eval: cannot load Fashion-MNIST: %s\n"
                         "HINT: install it with deploy/install-deps.sh (package dataset-fashion-mnist)\n",
                 diag.msg);
         return 1;
     }
-    printf("oml-eval: %d images of %d features loaded in %.1f s\n", n, dim, now_s() - t0);
+    if (o.csv)
+        printf("oml-eval: %d rows of %d features in %d classes read from %s in %.1f s\n", ds.n,
+               ds.dim, ds.n_classes, o.csv, now_s() - t0);
+    else
+        printf("oml-eval: %d images of %d features loaded in %.1f s\n", ds.n, ds.dim,
+               now_s() - t0);
+    if (ds.n < 4) {
+        fprintf(stderr, "oml-eval: %d rows; the 1:1 split needs at least 4\n", ds.n);
+        oml_dataset_free(&ds);
+        return 1;
+    }
+    if (o.feat.noise_dims > 0)
+        printf("%d features of noise N(0, (%g x %.4f pooled sd)^2) appended per run: dim %d\n",
+               o.feat.noise_dims, (double)o.feat.noise_scale, oml_pooled_sd(ds.x, ds.n, ds.dim),
+               ds.dim + o.feat.noise_dims);
+    if (o.feat.standardize)
+        printf("every feature z-scored with the mean and sd of the run's dev half\n");
     if (o.method != M_OAHU || o.class_disjoint) {
-        rc = run_dml(&o, images, labels, n, dim);
-        free(images);
-        free(labels);
+        rc = run_dml(&o, &ds);
+        oml_dataset_free(&ds);
         return rc;
     }
-    printf("preset %s, %d constraints, k=%d, %d run(s) from seed %llu\n", o.preset, o.constraints,
-           o.k, o.runs, (unsigned long long)o.seed);
+    printf("preset %s, %s stream, %d constraints, k=%d, %d run(s) from seed %llu\n", o.preset,
+           o.stream_random ? "random" : "paper", o.constraints, o.k, o.runs,
+           (unsigned long long)o.seed);
 
     run_result sum = {0}, r;
     double errs[64];
     int heads = 0;
     for (int i = 0; i < o.runs; i++) {
-        if (run_once(&o, o.seed + (uint64_t)i, images, labels, n, dim, &r) != OML_OK)
+        uint64_t seed = o.seed + (uint64_t)i;
+        float *X;
+        int32_t dim;
+        int owned;
+        rc = oml_dataset_run_features(&ds, &o.feat, seed, &X, &dim, &owned, &diag);
+        if (rc != OML_OK)
+            fprintf(stderr, "oml-eval: %s\n", diag.msg);
+        else
+            rc = run_once(&o, seed, &ds, X, dim, &r);
+        if (owned)
+            free(X);
+        if (rc != OML_OK) {
+            oml_dataset_free(&ds);
             return 1;
+        }
         heads = r.heads;
         if (i < 64)
             errs[i] = r.error;
@@ -858,6 +1057,14 @@ int main(int argc, char **argv)
                 printf(" %.4f", r.head_error[h]);
             printf("   equal vote: %.4f\n", r.equal_error);
         }
+        if (o.curve_given) {
+            printf("    curve:");
+            for (int c = 0; c < o.n_curve; c++)
+                printf("  %d: %.4f", o.curve[c], r.curve[c]);
+            printf("\n");
+        }
+        for (int c = 0; c < o.n_curve; c++)
+            sum.curve[c] += r.curve[c];
         sum.error += r.error;
         sum.f1 += r.f1;
         sum.utilisation += r.utilisation;
@@ -875,6 +1082,13 @@ int main(int argc, char **argv)
     for (int h = 0; h < heads; h++)
         printf(" %.3f", sum.alpha[h] / R);
     printf("\n");
+    for (int c = 0; c < o.n_curve; c++)
+        sum.curve[c] /= R;
+    if (o.curve_given) {
+        printf("error curve (mean of %d run(s)):\n  %12s  %10s\n", o.runs, "triplets", "error");
+        for (int c = 0; c < o.n_curve; c++)
+            printf("  %12d  %10.4f\n", o.curve[c], sum.curve[c]);
+    }
 
     printf("{\"error_rate\":%.5f,\"macro_f1\":%.5f,\"utilization\":%.5f,"
            "\"test_then_train_accuracy\":%.5f,\"alpha\":[",
@@ -891,12 +1105,15 @@ int main(int argc, char **argv)
             printf("%s%.5f", h ? "," : "", sum.head_error[h] / R);
         printf("],\"equal_vote_error\":%.5f", sum.equal_error / R);
     }
+    if (o.curve_given)
+        oml_curve_print_json(stdout, o.curve, sum.curve, o.n_curve);
     printf(",\"constraints\":%d,\"k\":%d,\"runs\":%d,\"seed\":%llu,\"train_seconds\":%.4f,"
-           "\"triplets_per_second\":%.1f,\"preset\":\"%s\"}\n",
+           "\"triplets_per_second\":%.1f,\"preset\":\"%s\"",
            o.constraints, o.k, o.runs, (unsigned long long)o.seed, sum.train_s / R, sum.tps / R,
            o.preset);
-    free(images);
-    free(labels);
+    print_json_data(&o, &ds);
+    printf("}\n");
+    oml_dataset_free(&ds);
     if (o.max_error > 0 && sum.error / R > o.max_error) {
         fprintf(stderr, "oml-eval: error rate %.4f exceeds --max-error %.4f\n", sum.error / R, o.max_error);
         return 3;

@@ -137,6 +137,63 @@ done:
     return rc;
 }
 
+int oml_stream_make_random(oml_stream *st, const int32_t *labels, int32_t n_dev,
+                           int32_t n_constraints, uint64_t seed, oml_diag *diag)
+{
+    memset(st, 0, sizeof *st);
+    by_class bc;
+    if (n_constraints < 0 || n_dev < 2)
+        return oml_diag_set(diag, OML_EINVAL, n_dev < 2 ? "labels" : "constraints",
+                            "%d triplets over %d items", n_constraints, n_dev);
+    if (by_class_make(&bc, labels, n_dev) != OML_OK)
+        return OML_ENOMEM;
+    int32_t present = 0, paired = 0;
+    for (int32_t c = 0; c < bc.n_classes; c++) {
+        int32_t size = bc.start[c + 1] - bc.start[c];
+        present += size > 0;
+        paired += size > 1;
+    }
+    int rc = OML_OK;
+    if (present < 2 || paired < 1) {
+        rc = oml_diag_set(diag, OML_EINVAL, "labels",
+                          "random triplets need 2 classes and a class with 2 items "
+                          "(%d classes, %d with 2 items)", present, paired);
+        goto done;
+    }
+    st->t = malloc((size_t)(n_constraints > 0 ? n_constraints : 1) * sizeof(oml_triplet));
+    if (st->t == NULL) {
+        rc = OML_ENOMEM;
+        goto done;
+    }
+    oml_rng rng;
+    oml_rng_seed(&rng, seed ^ 0x7a11d0ULL);
+    for (int32_t i = 0; i < n_constraints; i++) {
+        int32_t a, ca, size;
+        do { /* uniform over the anchors that have a positive */
+            a = (int32_t)oml_rng_below(&rng, (uint64_t)n_dev);
+            ca = labels[a];
+            size = bc.start[ca + 1] - bc.start[ca];
+        } while (size < 2);
+        int32_t p;
+        do {
+            p = pick_in_class(&bc, &rng, ca);
+        } while (p == a);
+        /* rows is grouped by class: skip the anchor's class block. */
+        int32_t r = (int32_t)oml_rng_below(&rng, (uint64_t)(n_dev - size));
+        int32_t neg = bc.rows[r < bc.start[ca] ? r : r + size];
+        st->t[i] = (oml_triplet){(uint32_t)a, (uint32_t)p, (uint32_t)neg};
+    }
+    st->n = st->n_seeds = n_constraints;
+done:
+    free(bc.start);
+    free(bc.rows);
+    if (rc != OML_OK) {
+        free(st->t);
+        memset(st, 0, sizeof *st);
+    }
+    return rc;
+}
+
 void oml_stream_free(oml_stream *st)
 {
     free(st->t);

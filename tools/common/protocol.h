@@ -6,7 +6,8 @@
  * closure, each inserted right after the seed that created it; the tail is
  * topped up with triplets sampled from the whole closure. Labels are used
  * here only to *generate* constraints, as clicks would; the learner never
- * sees them. */
+ * sees them. oml_stream_make_random is the other stream the tools offer:
+ * plain random label-consistent triplets, without the closure. */
 #ifndef OML_PROTOCOL_H
 #define OML_PROTOCOL_H
 
@@ -35,6 +36,15 @@ typedef struct oml_stream {
  * half derived by closure. labels are the dev items' labels (n_dev). */
 int oml_stream_make(oml_stream *st, const int32_t *labels, int32_t n_dev, int32_t n_constraints,
                     uint64_t seed, oml_diag *diag);
+/* Builds a stream of n_constraints random label-consistent triplets over dev
+ * positions (issue 11, --stream random): each anchor is uniform over the items
+ * whose class has another item, its positive uniform over the other items of
+ * that class (never the anchor), its negative uniform over the items of every
+ * other class. No closure; n_seeds = n. The same seed gives the same stream.
+ * OML_EINVAL (diag) if there are fewer than 2 classes or no class with 2
+ * items; OML_ENOMEM. */
+int oml_stream_make_random(oml_stream *st, const int32_t *labels, int32_t n_dev,
+                           int32_t n_constraints, uint64_t seed, oml_diag *diag);
 void oml_stream_free(oml_stream *st);
 
 /* Macro-averaged F1 over classes 0..n_classes-1. */
