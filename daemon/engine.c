@@ -75,10 +75,46 @@ int omld_engine_model_config(const omld_config *o, oml_config *c, char *err, siz
 
 /* ------------------------------------------------------------ publishing */
 
+/* Until the first triplet the learner has not taken its data-dependent
+ * start (that happens at a point of the log: apply.c), but queries should
+ * not be answered by a random network meanwhile: serve the start the
+ * stored items would give now, from a strided sample of them, in a
+ * throw-away learner (the live one is untouched, so replay is unaffected).
+ * NULL when the live model can serve (or on any failure: then it does). */
+#define PROVISIONAL_ROWS 4096
+static oml_snapshot *provisional_snapshot(omld_engine *e, uint64_t version)
+{
+    const oml_learner *live = e->learner;
+    uint32_t n = oml_store_count(e->store), slots = oml_store_slots(e->store);
+    if (live->prepared || !oml_config_needs_data(&live->cfg) || n < 2)
+        return NULL;
+    int32_t d = oml_store_dim(e->store);
+    uint32_t m = n < PROVISIONAL_ROWS ? n : PROVISIONAL_ROWS, k = 0, seen = 0;
+    float *X = malloc((size_t)m * (size_t)d * sizeof(float));
+    oml_learner *l = NULL;
+    oml_snapshot *s = NULL;
+    if (X == NULL || oml_learner_create(&l, &live->cfg, NULL) != OML_OK)
+        goto done;
+    for (uint32_t slot = 0; slot < slots && k < m; slot++) {
+        if (!oml_store_is_live(e->store, slot))
+            continue;
+        if ((uint64_t)seen++ * m / n == k) /* every (n/m)-th live item */
+            memcpy(X + (size_t)k++ * d, oml_store_features(e->store, slot), (size_t)d * sizeof(float));
+    }
+    if (k >= 2 && oml_learner_prepare(l, X, (int32_t)k) == OML_OK)
+        s = oml_learner_snapshot(l, version);
+done:
+    free(X);
+    oml_learner_destroy(l);
+    return s;
+}
+
 void omld_engine_publish(omld_engine *e)
 {
     uint64_t now = omld_now_ns();
-    oml_snapshot *s = oml_learner_snapshot(e->learner, ++e->version);
+    oml_snapshot *s = provisional_snapshot(e, ++e->version);
+    if (s == NULL)
+        s = oml_learner_snapshot(e->learner, e->version);
     if (s == NULL) {
         e->version--;
         LOG_ERROR("engine", "out of memory taking a snapshot; will retry");
@@ -559,7 +595,9 @@ int omld_engine_start(omld_engine **out, uv_loop_t *loop, const omld_config *opt
     }
     /* The first view: the recovered model (or the untrained one over an
      * empty store), so queries and /readyz work from the start. */
-    oml_snapshot *s = oml_learner_snapshot(e->learner, ++e->version);
+    oml_snapshot *s = provisional_snapshot(e, ++e->version);
+    if (s == NULL)
+        s = oml_learner_snapshot(e->learner, e->version);
     e->published_ns = omld_now_ns();
     if (s == NULL || omld_views_publish_now(e->views, s, e->published_ns) != 0) {
         snprintf(err, errlen, "cannot publish the first view");

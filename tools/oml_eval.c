@@ -43,6 +43,7 @@
 #include "noise.h"
 #include "rng.h"
 #include "protocol.h"
+#include "replay.h"
 #include "serve.h"
 #include "standardize.h"
 #include "store.h"
@@ -120,7 +121,9 @@ static void usage(FILE *f)
             " overrides of the preset (ablations):\n"
             "  --eta X --tau X --prox X --eta-decay X --beta X --s X\n"
             "  --layers N --hidden N --emb N --init random|pca|pca-white --center 0|1\n"
-            "  --hedge abtl|margin|hard|local\n"
+            "  --hedge abtl|margin|hard|local|violation --init ...|std|mixed\n"
+            "  --loss abtl|margin --batch N --rehearse X --replay N --equal-heads 0|1\n"
+            "                      (the live model's steps and rehearsal)\n"
             " batch trainers and baselines (issue 4):\n"
             "  --method M          oahu (default) | raw | std | triplet | lanml | danml |\n"
             "                      daml-contrastive | daml-triplet | daml-lifted | daml-npair |\n"
@@ -164,6 +167,8 @@ static int parse_args(int argc, char **argv, eval_opts *o)
     o->epochs = o->depth = o->batch_m = o->batch_k = o->patience = o->optim = -1;
     oml_config *v = &o->overrides;
     v->eta = v->tau = v->prox = v->eta_decay = v->beta = v->s = NAN;
+    v->margin = v->rehearse = NAN;
+    v->loss = v->optim = v->batch = v->replay = v->equal_heads = -1;
     v->layers = v->hidden = v->emb = v->init = v->center = v->hedge_signal = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -315,9 +320,21 @@ static int parse_args(int argc, char **argv, eval_opts *o)
             v->init = strcmp(val, "pca-white") == 0 ? OML_INIT_PCA_WHITE
                       : strcmp(val, "pca") == 0     ? OML_INIT_PCA
                       : strcmp(val, "random") == 0  ? OML_INIT_RANDOM
+                      : strcmp(val, "std") == 0     ? OML_INIT_STD
+                      : strcmp(val, "mixed") == 0   ? OML_INIT_MIXED
                                                     : 99;
         } else if (OPT("--hedge")) {
-            v->hedge_signal = strcmp(val, "margin") == 0 ? OML_HEDGE_MARGIN : strcmp(val, "abtl") == 0 ? OML_HEDGE_ABTL : strcmp(val, "hard") == 0 ? OML_HEDGE_HARD : strcmp(val, "local") == 0 ? OML_HEDGE_LOCAL : 99;
+            v->hedge_signal = strcmp(val, "margin") == 0 ? OML_HEDGE_MARGIN : strcmp(val, "abtl") == 0 ? OML_HEDGE_ABTL : strcmp(val, "hard") == 0 ? OML_HEDGE_HARD : strcmp(val, "local") == 0 ? OML_HEDGE_LOCAL : strcmp(val, "violation") == 0 ? OML_HEDGE_VIOLATION : 99;
+        } else if (OPT("--loss")) {
+            v->loss = strcmp(val, "abtl") == 0 ? OML_LOSS_ABTL : strcmp(val, "margin") == 0 ? OML_LOSS_MARGIN : 99;
+        } else if (OPT("--batch")) {
+            v->batch = atoi(val);
+        } else if (OPT("--rehearse")) {
+            v->rehearse = strtof(val, NULL);
+        } else if (OPT("--replay")) {
+            v->replay = atoi(val);
+        } else if (OPT("--equal-heads")) {
+            v->equal_heads = atoi(val);
         } else {
             fprintf(stderr, "oml-eval: unknown or incomplete option '%s'\n", a);
             usage(stderr);
@@ -365,6 +382,8 @@ static void apply_overrides(oml_config *c, const oml_config *v)
 #define OVR_I(f) if (v->f >= 0) c->f = v->f
     OVR_F(eta); OVR_F(tau); OVR_F(prox); OVR_F(eta_decay); OVR_F(beta); OVR_F(s);
     OVR_I(layers); OVR_I(hidden); OVR_I(emb); OVR_I(init); OVR_I(center); OVR_I(hedge_signal);
+    OVR_F(margin); OVR_F(rehearse);
+    OVR_I(loss); OVR_I(optim); OVR_I(batch); OVR_I(replay); OVR_I(equal_heads);
 #undef OVR_F
 #undef OVR_I
 }
@@ -424,9 +443,34 @@ typedef struct step_tally {
 
 /* The one place oml-eval teaches the live learner: triplets [from, to) of
  * st, whose members are rows of X (dim floats each). tally may be NULL. */
-static void feed_stream(oml_learner *l, const oml_stream *st, int32_t from, int32_t to,
-                        const float *X, int32_t dim, step_tally *tally)
+/* Learns triplets [from, to) as omld does when its queue never backs up:
+ * requests of FEED_BATCH (omlctl eval's size), each learned through the
+ * rehearsal ring (replay.h), then the rehearsal it is owed. Dev position i
+ * is store slot i. The paper's one-step-per-triplet configuration also
+ * fills the per-head tally (--heads-report). */
+#define FEED_BATCH 256
+static void feed_stream(oml_learner *l, oml_replay *ring, const oml_store *store,
+                        const oml_stream *st, int32_t from, int32_t to, const float *X, int32_t dim,
+                        step_tally *tally)
 {
+    if (l->_bwork != NULL) {
+        const float *rows[3 * FEED_BATCH];
+        uint32_t slots[3 * FEED_BATCH];
+        for (int32_t i = from; i < to; i += FEED_BATCH) {
+            int32_t m = to - i < FEED_BATCH ? to - i : FEED_BATCH;
+            for (int32_t t = 0; t < m; t++) {
+                const oml_triplet *tr = &st->t[i + t];
+                int32_t mem[3] = {tr->a, tr->p, tr->n};
+                for (int k = 0; k < 3; k++) {
+                    rows[3 * t + k] = X + (size_t)mem[k] * dim;
+                    slots[3 * t + k] = (uint32_t)mem[k];
+                }
+            }
+            oml_replay_learn(ring, l, store, rows, slots, m);
+            oml_replay_rehearse(ring, l, store, oml_replay_owed(ring, l));
+        }
+        return;
+    }
     for (int32_t i = from; i < to; i++) {
         const oml_triplet *t = &st->t[i];
         oml_step_report rep;
@@ -460,6 +504,7 @@ static int run_once(const eval_opts *o, uint64_t seed, const oml_dataset *ds, co
     oml_split split;
     oml_stream stream = {0};
     oml_store *store = NULL;
+    oml_replay ring = {0};
     oml_learner *learner = NULL;
     oml_snapshot *snap = NULL;
     int32_t *dev_labels = NULL, *pred = NULL, *truth = NULL;
@@ -498,6 +543,8 @@ static int run_once(const eval_opts *o, uint64_t seed, const oml_dataset *ds, co
     /* The stored items' features (never labels) for centring / the PCA start. */
     if (oml_config_needs_data(&cfg) && (rc = oml_learner_prepare(learner, dev_x, split.n_dev)) != OML_OK)
         goto done;
+    if ((rc = oml_replay_init(&ring, (uint32_t)cfg.replay)) != OML_OK)
+        goto done;
 
     /* Learn up to each curve point, then classify the test points with the
      * model as it is there; the last point's model is the run's result. */
@@ -505,7 +552,8 @@ static int run_once(const eval_opts *o, uint64_t seed, const oml_dataset *ds, co
     for (int c = 0; c < o->n_curve; c++) {
         int32_t from = c ? o->curve[c - 1] : 0, to = o->curve[c] < stream.n ? o->curve[c] : stream.n;
         double t0 = now_s();
-        feed_stream(learner, &stream, from, to, dev_x, dim, o->heads_report ? &tally : NULL);
+        feed_stream(learner, &ring, store, &stream, from, to, dev_x, dim,
+                    o->heads_report ? &tally : NULL);
         res->train_s += now_s() - t0;
         oml_snapshot_release(snap);
         snap = oml_learner_snapshot(learner, (uint64_t)c + 1);
@@ -555,6 +603,7 @@ done:
     if (rc != OML_OK)
         fprintf(stderr, "oml-eval: %s%s%s\n", oml_strerror(rc), diag.msg[0] ? ": " : "", diag.msg);
     oml_snapshot_release(snap);
+    oml_replay_free(&ring);
     oml_learner_destroy(learner);
     oml_store_destroy(store);
     oml_stream_free(&stream);
@@ -741,8 +790,9 @@ static int dml_embed(const eval_opts *o, uint64_t seed, const float *Xtr, const 
             rc = oml_learner_create(&learner, &cfg, &diag);
         if (rc == OML_OK && oml_config_needs_data(&cfg))
             rc = oml_learner_prepare(learner, Xtr, ntr);
+        oml_replay none = {0}; /* no store here: learned once, nothing rehearsed */
         if (rc == OML_OK)
-            feed_stream(learner, &stream, 0, stream.n, Xtr, dim, NULL);
+            feed_stream(learner, &none, NULL, &stream, 0, stream.n, Xtr, dim, NULL);
         res->train_s = now_s() - t0;
         if (rc == OML_OK) {
             *edim = (learner->lay.layers + 1) * learner->lay.emb;
