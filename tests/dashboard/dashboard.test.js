@@ -109,9 +109,12 @@ function run(bin, args, timeoutMs) {
 async function startOmld(bin, dir) {
   const logPath = path.join(dir, "omld.log");
   const logFd = fs.openSync(logPath, "w");
+  // The paper preset: its hedge moves with every triplet, so the charts
+  // have something to show (the default one holds alpha still while every
+  // head satisfies these easy triplets alike).
   const child = spawn(bin, [
     `--data_dir=${dir}`, "--listen=127.0.0.1:0", "--http=127.0.0.1:0",
-    "--dim=16", "--layers=2", "--hidden=32", "--emb=8", "--publish_ms=100",
+    "--dim=16", "--preset=paper", "--layers=2", "--hidden=32", "--emb=8", "--publish_ms=100",
   ], { stdio: ["ignore", logFd, logFd], env: { ...process.env, OPENBLAS_NUM_THREADS: "1" } });
   fs.closeSync(logFd);
   const proc = { child, logPath, exited: null };
