@@ -1116,7 +1116,8 @@ static void on_connection(uv_stream_t *server, int status)
 
 static void server_free(omld_server *s)
 {
-    omld_engine_set_wake(s->engine, wake_noop, NULL);
+    if (s->engine)
+        omld_engine_set_wake(s->engine, wake_noop, NULL);
     free(s);
 }
 
@@ -1299,8 +1300,6 @@ int omld_server_start(omld_server **out, uv_loop_t *loop, const omld_config *cfg
     }
     s->loop = loop;
     s->cfg = cfg;
-    s->engine = engine;
-    s->views = omld_engine_views(engine);
     s->metrics = metrics;
     s->start_ns = start_ns;
     s->max_frame = (uint32_t)cfg->max_frame_bytes;
@@ -1320,8 +1319,6 @@ int omld_server_start(omld_server **out, uv_loop_t *loop, const omld_config *cfg
     s->lim.default_k = (uint32_t)cfg->default_k;
     s->lim.default_threshold = (float)cfg->default_threshold;
     s->qctx.lim = &s->lim;
-    omld_engine_store_ref(engine, &s->qctx.store, &s->qctx.lock);
-    s->qctx.models = omld_engine_models(engine);
 
     uv_timer_init(loop, &s->drain_timer);
     s->drain_timer.data = s;
@@ -1385,9 +1382,19 @@ int omld_server_start(omld_server **out, uv_loop_t *loop, const omld_config *cfg
             return start_fail(s);
         }
     }
-    omld_engine_set_wake(engine, on_engine_wake, s);
+    if (engine)
+        omld_server_set_engine(s, engine);
     *out = s;
     return 0;
+}
+
+void omld_server_set_engine(omld_server *s, omld_engine *engine)
+{
+    s->engine = engine;
+    s->views = omld_engine_views(engine);
+    omld_engine_store_ref(engine, &s->qctx.store, &s->qctx.lock);
+    s->qctx.models = omld_engine_models(engine);
+    omld_engine_set_wake(engine, on_engine_wake, s);
 }
 
 /* ------------------------------------------------------------ addresses */

@@ -1,0 +1,238 @@
+/* test_hardening.c - what an independent client broke (issue 12), each
+ * against the real omld (harness.c):
+ *
+ *   - data_dir lock: a second omld on a live data_dir is refused with the
+ *     holder's pid and changes nothing; a start that fails on a busy port
+ *     writes nothing into data_dir (listeners are bound before recovery).
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+#include "omlclient.h"
+
+#define DIM 8
+#define TIMEOUT_MS 30000
+
+static const char *const ARGS[] = {"--dim=8", "--layers=1", "--hidden=8", "--emb=4",
+                                   "--publish_ms=20", "--seed=5", "--fsync=always", NULL};
+
+/* ------------------------------------------------------------ helpers */
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static omlc *dial(const omld_proc *p)
+{
+    omlc *c = NULL;
+    omlc_error err;
+    assert_int_equal(omlc_connect(&c, p->rpc, TIMEOUT_MS, &err), 0);
+    return c;
+}
+
+static void vec(float *x, int i)
+{
+    for (int j = 0; j < DIM; j++)
+        x[j] = (float)((i * 7 + j * 3) % 11) / 11.0f + (float)(i % 3);
+}
+
+/* Puts ids PREFIX0..PREFIX(n-1); 0 or the error code. */
+static int put_n(omlc *c, const char *prefix, int first, int n, omlc_error *err)
+{
+    char ids[64][32];
+    float x[64][DIM];
+    omlc_item items[64];
+    assert_true(n <= 64);
+    for (int i = 0; i < n; i++) {
+        snprintf(ids[i], sizeof ids[i], "%s%d", prefix, first + i);
+        vec(x[i], first + i);
+        items[i] = (omlc_item){ids[i], x[i], DIM, (first + i) % 2 ? "odd" : "even"};
+    }
+    return omlc_put_items(c, items, (size_t)n, NULL, NULL, err);
+}
+
+static Omld__StatusResponse *status(omlc *c, Omld__Response **keep)
+{
+    omlc_error err;
+    assert_int_equal(omlc_status(c, keep, &err), 0);
+    return (*keep)->status_info;
+}
+
+static uint64_t status_items(omlc *c)
+{
+    Omld__Response *r = NULL;
+    uint64_t n = status(c, &r)->items;
+    omld__response__free_unpacked(r, NULL);
+    return n;
+}
+
+/* "name size mtime" of every file under dir but the daemon's log, lock and
+ * address files, sorted: what a start that must not touch data_dir compares. */
+static char *dir_listing(const char *dir)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd,
+             "cd %s && find . -type f ! -name omld.log ! -name omld.lock ! -name omld.addr "
+             "-printf '%%P %%s %%T@\\n' | sort", dir);
+    FILE *f = popen(cmd, "r");
+    assert_non_null(f);
+    size_t cap = 1 << 16, n = 0;
+    char *buf = calloc(1, cap);
+    assert_non_null(buf);
+    size_t got;
+    while ((got = fread(buf + n, 1, cap - 1 - n, f)) > 0)
+        n += got;
+    pclose(f);
+    buf[n] = '\0';
+    return buf;
+}
+
+static int log_has(const omld_proc *p, const char *pattern)
+{
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "grep -q -- '%s' %s", pattern, p->log);
+    return system(cmd) == 0;
+}
+
+/* A TCP socket listening on 127.0.0.1:port (ephemeral): "127.0.0.1:PORT". */
+static int occupy_port(char *host_port, size_t cap)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in a = {0};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(fd, 4), 0);
+    socklen_t len = sizeof a;
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    snprintf(host_port, cap, "127.0.0.1:%u", (unsigned)ntohs(a.sin_port));
+    return fd;
+}
+
+/* ------------------------------------------------------------ 1. the data_dir lock */
+
+/* A second omld on a data_dir that a running omld owns is refused with a
+ * message naming the holder's pid, and the first one loses nothing. */
+static void test_second_daemon_refused(void **state)
+{
+    omld_proc a;
+    assert_int_equal(omld_proc_start(&a, ARGS, TIMEOUT_MS), 0);
+    omlc *c = dial(&a);
+    omlc_error err;
+    assert_int_equal(put_n(c, "a", 0, 50, &err), 0);
+
+    omld_proc b = a; /* same data_dir, new ports */
+    char addr[300];
+    snprintf(addr, sizeof addr, "%s/omld.addr", a.dir);
+    char saved[400] = "";
+    FILE *f = fopen(addr, "r");
+    if (f) {
+        size_t n = fread(saved, 1, sizeof saved - 1, f);
+        saved[n] = '\0';
+        fclose(f);
+    }
+    int rc = omld_proc_restart(&b, ARGS, 5000);
+    if (rc == 0) /* started over a live data_dir: stop it before failing */
+        omld_proc_stop(&b, SIGKILL, TIMEOUT_MS);
+    assert_int_equal(rc, -1);
+    char want[128];
+    snprintf(want, sizeof want, "is in use by another omld (pid %ld)", (long)a.pid);
+    assert_true(log_has(&a, want));
+    /* (the harness removed a's address file before starting b; put it back
+     * for the record) */
+    f = fopen(addr, "w");
+    if (f) {
+        fputs(saved, f);
+        fclose(f);
+    }
+
+    /* The first daemon goes on, and everything it acknowledged survives. */
+    assert_int_equal(put_n(c, "a", 50, 50, &err), 0);
+    omlc_close(c);
+    assert_int_equal(omld_proc_stop(&a, SIGKILL, TIMEOUT_MS), 128 + SIGKILL);
+    assert_int_equal(omld_proc_restart(&a, ARGS, TIMEOUT_MS), 0);
+    c = dial(&a);
+    assert_int_equal(status_items(c), 100);
+    omlc_close(c);
+    assert_int_equal(omld_proc_stop(&a, SIGTERM, TIMEOUT_MS), 0);
+    omld_proc_cleanup(&a);
+}
+
+/* A start that fails on a busy port (RPC or HTTP) has not replayed the log
+ * or written a checkpoint: data_dir is as it was. */
+static void test_busy_port_touches_nothing(void **state)
+{
+    omld_proc p;
+    assert_int_equal(omld_proc_start(&p, ARGS, TIMEOUT_MS), 0);
+    omlc *c = dial(&p);
+    omlc_error err;
+    Omld__Response *r = NULL;
+    assert_int_equal(put_n(c, "p", 0, 40, &err), 0);
+    assert_int_equal(omlc_checkpoint(c, &r, &err), 0);
+    omld__response__free_unpacked(r, NULL);
+    assert_int_equal(put_n(c, "p", 40, 40, &err), 0); /* log records after the checkpoint */
+    omlc_close(c);
+    assert_int_equal(omld_proc_stop(&p, SIGKILL, TIMEOUT_MS), 128 + SIGKILL);
+
+    char *before = dir_listing(p.dir);
+    sleep_ms(20); /* so a rewrite would show in the mtimes */
+    for (int which = 0; which < 2; which++) {
+        char busy[64], arg[96];
+        int fd = occupy_port(busy, sizeof busy);
+        snprintf(arg, sizeof arg, which ? "--http=%s" : "--listen=%s", busy);
+        const char *args[16];
+        int n = 0;
+        for (; ARGS[n]; n++)
+            args[n] = ARGS[n];
+        args[n++] = arg;
+        args[n] = NULL;
+        int rc = omld_proc_restart(&p, args, 5000);
+        if (rc == 0)
+            omld_proc_stop(&p, SIGKILL, TIMEOUT_MS);
+        assert_int_equal(rc, -1);
+        close(fd);
+        char *after = dir_listing(p.dir);
+        if (strcmp(before, after) != 0) {
+            fprintf(stderr, "before:\n%safter:\n%s", before, after);
+            fail_msg("a start that failed on a busy %s port changed data_dir",
+                     which ? "HTTP" : "RPC");
+        }
+        free(after);
+    }
+    free(before);
+
+    /* And a start with free ports recovers everything. */
+    assert_int_equal(omld_proc_restart(&p, ARGS, TIMEOUT_MS), 0);
+    c = dial(&p);
+    assert_int_equal(status_items(c), 80);
+    omlc_close(c);
+    assert_int_equal(omld_proc_stop(&p, SIGTERM, TIMEOUT_MS), 0);
+    omld_proc_cleanup(&p);
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_second_daemon_refused),
+        cmocka_unit_test(test_busy_port_touches_nothing),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
