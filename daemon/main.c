@@ -68,6 +68,7 @@ typedef struct omld_main {
     char rollback[OMLD_MODEL_NAME_MAX + 1];
     omld_tokens tokens;          /* authorisation (tokens.n == 0: off); wiped at exit */
     char addr_path[OMLD_STR_MAX + 32];
+    char not_ready[256];         /* why /readyz is 503 (storage for gather) */
 } omld_main;
 
 /* ------------------------------------------------------------ helpers */
@@ -174,6 +175,7 @@ static void gather(void *arg, omld_status_input *in)
 {
     omld_main *m = arg;
     memset(in, 0, sizeof *in);
+    m->not_ready[0] = '\0';
     in->version = OMLD_VERSION;
     in->uptime_ms = (omld_now_ns() - m->start_ns) / 1000000u;
     in->cfg = &m->cfg;
@@ -182,7 +184,13 @@ static void gather(void *arg, omld_status_input *in)
     if (m->engine && !m->engine_stopped) {
         omld_engine_stats(m->engine, &m->stats);
         in->model = &m->stats;
-        in->ready = omld_views_version(omld_engine_views(m->engine)) > 0 && !m->draining;
+        omld_views *vs = omld_engine_views(m->engine);
+        int healthy = omld_views_health(vs, m->not_ready, sizeof m->not_ready);
+        in->ready = omld_views_version(vs) > 0 && healthy && !m->draining;
+        if (!healthy)
+            in->not_ready = m->not_ready;
+        else if (omld_views_version(vs) == 0)
+            in->not_ready = "no model view has been published yet";
         if (m->trainer) {
             in->jobs = m->jobs;
             in->n_jobs = omld_trainer_jobs(m->trainer, m->jobs, OMLD_STATUS_MAX_JOBS);

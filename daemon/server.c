@@ -577,7 +577,7 @@ static void answer_inline(omld_slot *sl)
         omld__health_response__init(h);
         h->live = 1;
         h->draining = s->draining != 0;
-        h->ready = r.msg.model_version > 0 && !s->draining;
+        h->ready = r.msg.model_version > 0 && !s->draining && omld_views_health(s->views, NULL, 0);
         r.msg.body_case = OMLD__RESPONSE__BODY_HEALTH;
         r.msg.health = h;
     } else if (sl->req->body_case == OMLD__REQUEST__BODY_STATUS) {
@@ -1318,6 +1318,7 @@ int omld_server_start(omld_server **out, uv_loop_t *loop, const omld_config *cfg
     s->lim.max_k = (uint32_t)cfg->max_k;
     s->lim.default_k = (uint32_t)cfg->default_k;
     s->lim.default_threshold = (float)cfg->default_threshold;
+    s->lim.max_abs = (float)cfg->max_feature_abs;
     s->qctx.lim = &s->lim;
 
     uv_timer_init(loop, &s->drain_timer);

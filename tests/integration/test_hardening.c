@@ -4,8 +4,12 @@
  *   - data_dir lock: a second omld on a live data_dir is refused with the
  *     holder's pid and changes nothing; a start that fails on a busy port
  *     writes nothing into data_dir (listeners are bound before recovery).
+ *   - huge finite features: refused by name beyond max_feature_abs; a model
+ *     poisoned anyway (the bound raised) is not served, /readyz says why,
+ *     and a replay under the default bound comes back finite.
  */
 #include <arpa/inet.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -227,12 +231,140 @@ static void test_busy_port_touches_nothing(void **state)
     omld_proc_cleanup(&p);
 }
 
+/* ------------------------------------------------------------ 2. huge finite features */
+
+/* Features beyond max_feature_abs (1e6 by default) are refused by name,
+ * stored or inline, with INVALID_ARGUMENT; NaN stays NON_FINITE. */
+static void test_huge_features_refused(void **state)
+{
+    omld_proc p;
+    assert_int_equal(omld_proc_start(&p, ARGS, TIMEOUT_MS), 0);
+    omlc *c = dial(&p);
+    omlc_error err;
+    assert_int_equal(put_n(c, "h", 0, 4, &err), 0);
+    float x[DIM];
+    vec(x, 1);
+    x[3] = 1e37f;
+    omlc_item it = {"huge", x, DIM, NULL};
+    assert_int_equal(omlc_put_items(c, &it, 1, NULL, NULL, &err), 1 /* INVALID_ARGUMENT */);
+    assert_string_equal(err.field, "put_items.items[0].features");
+    assert_non_null(strstr(err.message, "max_feature_abs"));
+    x[3] = 1e6f; /* the bound itself is fine */
+    assert_int_equal(omlc_put_items(c, &it, 1, NULL, NULL, &err), 0);
+
+    x[3] = -2e6f;
+    omlc_triplet t = {{"h0", NULL, 0}, {"h2", NULL, 0}, {NULL, x, DIM}};
+    assert_int_equal(omlc_add_triplets(c, &t, 1, NULL, NULL, &err), 1);
+    assert_string_equal(err.field, "add_triplets.triplets[0].negative.vector");
+    omlc_hit hits[4];
+    size_t n = 0;
+    omlc_ref q = {NULL, x, DIM};
+    assert_int_equal(omlc_retrieve(c, &q, 2, NULL, hits, 4, &n, NULL, &err), 1);
+    assert_string_equal(err.field, "retrieve.query.vector");
+    x[3] = NAN;
+    assert_int_equal(omlc_retrieve(c, &q, 2, NULL, hits, 4, &n, NULL, &err), 4 /* NON_FINITE */);
+    assert_int_equal(status_items(c), 5);
+    omlc_close(c);
+    assert_int_equal(omld_proc_stop(&p, SIGTERM, TIMEOUT_MS), 0);
+    omld_proc_cleanup(&p);
+}
+
+/* Retrieve of id answers hits, whose distances are finite. */
+static void expect_hits(omlc *c, const char *id)
+{
+    omlc_hit hits[4];
+    size_t n = 0;
+    omlc_error err;
+    omlc_ref q = {id, NULL, 0};
+    assert_int_equal(omlc_retrieve(c, &q, 3, NULL, hits, 4, &n, NULL, &err), 0);
+    assert_true(n > 0);
+}
+
+/* The operator raised max_feature_abs far enough for features of 3.4e38 to
+ * pass, and a client used them (what poisoned every embedding with NaN in
+ * issue 12). Whatever the learner makes of it, queries go on answering
+ * from a finite view: either the model stayed finite, or the poisoned view
+ * is not served and /readyz says why. A restart with the default bound
+ * refuses those records on replay and comes back finite and ready. */
+static void test_poisoning_is_not_served_nor_replayed(void **state)
+{
+    const char *args[16];
+    int na = 0;
+    for (; ARGS[na]; na++)
+        args[na] = ARGS[na];
+    args[na] = "--max_feature_abs=3.4e38";
+    args[na + 1] = NULL;
+    omld_proc p;
+    assert_int_equal(omld_proc_start(&p, args, TIMEOUT_MS), 0);
+    omlc *c = dial(&p);
+    omlc_error err;
+    assert_int_equal(put_n(c, "n", 0, 30, &err), 0);
+    omlc_triplet t[10];
+    char ids[30][8];
+    for (int i = 0; i < 30; i++)
+        snprintf(ids[i], sizeof ids[i], "n%d", i);
+    for (int i = 0; i < 10; i++)
+        t[i] = (omlc_triplet){{ids[2 * i], NULL, 0}, {ids[2 * i + 2], NULL, 0},
+                              {ids[2 * i + 1], NULL, 0}};
+    assert_int_equal(omlc_add_triplets(c, t, 10, NULL, NULL, &err), 0);
+    sleep_ms(300);
+    expect_hits(c, "n3");
+
+    float big[2][DIM];
+    for (int j = 0; j < DIM; j++) {
+        big[0][j] = j % 2 ? 3.4e38f : -3.4e38f;
+        big[1][j] = 3.4e38f;
+    }
+    omlc_item huge[2] = {{"big0", big[0], DIM, "odd"}, {"big1", big[1], DIM, "even"}};
+    assert_int_equal(omlc_put_items(c, huge, 2, NULL, NULL, &err), 0);
+    omlc_triplet bad[3] = {{{"n0", NULL, 0}, {"big0", NULL, 0}, {"big1", NULL, 0}},
+                           {{"big1", NULL, 0}, {"n4", NULL, 0}, {"big0", NULL, 0}},
+                           {{"n6", NULL, 0}, {"n8", NULL, 0}, {NULL, big[1], DIM}}};
+    assert_int_equal(omlc_add_triplets(c, bad, 3, NULL, NULL, &err), 0);
+    sleep_ms(300);
+    expect_hits(c, "n3");
+    expect_hits(c, "n10");
+    char *body = NULL;
+    size_t len = 0;
+    int code = omld_http_get(p.http, "/readyz", &body, &len);
+    printf("    after the poisoning attempt: /readyz %d %s", code, body ? body : "\n");
+    assert_true(code == 200 || (code == 503 && body && strstr(body, "not finite")));
+    int live = 0, ready = 0, draining = 0;
+    assert_int_equal(omlc_health(c, &live, &ready, &draining, &err), 0);
+    assert_int_equal(ready, code == 200);
+    free(body);
+    omlc_close(c);
+    assert_int_equal(omld_proc_stop(&p, SIGKILL, TIMEOUT_MS), 128 + SIGKILL);
+
+    /* The default bound again: the log's huge records are refused on replay. */
+    assert_int_equal(omld_proc_restart(&p, ARGS, TIMEOUT_MS), 0);
+    c = dial(&p);
+    body = NULL;
+    assert_int_equal(omld_http_get(p.http, "/readyz", &body, &len), 200);
+    free(body);
+    assert_true(log_has(&p, "refused on replay and skipped"));
+    assert_int_equal(status_items(c), 30);
+    expect_hits(c, "n3");
+    Omld__Response *r = NULL;
+    omlc_ref q = {"n5", NULL, 0};
+    assert_int_equal(omlc_embed(c, &q, NULL, &r, &err), 0);
+    for (size_t h = 0; h < r->embed->n_heads; h++)
+        for (size_t j = 0; j < r->embed->heads[h]->n_values; j++)
+            assert_true(isfinite(r->embed->heads[h]->values[j]));
+    omld__response__free_unpacked(r, NULL);
+    omlc_close(c);
+    assert_int_equal(omld_proc_stop(&p, SIGTERM, TIMEOUT_MS), 0);
+    omld_proc_cleanup(&p);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_second_daemon_refused),
         cmocka_unit_test(test_busy_port_touches_nothing),
+        cmocka_unit_test(test_huge_features_refused),
+        cmocka_unit_test(test_poisoning_is_not_served_nor_replayed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
