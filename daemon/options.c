@@ -45,7 +45,7 @@ const omld_option omld_options[] = {
     REAL(default_threshold, 1e-6, 1, "0.5", "verify threshold T (D/2 < T) when a query gives none"),
     INT(max_pipeline, 1, 65536, "256", "requests in flight per connection before reading pauses"),
     INT(max_conn_input_bytes, 4096, 1LL << 32, "16777216", "request bytes a connection may hold unanswered (buffered + decoded) before its reading pauses; >= max_frame_bytes + 4"),
-    INT(max_conn_output_bytes, 4096, 1LL << 32, "8388608", "unsent answer bytes per connection before its reading pauses (resumes below 1/8)"),
+    INT(max_conn_output_bytes, 4096, 1LL << 32, "8388608", "answer bytes per connection (unsent, waiting their turn, or being computed, at their size bound) before its reading pauses (resumes below 1/8)"),
     INT(idle_timeout_ms, 0, 86400000, "300000", "close a connection with nothing in flight and no bytes for this long, or whose answers are not read for this long; 0: never"),
     INT(request_timeout_ms, 0, 3600000, "10000", "drop a client whose partial frame is not complete within this long (unless it arrives at min_request_rate); 0: never"),
     INT(min_request_rate, 0, 1 << 30, "1024", "bytes/s at which a partial frame may take longer than request_timeout_ms; 0: the timeout is strict"),

@@ -252,7 +252,7 @@ static int check_put_items(const Omld__PutItemsRequest *m, const omld_limits *li
     return rc;
 }
 
-/* ids of DeleteItems (unique) and GetItems (repeats allowed). */
+/* ids of DeleteItems and GetItems: no id twice. */
 static int check_ids(char *const *ids, size_t n, int unique, const char *op,
                      const omld_limits *lim, omld_reply *r)
 {
@@ -491,7 +491,13 @@ int omld_validate(const Omld__Request *req, const omld_limits *lim, omld_reply *
     case OMLD__REQUEST__BODY_GET_ITEMS: {
         const Omld__GetItemsRequest *m = req->get_items;
         c = m ? m->n_ids : 0;
-        rc = check_ids(m ? m->ids : NULL, (size_t)c, 0, "get_items", lim, r);
+        rc = check_ids(m ? m->ids : NULL, (size_t)c, 1, "get_items", lim, r);
+        if (rc == 0 && lim->max_answer > 0 && c * (uint64_t)lim->dim * 4 > lim->max_answer)
+            rc = omld_reply_error(r, OMLD__STATUS__CODE__RESOURCE_EXHAUSTED, "get_items.ids",
+                                  "%llu items of %d features do not fit in one answer "
+                                  "(max_frame_bytes %u); ask for fewer at a time",
+                                  (unsigned long long)c, (int)lim->dim,
+                                  (unsigned)lim->max_answer);
         break;
     }
     case OMLD__REQUEST__BODY_ADD_TRIPLETS:

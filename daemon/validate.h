@@ -28,6 +28,7 @@ typedef struct omld_limits {
     uint32_t default_k;
     float default_threshold;
     float max_abs;           /* largest |feature value| accepted; 0: no bound */
+    uint32_t max_answer;     /* largest answer frame (max_frame_bytes); 0: no bound */
 } omld_limits;
 
 /* Index of the first value of x (n) that is NaN, infinite or (max_abs > 0)
@@ -45,7 +46,8 @@ enum omld_route {
                                 the threadpool, trainer.c (omld_trainer_handle) */
 };
 
-/* Checks req. On success returns 0 and sets *route and *cost (entries the
+/* Checks req (a GetItems whose features alone would not fit in
+ * max_answer is RESOURCE_EXHAUSTED). On success returns 0 and sets *route and *cost (entries the
  * request carries, >= 1: items, triplets, pairs or ids). On failure fills r
  * with the error (code, field path such as "put_items.items[3].features",
  * message) and returns the code (> 0). */

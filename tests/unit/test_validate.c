@@ -297,8 +297,19 @@ static void test_get_items(void **state)
     expect_err(&f.req, OMLD__STATUS__CODE__INVALID_ARGUMENT, "get_items.ids[1]", NULL);
     f.ids[1] = name_of(big, OMLD_ID_MAX + 1);
     expect_err(&f.req, OMLD__STATUS__CODE__INVALID_ARGUMENT, "get_items.ids[1]", NULL);
-    f.ids[1] = f.ids[0]; /* reading one item twice is fine */
-    expect_ok(&f.req, OMLD_ROUTE_QUERY, 3);
+    /* One id twice would answer the same item twice: refused like a repeat in
+     * DeleteItems (issue 12: 10,000 repeats of one id made a 128-deep
+     * pipeline of GetItems hold hundreds of MiB of answers). */
+    f.ids[1] = f.ids[0];
+    expect_err(&f.req, OMLD__STATUS__CODE__CONFLICT, "get_items.ids[1]", "appears twice");
+    /* An answer that cannot fit in a frame is refused before it is built. */
+    omld_limits lim = LIM;
+    lim.max_answer = 4 * DIM * 3 - 1;
+    ids_init(&f, 1, 3);
+    expect_err_lim(&f.req, &lim, OMLD__STATUS__CODE__RESOURCE_EXHAUSTED, "get_items.ids",
+                   "max_frame_bytes");
+    lim.max_answer = 4 * DIM * 3 + 1000;
+    expect_ok_lim(&f.req, &lim, OMLD_ROUTE_QUERY, 3);
 }
 
 /* ------------------------------------------------------------ item refs */
