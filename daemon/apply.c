@@ -11,6 +11,7 @@
 #include "hedge.h"
 #include "log.h"
 #include "modelfile.h"
+#include "validate.h"
 
 /* ------------------------------------------------------------ applying */
 
@@ -38,6 +39,35 @@ static const float *resolve(omld_engine *e, const Omld__ItemRef *ref, const char
     return oml_store_features(e->store, s);
 }
 
+/* 1 if every feature of x (dim) is within +-max_feature_abs. Validation
+ * already refuses anything else from clients; this holds the same line on
+ * what the log replays (a log written before the bound existed, or with a
+ * larger one) and on stored items a checkpoint brought back, so such a
+ * record is refused instead of poisoning the model (issue 12). */
+static int features_ok(const omld_engine *e, const float *x)
+{
+    int32_t dim = oml_store_dim(e->store);
+    return omld_first_bad_feature(x, (size_t)dim, (float)e->opts.max_feature_abs) == (size_t)dim;
+}
+
+/* Refuses (INVALID_ARGUMENT, field op[i].member) a triplet or pair member
+ * whose features are out of bounds; 0 if it is fine. */
+static int member_bad(omld_engine *e, const float *x, const Omld__ItemRef *ref, const char *op,
+                      size_t i, const char *member, omld_reply *r)
+{
+    if (features_ok(e, x))
+        return 0;
+    char field[96];
+    snprintf(field, sizeof field, "%s[%zu].%s.%s", op, i, member,
+             ref->ref_case == OMLD__ITEM_REF__REF_VECTOR ? "vector" : "id");
+    omld_reply_error(r, OMLD__STATUS__CODE__INVALID_ARGUMENT, field,
+                     "%s has a feature value that is not finite or not within +-%g "
+                     "(max_feature_abs)",
+                     ref->ref_case == OMLD__ITEM_REF__REF_VECTOR ? "the vector" : "the stored item",
+                     e->opts.max_feature_abs);
+    return 1;
+}
+
 /* The data-dependent start, from every live stored item in slot order. */
 static void prepare_model(omld_engine *e)
 {
@@ -59,8 +89,17 @@ static void prepare_model(omld_engine *e)
     }
     uint32_t k = 0;
     for (uint32_t s = 0; s < slots; s++)
-        if (oml_store_is_live(e->store, s))
+        if (oml_store_is_live(e->store, s) && features_ok(e, oml_store_features(e->store, s)))
             memcpy(X + (size_t)k++ * dim, oml_store_features(e->store, s), (size_t)dim * sizeof(float));
+    if (k < n) /* out-of-bounds items from an old state take no part in the start */
+        LOG_WARN("engine", "model start: %u stored item(s) with features beyond max_feature_abs "
+                 "left out", n - k);
+    n = k;
+    if (n < 2) {
+        free(X);
+        l->prepared = 1;
+        return;
+    }
     uint64_t t0 = omld_now_ns();
     int rc = oml_learner_prepare(l, X, (int32_t)n);
     free(X);
@@ -100,14 +139,18 @@ static int apply_triplets(omld_engine *e, const Omld__AddTripletsRequest *rq, om
 {
     size_t n = rq->n_triplets;
     /* Resolve every member first: an unknown id refuses the whole batch. */
+    static const char *const member[3] = {"anchor", "positive", "negative"};
     for (size_t i = 0; i < n; i++) {
         const Omld__Triplet *t = rq->triplets[i];
-        uint32_t *sl = e->slots + 3 * i;
-        if (!(e->rows[3 * i] = resolve(e, t->anchor, "add_triplets.triplets", i, "anchor", r, sl)) ||
-            !(e->rows[3 * i + 1] = resolve(e, t->positive, "add_triplets.triplets", i, "positive", r, sl + 1)) ||
-            !(e->rows[3 * i + 2] = resolve(e, t->negative, "add_triplets.triplets", i, "negative", r, sl + 2))) {
-            atomic_fetch_sub(&e->queued_triplets, n);
-            return 0;
+        const Omld__ItemRef *refs[3] = {t->anchor, t->positive, t->negative};
+        for (int j = 0; j < 3; j++) {
+            uint32_t *sl = e->slots + 3 * i + (size_t)j;
+            const float *x = resolve(e, refs[j], "add_triplets.triplets", i, member[j], r, sl);
+            if (x == NULL || member_bad(e, x, refs[j], "add_triplets.triplets", i, member[j], r)) {
+                atomic_fetch_sub(&e->queued_triplets, n);
+                return 0;
+            }
+            e->rows[3 * i + (size_t)j] = x;
         }
     }
     omld_count(&e->metrics->triplets_received, n);
@@ -154,7 +197,9 @@ static int apply_pairs(omld_engine *e, const Omld__AddPairsRequest *rq, omld_rep
                                  "items by id");
                 goto out;
             }
-            if (!resolve(e, m[j], "add_pairs.pairs", i, j ? "b" : "a", r, &slots[2 * i + j]))
+            const float *x = resolve(e, m[j], "add_pairs.pairs", i, j ? "b" : "a", r,
+                                     &slots[2 * i + j]);
+            if (x == NULL || member_bad(e, x, m[j], "add_pairs.pairs", i, j ? "b" : "a", r))
                 goto out;
         }
         int similar = p->relation == OMLD__PAIR__RELATION__SIMILAR;
@@ -228,6 +273,18 @@ out:
 static int apply_put(omld_engine *e, const Omld__PutItemsRequest *rq, omld_reply *r)
 {
     size_t n = rq->n_items;
+    for (size_t i = 0; i < n; i++) {
+        const Omld__Item *it = rq->items[i];
+        if (it->n_features != (size_t)oml_store_dim(e->store) || !features_ok(e, it->features)) {
+            char field[64];
+            snprintf(field, sizeof field, "put_items.items[%zu].features", i);
+            omld_reply_error(r, OMLD__STATUS__CODE__INVALID_ARGUMENT, field,
+                             "features must be %d values, finite and within +-%g "
+                             "(max_feature_abs)", (int)oml_store_dim(e->store),
+                             e->opts.max_feature_abs);
+            return 0;
+        }
+    }
     /* Capacity first, so the batch is all-or-nothing: every new id (not
      * live now) takes a fresh slot. */
     uint64_t fresh = 0;

@@ -599,7 +599,9 @@ int omld_engine_start(omld_engine **out, uv_loop_t *loop, const omld_config *opt
     if (s == NULL)
         s = oml_learner_snapshot(e->learner, e->version);
     e->published_ns = omld_now_ns();
-    if (s == NULL || omld_views_publish_now(e->views, s, e->published_ns) != 0) {
+    /* A recovered model that is not finite is not served (1): the daemon
+     * starts, /readyz says why, queries are UNAVAILABLE until a finite view. */
+    if (s == NULL || omld_views_publish_now(e->views, s, e->published_ns) < 0) {
         snprintf(err, errlen, "cannot publish the first view");
         goto fail;
     }

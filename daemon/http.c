@@ -460,8 +460,13 @@ static void answer(http_conn *c, int keep_alive)
     h->gather(h->arg, &in);
     if (route == 4) {
         int ok = in.ready && !in.draining;
-        send_text(c, ok ? 200 : 503, ok ? "ready\n" : in.draining ? "draining\n" : "not ready\n",
-                  head, keep_alive);
+        char text[320];
+        if (ok || in.draining || !in.not_ready || !in.not_ready[0])
+            snprintf(text, sizeof text, "%s", ok ? "ready\n" : in.draining ? "draining\n"
+                                                                         : "not ready\n");
+        else
+            snprintf(text, sizeof text, "not ready: %s\n", in.not_ready);
+        send_text(c, ok ? 200 : 503, text, head, keep_alive);
         return;
     }
     size_t len = 0;

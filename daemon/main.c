@@ -3,10 +3,14 @@
  *
  * DESIGN
  * Everything runs on one libuv loop owned here. Startup: options (exit 2 on
- * a bad one), log level, fixed BLAS threading, the data directory, the
- * engine (learner + indexer threads), the RPC server, the HTTP status
- * endpoint, then the address file <data_dir>/omld.addr (temp + rename) with
- * the ports actually bound, so scripts can start omld on port 0.
+ * a bad one), log level, fixed BLAS threading, the data directory and its
+ * lock (<data_dir>/omld.lock, flock: a second omld on the same data_dir is
+ * refused with the holder's pid before it reads or writes anything there),
+ * the RPC and HTTP listeners (bound before recovery, so a busy port fails
+ * the start without touching data_dir), the engine (recovery: checkpoint +
+ * log replay; learner + indexer threads), the trainer, the status history,
+ * then the address file <data_dir>/omld.addr (temp + rename) with the ports
+ * actually bound, so scripts can start omld on port 0.
  *
  * The status history (history.h, GET /status/history) is sampled once a
  * second by a timer started next to the HTTP endpoint, from the same
@@ -21,10 +25,12 @@
  * uv_run returns, the engine is destroyed and uv_loop_close must succeed:
  * every handle has been closed by its owner. */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <uv.h>
@@ -62,6 +68,7 @@ typedef struct omld_main {
     char rollback[OMLD_MODEL_NAME_MAX + 1];
     omld_tokens tokens;          /* authorisation (tokens.n == 0: off); wiped at exit */
     char addr_path[OMLD_STR_MAX + 32];
+    char not_ready[256];         /* why /readyz is 503 (storage for gather) */
 } omld_main;
 
 /* ------------------------------------------------------------ helpers */
@@ -122,12 +129,53 @@ static int write_file_atomic(const char *path, const char *text, char *err, size
     return 0;
 }
 
+/* Takes the exclusive lock on <data_dir>/omld.lock (flock, held by the
+ * open descriptor for the life of the process and dropped by the kernel
+ * when it ends, however it ends) and writes our pid into the file. A
+ * second omld on the same data_dir finds the lock held and is refused with
+ * the holder's pid, before it has read or written anything else there.
+ * Returns the descriptor (kept open, never closed), or -1 with err. */
+static int lock_data_dir(const char *dir, char *err, size_t errlen)
+{
+    char path[OMLD_STR_MAX + 32];
+    snprintf(path, sizeof path, "%s/omld.lock", dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot open the lock file %s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        if (e == EWOULDBLOCK) {
+            char buf[32] = "";
+            ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+            long pid = n > 0 ? strtol(buf, NULL, 10) : 0;
+            char who[48] = "another process";
+            if (pid > 0)
+                snprintf(who, sizeof who, "another omld (pid %ld)", pid);
+            snprintf(err, errlen, "data_dir %s is in use by %s: it holds the lock on %s. Stop "
+                     "that daemon first, or give this one another data_dir", dir, who, path);
+        } else {
+            snprintf(err, errlen, "cannot lock %s: %s", path, strerror(e));
+        }
+        close(fd);
+        return -1;
+    }
+    char text[32];
+    int n = snprintf(text, sizeof text, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, text, (size_t)n, 0) != n)
+        LOG_WARN("main", "cannot write our pid into %s: %s (the lock is held all the same)",
+                 path, strerror(errno));
+    return fd;
+}
+
 /* The status endpoint's view of the process, gathered per request, and
  * once a second by the history's timer (the same numbers /status shows). */
 static void gather(void *arg, omld_status_input *in)
 {
     omld_main *m = arg;
     memset(in, 0, sizeof *in);
+    m->not_ready[0] = '\0';
     in->version = OMLD_VERSION;
     in->uptime_ms = (omld_now_ns() - m->start_ns) / 1000000u;
     in->cfg = &m->cfg;
@@ -136,7 +184,13 @@ static void gather(void *arg, omld_status_input *in)
     if (m->engine && !m->engine_stopped) {
         omld_engine_stats(m->engine, &m->stats);
         in->model = &m->stats;
-        in->ready = omld_views_version(omld_engine_views(m->engine)) > 0 && !m->draining;
+        omld_views *vs = omld_engine_views(m->engine);
+        int healthy = omld_views_health(vs, m->not_ready, sizeof m->not_ready);
+        in->ready = omld_views_version(vs) > 0 && healthy && !m->draining;
+        if (!healthy)
+            in->not_ready = m->not_ready;
+        else if (omld_views_version(vs) == 0)
+            in->not_ready = "no model view has been published yet";
         if (m->trainer) {
             in->jobs = m->jobs;
             in->n_jobs = omld_trainer_jobs(m->trainer, m->jobs, OMLD_STATUS_MAX_JOBS);
@@ -245,18 +299,31 @@ static int start(omld_main *m)
     char err[512];
     if (load_tokens(m) != 0)
         return -1;
-    if (omld_engine_start(&m->engine, &m->loop, &m->cfg, &m->metrics, err, sizeof err) != 0) {
-        LOG_ERROR("main", "%s", err);
-        m->engine_stopped = 1; /* a half-started engine is only destroyed */
-        return -1;
-    }
-    if (omld_server_start(&m->server, &m->loop, &m->cfg, m->engine, &m->metrics, m->start_ns, err,
+    /* Every listener is bound before the engine recovers data_dir: a busy
+     * port or a bad socket path fails the start before the log is replayed
+     * or anything in data_dir is written. The loop does not run until
+     * start() returns, so nothing is accepted before the engine is there. */
+    if (omld_server_start(&m->server, &m->loop, &m->cfg, NULL, &m->metrics, m->start_ns, err,
                           sizeof err) != 0) {
         m->server = NULL;
         LOG_ERROR("main", "%s", err);
         return -1;
     }
     omld_server_set_tokens(m->server, &m->tokens);
+    struct sockaddr_storage http_addr;
+    if (omld_http_start(&m->http, &m->loop, m->cfg.http, gather, m, &http_addr, err,
+                        sizeof err) != 0) {
+        m->http = NULL;
+        LOG_ERROR("main", "%s", err);
+        return -1;
+    }
+    omld_http_set_tokens(m->http, &m->tokens, &m->metrics.http_unauthorized);
+    if (omld_engine_start(&m->engine, &m->loop, &m->cfg, &m->metrics, err, sizeof err) != 0) {
+        LOG_ERROR("main", "%s", err);
+        m->engine_stopped = 1; /* a half-started engine is only destroyed */
+        return -1;
+    }
+    omld_server_set_engine(m->server, m->engine);
     const oml_store *store;
     omld_store_lock *lock;
     omld_engine_store_ref(m->engine, &store, &lock);
@@ -267,14 +334,6 @@ static int start(omld_main *m)
         return -1;
     }
     omld_server_set_trainer(m->server, m->trainer);
-    struct sockaddr_storage http_addr;
-    if (omld_http_start(&m->http, &m->loop, m->cfg.http, gather, m, &http_addr, err,
-                        sizeof err) != 0) {
-        m->http = NULL;
-        LOG_ERROR("main", "%s", err);
-        return -1;
-    }
-    omld_http_set_tokens(m->http, &m->tokens, &m->metrics.http_unauthorized);
     m->history = omld_history_new(OMLD_HISTORY_SAMPLES, OMLD_HISTORY_INTERVAL_MS, m->start_ns);
     if (!m->history) {
         LOG_ERROR("main", "out of memory for the status history");
@@ -374,6 +433,12 @@ int main(int argc, char **argv)
 
     if (make_dirs(m->cfg.data_dir, err, sizeof err) != 0) {
         LOG_ERROR("main", "data_dir: %s", err);
+        free(m);
+        return 1;
+    }
+    /* Before anything else in data_dir is read or written. */
+    if (lock_data_dir(m->cfg.data_dir, err, sizeof err) < 0) {
+        LOG_ERROR("main", "%s", err);
         free(m);
         return 1;
     }

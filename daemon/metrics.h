@@ -75,6 +75,7 @@ typedef struct omld_metrics {
     atomic_uint_fast64_t tokens_rw, tokens_ro; /* gauges: configured tokens (set at startup) */
     /* views */
     atomic_uint_fast64_t views_published;
+    atomic_uint_fast64_t views_refused;      /* built but not served: model not finite */
     /* latency */
     omld_histogram update_latency;           /* one learner step */
     omld_histogram ingest_latency;           /* mutation request: decoded -> acknowledged */

@@ -31,6 +31,7 @@ typedef struct omld_config {
     int64_t default_k, max_pipeline;
     int64_t checkpoint_every, checkpoint_ms;
     double default_threshold;
+    double max_feature_abs;         /* |feature| bound at validation and when applying */
     int64_t queue_capacity, publish_every, publish_ms;
     /* connection limits (server.c) */
     int64_t max_conn_input_bytes, max_conn_output_bytes;

@@ -17,6 +17,7 @@
  * changes (reads go on) until a probe record can be committed again. */
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -89,6 +90,13 @@ static int replay_record(void *arg, uint8_t type, uint64_t lsn, const uint8_t *p
     omld_reply r;
     omld_reply_init(&r, q->request_id);
     omld_apply(e, q, &r);
+    /* Only requests that changed state are logged, and validation ran
+     * before that: INVALID_ARGUMENT here means a rule of this build refuses
+     * what the writer accepted (e.g. features beyond max_feature_abs). The
+     * record is skipped; the state differs from the writer's on purpose. */
+    if (r.status.code == OMLD__STATUS__CODE__INVALID_ARGUMENT)
+        LOG_WARN("persist", "log record %" PRIu64 " is refused on replay and skipped: %s: %s", lsn,
+                 r.status.field ? r.status.field : "", r.status.message);
     omld_reply_free(&r);
     omld__request__free_unpacked(q, NULL);
     e->replayed++;
@@ -320,10 +328,30 @@ int omld_persist_writable(omld_engine *e)
 
 /* ------------------------------------------------------------ checkpoints */
 
+/* 1 if the learner's weights and hedge are all finite. */
+static int model_finite(const omld_engine *e)
+{
+    const oml_learner *l = e->learner;
+    for (size_t i = 0; i < l->lay.count; i++)
+        if (!isfinite(l->params[i]))
+            return 0;
+    for (int k = 0; k < oml_learner_heads(l); k++)
+        if (!isfinite(l->alpha[k]))
+            return 0;
+    return 1;
+}
+
 int omld_persist_checkpoint(omld_engine *e, char *path, size_t path_cap, uint64_t *bytes,
                             oml_diag *d)
 {
     uint64_t t0 = omld_now_ns();
+    /* A model that is not finite is never made durable: the log keeps
+     * everything since the last good checkpoint, so a restart (whose replay
+     * refuses what this build refuses) can rebuild a finite one. */
+    if (!model_finite(e))
+        return oml_diag_set(d, OML_ENONFINITE, "checkpoint",
+                            "the live model has weights that are not finite: it is not written "
+                            "(the log keeps everything since the last checkpoint)");
     int rc = oml_wal_commit(e->wal, d);
     if (rc == OML_OK)
         rc = oml_wal_sync(e->wal, d);

@@ -13,8 +13,8 @@
  * ready (the engine and the pool borrow it).
  *
  * Reading is on only while the connection can take more: no parked slot
- * (engine backpressure), fewer than max_pipeline slots, unsent output under
- * max_conn_output_bytes (resumes under 1/8 of it), input held under
+ * (engine backpressure), fewer than max_pipeline slots, output under
+ * max_conn_output_bytes (resumes under 1/8 of it; see LIMITS), input held under
  * max_conn_input_bytes (LIMITS below), not at EOF, no fatal framing error, not
  * draining. Complete frames the reader holds are decoded by pump() whenever
  * that condition turns true again, so a paused connection buffers at most
@@ -35,9 +35,18 @@
  * info with the peer): reading also pauses while the connection holds
  * max_conn_input_bytes of request bytes not yet answered (buffered in the
  * frame reader + payloads of decoded requests whose answer is not packed)
- * and while its unsent output is over max_conn_output_bytes (resumes below
- * 1/8 of it). Since max_conn_input_bytes >= max_frame_bytes + 4, a partial
- * frame always fits and pausing cannot deadlock. A sweep timer (a quarter of
+ * and while its output is over max_conn_output_bytes (resumes below 1/8 of
+ * it). Output is every answer byte the connection holds or has committed
+ * to (conn_output): handed to uv_write and not yet written (unsent),
+ * packed in READY slots behind one that is not (out_held), and, from the
+ * moment a request is decoded until its answer is packed, that answer's
+ * size bound (answer_bound: ids, labels and features at their maximum,
+ * never more than a frame; out_expected). So a pipeline of queries with big
+ * answers stops being decoded once their bounds add up to the limit, and a
+ * connection holds at most about max_conn_output_bytes + one answer, not
+ * max_pipeline x max_frame_bytes (issue 12). Since max_conn_input_bytes >=
+ * max_frame_bytes + 4, a partial frame always fits and pausing cannot
+ * deadlock. A sweep timer (a quarter of
  * the shortest timeout, 20 ms..1 s) closes connections that are idle
  * (nothing in flight, nothing buffered, no byte for idle_timeout_ms), that
  * do not read their answers (no write progress for idle_timeout_ms), and
@@ -101,6 +110,9 @@ typedef struct omld_slot {
     uv_work_t work;
     omld_reply reply;                /* queries: built and packed on the pool */
     size_t in_bytes;                 /* frame bytes counted in conn->held_in until answered */
+    size_t out_est;                  /* the answer's size bound, counted in conn->out_expected
+                                        until the answer is packed */
+    size_t out_counted;              /* out_len, counted in conn->out_held while READY */
     uint8_t *out;                    /* the packed answer frame (READY) */
     size_t out_len;
     int code;                        /* its status code */
@@ -121,6 +133,8 @@ struct omld_conn {
     omld_slot *head, *tail;
     uint32_t inflight;               /* slots in the FIFO */
     size_t unsent;                   /* bytes given to uv_write, not yet completed */
+    size_t out_held;                 /* packed answers of READY slots not yet written */
+    size_t out_expected;             /* size bounds of the answers still being computed */
     int refs;
     omld_slot *parked;               /* the slot waiting for room in the engine */
     unsigned closing : 1, reading : 1, eof : 1, fatal : 1, out_paused : 1, in_pump : 1;
@@ -158,6 +172,7 @@ struct omld_server {
     uint32_t max_pipeline;
     uint64_t max_connections;
     uint64_t max_in, out_high, out_low;
+    int32_t heads, emb;              /* of the live model (answer size bounds) */
     uint64_t idle_ns, request_ns, min_rate;
     const omld_tokens *tokens;       /* NULL or empty: no authorisation */
     omld_trainer *trainer;           /* NULL: trainer requests are UNAVAILABLE */
@@ -253,9 +268,35 @@ static void slot_unlink(omld_slot *sl)
     c->inflight--;
 }
 
+/* Output the connection holds or has committed to: bytes handed to
+ * uv_write, packed answers waiting for their turn, and the size bounds of
+ * the answers still being computed. Reading pauses over out_high. */
+static uint64_t conn_output(const omld_conn *c)
+{
+    return (uint64_t)c->unsent + (uint64_t)c->out_held + (uint64_t)c->out_expected;
+}
+
+/* Pauses decoding over max_conn_output_bytes, resumes under 1/8 of it. */
+static void out_update(omld_conn *c)
+{
+    uint64_t o = conn_output(c);
+    if (!c->out_paused && o > c->srv->out_high) {
+        c->out_paused = 1;
+        omld_count(&c->srv->metrics->output_paused, 1);
+        LOG_DEBUG("server", "%s: reading paused: %llu answer bytes unsent, waiting or being "
+                  "computed (max_conn_output_bytes)", c->peer, (unsigned long long)o);
+    } else if (c->out_paused && o <= c->srv->out_low) {
+        c->out_paused = 0;
+    }
+}
+
 /* Unlinks and frees a slot nobody else holds (not ENGINE, not WORK). */
 static void slot_discard(omld_slot *sl)
 {
+    omld_conn *c = sl->conn;
+    c->out_expected -= sl->out_est;
+    c->out_held -= sl->out_counted;
+    sl->out_est = sl->out_counted = 0;
     slot_unlink(sl);
     if (sl->req)
         omld__request__free_unpacked(sl->req, NULL);
@@ -283,8 +324,7 @@ static void on_write(uv_write_t *req, int status)
         conn_close(c);
         return;
     }
-    if (c->out_paused && c->unsent <= c->srv->out_low)
-        c->out_paused = 0;
+    out_update(c);
     conn_pump(c);
 }
 
@@ -305,7 +345,7 @@ static void conn_flush(omld_conn *c)
         w->conn = c;
         w->close_after = sl->close_after;
         sl->out = NULL;
-        slot_discard(sl);
+        slot_discard(sl); /* out_held -= its bytes; unsent += them below */
         int rc = uv_write(&w->req, &c->h.stream, &w->buf, 1, on_write);
         if (rc != 0) {
             LOG_DEBUG("server", "write failed: %s", uv_strerror(rc));
@@ -317,10 +357,7 @@ static void conn_flush(omld_conn *c)
         if (c->unsent == 0)
             c->tx_progress_ns = omld_now_ns(); /* the write-stall clock starts */
         c->unsent += w->buf.len;
-        if (c->unsent > c->srv->out_high && !c->out_paused) {
-            c->out_paused = 1;
-            omld_count(&c->srv->metrics->output_paused, 1);
-        }
+        out_update(c);
         if (w->close_after) {
             c->fatal = 1;
             return;
@@ -339,6 +376,11 @@ static void slot_ready(omld_slot *sl)
     }
     c->held_in -= sl->in_bytes;
     sl->in_bytes = 0;
+    c->out_expected -= sl->out_est;
+    sl->out_est = 0;
+    sl->out_counted = sl->out ? sl->out_len : 0;
+    c->out_held += sl->out_counted;
+    out_update(c);
     sl->state = SLOT_READY;
     count_answer(c->srv, sl);
     conn_flush(c);
@@ -577,7 +619,7 @@ static void answer_inline(omld_slot *sl)
         omld__health_response__init(h);
         h->live = 1;
         h->draining = s->draining != 0;
-        h->ready = r.msg.model_version > 0 && !s->draining;
+        h->ready = r.msg.model_version > 0 && !s->draining && omld_views_health(s->views, NULL, 0);
         r.msg.body_case = OMLD__RESPONSE__BODY_HEALTH;
         r.msg.health = h;
     } else if (sl->req->body_case == OMLD__REQUEST__BODY_STATUS) {
@@ -905,6 +947,46 @@ static void handle_auth(omld_slot *sl)
     slot_answer(sl, &r);
 }
 
+/* An upper bound of the packed answer to a validated request (bytes),
+ * never more than a frame: ids and labels are at most OMLD_ID_MAX bytes,
+ * every answer larger than max_frame_bytes is refused instead. */
+static size_t answer_bound(const omld_server *s, const Omld__Request *req)
+{
+    const uint64_t name = OMLD_ID_MAX + 8, base = 1024; /* status, message, envelope */
+    uint64_t heads = s->heads > 0 ? (uint64_t)s->heads : OML_MAX_HEADS;
+    uint64_t emb = s->emb > 0 ? (uint64_t)s->emb : 1024, b = base;
+    switch (req->body_case) {
+    case OMLD__REQUEST__BODY_GET_ITEMS: {
+        uint64_t per = (uint64_t)s->lim.dim * 4 + 2 * name + 16;
+        b += (uint64_t)req->get_items->n_ids * per;
+        break;
+    }
+    case OMLD__REQUEST__BODY_RETRIEVE: {
+        const Omld__RetrieveRequest *m = req->retrieve;
+        uint64_t k = m->k_opt_case == OMLD__RETRIEVE_REQUEST__K_OPT_K ? m->k : s->lim.default_k;
+        b += k * (2 * name + 16);
+        break;
+    }
+    case OMLD__REQUEST__BODY_CLASSIFY: {
+        const Omld__ClassifyRequest *m = req->classify;
+        uint64_t k = m->k_opt_case == OMLD__CLASSIFY_REQUEST__K_OPT_K ? m->k : s->lim.default_k;
+        b += k * heads * (name + 8) + name; /* a score per class met, the label */
+        break;
+    }
+    case OMLD__REQUEST__BODY_EMBED:
+        b += heads * (emb * 4 + 8) + heads * 4;
+        break;
+    case OMLD__REQUEST__BODY_TRAIN_STATUS:
+    case OMLD__REQUEST__BODY_LIST_MODELS:
+        b += 64 * 1024;
+        break;
+    default:
+        break;
+    }
+    uint64_t cap = (uint64_t)s->max_frame + OML_FRAME_HEADER_BYTES;
+    return (size_t)(b < cap ? b : cap);
+}
+
 static void handle_frame(omld_conn *c, const uint8_t *p, size_t n)
 {
     omld_server *s = c->srv;
@@ -975,6 +1057,11 @@ static void handle_frame(omld_conn *c, const uint8_t *p, size_t n)
         return;
     }
     sl->route = route;
+    /* Committed before the work starts, so a pipeline of queries with big
+     * answers pauses reading before their answers exist (issue 12). */
+    sl->out_est = answer_bound(s, req);
+    c->out_expected += sl->out_est;
+    out_update(c);
     switch (route) {
     case OMLD_ROUTE_INLINE:
         answer_inline(sl);
@@ -1119,7 +1206,8 @@ static void on_connection(uv_stream_t *server, int status)
 
 static void server_free(omld_server *s)
 {
-    omld_engine_set_wake(s->engine, wake_noop, NULL);
+    if (s->engine)
+        omld_engine_set_wake(s->engine, wake_noop, NULL);
     free(s);
 }
 
@@ -1302,8 +1390,6 @@ int omld_server_start(omld_server **out, uv_loop_t *loop, const omld_config *cfg
     }
     s->loop = loop;
     s->cfg = cfg;
-    s->engine = engine;
-    s->views = omld_engine_views(engine);
     s->metrics = metrics;
     s->start_ns = start_ns;
     s->max_frame = (uint32_t)cfg->max_frame_bytes;
@@ -1322,9 +1408,9 @@ int omld_server_start(omld_server **out, uv_loop_t *loop, const omld_config *cfg
     s->lim.max_k = (uint32_t)cfg->max_k;
     s->lim.default_k = (uint32_t)cfg->default_k;
     s->lim.default_threshold = (float)cfg->default_threshold;
+    s->lim.max_abs = (float)cfg->max_feature_abs;
+    s->lim.max_answer = (uint32_t)cfg->max_frame_bytes;
     s->qctx.lim = &s->lim;
-    omld_engine_store_ref(engine, &s->qctx.store, &s->qctx.lock);
-    s->qctx.models = omld_engine_models(engine);
 
     uv_timer_init(loop, &s->drain_timer);
     s->drain_timer.data = s;
@@ -1388,9 +1474,22 @@ int omld_server_start(omld_server **out, uv_loop_t *loop, const omld_config *cfg
             return start_fail(s);
         }
     }
-    omld_engine_set_wake(engine, on_engine_wake, s);
+    if (engine)
+        omld_server_set_engine(s, engine);
     *out = s;
     return 0;
+}
+
+void omld_server_set_engine(omld_server *s, omld_engine *engine)
+{
+    s->engine = engine;
+    s->views = omld_engine_views(engine);
+    omld_engine_store_ref(engine, &s->qctx.store, &s->qctx.lock);
+    s->qctx.models = omld_engine_models(engine);
+    const oml_config *mc = omld_engine_config(engine);
+    s->heads = mc->layers + 1;
+    s->emb = mc->emb;
+    omld_engine_set_wake(engine, on_engine_wake, s);
 }
 
 /* ------------------------------------------------------------ addresses */

@@ -322,7 +322,10 @@ char *omld_status_json(const omld_status_input *in, size_t *len)
 
     json_jobs(&j, in);
     omld_json_kv_uint(&j, "views_published", omld_read(&mt->views_published));
+    omld_json_kv_uint(&j, "views_refused", omld_read(&mt->views_refused));
     omld_json_kv_bool(&j, "ready", in->ready);
+    if (in->not_ready && in->not_ready[0])
+        omld_json_kv_string(&j, "not_ready", in->not_ready);
     omld_json_kv_bool(&j, "draining", in->draining);
     omld_json_object_end(&j);
 
@@ -551,6 +554,9 @@ char *omld_metrics_text(const omld_status_input *in, size_t *len)
     }
     counter(&b, "omld_views_published_total", "Serving views swapped in.",
             omld_read(&mt->views_published));
+    counter(&b, "omld_views_refused_total",
+            "Views built but not served: their model or embeddings were not finite.",
+            omld_read(&mt->views_refused));
 
     /* requests and connections */
     family(&b, "omld_requests_total", "counter", "RPC responses sent, by status code.");

@@ -24,6 +24,7 @@ typedef struct omld_status_input {
     const omld_model_stats *model;
     const omld_metrics *metrics;
     int ready, draining;
+    const char *not_ready;          /* why not ready (a sentence), or NULL */
     const omld_job_info *jobs;      /* newest first; may be NULL */
     int n_jobs;
     const omld_model_info *models;  /* by name; may be NULL */

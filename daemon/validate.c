@@ -17,6 +17,7 @@
  * costs nothing to refuse. */
 #include "validate.h"
 
+#include <float.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -98,26 +99,25 @@ static int check_name(const char *s, const char *what, int allow_empty, const ch
     return 0;
 }
 
-/* Index of the first NaN or infinity in x (n), or n if every value is finite.
- * The first pass tests the exponent bits of every value without a branch, so
- * the compiler vectorises it; only a vector that fails is searched. */
-static size_t first_non_finite(const float *x, size_t n)
+size_t omld_first_bad_feature(const float *x, size_t n, float max_abs)
 {
-    uint32_t bad = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, &x[i], sizeof u);
-        bad |= (uint32_t)((u & 0x7f800000u) == 0x7f800000u);
-    }
+    /* The first pass tests every value without a branch, so the compiler
+     * vectorises it; only a vector that fails is searched. !(|x| <= m) is
+     * true for NaN, and (m <= FLT_MAX) for infinities. */
+    float m = max_abs > 0 && max_abs < FLT_MAX ? max_abs : FLT_MAX;
+    int bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad |= !(fabsf(x[i]) <= m);
     if (!bad)
         return n;
     for (size_t i = 0; i < n; i++)
-        if (!isfinite(x[i]))
+        if (!(fabsf(x[i]) <= m))
             return i;
     return n;
 }
 
-/* A feature vector: exactly dim values, all finite. what names it. */
+/* A feature vector: exactly dim values, all finite and within +-max_abs.
+ * what names it. */
 static int check_vector(const float *x, size_t n, const omld_limits *lim, const char *what,
                         const char *field, omld_reply *r)
 {
@@ -125,11 +125,15 @@ static int check_vector(const float *x, size_t n, const omld_limits *lim, const 
         return omld_reply_error(r, OMLD__STATUS__CODE__WRONG_DIMENSION, field,
                                 "%s has %zu values; the daemon's dimension is %d", what, n,
                                 (int)lim->dim);
-    size_t j = first_non_finite(x, n);
-    if (j < n)
+    size_t j = omld_first_bad_feature(x, n, lim->max_abs);
+    if (j < n && !isfinite(x[j]))
         return omld_reply_error(r, OMLD__STATUS__CODE__NON_FINITE, field,
                                 "%s[%zu] is %s; every feature value must be finite", what, j,
                                 isnan(x[j]) ? "NaN" : x[j] > 0 ? "+Inf" : "-Inf");
+    if (j < n)
+        return omld_reply_error(r, INVALID, field,
+                                "%s[%zu] is %g; every feature value must be within +-%g "
+                                "(max_feature_abs)", what, j, (double)x[j], (double)lim->max_abs);
     return 0;
 }
 
@@ -248,7 +252,7 @@ static int check_put_items(const Omld__PutItemsRequest *m, const omld_limits *li
     return rc;
 }
 
-/* ids of DeleteItems (unique) and GetItems (repeats allowed). */
+/* ids of DeleteItems and GetItems: no id twice. */
 static int check_ids(char *const *ids, size_t n, int unique, const char *op,
                      const omld_limits *lim, omld_reply *r)
 {
@@ -487,7 +491,13 @@ int omld_validate(const Omld__Request *req, const omld_limits *lim, omld_reply *
     case OMLD__REQUEST__BODY_GET_ITEMS: {
         const Omld__GetItemsRequest *m = req->get_items;
         c = m ? m->n_ids : 0;
-        rc = check_ids(m ? m->ids : NULL, (size_t)c, 0, "get_items", lim, r);
+        rc = check_ids(m ? m->ids : NULL, (size_t)c, 1, "get_items", lim, r);
+        if (rc == 0 && lim->max_answer > 0 && c * (uint64_t)lim->dim * 4 > lim->max_answer)
+            rc = omld_reply_error(r, OMLD__STATUS__CODE__RESOURCE_EXHAUSTED, "get_items.ids",
+                                  "%llu items of %d features do not fit in one answer "
+                                  "(max_frame_bytes %u); ask for fewer at a time",
+                                  (unsigned long long)c, (int)lim->dim,
+                                  (unsigned)lim->max_answer);
         break;
     }
     case OMLD__REQUEST__BODY_ADD_TRIPLETS:

@@ -3,8 +3,9 @@
  * Runs on the loop thread right after decoding, before anything is queued,
  * so that a bad request changes nothing and gets a named error: the body is
  * set; batches hold 1..max_batch entries; ids and labels are 1..255 bytes
- * without NUL; no id twice in one PutItems / DeleteItems batch; feature
- * vectors (items and inline refs) have exactly dim values, all finite;
+ * without NUL; no id twice in one PutItems / DeleteItems / GetItems batch;
+ * feature vectors (items and inline refs) have exactly dim values, all
+ * finite and within +-max_abs (option max_feature_abs);
  * every triplet member and pair member is set; a pair's relation is
  * SIMILAR or DISSIMILAR; k, when given, is in 1..max_k; a threshold, when
  * given, is in (0, 1]. Checks that need the store (unknown ids) or the
@@ -26,7 +27,14 @@ typedef struct omld_limits {
     uint32_t max_k;
     uint32_t default_k;
     float default_threshold;
+    float max_abs;           /* largest |feature value| accepted; 0: no bound */
+    uint32_t max_answer;     /* largest answer frame (max_frame_bytes); 0: no bound */
 } omld_limits;
+
+/* Index of the first value of x (n) that is NaN, infinite or (max_abs > 0)
+ * larger than max_abs in magnitude, or n if there is none. Linear,
+ * branch-free over a vector that passes. Thread-safe. */
+size_t omld_first_bad_feature(const float *x, size_t n, float max_abs);
 
 /* What a request is, for routing. */
 enum omld_route {
@@ -38,7 +46,8 @@ enum omld_route {
                                 the threadpool, trainer.c (omld_trainer_handle) */
 };
 
-/* Checks req. On success returns 0 and sets *route and *cost (entries the
+/* Checks req (a GetItems whose features alone would not fit in
+ * max_answer is RESOURCE_EXHAUSTED). On success returns 0 and sets *route and *cost (entries the
  * request carries, >= 1: items, triplets, pairs or ids). On failure fills r
  * with the error (code, field path such as "put_items.items[3].features",
  * message) and returns the code (> 0). */

@@ -4,15 +4,24 @@
  * copy and a reference increment, never during a build or a query, so the
  * loop thread cannot be held up by the indexer. The indexer keeps at most
  * one snapshot waiting: a newer one replaces it (the older one is released
- * unbuilt), so a slow build never queues up stale work. */
+ * unbuilt), so a slow build never queues up stale work.
+ *
+ * A built view whose model weights or item embeddings are not all finite is
+ * never swapped in (issue 12: one poisoned step made every query answer
+ * nothing while /readyz said ready): the previous view goes on serving, the
+ * refusal is counted (views_refused), logged once per reason and kept for
+ * omld_views_health(), which /readyz and Health report. */
 #include "view.h"
 
 #include <errno.h>
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "log.h"
+#include "reply.h"
 
 struct omld_views {
     const oml_store *store;
@@ -25,6 +34,9 @@ struct omld_views {
     pthread_cond_t cv;          /* signalled on a new pending snapshot, a publish, stop */
     omld_view *current;         /* guarded by mu */
     atomic_uint_fast64_t version;
+    uint64_t built;             /* guarded by mu: newest version built (served or refused) */
+    int refused;                /* guarded by mu: the newest build was refused */
+    char refused_why[256];      /* guarded by mu */
     oml_snapshot *pending;      /* guarded by mu; latest wins */
     uint64_t pending_ns;
     int stop;
@@ -53,10 +65,42 @@ void omld_view_release(omld_view *v)
     free(v);
 }
 
-/* Builds a view of snap over the store; the caller holds the store's read
- * lock. Takes ownership of snap (released on failure). */
-static omld_view *view_build(omld_views *vs, oml_snapshot *snap, uint64_t snapshot_ns)
+/* Values of x (n) that are NaN or infinite. */
+static size_t count_non_finite(const float *x, size_t n)
 {
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad += !isfinite(x[i]);
+    return bad;
+}
+
+/* Records that view `version` was not served, and why; wakes waiters. */
+static void view_refuse(omld_views *vs, uint64_t version, const char *why)
+{
+    pthread_mutex_lock(&vs->mu);
+    int again = vs->refused && strcmp(vs->refused_why, why) == 0;
+    vs->refused = 1;
+    snprintf(vs->refused_why, sizeof vs->refused_why, "%s", why);
+    if (version > vs->built)
+        vs->built = version;
+    uint64_t serving = atomic_load(&vs->version);
+    omld_count(&vs->metrics->views_refused, 1);
+    pthread_cond_broadcast(&vs->cv);
+    pthread_mutex_unlock(&vs->mu);
+    if (!again) /* once per reason, not once per publish */
+        LOG_ERROR("indexer", "view %llu is not served: %s; %s", (unsigned long long)version, why,
+                  serving ? "the previous view goes on serving" : "no view is served");
+}
+
+/* Builds a view of snap over the store; the caller holds the store's read
+ * lock. Takes ownership of snap (released on failure). A view whose model
+ * or embeddings hold a NaN or an infinity is never returned (it would
+ * answer every query with nothing): *refused is set and the reason kept
+ * (omld_views_health). */
+static omld_view *view_build(omld_views *vs, oml_snapshot *snap, uint64_t snapshot_ns,
+                             int *refused)
+{
+    *refused = 0;
     uint64_t t0 = omld_now_ns();
     omld_view *v = calloc(1, sizeof *v);
     int rc = v ? oml_index_build(&v->ix, snap, vs->store) : OML_ENOMEM;
@@ -77,6 +121,34 @@ static omld_view *view_build(omld_views *vs, oml_snapshot *snap, uint64_t snapsh
         oml_snapshot_release(snap);
         return NULL;
     }
+    size_t bad_params = count_non_finite(snap->params, snap->lay.count);
+    size_t n_emb = (size_t)v->ix->heads * (size_t)v->ix->n * (size_t)v->ix->emb;
+    size_t bad_emb = count_non_finite(v->ix->emb_all, n_emb);
+    if (bad_params > 0 || bad_emb > 0) {
+        char why[256];
+        if (bad_params > 0) {
+            snprintf(why, sizeof why, "the model is not finite: %zu of its %zu weights are NaN "
+                     "or infinite", bad_params, snap->lay.count);
+        } else {
+            /* A finite model, but some item embeds to NaN / Inf: its features
+             * are too large for the network's sums (see max_feature_abs). */
+            size_t row = (size_t)-1, per = (size_t)v->ix->n * (size_t)v->ix->emb;
+            for (size_t i = 0; i < n_emb && row == (size_t)-1; i++)
+                if (!isfinite(v->ix->emb_all[i]))
+                    row = (i % per) / (size_t)v->ix->emb;
+            char q[80];
+            snprintf(why, sizeof why, "item embeddings are not finite: %zu value(s), the first "
+                     "of item %s, whose features are too large for the model (max_feature_abs)",
+                     bad_emb, omld_reply_quote(q, sizeof q, v->ix->ids[row], v->ix->id_lens[row]));
+        }
+        view_refuse(vs, snap->version, why);
+        *refused = 1;
+        oml_idmap_free(&v->by_id);
+        oml_index_destroy(v->ix);
+        free(v);
+        oml_snapshot_release(snap);
+        return NULL;
+    }
     oml_snapshot_release(snap); /* the index holds its own reference */
     atomic_init(&v->_refs, 1);
     v->version = v->ix->snap->version;
@@ -90,14 +162,23 @@ static omld_view *view_build(omld_views *vs, oml_snapshot *snap, uint64_t snapsh
 static void view_swap(omld_views *vs, omld_view *v)
 {
     v->published_ns = omld_now_ns();
+    int recovered = 0;
     pthread_mutex_lock(&vs->mu);
     omld_view *old = vs->current;
     vs->current = v;
     atomic_store(&vs->version, v->version);
+    if (v->version >= vs->built) {
+        vs->built = v->version;
+        recovered = vs->refused;
+        vs->refused = 0;
+        vs->refused_why[0] = '\0';
+    }
+    omld_count(&vs->metrics->views_published, 1); /* before a waiter can see the version */
     pthread_cond_broadcast(&vs->cv);
     pthread_mutex_unlock(&vs->mu);
+    if (recovered)
+        LOG_INFO("indexer", "view %llu is finite and served again", (unsigned long long)v->version);
     omld_view_release(old);
-    omld_count(&vs->metrics->views_published, 1);
     if (vs->on_publish)
         vs->on_publish(vs->arg, v);
 }
@@ -117,7 +198,8 @@ static void *indexer_main(void *arg)
         pthread_mutex_unlock(&vs->mu);
 
         pthread_rwlock_rdlock(&vs->lock->rw);
-        omld_view *v = view_build(vs, snap, ns);
+        int refused;
+        omld_view *v = view_build(vs, snap, ns, &refused);
         pthread_rwlock_unlock(&vs->lock->rw);
         if (v) {
             LOG_DEBUG("indexer", "view %llu: %d items, built in %.1f ms",
@@ -187,11 +269,22 @@ void omld_views_submit(omld_views *vs, oml_snapshot *snap, uint64_t snapshot_ns)
 
 int omld_views_publish_now(omld_views *vs, oml_snapshot *snap, uint64_t snapshot_ns)
 {
-    omld_view *v = view_build(vs, snap, snapshot_ns);
+    int refused;
+    omld_view *v = view_build(vs, snap, snapshot_ns, &refused);
     if (v == NULL)
-        return -1;
+        return refused ? 1 : -1;
     view_swap(vs, v);
     return 0;
+}
+
+int omld_views_health(omld_views *vs, char *why, size_t cap)
+{
+    pthread_mutex_lock(&vs->mu);
+    int ok = !vs->refused;
+    if (why && cap)
+        snprintf(why, cap, "%s", ok ? "" : vs->refused_why);
+    pthread_mutex_unlock(&vs->mu);
+    return ok;
 }
 
 omld_view *omld_views_acquire(omld_views *vs)
@@ -219,7 +312,7 @@ int omld_views_wait(omld_views *vs, uint64_t version, int timeout_ms)
     }
     pthread_mutex_lock(&vs->mu);
     int rc = 0;
-    while (atomic_load(&vs->version) < version && rc != ETIMEDOUT)
+    while (atomic_load(&vs->version) < version && vs->built < version && rc != ETIMEDOUT)
         rc = pthread_cond_timedwait(&vs->cv, &vs->mu, &deadline);
     int reached = atomic_load(&vs->version) >= version;
     pthread_mutex_unlock(&vs->mu);

@@ -59,8 +59,16 @@ void omld_views_destroy(omld_views *vs);
 void omld_views_submit(omld_views *vs, oml_snapshot *snap, uint64_t snapshot_ns);
 
 /* Builds a view synchronously on the calling thread (startup, tests), which
- * must hold the store's read lock or own the store. */
+ * must hold the store's read lock or own the store. 0 served, 1 refused (its
+ * model or embeddings are not finite: not served, see omld_views_health),
+ * -1 out of memory. */
 int omld_views_publish_now(omld_views *vs, oml_snapshot *snap, uint64_t snapshot_ns);
+
+/* 1 if the newest view built was served; 0 if it was refused because its
+ * model or item embeddings hold a NaN or an infinity (the previous view, if
+ * any, goes on serving), with the reason in why (cap bytes; may be NULL).
+ * Any thread. */
+int omld_views_health(omld_views *vs, char *why, size_t cap);
 
 /* The current view with a reference taken, or NULL before the first one. */
 omld_view *omld_views_acquire(omld_views *vs);
@@ -68,8 +76,9 @@ omld_view *omld_views_acquire(omld_views *vs);
 /* Version of the current view, 0 before the first. Lock-free. */
 uint64_t omld_views_version(const omld_views *vs);
 
-/* Blocks until the current view's version is >= version or timeout_ms
- * passes; returns 1 if reached. (Tests, benchmarks, freshness.) */
+/* Blocks until the current view's version is >= version, or a view of
+ * that version was built and refused, or timeout_ms passes; returns 1 if
+ * the current view reached it. (Tests, benchmarks, freshness.) */
 int omld_views_wait(omld_views *vs, uint64_t version, int timeout_ms);
 
 #endif

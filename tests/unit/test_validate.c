@@ -297,8 +297,19 @@ static void test_get_items(void **state)
     expect_err(&f.req, OMLD__STATUS__CODE__INVALID_ARGUMENT, "get_items.ids[1]", NULL);
     f.ids[1] = name_of(big, OMLD_ID_MAX + 1);
     expect_err(&f.req, OMLD__STATUS__CODE__INVALID_ARGUMENT, "get_items.ids[1]", NULL);
-    f.ids[1] = f.ids[0]; /* reading one item twice is fine */
-    expect_ok(&f.req, OMLD_ROUTE_QUERY, 3);
+    /* One id twice would answer the same item twice: refused like a repeat in
+     * DeleteItems (issue 12: 10,000 repeats of one id made a 128-deep
+     * pipeline of GetItems hold hundreds of MiB of answers). */
+    f.ids[1] = f.ids[0];
+    expect_err(&f.req, OMLD__STATUS__CODE__CONFLICT, "get_items.ids[1]", "appears twice");
+    /* An answer that cannot fit in a frame is refused before it is built. */
+    omld_limits lim = LIM;
+    lim.max_answer = 4 * DIM * 3 - 1;
+    ids_init(&f, 1, 3);
+    expect_err_lim(&f.req, &lim, OMLD__STATUS__CODE__RESOURCE_EXHAUSTED, "get_items.ids",
+                   "max_frame_bytes");
+    lim.max_answer = 4 * DIM * 3 + 1000;
+    expect_ok_lim(&f.req, &lim, OMLD_ROUTE_QUERY, 3);
 }
 
 /* ------------------------------------------------------------ item refs */
@@ -497,6 +508,56 @@ static void test_triplets(void **state)
     f.x[0][5] = -INFINITY;
     expect_err(&f.req, OMLD__STATUS__CODE__NON_FINITE, "add_triplets.triplets[0].positive.vector",
                "vector[5] is -Inf");
+}
+
+/* The magnitude bound (max_feature_abs, issue 12): values up to the bound
+ * pass, a finite value past it is INVALID_ARGUMENT naming the field and the
+ * bound, for stored items, inline triplet members and query vectors alike;
+ * NaN / Inf stay NON_FINITE; a bound of 0 means none. */
+static void test_feature_bound(void **state)
+{
+    (void)state;
+    omld_limits lim = LIM;
+    lim.max_abs = 1e6f;
+    put_fx f;
+    put_init(&f, 5);
+    f.feats[3][2] = 1e6f;
+    f.feats[3][4] = -1e6f;
+    expect_ok_lim(&f.req, &lim, OMLD_ROUTE_MUTATION, 5);
+    f.feats[3][6] = 1.0001e6f;
+    expect_err_lim(&f.req, &lim, OMLD__STATUS__CODE__INVALID_ARGUMENT,
+                   "put_items.items[3].features", "features[6] is 1.0001e+06");
+    f.feats[3][6] = -1e37f;
+    expect_err_lim(&f.req, &lim, OMLD__STATUS__CODE__INVALID_ARGUMENT,
+                   "put_items.items[3].features", "max_feature_abs");
+    f.feats[3][1] = NAN; /* the first offender in the vector decides */
+    expect_err_lim(&f.req, &lim, OMLD__STATUS__CODE__NON_FINITE, "put_items.items[3].features",
+                   "features[1] is NaN");
+
+    trip_fx t;
+    trip_init(&t, 3);
+    t.x[2][0] = 1e37f;
+    expect_err_lim(&t.req, &lim, OMLD__STATUS__CODE__INVALID_ARGUMENT,
+                   "add_triplets.triplets[2].positive.vector", "vector[0] is 1e+37");
+    expect_ok_lim(&t.req, &LIM, OMLD_ROUTE_MUTATION, 3); /* no bound (0): finite passes */
+
+    Omld__Request req = OMLD__REQUEST__INIT;
+    Omld__RetrieveRequest rt = OMLD__RETRIEVE_REQUEST__INIT;
+    Omld__ItemRef q;
+    Omld__Vector v;
+    float x[DIM] = {0, 0, 0, 0, 0, 0, 0, -3e30f};
+    set_vec(&q, &v, x, DIM);
+    rt.query = &q;
+    req.body_case = OMLD__REQUEST__BODY_RETRIEVE;
+    req.retrieve = &rt;
+    expect_err_lim(&req, &lim, OMLD__STATUS__CODE__INVALID_ARGUMENT, "retrieve.query.vector",
+                   "vector[7]");
+
+    assert_int_equal(omld_first_bad_feature(x, DIM, 1e6f), 7);
+    assert_int_equal(omld_first_bad_feature(x, 7, 1e6f), 7);
+    assert_int_equal(omld_first_bad_feature(x, DIM, 0), DIM);
+    x[3] = INFINITY;
+    assert_int_equal(omld_first_bad_feature(x, DIM, 0), 3);
 }
 
 typedef struct pair_fx {
@@ -786,6 +847,7 @@ int main(void)
         cmocka_unit_test(test_get_items),
         cmocka_unit_test(test_ref),
         cmocka_unit_test(test_triplets),
+        cmocka_unit_test(test_feature_bound),
         cmocka_unit_test(test_pairs),
         cmocka_unit_test(test_classify),
         cmocka_unit_test(test_verify),

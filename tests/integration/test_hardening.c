@@ -1,0 +1,532 @@
+/* test_hardening.c - what an independent client broke (issue 12), each
+ * against the real omld (harness.c):
+ *
+ *   - data_dir lock: a second omld on a live data_dir is refused with the
+ *     holder's pid and changes nothing; a start that fails on a busy port
+ *     writes nothing into data_dir (listeners are bound before recovery).
+ *   - huge finite features: refused by name beyond max_feature_abs; a model
+ *     poisoned anyway (the bound raised) is not served, /readyz says why,
+ *     and a replay under the default bound comes back finite.
+ *   - connection memory: answers built but not sent count against
+ *     max_conn_output_bytes; repeated ids in GetItems are refused.
+ */
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+#include "omlclient.h"
+
+#define DIM 8
+#define TIMEOUT_MS 30000
+
+static const char *const ARGS[] = {"--dim=8", "--layers=1", "--hidden=8", "--emb=4",
+                                   "--publish_ms=20", "--seed=5", "--fsync=always", NULL};
+
+/* The daemons a test started, so that a failing test (cmocka leaves it
+ * by longjmp) does not leave them running: teardown() kills and removes
+ * whatever is still there. */
+static omld_proc g_procs[4];
+static int g_nprocs;
+
+static omld_proc *new_proc(void)
+{
+    assert_true(g_nprocs < 4);
+    omld_proc *p = &g_procs[g_nprocs++];
+    memset(p, 0, sizeof *p);
+    return p;
+}
+
+static int teardown(void **state)
+{
+    for (int i = 0; i < g_nprocs; i++)
+        if (g_procs[i].pid > 0 || g_procs[i].dir[0])
+            omld_proc_cleanup(&g_procs[i]);
+    g_nprocs = 0;
+    return 0;
+}
+
+/* ------------------------------------------------------------ helpers */
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static omlc *dial(const omld_proc *p)
+{
+    omlc *c = NULL;
+    omlc_error err;
+    assert_int_equal(omlc_connect(&c, p->rpc, TIMEOUT_MS, &err), 0);
+    return c;
+}
+
+static void vec(float *x, int i)
+{
+    for (int j = 0; j < DIM; j++)
+        x[j] = (float)((i * 7 + j * 3) % 11) / 11.0f + (float)(i % 3);
+}
+
+/* Puts ids PREFIX0..PREFIX(n-1); 0 or the error code. */
+static int put_n(omlc *c, const char *prefix, int first, int n, omlc_error *err)
+{
+    char ids[64][32];
+    float x[64][DIM];
+    omlc_item items[64];
+    assert_true(n <= 64);
+    for (int i = 0; i < n; i++) {
+        snprintf(ids[i], sizeof ids[i], "%s%d", prefix, first + i);
+        vec(x[i], first + i);
+        items[i] = (omlc_item){ids[i], x[i], DIM, (first + i) % 2 ? "odd" : "even"};
+    }
+    return omlc_put_items(c, items, (size_t)n, NULL, NULL, err);
+}
+
+static Omld__StatusResponse *status(omlc *c, Omld__Response **keep)
+{
+    omlc_error err;
+    assert_int_equal(omlc_status(c, keep, &err), 0);
+    return (*keep)->status_info;
+}
+
+static uint64_t status_items(omlc *c)
+{
+    Omld__Response *r = NULL;
+    uint64_t n = status(c, &r)->items;
+    omld__response__free_unpacked(r, NULL);
+    return n;
+}
+
+/* "name size mtime" of every file under dir but the daemon's log, lock and
+ * address files, sorted: what a start that must not touch data_dir compares. */
+static char *dir_listing(const char *dir)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd,
+             "cd %s && find . -type f ! -name omld.log ! -name omld.lock ! -name omld.addr "
+             "-printf '%%P %%s %%T@\\n' | sort", dir);
+    FILE *f = popen(cmd, "r");
+    assert_non_null(f);
+    size_t cap = 1 << 16, n = 0;
+    char *buf = calloc(1, cap);
+    assert_non_null(buf);
+    size_t got;
+    while ((got = fread(buf + n, 1, cap - 1 - n, f)) > 0)
+        n += got;
+    pclose(f);
+    buf[n] = '\0';
+    return buf;
+}
+
+static int log_has(const omld_proc *p, const char *pattern)
+{
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "grep -q -- '%s' %s", pattern, p->log);
+    return system(cmd) == 0;
+}
+
+/* A TCP socket listening on 127.0.0.1:port (ephemeral): "127.0.0.1:PORT". */
+static int occupy_port(char *host_port, size_t cap)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in a = {0};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(fd, 4), 0);
+    socklen_t len = sizeof a;
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    snprintf(host_port, cap, "127.0.0.1:%u", (unsigned)ntohs(a.sin_port));
+    return fd;
+}
+
+/* ------------------------------------------------------------ 1. the data_dir lock */
+
+/* A second omld on a data_dir that a running omld owns is refused with a
+ * message naming the holder's pid, and the first one loses nothing. */
+static void test_second_daemon_refused(void **state)
+{
+    omld_proc *a = new_proc();
+    assert_int_equal(omld_proc_start(a, ARGS, TIMEOUT_MS), 0);
+    omlc *c = dial(a);
+    omlc_error err;
+    assert_int_equal(put_n(c, "a", 0, 50, &err), 0);
+
+    omld_proc *b = new_proc();
+    *b = *a; /* same data_dir, new ports */
+    char addr[300];
+    snprintf(addr, sizeof addr, "%s/omld.addr", a->dir);
+    char saved[400] = "";
+    FILE *f = fopen(addr, "r");
+    if (f) {
+        size_t n = fread(saved, 1, sizeof saved - 1, f);
+        saved[n] = '\0';
+        fclose(f);
+    }
+    int rc = omld_proc_restart(b, ARGS, 5000);
+    if (rc == 0) /* started over a live data_dir: stop it before failing */
+        omld_proc_stop(b, SIGKILL, TIMEOUT_MS);
+    assert_int_equal(rc, -1);
+    char want[128];
+    snprintf(want, sizeof want, "is in use by another omld (pid %ld)", (long)a->pid);
+    assert_true(log_has(a, want));
+    /* (the harness removed a's address file before starting b; put it back
+     * for the record) */
+    f = fopen(addr, "w");
+    if (f) {
+        fputs(saved, f);
+        fclose(f);
+    }
+
+    /* The first daemon goes on, and everything it acknowledged survives. */
+    assert_int_equal(put_n(c, "a", 50, 50, &err), 0);
+    omlc_close(c);
+    assert_int_equal(omld_proc_stop(a, SIGKILL, TIMEOUT_MS), 128 + SIGKILL);
+    assert_int_equal(omld_proc_restart(a, ARGS, TIMEOUT_MS), 0);
+    c = dial(a);
+    assert_int_equal(status_items(c), 100);
+    omlc_close(c);
+    assert_int_equal(omld_proc_stop(a, SIGTERM, TIMEOUT_MS), 0);
+    omld_proc_cleanup(a);
+}
+
+/* A start that fails on a busy port (RPC or HTTP) has not replayed the log
+ * or written a checkpoint: data_dir is as it was. */
+static void test_busy_port_touches_nothing(void **state)
+{
+    omld_proc *p = new_proc();
+    assert_int_equal(omld_proc_start(p, ARGS, TIMEOUT_MS), 0);
+    omlc *c = dial(p);
+    omlc_error err;
+    Omld__Response *r = NULL;
+    assert_int_equal(put_n(c, "p", 0, 40, &err), 0);
+    assert_int_equal(omlc_checkpoint(c, &r, &err), 0);
+    omld__response__free_unpacked(r, NULL);
+    assert_int_equal(put_n(c, "p", 40, 40, &err), 0); /* log records after the checkpoint */
+    omlc_close(c);
+    assert_int_equal(omld_proc_stop(p, SIGKILL, TIMEOUT_MS), 128 + SIGKILL);
+
+    char *before = dir_listing(p->dir);
+    sleep_ms(20); /* so a rewrite would show in the mtimes */
+    for (int which = 0; which < 2; which++) {
+        char busy[64], arg[96];
+        int fd = occupy_port(busy, sizeof busy);
+        snprintf(arg, sizeof arg, which ? "--http=%s" : "--listen=%s", busy);
+        const char *args[16];
+        int n = 0;
+        for (; ARGS[n]; n++)
+            args[n] = ARGS[n];
+        args[n++] = arg;
+        args[n] = NULL;
+        int rc = omld_proc_restart(p, args, 5000);
+        if (rc == 0)
+            omld_proc_stop(p, SIGKILL, TIMEOUT_MS);
+        assert_int_equal(rc, -1);
+        close(fd);
+        char *after = dir_listing(p->dir);
+        if (strcmp(before, after) != 0) {
+            fprintf(stderr, "before:\n%safter:\n%s", before, after);
+            fail_msg("a start that failed on a busy %s port changed data_dir",
+                     which ? "HTTP" : "RPC");
+        }
+        free(after);
+    }
+    free(before);
+
+    /* And a start with free ports recovers everything. */
+    assert_int_equal(omld_proc_restart(p, ARGS, TIMEOUT_MS), 0);
+    c = dial(p);
+    assert_int_equal(status_items(c), 80);
+    omlc_close(c);
+    assert_int_equal(omld_proc_stop(p, SIGTERM, TIMEOUT_MS), 0);
+    omld_proc_cleanup(p);
+}
+
+/* ------------------------------------------------------------ 2. huge finite features */
+
+/* Features beyond max_feature_abs (1e6 by default) are refused by name,
+ * stored or inline, with INVALID_ARGUMENT; NaN stays NON_FINITE. */
+static void test_huge_features_refused(void **state)
+{
+    omld_proc *p = new_proc();
+    assert_int_equal(omld_proc_start(p, ARGS, TIMEOUT_MS), 0);
+    omlc *c = dial(p);
+    omlc_error err;
+    assert_int_equal(put_n(c, "h", 0, 4, &err), 0);
+    float x[DIM];
+    vec(x, 1);
+    x[3] = 1e37f;
+    omlc_item it = {"huge", x, DIM, NULL};
+    assert_int_equal(omlc_put_items(c, &it, 1, NULL, NULL, &err), 1 /* INVALID_ARGUMENT */);
+    assert_string_equal(err.field, "put_items.items[0].features");
+    assert_non_null(strstr(err.message, "max_feature_abs"));
+    x[3] = 1e6f; /* the bound itself is fine */
+    assert_int_equal(omlc_put_items(c, &it, 1, NULL, NULL, &err), 0);
+
+    x[3] = -2e6f;
+    omlc_triplet t = {{"h0", NULL, 0}, {"h2", NULL, 0}, {NULL, x, DIM}};
+    assert_int_equal(omlc_add_triplets(c, &t, 1, NULL, NULL, &err), 1);
+    assert_string_equal(err.field, "add_triplets.triplets[0].negative.vector");
+    omlc_hit hits[4];
+    size_t n = 0;
+    omlc_ref q = {NULL, x, DIM};
+    assert_int_equal(omlc_retrieve(c, &q, 2, NULL, hits, 4, &n, NULL, &err), 1);
+    assert_string_equal(err.field, "retrieve.query.vector");
+    x[3] = NAN;
+    assert_int_equal(omlc_retrieve(c, &q, 2, NULL, hits, 4, &n, NULL, &err), 4 /* NON_FINITE */);
+    assert_int_equal(status_items(c), 5);
+    omlc_close(c);
+    assert_int_equal(omld_proc_stop(p, SIGTERM, TIMEOUT_MS), 0);
+    omld_proc_cleanup(p);
+}
+
+/* Retrieve of id answers hits, whose distances are finite. */
+static void expect_hits(omlc *c, const char *id)
+{
+    omlc_hit hits[4];
+    size_t n = 0;
+    omlc_error err;
+    omlc_ref q = {id, NULL, 0};
+    assert_int_equal(omlc_retrieve(c, &q, 3, NULL, hits, 4, &n, NULL, &err), 0);
+    assert_true(n > 0);
+}
+
+/* The operator raised max_feature_abs far enough for features of 3.4e38 to
+ * pass, and a client used them (what poisoned every embedding with NaN in
+ * issue 12). Whatever the learner makes of it, queries go on answering
+ * from a finite view: either the model stayed finite, or the poisoned view
+ * is not served and /readyz says why. A restart with the default bound
+ * refuses those records on replay and comes back finite and ready. */
+static void test_poisoning_is_not_served_nor_replayed(void **state)
+{
+    const char *args[16];
+    int na = 0;
+    for (; ARGS[na]; na++)
+        args[na] = ARGS[na];
+    args[na] = "--max_feature_abs=3.4e38";
+    args[na + 1] = NULL;
+    omld_proc *p = new_proc();
+    assert_int_equal(omld_proc_start(p, args, TIMEOUT_MS), 0);
+    omlc *c = dial(p);
+    omlc_error err;
+    assert_int_equal(put_n(c, "n", 0, 30, &err), 0);
+    omlc_triplet t[10];
+    char ids[30][8];
+    for (int i = 0; i < 30; i++)
+        snprintf(ids[i], sizeof ids[i], "n%d", i);
+    for (int i = 0; i < 10; i++)
+        t[i] = (omlc_triplet){{ids[2 * i], NULL, 0}, {ids[2 * i + 2], NULL, 0},
+                              {ids[2 * i + 1], NULL, 0}};
+    assert_int_equal(omlc_add_triplets(c, t, 10, NULL, NULL, &err), 0);
+    sleep_ms(300);
+    expect_hits(c, "n3");
+
+    float big[2][DIM];
+    for (int j = 0; j < DIM; j++) {
+        big[0][j] = j % 2 ? 3.4e38f : -3.4e38f;
+        big[1][j] = 3.4e38f;
+    }
+    omlc_item huge[2] = {{"big0", big[0], DIM, "odd"}, {"big1", big[1], DIM, "even"}};
+    assert_int_equal(omlc_put_items(c, huge, 2, NULL, NULL, &err), 0);
+    omlc_triplet bad[3] = {{{"n0", NULL, 0}, {"big0", NULL, 0}, {"big1", NULL, 0}},
+                           {{"big1", NULL, 0}, {"n4", NULL, 0}, {"big0", NULL, 0}},
+                           {{"n6", NULL, 0}, {"n8", NULL, 0}, {NULL, big[1], DIM}}};
+    assert_int_equal(omlc_add_triplets(c, bad, 3, NULL, NULL, &err), 0);
+    sleep_ms(300);
+    expect_hits(c, "n3");
+    expect_hits(c, "n10");
+    char *body = NULL;
+    size_t len = 0;
+    int code = omld_http_get(p->http, "/readyz", &body, &len);
+    printf("    after the poisoning attempt: /readyz %d %s", code, body ? body : "\n");
+    assert_true(code == 200 || (code == 503 && body && strstr(body, "not finite")));
+    int live = 0, ready = 0, draining = 0;
+    assert_int_equal(omlc_health(c, &live, &ready, &draining, &err), 0);
+    assert_int_equal(ready, code == 200);
+    free(body);
+    omlc_close(c);
+    assert_int_equal(omld_proc_stop(p, SIGKILL, TIMEOUT_MS), 128 + SIGKILL);
+
+    /* The default bound again: the log's huge records are refused on replay. */
+    assert_int_equal(omld_proc_restart(p, ARGS, TIMEOUT_MS), 0);
+    c = dial(p);
+    body = NULL;
+    assert_int_equal(omld_http_get(p->http, "/readyz", &body, &len), 200);
+    free(body);
+    assert_true(log_has(p, "refused on replay and skipped"));
+    assert_int_equal(status_items(c), 30);
+    expect_hits(c, "n3");
+    Omld__Response *r = NULL;
+    omlc_ref q = {"n5", NULL, 0};
+    assert_int_equal(omlc_embed(c, &q, NULL, &r, &err), 0);
+    for (size_t h = 0; h < r->embed->n_heads; h++)
+        for (size_t j = 0; j < r->embed->heads[h]->n_values; j++)
+            assert_true(isfinite(r->embed->heads[h]->values[j]));
+    omld__response__free_unpacked(r, NULL);
+    omlc_close(c);
+    assert_int_equal(omld_proc_stop(p, SIGTERM, TIMEOUT_MS), 0);
+    omld_proc_cleanup(p);
+}
+
+/* ------------------------------------------------------------ 3. connection memory */
+
+#define BIG_DIM 512
+#define BIG_ITEMS 1000
+#define PIPELINE 128
+
+/* One GetItems frame (length prefix + Request) asking for every item. */
+static uint8_t *get_items_frame(uint64_t request_id, size_t *len)
+{
+    static char ids[BIG_ITEMS][16];
+    static char *ptrs[BIG_ITEMS];
+    for (int i = 0; i < BIG_ITEMS; i++) {
+        snprintf(ids[i], sizeof ids[i], "g%d", i);
+        ptrs[i] = ids[i];
+    }
+    Omld__Request req = OMLD__REQUEST__INIT;
+    Omld__GetItemsRequest g = OMLD__GET_ITEMS_REQUEST__INIT;
+    g.n_ids = BIG_ITEMS;
+    g.ids = ptrs;
+    req.request_id = request_id;
+    req.body_case = OMLD__REQUEST__BODY_GET_ITEMS;
+    req.get_items = &g;
+    size_t n = omld__request__get_packed_size(&req);
+    uint8_t *buf = malloc(n + 4);
+    assert_non_null(buf);
+    buf[0] = (uint8_t)(n >> 24);
+    buf[1] = (uint8_t)(n >> 16);
+    buf[2] = (uint8_t)(n >> 8);
+    buf[3] = (uint8_t)n;
+    omld__request__pack(&req, buf + 4);
+    *len = n + 4;
+    return buf;
+}
+
+static int dial_raw(const char *host_port)
+{
+    char host[64];
+    const char *colon = strrchr(host_port, ':');
+    assert_non_null(colon);
+    snprintf(host, sizeof host, "%.*s", (int)(colon - host_port), host_port);
+    struct sockaddr_in a = {0};
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)atoi(colon + 1));
+    assert_int_equal(inet_pton(AF_INET, host, &a.sin_addr), 1);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    return fd;
+}
+
+/* The issue's recipe, with distinct ids (repeats are refused now): a client
+ * pipelines 128 GetItems whose answers are ~2 MiB each and never reads.
+ * Answers built but not yet sent count against max_conn_output_bytes, so
+ * the daemon stops decoding after about 8 MiB of them instead of building
+ * all 128 (which took ~130 MiB before). */
+static void test_unread_answers_are_bounded(void **state)
+{
+    static const char *const args[] = {"--dim=512", "--layers=1", "--hidden=8", "--emb=4",
+                                       "--publish_ms=20", "--max_batch=1000", NULL};
+    omld_proc *p = new_proc();
+    assert_int_equal(omld_proc_start(p, args, TIMEOUT_MS), 0);
+    omlc *c = dial(p);
+    omlc_error err;
+    static float x[BIG_ITEMS][BIG_DIM];
+    static char ids[BIG_ITEMS][16];
+    static omlc_item items[BIG_ITEMS];
+    for (int i = 0; i < BIG_ITEMS; i++) {
+        snprintf(ids[i], sizeof ids[i], "g%d", i);
+        for (int j = 0; j < BIG_DIM; j++)
+            x[i][j] = (float)((i + j) % 13);
+        items[i] = (omlc_item){ids[i], x[i], BIG_DIM, "l"};
+    }
+    assert_int_equal(omlc_put_items(c, items, BIG_ITEMS, NULL, NULL, &err), 0);
+    /* Repeated ids are refused by name. */
+    const char *twice[3] = {"g1", "g2", "g1"};
+    Omld__Response *r = NULL;
+    assert_int_equal(omlc_get_items(c, twice, 3, &r, &err), 12 /* CONFLICT */);
+    assert_string_equal(err.field, "get_items.ids[2]");
+    if (r)
+        omld__response__free_unpacked(r, NULL);
+    /* Warm up: one answer built and read, so the baseline has the pools. */
+    const char *all[BIG_ITEMS];
+    for (int i = 0; i < BIG_ITEMS; i++)
+        all[i] = ids[i];
+    r = NULL;
+    assert_int_equal(omlc_get_items(c, all, BIG_ITEMS, &r, &err), 0);
+    omld__response__free_unpacked(r, NULL);
+    sleep_ms(200);
+    long base = omld_proc_rss_kib(p->pid);
+
+    size_t one = 0;
+    uint8_t *frame = get_items_frame(1, &one);
+    size_t total = one * PIPELINE, sent = 0;
+    uint8_t *all_frames = malloc(total);
+    assert_non_null(all_frames);
+    for (int i = 0; i < PIPELINE; i++)
+        memcpy(all_frames + (size_t)i * one, frame, one);
+    free(frame);
+    int fd = dial_raw(p->rpc);
+    int rcv = 4096; /* and read nothing at all */
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof rcv);
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    for (int waited = 0; waited < 3000 && sent < total; waited += 10) {
+        ssize_t w = send(fd, all_frames + sent, total - sent, MSG_NOSIGNAL);
+        if (w > 0)
+            sent += (size_t)w;
+        else
+            sleep_ms(10);
+    }
+    sleep_ms(2500); /* every answer the daemon will build is built by now */
+    long peak = omld_proc_rss_kib(p->pid);
+    printf("    %zu of %zu request bytes taken; RSS %ld -> %ld KiB (+%ld)\n", sent, total, base,
+           peak, peak - base);
+    assert_true(base > 0 && peak > 0);
+    assert_true(peak - base < 48 * 1024); /* 128 answers of ~2 MiB: ~100 MiB and more before */
+
+    char *body = NULL;
+    size_t len = 0;
+    assert_int_equal(omld_http_get(p->http, "/status", &body, &len), 200);
+    const char *op = strstr(body, "\"output_paused\":");
+    assert_non_null(op);
+    assert_true(atoi(op + strlen("\"output_paused\":")) >= 1);
+    free(body);
+    close(fd);
+    free(all_frames);
+    /* The daemon is fine and serves the next client. */
+    r = NULL;
+    assert_int_equal(omlc_get_items(c, all, 10, &r, &err), 0);
+    omld__response__free_unpacked(r, NULL);
+    omlc_close(c);
+    assert_int_equal(omld_proc_stop(p, SIGTERM, TIMEOUT_MS), 0);
+    omld_proc_cleanup(p);
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_second_daemon_refused, teardown),
+        cmocka_unit_test_teardown(test_busy_port_touches_nothing, teardown),
+        cmocka_unit_test_teardown(test_huge_features_refused, teardown),
+        cmocka_unit_test_teardown(test_poisoning_is_not_served_nor_replayed, teardown),
+        cmocka_unit_test_teardown(test_unread_answers_are_bounded, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,139 @@
+/* test_view.c - serving views (daemon/view.c): a view whose model or item
+ * embeddings are not all finite is never served (issue 12).
+ *
+ * A finite view is served; a view of the same store under a snapshot with
+ * one NaN weight, or one infinite weight, is built, refused and counted, the
+ * finite one goes on serving, omld_views_health() says why, and waiting for
+ * the refused version returns at once (not after the timeout); a later
+ * finite view is served and clears the reason. Both through
+ * omld_views_publish_now (startup) and the indexer thread. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "metrics.h"
+#include "testutil.h"
+#include "view.h"
+
+#define DIM 6
+#define LAYERS 1
+#define HIDDEN 8
+#define EMB 3
+
+static const float ALPHA[LAYERS + 1] = {0.5f, 0.5f};
+
+typedef struct fx {
+    oml_store *store;
+    omld_store_lock lock;
+    omld_metrics metrics;
+    omld_views *vs;
+} fx;
+
+static void fx_init(fx *f)
+{
+    memset(f, 0, sizeof *f);
+    assert_int_equal(oml_store_create(&f->store, DIM, 100), OML_OK);
+    pthread_rwlock_init(&f->lock.rw, NULL);
+    for (int i = 0; i < 10; i++) {
+        char id[16];
+        float x[DIM];
+        snprintf(id, sizeof id, "i%d", i);
+        for (int j = 0; j < DIM; j++)
+            x[j] = (float)((i * 5 + j * 3) % 7) - 3.0f;
+        assert_int_equal(oml_store_put(f->store, id, strlen(id), x, NULL, 0, NULL, NULL), OML_OK);
+    }
+    assert_int_equal(omld_views_create(&f->vs, f->store, &f->lock, &f->metrics, NULL, NULL), 0);
+}
+
+static void fx_free(fx *f)
+{
+    omld_views_destroy(f->vs);
+    oml_store_destroy(f->store);
+    pthread_rwlock_destroy(&f->lock.rw);
+}
+
+/* A snapshot of version v; bad: 0 finite, 1 one NaN weight, 2 one +Inf. */
+static oml_snapshot *snap(uint64_t v, int bad)
+{
+    oml_snapshot *s = oml_test_snapshot(LAYERS, DIM, HIDDEN, EMB, NULL, ALPHA, 7);
+    assert_non_null(s);
+    s->version = v;
+    if (bad)
+        s->params[s->lay.count / 2] = bad == 1 ? NAN : INFINITY;
+    return s;
+}
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void expect_serving(fx *f, uint64_t version)
+{
+    omld_view *v = omld_views_acquire(f->vs);
+    assert_non_null(v);
+    assert_int_equal(v->version, version);
+    size_t n = (size_t)v->ix->heads * (size_t)v->ix->n * (size_t)v->ix->emb;
+    for (size_t i = 0; i < n; i++)
+        assert_true(isfinite(v->ix->emb_all[i]));
+    omld_view_release(v);
+    assert_int_equal(omld_views_version(f->vs), version);
+}
+
+static void test_non_finite_view_not_served(void **state)
+{
+    (void)state;
+    fx f;
+    fx_init(&f);
+    char why[256];
+
+    /* Startup with a poisoned model: nothing is served, health says why. */
+    assert_int_equal(omld_views_publish_now(f.vs, snap(1, 1), 0), 1);
+    assert_null(omld_views_acquire(f.vs));
+    assert_int_equal(omld_views_health(f.vs, why, sizeof why), 0);
+    assert_non_null(strstr(why, "not finite"));
+
+    assert_int_equal(omld_views_publish_now(f.vs, snap(2, 0), 0), 0);
+    expect_serving(&f, 2);
+    assert_int_equal(omld_views_health(f.vs, why, sizeof why), 1);
+    assert_string_equal(why, "");
+
+    assert_int_equal(omld_views_publish_now(f.vs, snap(3, 2), 0), 1);
+    expect_serving(&f, 2);
+    assert_int_equal(omld_views_health(f.vs, why, sizeof why), 0);
+    assert_non_null(strstr(why, "1 of its"));
+
+    /* Through the indexer thread: refused without delaying a waiter. */
+    uint64_t t0 = now_ms();
+    omld_views_submit(f.vs, snap(4, 1), 0);
+    assert_int_equal(omld_views_wait(f.vs, 4, 10000), 0);
+    assert_true(now_ms() - t0 < 5000);
+    expect_serving(&f, 2);
+    assert_int_equal(omld_views_health(f.vs, NULL, 0), 0);
+
+    omld_views_submit(f.vs, snap(5, 0), 0);
+    assert_int_equal(omld_views_wait(f.vs, 5, 10000), 1);
+    expect_serving(&f, 5);
+    assert_int_equal(omld_views_health(f.vs, why, sizeof why), 1);
+    assert_int_equal(omld_read(&f.metrics.views_refused), 3);
+    assert_int_equal(omld_read(&f.metrics.views_published), 2);
+    fx_free(&f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_non_finite_view_not_served),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
