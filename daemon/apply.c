@@ -127,12 +127,13 @@ static void learn(omld_engine *e, const float *const *rows, const uint32_t *slot
     e->dirty = 1;
 }
 
-void omld_rehearse(omld_engine *e, int32_t steps)
+int omld_rehearse(omld_engine *e, int32_t steps)
 {
     uint64_t before = e->learner->stats.rehearsed;
     int taken = oml_replay_rehearse(&e->replay, e->learner, e->store, steps);
     omld_count(&e->metrics->triplets_rehearsed, e->learner->stats.rehearsed - before);
     e->dirty |= taken > 0;
+    return taken;
 }
 
 static int apply_triplets(omld_engine *e, const Omld__AddTripletsRequest *rq, omld_reply *r)

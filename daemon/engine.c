@@ -321,12 +321,17 @@ static void rehearse_slice(omld_engine *e)
     int32_t owed = oml_replay_owed(&e->replay, e->learner), steps = 0;
     uint64_t t0 = omld_now_ns();
     do {
-        omld_rehearse(e, 1);
+        if (omld_rehearse(e, 1) == 0)
+            break; /* the ring emptied (deletes): nothing to rehearse */
         steps++;
     } while (steps < (owed > 0 ? owed : (int32_t)(e->idle_credit / e->learner->cfg.batch)) &&
              omld_now_ns() - t0 < REHEARSE_SLICE_NS);
     if (owed <= 0)
         e->idle_credit -= (double)steps * e->learner->cfg.batch;
+    if (steps == 0) {
+        e->idle_credit = 0;
+        return;
+    }
     oml_diag d = {0};
     if (omld_persist_log_rehearse(e, steps) != OML_OK || omld_persist_commit(e, &d) != OML_OK)
         omld_persist_rollback(e, d.msg[0] ? d.msg : "cannot append to the write-ahead log");

@@ -113,7 +113,7 @@ int omld_apply(omld_engine *e, const Omld__Request *q, omld_reply *r);
 
 /* apply.c: `steps` rehearsal steps from the ring (live, and on replay of
  * their log record). */
-void omld_rehearse(omld_engine *e, int32_t steps);
+int omld_rehearse(omld_engine *e, int32_t steps); /* returns the steps taken */
 
 /* engine.c: takes a snapshot and hands it to the indexer (engine thread). */
 void omld_engine_publish(omld_engine *e);

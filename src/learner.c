@@ -607,7 +607,7 @@ void oml_learner_step(oml_learner *l, const float *xa, const float *xp, const fl
     oml_net_forward_rows(lay, l->params, rows, 3, &l->_acts);
     judged j;
     judge(l, &l->_acts, 0, &j);
-    if (!j.finite) { /* e.g. features of 1e37: learning it would poison every weight */
+    if (!j.finite) { /* an activation overflowed: learning it would poison every weight */
         l->stats.skipped++;
         if (report)
             memset(report, 0, sizeof *report);

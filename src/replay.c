@@ -26,6 +26,27 @@ void oml_replay_free(oml_replay *r)
     memset(r, 0, sizeof *r);
 }
 
+/* Moves the kept triplets to the front, oldest first, when most entries
+ * are dropped, so that a draw rarely lands on a dropped one. */
+static void compact(oml_replay *r)
+{
+    if (r->n < 64 || r->live >= r->n / 2)
+        return;
+    uint32_t oldest = r->n == r->cap ? r->next : 0, k = 0;
+    uint32_t *tmp = malloc((size_t)r->live * 3 * sizeof *tmp + 1);
+    if (tmp == NULL)
+        return; /* the draws only get slower */
+    for (uint32_t i = 0; i < r->n; i++) {
+        const uint32_t *t = r->slots + (size_t)((oldest + i) % r->n) * 3;
+        if (t[0] != OML_REPLAY_NONE)
+            memcpy(tmp + (size_t)k++ * 3, t, 3 * sizeof *t);
+    }
+    memcpy(r->slots, tmp, (size_t)k * 3 * sizeof *tmp);
+    free(tmp);
+    r->n = r->live = k;
+    r->next = k;
+}
+
 void oml_replay_forget_slot(oml_replay *r, uint32_t slot)
 {
     for (uint32_t i = 0; i < r->n; i++) {
@@ -35,6 +56,7 @@ void oml_replay_forget_slot(oml_replay *r, uint32_t slot)
             r->live--;
         }
     }
+    compact(r);
 }
 
 static void push(oml_replay *r, const uint32_t *t)
@@ -82,11 +104,14 @@ int oml_replay_learn(oml_replay *r, oml_learner *l, const oml_store *s,
     uint64_t skipped = l->stats.skipped;
     for (int32_t i = 0; i < n;) {
         int32_t m = l->_bwork == NULL ? 1 : (n - i < c->batch ? n - i : c->batch);
+        uint64_t before = l->stats.skipped;
         if (l->_bwork == NULL) /* Alg. 1 as published: one step per triplet */
             oml_learner_step(l, rows[3 * i], rows[3 * i + 1], rows[3 * i + 2], NULL);
         else
             oml_learner_train(l, rows + 3 * i, m, m, NULL);
-        if (slots)
+        /* A refused step is not kept either: rehearsing it would be refused
+         * again, and take the 63 good triplets drawn with it down too. */
+        if (slots && l->stats.skipped == before)
             for (int32_t t = 0; t < m; t++)
                 push(r, slots + 3 * (i + t));
         i += m;
@@ -193,6 +218,14 @@ int oml_replay_decode(oml_replay *r, const uint8_t *buf, size_t len, oml_diag *d
         live > n || !isfinite(credit) || len != HEAD_BYTES + (size_t)n * 12)
         return oml_diag_set(diag, OML_EFORMAT, "replay", "rehearsal ring header is inconsistent");
     const uint8_t *body = p;
+    uint32_t counted = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const uint8_t *q = body + (size_t)i * 12;
+        counted += get32(&q) != OML_REPLAY_NONE;
+    }
+    if (counted != live)
+        return oml_diag_set(diag, OML_EFORMAT, "replay",
+                            "rehearsal ring says %u triplets are kept but holds %u", live, counted);
     if (cap == r->cap) { /* the same bound: exactly as saved */
         for (size_t i = 0; i < (size_t)n * 3; i++)
             r->slots[i] = get32(&p);

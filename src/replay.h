@@ -41,7 +41,8 @@ void oml_replay_free(oml_replay *r); /* accepts a zeroed struct */
 
 /* Drops every kept triplet that names slot (its item was deleted or
  * replaced): a rehearsal must never learn a triplet about an item that is
- * no longer what the click was about. */
+ * no longer what the click was about. When fewer than half the entries are
+ * still kept, the ring is compacted (the kept ones, oldest first). */
 void oml_replay_forget_slot(oml_replay *r, uint32_t slot);
 
 /* Learns n new triplets, rows (3n feature pointers, anchor, positive,

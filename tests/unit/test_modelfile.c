@@ -1,4 +1,6 @@
-/* test_modelfile.c - save/load round trips and refusal of damaged files. */
+/* test_modelfile.c - save/load round trips (format 2, with Adam's state
+ * and the issue-11 counters), version 1 files still read, and refusal of
+ * damaged files. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <zlib.h>
 
 #include "learner.h"
 #include "modelfile.h"
@@ -49,6 +53,18 @@ static void assert_same_learner(const oml_learner *a, const oml_learner *b)
     assert_int_equal(a->start != NULL, b->start != NULL);
     if (a->start)
         assert_memory_equal(a->start, b->start, a->lay.count * sizeof(float));
+    assert_int_equal(a->prepared, b->prepared);
+    assert_int_equal(a->ref_n, b->ref_n);
+    assert_int_equal(a->ref_at, b->ref_at);
+    if (a->ref_n > 0)
+        assert_memory_equal(a->ref_x, b->ref_x,
+                            oml__learner_ref_file_floats(&a->lay, a->ref_n) * sizeof(float));
+    assert_int_equal(a->adam_t, b->adam_t);
+    assert_int_equal(a->adam_m != NULL, b->adam_m != NULL);
+    if (a->adam_m) {
+        assert_memory_equal(a->adam_m, b->adam_m, a->lay.count * sizeof(float));
+        assert_memory_equal(a->adam_v, b->adam_v, a->lay.count * sizeof(float));
+    }
 }
 
 /* Save, load, and continue: the loaded learner must stay bit-identical to
@@ -77,6 +93,160 @@ static void test_round_trip_bit_exact(void **state)
         unlink(path);
         oml_learner_destroy(a);
         oml_learner_destroy(b);
+    }
+}
+
+/* A default learner mid-way through mini-batch training (Adam moments,
+ * step, rehearsal and skip counters, the recent window past its size):
+ * saved and loaded, it goes on bit-identically under the same batches. */
+static void test_round_trip_mid_training(void **state)
+{
+    (void)state;
+    oml_config c;
+    assert_int_equal(oml_config_preset(&c, "default", D), OML_OK);
+    c.layers = 2;
+    c.hidden = 16;
+    c.emb = 6;
+    c.batch = 8;
+    oml_learner *a = NULL;
+    assert_int_equal(oml_learner_create(&a, &c, NULL), OML_OK);
+    oml_rng r;
+    oml_rng_seed(&r, 3);
+    float x[64 * D];
+    for (int i = 0; i < 64 * D; i++)
+        x[i] = oml_rng_uniform(&r);
+    assert_int_equal(oml_learner_prepare(a, x, 64), OML_OK);
+    const float *rows[3 * 8];
+    float big[D];
+    for (int j = 0; j < D; j++)
+        big[j] = 3.4e38f;
+    int refused = 0;
+    for (int step = 0; step < 300; step++) {
+        for (int i = 0; i < 3 * 8; i++)
+            rows[i] = x + (size_t)oml_rng_below(&r, 64) * D;
+        if (step == 50)
+            rows[4] = big; /* a refused step: stats.skipped */
+        int n = step % 5 ? 8 : 5, n_new = step % 2 ? n : 3;
+        refused += oml_learner_train(a, rows, n, n_new, NULL);
+    }
+    assert_int_equal(refused, 1);
+    assert_true(a->stats.updates > OML_RECENT_WINDOW && a->stats.recent_n == OML_RECENT_WINDOW);
+    assert_true(a->stats.rehearsed > 0 && a->stats.skipped == 1 && a->adam_t == 299);
+    uint8_t *buf;
+    size_t len;
+    assert_int_equal(oml_model_encode(a, &buf, &len), OML_OK);
+    oml_learner *b = NULL;
+    oml_diag diag = {0};
+    assert_int_equal(oml_model_decode(&b, buf, len, &diag), OML_OK);
+    assert_same_learner(a, b);
+    for (int step = 0; step < 30; step++) {
+        for (int i = 0; i < 3 * 8; i++)
+            rows[i] = x + (size_t)oml_rng_below(&r, 64) * D;
+        oml_learner_train(a, rows, 8, 4, NULL);
+        oml_learner_train(b, rows, 8, 4, NULL);
+    }
+    assert_same_learner(a, b);
+    free(buf);
+    oml_learner_destroy(a);
+    oml_learner_destroy(b);
+}
+
+/* Byte offsets in a format-2 file (modelfile.c's field lists). */
+#define V2_CONFIG_AT 76   /* after magic, version, reserved and the version-1 fields */
+#define V2_CONFIG_BYTES 28 /* loss margin optim batch rehearse replay equal_heads */
+#define V2_STATS_AT 196   /* after the version-1 counters (3 u64 + 17 loss averages) */
+#define V2_STATS_BYTES (3 * 8 + 2 * 4 + (OML_RECENT_WINDOW + 7) / 8)
+
+/* The version-1 file of l (no Adam: its configuration is the paper's in
+ * every field version 2 added): l's format-2 file without the version-2
+ * fields, counters and Adam section, version 1, its own checksum. */
+static uint8_t *as_version1(const oml_learner *l, size_t *len1)
+{
+    assert_null(l->adam_m);
+    uint8_t *v2;
+    size_t len;
+    assert_int_equal(oml_model_encode(l, &v2, &len), OML_OK);
+    uint8_t *v1 = malloc(len);
+    size_t n = 0, tail = len - 4 - 8; /* before the Adam step count and the CRC */
+    memcpy(v1, v2, V2_CONFIG_AT);
+    n = V2_CONFIG_AT;
+    memcpy(v1 + n, v2 + V2_CONFIG_AT + V2_CONFIG_BYTES, V2_STATS_AT - V2_CONFIG_AT - V2_CONFIG_BYTES);
+    n += V2_STATS_AT - V2_CONFIG_AT - V2_CONFIG_BYTES;
+    memcpy(v1 + n, v2 + V2_STATS_AT + V2_STATS_BYTES, tail - V2_STATS_AT - V2_STATS_BYTES);
+    n += tail - V2_STATS_AT - V2_STATS_BYTES;
+    uint32_t version = 1;
+    memcpy(v1 + 8, &version, sizeof version);
+    uint32_t crc = (uint32_t)crc32(0L, v1, (uInt)n);
+    memcpy(v1 + n, &crc, sizeof crc);
+    *len1 = n + 4;
+    free(v2);
+    return v1;
+}
+
+/* Version 1 files (before issue 11) are still read: the paper preset, and
+ * the default of that time (whitened start, centring, the local hedge's
+ * reference), load as the same learner (the counters version 2 added
+ * start at 0) and go on bit-identically. */
+static void test_version1_still_read(void **state)
+{
+    (void)state;
+    for (int p = 0; p < 2; p++) {
+        oml_config c;
+        assert_int_equal(oml_config_preset(&c, p == 0 ? "paper" : "default", D), OML_OK);
+        c.layers = 3;
+        c.hidden = 16;
+        c.emb = 6;
+        c.seed = 42;
+        if (p == 1) { /* the default before issue 11 */
+            c.init = OML_INIT_PCA_WHITE;
+            c.center = 1;
+            c.eta = 0.01f;
+            c.eta_decay = 1e-4f;
+            c.tau = 1.9f;
+            c.prox = 0.0f;
+            c.hedge_signal = OML_HEDGE_LOCAL;
+            c.loss = OML_LOSS_ABTL;
+            c.margin = 0.2f;
+            c.optim = OML_OPTIM_SGD;
+            c.batch = 1;
+            c.rehearse = 0.0f;
+            c.replay = 0;
+            c.equal_heads = 0;
+        }
+        oml_learner *a = NULL;
+        assert_int_equal(oml_learner_create(&a, &c, NULL), OML_OK);
+        oml_rng r;
+        oml_rng_seed(&r, 1);
+        float x[64 * D];
+        for (int i = 0; i < 64 * D; i++)
+            x[i] = oml_rng_uniform(&r);
+        if (oml_config_needs_data(&c))
+            assert_int_equal(oml_learner_prepare(a, x, 64), OML_OK);
+        for (int t = 0; t < 300; t++)
+            oml_learner_step(a, x + (t % 64) * D, x + ((t * 7 + 1) % 64) * D,
+                             x + ((t * 13 + 5) % 64) * D, NULL);
+        assert_true(p == 0 || a->ref_n > 0);
+        size_t len;
+        uint8_t *v1 = as_version1(a, &len);
+        oml_learner *b = NULL;
+        oml_diag diag = {0};
+        if (oml_model_decode(&b, v1, len, &diag) != OML_OK)
+            fail_msg("version 1 file refused: %s", diag.msg);
+        /* The counters of version 2 are not in the file. */
+        memset(&a->stats.steps, 0, sizeof a->stats - offsetof(oml_learner_stats, steps));
+        assert_same_learner(a, b);
+        for (int t = 0; t < 50; t++) {
+            oml_learner_step(a, x + t * D, x + (t + 3) * D, x + (t + 9) * D, NULL);
+            oml_learner_step(b, x + t * D, x + (t + 3) * D, x + (t + 9) * D, NULL);
+        }
+        assert_same_learner(a, b);
+        /* A version-1 file altered anywhere is refused like any other. */
+        v1[len / 2] ^= 0x01;
+        oml_learner_destroy(b);
+        b = NULL;
+        assert_int_equal(oml_model_decode(&b, v1, len, &diag), OML_EFORMAT);
+        free(v1);
+        oml_learner_destroy(a);
     }
 }
 
@@ -142,6 +312,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip_bit_exact),
+        cmocka_unit_test(test_round_trip_mid_training),
+        cmocka_unit_test(test_version1_still_read),
         cmocka_unit_test(test_damaged_files_refused),
         cmocka_unit_test(test_other_version_refused),
         cmocka_unit_test(test_missing_file),
