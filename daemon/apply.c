@@ -111,11 +111,17 @@ static void prepare_model(omld_engine *e)
 }
 
 /* n new triplets (3n rows and their store slots) into the learner, in
- * its mini-batches, each kept for rehearsal (replay.h). */
-static void learn(omld_engine *e, const float *const *rows, const uint32_t *slots, size_t n)
+ * its mini-batches, each kept for rehearsal (replay.h). A last part batch
+ * waits for the next triplets (engine.c flushes it after the group) unless
+ * `now`: rows not in the store (inline vectors) live only as long as the
+ * request. */
+static void learn(omld_engine *e, const float *const *rows, const uint32_t *slots, size_t n,
+                  int now)
 {
     uint64_t t0 = omld_now_ns(), skipped = e->learner->stats.skipped;
-    oml_replay_learn(&e->replay, e->learner, e->store, rows, slots, (int32_t)n);
+    oml_replay_add(&e->replay, e->learner, rows, slots, (int32_t)n);
+    if (now)
+        oml_replay_flush(&e->replay, e->learner);
     uint64_t dt = omld_now_ns() - t0;
     for (size_t i = 0; i < n; i++) /* the histogram is per triplet */
         omld_hist_observe(&e->metrics->update_latency, dt / n);
@@ -156,7 +162,10 @@ static int apply_triplets(omld_engine *e, const Omld__AddTripletsRequest *rq, om
     }
     omld_count(&e->metrics->triplets_received, n);
     prepare_model(e);
-    learn(e, e->rows, e->slots, n);
+    int inline_rows = 0;
+    for (size_t i = 0; i < 3 * n; i++)
+        inline_rows |= e->slots[i] == OML_REPLAY_NONE;
+    learn(e, e->rows, e->slots, n, inline_rows);
     atomic_fetch_sub(&e->queued_triplets, n);
     Omld__AddTripletsResponse *b = omld_reply_alloc(r, sizeof *b);
     if (b == NULL) {
@@ -250,7 +259,7 @@ static int apply_pairs(omld_engine *e, const Omld__AddPairsRequest *rq, omld_rep
             const float *rows[3];
             for (int m = 0; m < 3; m++)
                 rows[m] = oml_store_features(e->store, sl[m]);
-            learn(e, rows, sl, 1);
+            learn(e, rows, sl, 1, 0);
         }
         derived += (uint64_t)got;
     }
@@ -543,6 +552,11 @@ static int apply_rollback(omld_engine *e, omld_reply *r)
 int omld_apply(omld_engine *e, const Omld__Request *q, omld_reply *r)
 {
     int changed = 0;
+    /* New triplets waiting for a full mini-batch borrow store rows and
+     * belong to the learner: learn them before either can change. */
+    if (q->body_case != OMLD__REQUEST__BODY_ADD_TRIPLETS &&
+        q->body_case != OMLD__REQUEST__BODY_ADD_PAIRS)
+        oml_replay_flush(&e->replay, e->learner);
     switch (q->body_case) {
     case OMLD__REQUEST__BODY_PUT_ITEMS: changed = apply_put(e, q->put_items, r); break;
     case OMLD__REQUEST__BODY_DELETE_ITEMS: changed = apply_delete(e, q->delete_items, r); break;

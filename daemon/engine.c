@@ -266,6 +266,16 @@ static void run_group(omld_engine *e, cmd_list *group)
         e->promote_log_len = 0;
         c->reply->msg.model_version = omld_views_version(e->views);
     }
+    /* The group's last part batch is learned now, in the same commit: a
+     * record says where, since where a group ends is a matter of timing. */
+    if (e->replay.n_pending > 0 && omld_persist_writable(e)) {
+        omld_rehearse(e, 0);
+        logged++;
+        if (omld_persist_log_rehearse(e, 0) != OML_OK) {
+            log_failed = 1;
+            snprintf(d.msg, sizeof d.msg, "cannot append to the write-ahead log");
+        }
+    }
     if (logged && (log_failed || omld_persist_commit(e, &d) != OML_OK)) {
         for (cmd *c = group->head; c; c = c->next)
             if (c->changed)

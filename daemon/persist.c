@@ -27,9 +27,10 @@
 #include "log.h"
 #include "modelfile.h"
 
-/* REC_REHEARSE: u32 steps of idle rehearsal the learner took at this point
- * of the log (engine.c decides when, by the clock; replay repeats it, so
- * the recovered model is the one that was running). */
+/* REC_REHEARSE: u32 steps of rehearsal the learner took at this point of
+ * the log, after learning the new triplets still waiting for a full batch
+ * (0 steps: only that). engine.c decides when, by the clock; replay
+ * repeats it, so the recovered model is the one that was running. */
 enum { REC_PROBE = 0, REC_REQUEST = 1, REC_REHEARSE = 2 };
 /* SEC_ROLLBACK (optional): the live learner before the last promote, for
  * Rollback after a restart: u32 name length | the promoted model's name |
@@ -345,6 +346,11 @@ int omld_persist_checkpoint(omld_engine *e, char *path, size_t path_cap, uint64_
                             oml_diag *d)
 {
     uint64_t t0 = omld_now_ns();
+    if (e->replay.n_pending > 0) { /* a checkpoint never holds borrowed rows */
+        omld_rehearse(e, 0);
+        if (omld_persist_log_rehearse(e, 0) != OML_OK)
+            return oml_diag_set(d, OML_EIO, "checkpoint", "cannot append to the write-ahead log");
+    }
     /* A model that is not finite is never made durable: the log keeps
      * everything since the last good checkpoint, so a restart (whose replay
      * refuses what this build refuses) can rebuild a finite one. */

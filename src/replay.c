@@ -12,6 +12,12 @@ int oml_replay_init(oml_replay *r, uint32_t cap)
 {
     memset(r, 0, sizeof *r);
     r->cap = cap;
+    r->_pending_rows = malloc(3 * (size_t)OML_MAX_BATCH * sizeof *r->_pending_rows);
+    r->_pending_slots = malloc(3 * (size_t)OML_MAX_BATCH * sizeof *r->_pending_slots);
+    if (r->_pending_rows == NULL || r->_pending_slots == NULL) {
+        oml_replay_free(r);
+        return OML_ENOMEM;
+    }
     if (cap > 0) {
         r->slots = malloc((size_t)cap * 3 * sizeof *r->slots);
         if (r->slots == NULL)
@@ -23,6 +29,8 @@ int oml_replay_init(oml_replay *r, uint32_t cap)
 void oml_replay_free(oml_replay *r)
 {
     free(r->slots);
+    free(r->_pending_rows);
+    free(r->_pending_slots);
     memset(r, 0, sizeof *r);
 }
 
@@ -96,30 +104,63 @@ static int32_t draw(oml_replay *r, oml_learner *l, const oml_store *s, int32_t w
     return got;
 }
 
+/* One step on m new triplets, each kept in the ring unless refused. */
+static int learn_batch(oml_replay *r, oml_learner *l, const float *const *rows,
+                       const uint32_t *slots, int32_t m)
+{
+    uint64_t before = l->stats.skipped;
+    if (l->_bwork == NULL) /* Alg. 1 as published: one step per triplet */
+        for (int32_t t = 0; t < m; t++)
+            oml_learner_step(l, rows[3 * t], rows[3 * t + 1], rows[3 * t + 2], NULL);
+    else
+        oml_learner_train(l, rows, m, m, NULL);
+    /* A refused step is not kept: rehearsing it would be refused again,
+     * and take the good triplets drawn with it down too. */
+    if (slots && l->stats.skipped == before)
+        for (int32_t t = 0; t < m; t++)
+            push(r, slots + 3 * t);
+    r->credit += (double)m * l->cfg.rehearse;
+    if (r->credit > OML_REPLAY_MAX_OWED * (double)l->cfg.batch)
+        r->credit = OML_REPLAY_MAX_OWED * (double)l->cfg.batch;
+    return (int)(l->stats.skipped - before);
+}
+
+int oml_replay_add(oml_replay *r, oml_learner *l, const float *const *rows,
+                   const uint32_t *slots, int32_t n)
+{
+    int refused = 0;
+    int32_t batch = l->_bwork == NULL ? 1 : l->cfg.batch;
+    if (r->_pending_rows == NULL) { /* no waiting room: every part batch at once */
+        for (int32_t i = 0; i < n; i += batch) {
+            int32_t m = n - i < batch ? n - i : batch;
+            refused += learn_batch(r, l, rows + 3 * i, slots ? slots + 3 * i : NULL, m);
+        }
+        return refused;
+    }
+    for (int32_t i = 0; i < n; i++) {
+        int32_t p = r->n_pending++;
+        memcpy(r->_pending_rows + 3 * p, rows + 3 * i, 3 * sizeof *rows);
+        for (int k = 0; k < 3; k++)
+            r->_pending_slots[3 * p + k] = slots ? slots[3 * i + k] : OML_REPLAY_NONE;
+        if (r->n_pending == batch)
+            refused += oml_replay_flush(r, l);
+    }
+    return refused;
+}
+
+int oml_replay_flush(oml_replay *r, oml_learner *l)
+{
+    int32_t m = r->n_pending;
+    r->n_pending = 0;
+    return m > 0 ? learn_batch(r, l, r->_pending_rows, r->_pending_slots, m) : 0;
+}
+
 int oml_replay_learn(oml_replay *r, oml_learner *l, const oml_store *s,
                      const float *const *rows, const uint32_t *slots, int32_t n)
 {
     (void)s;
-    const oml_config *c = &l->cfg;
-    uint64_t skipped = l->stats.skipped;
-    for (int32_t i = 0; i < n;) {
-        int32_t m = l->_bwork == NULL ? 1 : (n - i < c->batch ? n - i : c->batch);
-        uint64_t before = l->stats.skipped;
-        if (l->_bwork == NULL) /* Alg. 1 as published: one step per triplet */
-            oml_learner_step(l, rows[3 * i], rows[3 * i + 1], rows[3 * i + 2], NULL);
-        else
-            oml_learner_train(l, rows + 3 * i, m, m, NULL);
-        /* A refused step is not kept either: rehearsing it would be refused
-         * again, and take the 63 good triplets drawn with it down too. */
-        if (slots && l->stats.skipped == before)
-            for (int32_t t = 0; t < m; t++)
-                push(r, slots + 3 * (i + t));
-        i += m;
-    }
-    r->credit += (double)n * c->rehearse;
-    if (r->credit > OML_REPLAY_MAX_OWED * (double)c->batch)
-        r->credit = OML_REPLAY_MAX_OWED * (double)c->batch;
-    return (int)(l->stats.skipped - skipped);
+    int refused = oml_replay_add(r, l, rows, slots, n);
+    return refused + oml_replay_flush(r, l);
 }
 
 int32_t oml_replay_owed(const oml_replay *r, const oml_learner *l)
@@ -133,6 +174,7 @@ int oml_replay_rehearse(oml_replay *r, oml_learner *l, const oml_store *s, int32
 {
     const float *batch[3 * OML_MAX_BATCH];
     int taken = 0;
+    oml_replay_flush(r, l);
     if (l->_bwork == NULL)
         return 0;
     for (int32_t i = 0; i < steps && r->live > 0; i++) {

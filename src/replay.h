@@ -32,6 +32,12 @@ typedef struct oml_replay {
     uint32_t live;      /* filled entries not dropped */
     double credit;      /* rehearsed triplets owed to the new ones learned so far */
     uint32_t *slots;    /* (cap, 3) store slots; OML_REPLAY_NONE in [0]: dropped */
+    /* new triplets waiting to fill a mini-batch (oml_replay_add): their
+     * rows (borrowed: valid until the flush) and slots; NULL in a zeroed
+     * struct, which then learns every part batch at once */
+    int32_t n_pending;
+    const float **_pending_rows; /* 3 * OML_MAX_BATCH */
+    uint32_t *_pending_slots;    /* 3 * OML_MAX_BATCH */
 } oml_replay;
 
 /* An empty ring for cap triplets (cap 0: nothing is kept or rehearsed).
@@ -57,15 +63,29 @@ void oml_replay_forget_slot(oml_replay *r, uint32_t slot);
 int oml_replay_learn(oml_replay *r, oml_learner *l, const oml_store *s,
                      const float *const *rows, const uint32_t *slots, int32_t n);
 
+/* The same, except that a last part batch is not learned yet: it waits,
+ * its rows borrowed, for more new triplets to fill it, or for
+ * oml_replay_flush. So new triplets that come one by one (a click per
+ * request) are still learned in full batches when they come fast. The
+ * caller flushes before the rows can change (omld: before any put or
+ * delete, after each group of requests, before a checkpoint). */
+int oml_replay_add(oml_replay *r, oml_learner *l, const float *const *rows,
+                   const uint32_t *slots, int32_t n);
+
+/* Learns the waiting part batch, if any. Returns 1 if its step was
+ * refused as not finite, else 0. */
+int oml_replay_flush(oml_replay *r, oml_learner *l);
+
 /* Rehearsal steps owed (whole batches; 0 while the ring is empty). The
  * owner pays them when it has time: right after the new ones in process,
  * once the queue is empty in the daemon (which logs the payment, so that
  * replay repeats it at the same point). */
 int32_t oml_replay_owed(const oml_replay *r, const oml_learner *l);
 
-/* Takes up to `steps` steps on full batches drawn uniformly from the ring
- * and pays that much of what is owed (beyond it: idle rehearsal). Returns
- * the steps taken (fewer only when the ring is empty). */
+/* Flushes the waiting new triplets, then takes up to `steps` steps on full
+ * batches drawn uniformly from the ring and pays that much of what is owed
+ * (beyond it: idle rehearsal). Returns the steps taken (fewer only when the
+ * ring is empty). */
 int oml_replay_rehearse(oml_replay *r, oml_learner *l, const oml_store *s, int32_t steps);
 
 /* OML_OK if every kept slot is below the store's slot count (a decoded

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "learner.h"
+#include "modelfile.h"
 #include "replay.h"
 #include "store.h"
 
@@ -107,6 +108,54 @@ static uint32_t count_live(const oml_replay *r)
     for (uint32_t i = 0; i < r->n; i++)
         live += r->slots[3 * (size_t)i] != OML_REPLAY_NONE;
     return live;
+}
+
+/* New triplets that come one by one still make full batches: add() keeps
+ * a part batch waiting (nothing learned, nothing kept) until it fills or
+ * is flushed, and one-by-one adds plus a flush give the very model that
+ * one call with all of them gives. */
+static void test_add_waits_for_full_batch(void **state)
+{
+    (void)state;
+    enum { M = 30 };
+    oml_store *s = items(M);
+    oml_learner *a = tiny(4, 0.0f), *b = tiny(4, 0.0f);
+    oml_replay ra, rb;
+    assert_int_equal(oml_replay_init(&ra, 100), OML_OK);
+    assert_int_equal(oml_replay_init(&rb, 100), OML_OK);
+    for (int k = 0; k < 7; k++) {
+        uint32_t t[3];
+        triplet(k, M, t);
+        const float *rows[3];
+        for (int i = 0; i < 3; i++)
+            rows[i] = oml_store_features(s, t[i]);
+        assert_int_equal(oml_replay_add(&ra, a, rows, t, 1), 0);
+        int waiting = (k + 1) % 4;
+        assert_int_equal(ra.n_pending, waiting);
+        assert_int_equal(a->stats.updates, (uint64_t)(k + 1 - waiting));
+        assert_int_equal(ra.live, (uint32_t)(k + 1 - waiting));
+    }
+    assert_int_equal(a->stats.steps, 1);
+    assert_int_equal(oml_replay_flush(&ra, a), 0);
+    assert_int_equal(ra.n_pending, 0);
+    assert_int_equal(a->stats.updates, 7);
+    assert_int_equal(a->stats.steps, 2);
+    assert_int_equal(oml_replay_flush(&ra, a), 0); /* nothing waits: no step */
+    assert_int_equal(a->stats.steps, 2);
+    learn(&rb, b, s, 0, 7, M);
+    uint8_t *ea, *eb;
+    size_t na, nb;
+    assert_int_equal(oml_model_encode(a, &ea, &na), OML_OK);
+    assert_int_equal(oml_model_encode(b, &eb, &nb), OML_OK);
+    assert_int_equal(na, nb);
+    assert_memory_equal(ea, eb, na);
+    free(ea);
+    free(eb);
+    oml_replay_free(&ra);
+    oml_replay_free(&rb);
+    oml_learner_destroy(a);
+    oml_learner_destroy(b);
+    oml_store_destroy(s);
 }
 
 /* The ring holds exactly the newest cap triplets, never more: after every
@@ -636,6 +685,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ring_keeps_newest),
+        cmocka_unit_test(test_add_waits_for_full_batch),
         cmocka_unit_test(test_forget_slot),
         cmocka_unit_test(test_rehearsal_draws_only_kept),
         cmocka_unit_test(test_owed),
