@@ -1,5 +1,6 @@
 /* omlctl_ops.c - operations: status (table or --json), health, checkpoint,
  * and watch (a redrawn view of the hedge weights per depth). */
+#include <math.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,8 +70,14 @@ static void status_json(const Omld__Response *r)
            (unsigned long long)s->snapshot_age_ms, (unsigned long long)r->model_version,
            (unsigned long long)s->view_triplets);
     ctl_json_string(stdout, s->preset);
-    printf(",\"seed\":%llu,\"utilisation\":%.6g,\"triplet_accuracy\":%.6g}\n",
+    printf(",\"seed\":%llu,\"utilisation\":%.6g,\"triplet_accuracy\":%.6g",
            (unsigned long long)s->seed, s->utilisation, s->triplet_accuracy);
+    if (isfinite(s->recent_accuracy)) /* NaN before the first triplet: JSON has no NaN */
+        printf(",\"recent_accuracy\":%.6g", s->recent_accuracy);
+    else
+        printf(",\"recent_accuracy\":null");
+    printf(",\"triplets_rehearsed\":%llu,\"replay_triplets\":%llu}\n",
+           (unsigned long long)s->triplets_rehearsed, (unsigned long long)s->replay_triplets);
 }
 
 static void status_table(const Omld__Response *r)
@@ -95,6 +102,12 @@ static void status_table(const Omld__Response *r)
     printf("%-20s %llu ms\n", "snapshot age", (unsigned long long)s->snapshot_age_ms);
     printf("%-20s %.4f\n", "utilisation", s->utilisation);
     printf("%-20s %.4f\n", "test-then-train acc", s->triplet_accuracy);
+    if (isfinite(s->recent_accuracy))
+        printf("%-20s %.4f\n", "... newest 1,000", s->recent_accuracy);
+    else
+        printf("%-20s -\n", "... newest 1,000");
+    printf("%-20s %llu (ring %llu)\n", "triplets rehearsed",
+           (unsigned long long)s->triplets_rehearsed, (unsigned long long)s->replay_triplets);
 }
 
 int ctl_status(ctl *g, int argc, char **argv)

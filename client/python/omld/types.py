@@ -143,6 +143,9 @@ class Status:
     seed: int = 0
     utilisation: float = 0.0
     triplet_accuracy: float = 0.0
+    recent_accuracy: float = float("nan")  # newest 1,000 triplets (NaN before any)
+    triplets_rehearsed: int = 0
+    replay_triplets: int = 0
 
 
 @dataclass
