@@ -264,16 +264,16 @@ static int apply_put(omld_engine *e, const Omld__PutItemsRequest *rq, omld_reply
         }
     }
     /* Capacity first, so the batch is all-or-nothing: every new id (not
-     * live now) takes a fresh slot. */
+     * live now) is one more live item (deleted items' slots are reused). */
     uint64_t fresh = 0;
     for (size_t i = 0; i < n; i++) {
         uint32_t s;
         fresh += oml_store_find(e->store, rq->items[i]->id, strlen(rq->items[i]->id), &s) != OML_OK;
     }
-    if (oml_store_slots(e->store) + fresh > (uint64_t)e->opts.max_items) {
+    if (oml_store_count(e->store) + fresh > (uint64_t)e->opts.max_items) {
         omld_reply_error(r, OMLD__STATUS__CODE__RESOURCE_EXHAUSTED, "put_items.items",
-                         "the store is full: %u of max_items %lld slots used, the batch needs %llu "
-                         "more", oml_store_slots(e->store), (long long)e->opts.max_items,
+                         "the store is full: %u of max_items %lld items stored, the batch adds "
+                         "%llu", oml_store_count(e->store), (long long)e->opts.max_items,
                          (unsigned long long)fresh);
         return 0;
     }
@@ -282,7 +282,8 @@ static int apply_put(omld_engine *e, const Omld__PutItemsRequest *rq, omld_reply
     for (size_t i = 0; i < n; i++) {
         const Omld__Item *it = rq->items[i];
         const char *label = it->label_opt_case == OMLD__ITEM__LABEL_OPT_LABEL ? it->label : NULL;
-        uint32_t before = oml_store_slots(e->store);
+        uint32_t at;
+        int existed = oml_store_find(e->store, it->id, strlen(it->id), &at) == OML_OK;
         oml_diag d = {0};
         int rc = oml_store_put(e->store, it->id, strlen(it->id), it->features, label,
                                label ? strlen(label) : 0, NULL, &d);
@@ -296,10 +297,10 @@ static int apply_put(omld_engine *e, const Omld__PutItemsRequest *rq, omld_reply
             e->store_gen += i > 0;
             return i > 0;
         }
-        if (oml_store_slots(e->store) > before)
-            created++;
-        else
+        if (existed)
             replaced++;
+        else
+            created++;
     }
     pthread_rwlock_unlock(&e->lock.rw);
     e->store_gen++;
@@ -333,8 +334,19 @@ static int apply_delete(omld_engine *e, const Omld__DeleteItemsRequest *rq, omld
             }
     uint32_t deleted = 0;
     pthread_rwlock_wrlock(&e->lock.rw);
-    for (size_t i = 0; i < rq->n_ids; i++)
-        deleted += oml_store_delete(e->store, rq->ids[i], strlen(rq->ids[i])) == OML_OK;
+    for (size_t i = 0; i < rq->n_ids; i++) {
+        size_t len = strlen(rq->ids[i]);
+        if (oml_store_find(e->store, rq->ids[i], len, &s) != OML_OK)
+            continue;
+        (void)oml_store_delete(e->store, rq->ids[i], len);
+        /* The slot is free for the next new id: every slot holder forgets
+         * it here (store.h, SLOT HOLDERS). The closure: the item leaves its
+         * component and its dissimilar edges, the others keep what it
+         * implied. (A holder added later, e.g. a rehearsal buffer of
+         * triplets, is told here too, or checks oml_store_generation.) */
+        (void)oml_closure_remove(e->closure, s);
+        deleted++;
+    }
     pthread_rwlock_unlock(&e->lock.rw);
     e->store_gen += deleted > 0;
     omld_count(&e->metrics->items_deleted, deleted);

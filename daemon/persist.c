@@ -178,6 +178,17 @@ static int load_state(omld_engine *e, char *err, size_t errlen)
         return -1;
     }
 
+    /* Deleted items are no closure nodes (apply_delete removes them, so this
+     * is a no-op on what this build wrote); a state from before slots were
+     * reused kept them, and a reused slot must not inherit their facts. */
+    uint32_t forgotten = 0;
+    for (uint32_t slot = 0; slot < oml_store_slots(store); slot++)
+        if (!oml_store_is_live(store, slot))
+            forgotten += oml_closure_remove(closure, slot) == 1;
+    if (forgotten > 0)
+        LOG_INFO("persist", "the closure forgot %u deleted item(s) it still held (a state "
+                 "written before deleted slots were reused)", forgotten);
+
     /* Swap the state in. */
     oml_learner_destroy(e->learner);
     e->learner = learner;

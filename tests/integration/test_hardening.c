@@ -9,6 +9,8 @@
  *     and a replay under the default bound comes back finite.
  *   - connection memory: answers built but not sent count against
  *     max_conn_output_bytes; repeated ids in GetItems are refused.
+ *   - deleted items free their slot (max_items = live items), a reused slot
+ *     inherits no closure fact, and restarts stay bit-identical.
  */
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -28,6 +30,7 @@
 
 #include <cmocka.h>
 
+#include "checkpoint.h"
 #include "harness.h"
 #include "omlclient.h"
 
@@ -518,6 +521,153 @@ static void test_unread_answers_are_bounded(void **state)
     omld_proc_cleanup(p);
 }
 
+/* ------------------------------------------------------------ 4. deleted items free their slot */
+
+static const char *const SLOT_ARGS[] = {"--dim=8", "--layers=1", "--hidden=8", "--emb=4",
+                                        "--publish_ms=20", "--seed=5", "--max_items=10", NULL};
+
+static void pair(omlc *c, const char *a, const char *b, int similar, int want)
+{
+    omlc_pair p = {{a, NULL, 0}, {b, NULL, 0}, similar};
+    omlc_error err;
+    int rc = omlc_add_pairs(c, &p, 1, NULL, NULL, &err);
+    if (rc != want)
+        fail_msg("pair %s %s %s: got %d (%s), want %d", a, similar ? "~" : "!~", b, rc,
+                 err.message, want);
+}
+
+static void triplets(omlc *c, const char *prefix, int n)
+{
+    char ids[3][16];
+    omlc_triplet t[8];
+    for (int i = 0; i < n; i++) {
+        for (int k = 0; k < 3; k++)
+            snprintf(ids[k], sizeof ids[k], "%s%d", prefix, (i + 3 * k) % 10);
+        t[0] = (omlc_triplet){{ids[0], NULL, 0}, {ids[1], NULL, 0}, {ids[2], NULL, 0}};
+        omlc_error err;
+        assert_int_equal(omlc_add_triplets(c, t, 1, NULL, NULL, &err), 0);
+    }
+}
+
+static void delete_all(omlc *c, const char *prefix)
+{
+    char ids[10][16];
+    const char *p[10];
+    for (int i = 0; i < 10; i++) {
+        snprintf(ids[i], sizeof ids[i], "%s%d", prefix, i);
+        p[i] = ids[i];
+    }
+    omlc_error err;
+    uint32_t deleted = 0;
+    assert_int_equal(omlc_delete_items(c, p, 10, 0, &deleted, &err), 0);
+    assert_int_equal(deleted, 10);
+}
+
+/* First half of the slot script: fill the store (max_items 10), relate the
+ * items, learn, delete them all, fill it again with new ids (every slot
+ * reused) and relate those in ways the deleted items' facts contradict. */
+static void slot_script_1(omlc *c)
+{
+    omlc_error err;
+    assert_int_equal(put_n(c, "a", 0, 10, &err), 0);
+    assert_int_equal(put_n(c, "extra", 0, 1, &err), 5 /* RESOURCE_EXHAUSTED */);
+    pair(c, "a0", "a1", 1, 0);
+    pair(c, "a1", "a2", 1, 0);
+    pair(c, "a2", "a3", 0, 0);
+    pair(c, "a4", "a5", 1, 0);
+    triplets(c, "a", 6);
+    delete_all(c, "a");
+    assert_int_equal(status_items(c), 0);
+    assert_int_equal(put_n(c, "b", 0, 10, &err), 0); /* refused before: "store is full" */
+    assert_int_equal(put_n(c, "extra", 0, 1, &err), 5);
+    /* b0..b3 sit in a0..a3's slots: none of a's facts may hold for them. */
+    pair(c, "b0", "b1", 0, 0);
+    pair(c, "b3", "b2", 1, 0);
+    pair(c, "b1", "b2", 1, 0);
+    pair(c, "b0", "b3", 0, 0);
+    triplets(c, "b", 5);
+}
+
+/* Second half: churn after a restart (slots freed before it are reused). */
+static void slot_script_2(omlc *c)
+{
+    omlc_error err;
+    const char *gone[3] = {"b7", "b2", "b9"};
+    assert_int_equal(omlc_delete_items(c, gone, 3, 0, NULL, &err), 0);
+    assert_int_equal(put_n(c, "c", 0, 3, &err), 0);
+    assert_int_equal(put_n(c, "extra", 0, 1, &err), 5);
+    pair(c, "c0", "b1", 0, 0); /* c0 is in b2's old slot: b1 ~ b2 is not c0's */
+    pair(c, "c1", "b0", 1, 0);
+    omlc_triplet t[2] = {{{"b0", NULL, 0}, {"b1", NULL, 0}, {"b4", NULL, 0}},
+                         {{"c0", NULL, 0}, {"b5", NULL, 0}, {"b6", NULL, 0}}};
+    assert_int_equal(omlc_add_triplets(c, t, 2, NULL, NULL, &err), 0);
+    assert_int_equal(status_items(c), 10);
+}
+
+/* The model, store and closure sections of a fresh checkpoint of p. */
+static void checkpoint_sections(omlc *c, oml_ckpt *ck)
+{
+    Omld__Response *r = NULL;
+    omlc_error err;
+    assert_int_equal(omlc_checkpoint(c, &r, &err), 0);
+    assert_int_equal(oml_ckpt_load_file(r->checkpoint->path, ck, NULL), 0);
+    omld__response__free_unpacked(r, NULL);
+}
+
+static void expect_same_state(const oml_ckpt *a, const oml_ckpt *b, const char *how)
+{
+    static const char *const names[4] = {"", "model", "store", "closure"};
+    for (uint32_t tag = 1; tag <= 3; tag++) {
+        const oml_ckpt_section *x = oml_ckpt_find(a, tag), *y = oml_ckpt_find(b, tag);
+        assert_non_null(x);
+        assert_non_null(y);
+        if (x->len != y->len || memcmp(x->data, y->data, x->len) != 0)
+            fail_msg("%s: the %s differs from the uninterrupted run's", how, names[tag]);
+    }
+}
+
+/* max_items means live items: put 10, delete 10, put 10 works, before and
+ * after a restart, and a reused slot inherits none of the closure facts of
+ * the item that had it. A restart in the middle (log replay, or checkpoint
+ * decode) ends in the state of the run that never stopped, bit for bit. */
+static void test_deleted_slots_are_reused(void **state)
+{
+    omld_proc *p = new_proc();
+    assert_int_equal(omld_proc_start(p, SLOT_ARGS, TIMEOUT_MS), 0);
+    omlc *c = dial(p);
+    slot_script_1(c);
+    slot_script_2(c);
+    oml_ckpt whole;
+    checkpoint_sections(c, &whole);
+    omlc_close(c);
+    assert_int_equal(omld_proc_stop(p, SIGTERM, TIMEOUT_MS), 0);
+    omld_proc_cleanup(p);
+
+    for (int how = 0; how < 2; how++) {
+        omld_proc *q = new_proc();
+        assert_int_equal(omld_proc_start(q, SLOT_ARGS, TIMEOUT_MS), 0);
+        c = dial(q);
+        slot_script_1(c);
+        omlc_close(c);
+        /* 0: killed, the log is replayed; 1: stopped, its final checkpoint is
+         * decoded (free slots and generations come from the store codec). */
+        assert_int_equal(omld_proc_stop(q, how ? SIGTERM : SIGKILL, TIMEOUT_MS),
+                         how ? 0 : 128 + SIGKILL);
+        assert_int_equal(omld_proc_restart(q, SLOT_ARGS, TIMEOUT_MS), 0);
+        c = dial(q);
+        assert_int_equal(status_items(c), 10);
+        slot_script_2(c);
+        oml_ckpt ck;
+        checkpoint_sections(c, &ck);
+        expect_same_state(&whole, &ck, how ? "stopped and restarted" : "killed and replayed");
+        oml_ckpt_free(&ck);
+        omlc_close(c);
+        assert_int_equal(omld_proc_stop(q, SIGTERM, TIMEOUT_MS), 0);
+        omld_proc_cleanup(q);
+    }
+    oml_ckpt_free(&whole);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -527,6 +677,7 @@ int main(void)
         cmocka_unit_test_teardown(test_huge_features_refused, teardown),
         cmocka_unit_test_teardown(test_poisoning_is_not_served_nor_replayed, teardown),
         cmocka_unit_test_teardown(test_unread_answers_are_bounded, teardown),
+        cmocka_unit_test_teardown(test_deleted_slots_are_reused, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -104,16 +104,73 @@ static void test_delete_and_reput(void **state)
     assert_string_equal(oml_store_id(s, s0, &len), "item");
     assert_memory_equal(oml_store_features(s, s0), x, sizeof x);
 
+    /* The delete made a new generation of the slot. */
+    assert_int_equal(oml_store_generation(s, s0), 1);
+    assert_false(oml_store_slot_is(s, s0, 0));
+
+    /* The re-put takes the free slot (the lowest one) back. */
     assert_int_equal(put(s, "item", y, NULL, &s1), OML_OK);
-    assert_int_not_equal(s1, s0);
-    assert_int_equal(s1, 1);
+    assert_int_equal(s1, s0);
     assert_true(oml_store_is_live(s, s1));
     assert_int_equal(oml_store_find(s, "item", 4, &f), OML_OK);
     assert_int_equal(f, s1);
     assert_int_equal(oml_store_count(s), 1);
-    assert_int_equal(oml_store_slots(s), 2);
-    assert_memory_equal(oml_store_features(s, s0), x, sizeof x);
+    assert_int_equal(oml_store_slots(s), 1);
     assert_memory_equal(oml_store_features(s, s1), y, sizeof y);
+    assert_int_equal(oml_store_label(s, s1), OML_LABEL_NONE);
+    assert_int_equal(oml_store_generation(s, s1), 1);
+    assert_true(oml_store_slot_is(s, s1, 1));
+    assert_false(oml_store_slot_is(s, s1, 0)); /* a holder of (0, 0) sees it is gone */
+    oml_store_destroy(s);
+}
+
+/* max_items bounds the live items: deleted slots are reused, lowest first,
+ * and a slot holder can tell a reused slot by its generation. */
+static void test_slot_reuse(void **state)
+{
+    (void)state;
+    oml_store *s;
+    assert_int_equal(oml_store_create(&s, DIM, 10), OML_OK);
+    float x[DIM];
+    char id[16];
+    uint32_t slot;
+    for (int round = 0; round < 5; round++) {
+        for (int i = 0; i < 10; i++) {
+            fill(x, (float)(round * 10 + i));
+            snprintf(id, sizeof id, "r%d-%d", round, i);
+            assert_int_equal(put(s, id, x, NULL, &slot), OML_OK);
+            assert_int_equal(slot, (uint32_t)i);
+            assert_int_equal(oml_store_generation(s, slot), (uint32_t)round);
+        }
+        snprintf(id, sizeof id, "one-more");
+        assert_int_equal(put(s, id, x, NULL, NULL), OML_EFULL);
+        for (int i = 0; i < 10; i++) {
+            snprintf(id, sizeof id, "r%d-%d", round, i);
+            assert_int_equal(oml_store_delete(s, id, strlen(id)), OML_OK);
+        }
+        assert_int_equal(oml_store_count(s), 0);
+        assert_int_equal(oml_store_slots(s), 10);
+    }
+    /* Lowest free first, whatever the order of the deletes. */
+    for (int i = 0; i < 10; i++) {
+        snprintf(id, sizeof id, "k%d", i);
+        assert_int_equal(put(s, id, x, NULL, &slot), OML_OK);
+    }
+    const int order[4] = {7, 2, 9, 4};
+    for (int i = 0; i < 4; i++) {
+        snprintf(id, sizeof id, "k%d", order[i]);
+        assert_int_equal(oml_store_delete(s, id, strlen(id)), OML_OK);
+    }
+    const uint32_t want[4] = {2, 4, 7, 9};
+    for (int i = 0; i < 4; i++) {
+        snprintf(id, sizeof id, "n%d", i);
+        assert_int_equal(put(s, id, x, NULL, &slot), OML_OK);
+        assert_int_equal(slot, want[i]);
+        assert_int_equal(oml_store_generation(s, slot), 6);
+        size_t len;
+        assert_string_equal(oml_store_id(s, slot, &len), id);
+    }
+    assert_int_equal(put(s, "full", x, NULL, NULL), OML_EFULL);
     oml_store_destroy(s);
 }
 
@@ -230,10 +287,11 @@ static void test_capacity(void **state)
     assert_int_equal(d.code, OML_EFULL);
     /* Overwrites still work when full. */
     assert_int_equal(put(s, "b", x, "lab", NULL), OML_OK);
-    /* Tombstones count against the bound. */
+    /* Deleted items do not count against the bound: their slots are reused. */
     assert_int_equal(oml_store_delete(s, "a", 1), OML_OK);
-    assert_int_equal(put(s, "a", x, NULL, NULL), OML_EFULL);
-    assert_int_equal(oml_store_count(s), 2);
+    assert_int_equal(put(s, "d", x, NULL, NULL), OML_OK);
+    assert_int_equal(oml_store_put(s, "a", 1, x, NULL, 0, NULL, &d), OML_EFULL);
+    assert_int_equal(oml_store_count(s), 3);
     assert_int_equal(oml_store_slots(s), 3);
     /* Labels are bounded by max_items too. */
     assert_int_equal(put(s, "b", x, "l2", NULL), OML_OK);
@@ -321,7 +379,16 @@ static void test_many_items(void **state)
         }
     }
     assert_int_equal(oml_store_count(s), N / 2);
-    assert_int_equal(put(s, "one-more", x, NULL, NULL), OML_EFULL);
+    /* The freed half is reused, lowest slot first, then the store is full. */
+    uint32_t slot;
+    assert_int_equal(put(s, "one-more", x, NULL, &slot), OML_OK);
+    assert_int_equal(slot, 0);
+    for (int i = 1; i < N / 2; i++) {
+        int n = snprintf(id, sizeof id, "again-%d", i);
+        assert_int_equal(oml_store_put(s, id, (size_t)n, x, NULL, 0, &slot, NULL), OML_OK);
+        assert_int_equal(slot, (uint32_t)(2 * i));
+    }
+    assert_int_equal(put(s, "full", x, NULL, NULL), OML_EFULL);
     oml_store_destroy(s);
 }
 
@@ -407,6 +474,7 @@ int main(void)
         cmocka_unit_test(test_create_bad_args),
         cmocka_unit_test(test_upsert_and_overwrite),
         cmocka_unit_test(test_delete_and_reput),
+        cmocka_unit_test(test_slot_reuse),
         cmocka_unit_test(test_id_validation),
         cmocka_unit_test(test_utf8),
         cmocka_unit_test(test_nonfinite),
