@@ -31,7 +31,12 @@ enum { REC_PROBE = 0, REC_REQUEST = 1 };
 /* SEC_ROLLBACK (optional): the live learner before the last promote, for
  * Rollback after a restart: u32 name length | the promoted model's name |
  * the learner's model encoding. */
-enum { SEC_MODEL = 1, SEC_STORE = 2, SEC_CLOSURE = 3, SEC_META = 4, SEC_ROLLBACK = 5 };
+/* SEC_COUNTERS: the ingest counters that applying changes (omld_metrics),
+ * so that none goes backwards over a restart: u32 n | n x u64, in the order
+ * of persisted_counter() (later builds may append; a reader takes the ones
+ * it knows). */
+enum { SEC_MODEL = 1, SEC_STORE = 2, SEC_CLOSURE = 3, SEC_META = 4, SEC_ROLLBACK = 5,
+       SEC_COUNTERS = 6 };
 #define META_BYTES 16     /* u64 view version, u64 reserved */
 #define RETRY_NS 5000000000ull
 
@@ -54,6 +59,43 @@ static int fsync_policy(const char *name)
     return strcmp(name, "always") == 0 ? OML_WAL_FSYNC_ALWAYS
            : strcmp(name, "no") == 0   ? OML_WAL_FSYNC_NO
                                        : OML_WAL_FSYNC_EVERYSEC;
+}
+
+/* ------------------------------------------------------------ counters */
+
+#define N_COUNTERS 6
+
+/* The counters apply.c increments (a function of the command sequence, like
+ * the rest of the state), by their position in SEC_COUNTERS. Process
+ * counters (requests, connections, latencies) start at zero with the
+ * process, as Prometheus counters do. */
+static atomic_uint_fast64_t *persisted_counter(omld_metrics *m, int i)
+{
+    switch (i) {
+    case 0: return &m->items_put;
+    case 1: return &m->items_deleted;
+    case 2: return &m->triplets_received;
+    case 3: return &m->triplets_applied;
+    case 4: return &m->pairs_received;
+    default: return &m->derived_triplets;
+    }
+}
+
+/* Reads SEC_COUNTERS into v (the counters it has; the others stay). */
+static void parse_counters(const oml_ckpt_section *sec, uint64_t v[N_COUNTERS])
+{
+    if (sec->len < 4)
+        return;
+    uint32_t n = (uint32_t)sec->data[0] | (uint32_t)sec->data[1] << 8 |
+                 (uint32_t)sec->data[2] << 16 | (uint32_t)sec->data[3] << 24;
+    for (uint32_t i = 0; i < n && i < N_COUNTERS && 4 + 8 * ((size_t)i + 1) <= sec->len; i++)
+        v[i] = get_u64(sec->data + 4 + 8 * i);
+}
+
+static void set_counters(omld_engine *e, const uint64_t v[N_COUNTERS])
+{
+    for (int i = 0; i < N_COUNTERS; i++)
+        atomic_store(persisted_counter(e->metrics, i), v[i]);
 }
 
 /* ------------------------------------------------------------ replay */
@@ -109,6 +151,11 @@ static int load_state(omld_engine *e, char *err, size_t errlen)
     oml_store *store = NULL;
     oml_closure *closure = NULL;
     uint64_t lsn = 0, version = e->version;
+    /* The counters start from the checkpoint's (zero without one); one
+     * written before SEC_COUNTERS existed gives the learner's update count
+     * at least. The replay below adds what came after. */
+    uint64_t counters[N_COUNTERS] = {0};
+    int counters_known = rc != OML_OK;
     if (rc == OML_EEMPTY) {
         free(e->rb_buf);
         e->rb_buf = NULL;
@@ -146,6 +193,11 @@ static int load_state(omld_engine *e, char *err, size_t errlen)
             rc = oml_closure_decode(&closure, c->data, c->len, &d);
         lsn = ck.lsn;
         version = get_u64(meta->data);
+        const oml_ckpt_section *cs = oml_ckpt_find(&ck, SEC_COUNTERS);
+        if (cs) {
+            parse_counters(cs, counters);
+            counters_known = 1;
+        }
         const oml_ckpt_section *rb = oml_ckpt_find(&ck, SEC_ROLLBACK);
         free(e->rb_buf);
         e->rb_buf = NULL;
@@ -201,6 +253,9 @@ static int load_state(omld_engine *e, char *err, size_t errlen)
     e->ckpt_lsn = lsn;
     e->version = version > e->version ? version : e->version;
     atomic_store(&e->queued_triplets, 0);
+    if (!counters_known)
+        counters[3] = e->learner->stats.updates; /* triplets_applied */
+    set_counters(e, counters);
 
     /* Replay the log after the checkpoint. */
     char wal_dir[OMLD_STR_MAX + 8];
@@ -348,11 +403,17 @@ int omld_persist_checkpoint(omld_engine *e, char *path, size_t path_cap, uint64_
             memcpy(rbs + 4 + nl, e->rb_buf, e->rb_len);
         }
     }
+    uint8_t counters[4 + 8 * N_COUNTERS];
+    counters[0] = N_COUNTERS;
+    counters[1] = counters[2] = counters[3] = 0;
+    for (int i = 0; i < N_COUNTERS; i++)
+        put_u64(counters + 4 + 8 * i, atomic_load(persisted_counter(e->metrics, i)));
     if (rc == OML_OK) {
-        oml_ckpt_section s[5] = {{SEC_MODEL, model, nm}, {SEC_STORE, store, ns},
+        oml_ckpt_section s[6] = {{SEC_MODEL, model, nm}, {SEC_STORE, store, ns},
                                  {SEC_CLOSURE, closure, nc}, {SEC_META, meta, META_BYTES},
+                                 {SEC_COUNTERS, counters, sizeof counters},
                                  {SEC_ROLLBACK, rbs, nr}};
-        rc = oml_ckpt_write(e->opts.data_dir, lsn, s, rbs ? 5 : 4, 2, path, path_cap, bytes, d);
+        rc = oml_ckpt_write(e->opts.data_dir, lsn, s, rbs ? 6 : 5, 2, path, path_cap, bytes, d);
     } else {
         oml_diag_set(d, rc, "checkpoint", "cannot encode the state: %s", oml_strerror(rc));
     }

@@ -11,6 +11,7 @@
  *     max_conn_output_bytes; repeated ids in GetItems are refused.
  *   - deleted items free their slot (max_items = live items), a reused slot
  *     inherits no closure fact, and restarts stay bit-identical.
+ *   - every ingest counter is the same after a restart.
  */
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -668,6 +669,89 @@ static void test_deleted_slots_are_reused(void **state)
     oml_ckpt_free(&whole);
 }
 
+/* ------------------------------------------------------------ 5. counters survive a restart */
+
+/* One counter of the "ingest" object of GET /status. */
+static uint64_t ingest_counter(const omld_proc *p, const char *name)
+{
+    char *body = NULL;
+    size_t len = 0;
+    assert_int_equal(omld_http_get(p->http, "/status", &body, &len), 200);
+    const char *in = strstr(body, "\"ingest\":");
+    assert_non_null(in);
+    char key[64];
+    snprintf(key, sizeof key, "\"%s\":", name);
+    const char *at = strstr(in, key);
+    assert_non_null(at);
+    uint64_t v = strtoull(at + strlen(key), NULL, 10);
+    free(body);
+    return v;
+}
+
+#define N_INGEST 6
+static const char *const INGEST[N_INGEST] = {"items_put", "items_deleted", "triplets_received",
+                                             "triplets_applied", "pairs_received",
+                                             "derived_triplets"};
+
+static void snapshot_counters(const omld_proc *p, omlc *c, uint64_t *v)
+{
+    for (int i = 0; i < N_INGEST; i++)
+        v[i] = ingest_counter(p, INGEST[i]);
+    Omld__Response *r = NULL;
+    Omld__StatusResponse *st = status(c, &r);
+    v[N_INGEST] = st->triplets_received;
+    v[N_INGEST + 1] = st->triplets_applied;
+    v[N_INGEST + 2] = st->items;
+    omld__response__free_unpacked(r, NULL);
+}
+
+/* Every ingest counter (and Status.triplets_received, which fell below
+ * triplets_applied) is the same after a restart, killed (checkpoint + log
+ * replay) or stopped (checkpoint only), as before it. */
+static void test_counters_survive_restart(void **state)
+{
+    omld_proc *p = new_proc();
+    assert_int_equal(omld_proc_start(p, ARGS, TIMEOUT_MS), 0);
+    omlc *c = dial(p);
+    omlc_error err;
+    Omld__Response *r = NULL;
+    assert_int_equal(put_n(c, "k", 0, 40, &err), 0);
+    pair(c, "k0", "k1", 1, 0);
+    pair(c, "k1", "k2", 0, 0);
+    triplets(c, "k", 8);
+    assert_int_equal(omlc_checkpoint(c, &r, &err), 0);
+    omld__response__free_unpacked(r, NULL);
+    /* After the checkpoint: only in the log. */
+    assert_int_equal(put_n(c, "k", 40, 10, &err), 0);
+    triplets(c, "k", 5);
+    pair(c, "k3", "k4", 1, 0);
+    const char *gone[2] = {"k8", "k9"};
+    assert_int_equal(omlc_delete_items(c, gone, 2, 0, NULL, &err), 0);
+    uint64_t before[N_INGEST + 3];
+    snapshot_counters(p, c, before);
+    assert_true(before[2] == 13 && before[0] == 50 && before[1] == 2);
+    omlc_close(c);
+
+    for (int how = 0; how < 2; how++) {
+        assert_int_equal(omld_proc_stop(p, how ? SIGTERM : SIGKILL, TIMEOUT_MS),
+                         how ? 0 : 128 + SIGKILL);
+        assert_int_equal(omld_proc_restart(p, ARGS, TIMEOUT_MS), 0);
+        c = dial(p);
+        uint64_t after[N_INGEST + 3];
+        snapshot_counters(p, c, after);
+        for (int i = 0; i < N_INGEST + 3; i++)
+            if (after[i] != before[i])
+                fail_msg("%s after a %s restart: %llu, before it %llu",
+                         i < N_INGEST ? INGEST[i] : i == N_INGEST ? "Status.triplets_received"
+                         : i == N_INGEST + 1 ? "Status.triplets_applied" : "Status.items",
+                         how ? "clean" : "SIGKILL", (unsigned long long)after[i],
+                         (unsigned long long)before[i]);
+        omlc_close(c);
+    }
+    assert_int_equal(omld_proc_stop(p, SIGTERM, TIMEOUT_MS), 0);
+    omld_proc_cleanup(p);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -678,6 +762,7 @@ int main(void)
         cmocka_unit_test_teardown(test_poisoning_is_not_served_nor_replayed, teardown),
         cmocka_unit_test_teardown(test_unread_answers_are_bounded, teardown),
         cmocka_unit_test_teardown(test_deleted_slots_are_reused, teardown),
+        cmocka_unit_test_teardown(test_counters_survive_restart, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
