@@ -12,6 +12,7 @@
  *   - deleted items free their slot (max_items = live items), a reused slot
  *     inherits no closure fact, and restarts stay bit-identical.
  *   - every ingest counter is the same after a restart.
+ *   - HTTP connections held open cannot lock /livez and /readyz out.
  */
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -752,6 +753,50 @@ static void test_counters_survive_restart(void **state)
     omld_proc_cleanup(p);
 }
 
+/* ------------------------------------------------------------ 6. probes cannot be locked out */
+
+#define HELD 80
+
+/* 80 HTTP connections (more than the 64 the endpoint keeps) that each sent
+ * one byte of a request and then nothing: /livez and /readyz still answer
+ * 200 at once (the connection idle longest gives up its place), and so does
+ * the RPC Health. */
+static void test_probes_not_locked_out(void **state)
+{
+    omld_proc *p = new_proc();
+    assert_int_equal(omld_proc_start(p, ARGS, TIMEOUT_MS), 0);
+    int fds[HELD];
+    for (int i = 0; i < HELD; i++) {
+        fds[i] = dial_raw(p->http);
+        assert_int_equal(send(fds[i], "G", 1, MSG_NOSIGNAL), 1);
+    }
+    sleep_ms(300);
+    for (int round = 0; round < 3; round++) {
+        char *body = NULL;
+        size_t len = 0;
+        int code = omld_http_get(p->http, round == 1 ? "/readyz" : "/livez", &body, &len);
+        if (code != 200)
+            fail_msg("with %d held connections %s answered %d", HELD,
+                     round == 1 ? "/readyz" : "/livez", code);
+        free(body);
+        /* A holder that keeps coming back does not change that. */
+        int more = dial_raw(p->http);
+        assert_int_equal(send(more, "G", 1, MSG_NOSIGNAL), 1);
+        close(fds[round]);
+        fds[round] = more;
+    }
+    omlc *c = dial(p);
+    int live = 0, ready = 0, draining = 0;
+    omlc_error err;
+    assert_int_equal(omlc_health(c, &live, &ready, &draining, &err), 0);
+    assert_true(live && ready);
+    omlc_close(c);
+    for (int i = 0; i < HELD; i++)
+        close(fds[i]);
+    assert_int_equal(omld_proc_stop(p, SIGTERM, TIMEOUT_MS), 0);
+    omld_proc_cleanup(p);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -763,6 +808,7 @@ int main(void)
         cmocka_unit_test_teardown(test_unread_answers_are_bounded, teardown),
         cmocka_unit_test_teardown(test_deleted_slots_are_reused, teardown),
         cmocka_unit_test_teardown(test_counters_survive_restart, teardown),
+        cmocka_unit_test_teardown(test_probes_not_locked_out, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
