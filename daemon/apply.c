@@ -132,6 +132,28 @@ static int apply_triplets(omld_engine *e, const Omld__AddTripletsRequest *rq, om
             }
             e->rows[3 * i + (size_t)j] = x;
         }
+        /* The negative is another item than the anchor and the positive:
+         * validation refused the same id and equal inline vectors; here an
+         * inline vector equal to the stored item it is paired with, and
+         * (replayed logs from before that check) the same stored item. */
+        for (int j = 0; j < 2; j++) {
+            const float *x = e->rows[3 * i + (size_t)j], *neg = e->rows[3 * i + 2];
+            int same = x == neg;
+            if (!same && refs[j]->ref_case != refs[2]->ref_case) {
+                same = 1;
+                for (int32_t k = 0; k < oml_store_dim(e->store) && same; k++)
+                    same = x[k] == neg[k];
+            }
+            if (same) {
+                char field[96];
+                snprintf(field, sizeof field, "add_triplets.triplets[%zu].negative", i);
+                omld_reply_error(r, OMLD__STATUS__CODE__INVALID_ARGUMENT, field,
+                                 "the negative is the same item as the %s; a triplet needs a "
+                                 "negative that is another item", member[j]);
+                atomic_fetch_sub(&e->queued_triplets, n);
+                return 0;
+            }
+        }
     }
     omld_count(&e->metrics->triplets_received, n);
     prepare_model(e);

@@ -79,7 +79,7 @@ struct omld_engine {
     uint64_t replayed;          /* records replayed by the last recovery */
     int read_only;              /* the log cannot be written: refuse changes */
     uint64_t read_only_since;
-    char read_only_why[160];
+    char read_only_why[512];
 
     /* batch models: the registry (thread-safe; created after recovery) and
      * what Promote / Rollback need (engine thread only) */

@@ -270,7 +270,7 @@ static void on_signal(uv_signal_t *h, int signum)
  * never the secrets. 0 or -1. */
 static int load_tokens(omld_main *m)
 {
-    char err[512];
+    char err[1536];
     if (omld_tokens_load(&m->cfg, &m->tokens, err, sizeof err) != 0) {
         LOG_ERROR("main", "%s", err);
         return -1;
@@ -296,7 +296,7 @@ static int load_tokens(omld_main *m)
 
 static int start(omld_main *m)
 {
-    char err[512];
+    char err[1536];
     if (load_tokens(m) != 0)
         return -1;
     /* Every listener is bound before the engine recovers data_dir: a busy
@@ -400,7 +400,7 @@ int main(int argc, char **argv)
         return 1;
     }
     m->start_ns = omld_now_ns();
-    char err[512];
+    char err[1536];
     int help = 0, print = 0;
     omld_config_defaults(&m->cfg);
     if (omld_config_parse_args(&m->cfg, argc, argv, &help, &print, err, sizeof err) != 0) {
@@ -409,8 +409,7 @@ int main(int argc, char **argv)
         return 2;
     }
     if (help) {
-        printf("usage: omld [--config FILE] [--name VALUE ...] [--help] [--print-config]\n\n");
-        omld_config_print_help(stdout);
+        omld_config_print_help(stdout); /* starts with the one usage line */
         free(m);
         return 0;
     }

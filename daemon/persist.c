@@ -260,18 +260,29 @@ static int load_state(omld_engine *e, char *err, size_t errlen)
     /* Replay the log after the checkpoint. */
     char wal_dir[OMLD_STR_MAX + 8];
     snprintf(wal_dir, sizeof wal_dir, "%s/wal", dir);
-    oml_wal_options wo = {.after_lsn = lsn, .fsync = fsync_policy(e->opts.fsync)};
+    oml_wal_options wo = {.after_lsn = lsn, .fsync = fsync_policy(e->opts.fsync),
+                          .salvage = e->opts.wal_salvage != 0};
     oml_wal_recovery rep = {0};
     oml_wal_close(e->wal, NULL);
     e->wal = NULL;
     e->replayed = 0;
     rc = oml_wal_open(&e->wal, wal_dir, &wo, replay_record, e, &rep, &d);
     if (rc != OML_OK) {
-        snprintf(err, errlen, "cannot recover the write-ahead log in %s: %s", wal_dir,
-                 d.msg[0] ? d.msg : oml_strerror(rc));
+        int damaged = rc == OML_EFORMAT && rep.cut_segment[0] && !wo.salvage;
+        snprintf(err, errlen, "cannot recover the write-ahead log in %s: %s%s", wal_dir,
+                 d.msg[0] ? d.msg : oml_strerror(rc),
+                 damaged ? ". To start from the records before the damage instead, start omld "
+                           "once with --wal_salvage 1 (the log is cut there and the records "
+                           "after it are lost, later segments kept as *.corrupt; copy data_dir "
+                           "first)" : "");
         return -1;
     }
-    if (rep.torn)
+    if (rep.salvaged)
+        LOG_WARN("persist", "write-ahead log salvaged (wal_salvage): cut at %s offset %" PRIu64
+                 " (LSN %" PRIu64 ", %s); %" PRIu64 " bytes after it set aside as *.corrupt. "
+                 "Remove wal_salvage from the options now", rep.cut_segment, rep.cut_offset,
+                 rep.cut_lsn, rep.reason, rep.bytes_dropped);
+    else if (rep.torn)
         LOG_WARN("persist", "write-ahead log: cut a torn tail at %s offset %" PRIu64
                  " (%s, %" PRIu64 " bytes dropped): those writes were never acknowledged",
                  rep.cut_segment, rep.cut_offset, rep.reason, rep.bytes_dropped);
@@ -322,7 +333,7 @@ void omld_persist_rollback(omld_engine *e, const char *why)
     snprintf(e->read_only_why, sizeof e->read_only_why, "%s", why);
     e->read_only = 1;
     e->read_only_since = omld_now_ns();
-    char err[512];
+    char err[1536];
     if (load_state(e, err, sizeof err) != 0) {
         /* The durable state is unreadable now: nothing safe to serve writes
          * from. Reads keep using the last published view. */

@@ -13,6 +13,8 @@
  *     inherits no closure fact, and restarts stay bit-identical.
  *   - every ingest counter is the same after a restart.
  *   - HTTP connections held open cannot lock /livez and /readyz out.
+ *   - small things: one usage line; a triplet's negative must be another
+ *     item; a damaged log's message is whole and names wal_salvage.
  */
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -797,6 +799,101 @@ static void test_probes_not_locked_out(void **state)
     omld_proc_cleanup(p);
 }
 
+/* ------------------------------------------------------------ 7. small things */
+
+/* omld --help prints one usage line. */
+static void test_help_has_one_usage_line(void **state)
+{
+    FILE *f = popen(OMLD_BIN " --help", "r");
+    assert_non_null(f);
+    char line[512];
+    int usage = 0, lines = 0;
+    while (fgets(line, sizeof line, f)) {
+        lines++;
+        usage += strncmp(line, "usage:", 6) == 0;
+    }
+    assert_int_equal(pclose(f), 0);
+    assert_int_equal(usage, 1);
+    assert_true(lines > 20);
+}
+
+/* A triplet whose negative is its anchor or positive is refused by name:
+ * the same id, equal inline vectors, or an inline vector equal to the
+ * stored item it is set against. Nothing is learned. */
+static void test_triplet_negative_must_differ(void **state)
+{
+    omld_proc *p = new_proc();
+    assert_int_equal(omld_proc_start(p, ARGS, TIMEOUT_MS), 0);
+    omlc *c = dial(p);
+    omlc_error err;
+    assert_int_equal(put_n(c, "t", 0, 6, &err), 0);
+    float x1[DIM], y[DIM];
+    vec(x1, 1); /* t1's features */
+    memcpy(y, x1, sizeof y);
+    omlc_triplet bad[4] = {
+        {{"t0", NULL, 0}, {"t2", NULL, 0}, {"t0", NULL, 0}},       /* a == n */
+        {{"t0", NULL, 0}, {"t2", NULL, 0}, {"t2", NULL, 0}},       /* p == n */
+        {{"t0", NULL, 0}, {NULL, x1, DIM}, {NULL, y, DIM}},        /* equal vectors */
+        {{"t0", NULL, 0}, {"t1", NULL, 0}, {NULL, y, DIM}},        /* t1 inline */
+    };
+    for (int i = 0; i < 4; i++) {
+        omlc_triplet t[2] = {{{"t3", NULL, 0}, {"t4", NULL, 0}, {"t5", NULL, 0}}, bad[i]};
+        assert_int_equal(omlc_add_triplets(c, t, 2, NULL, NULL, &err), 1 /* INVALID_ARGUMENT */);
+        assert_string_equal(err.field, "add_triplets.triplets[1].negative");
+        assert_non_null(strstr(err.message, "same item"));
+    }
+    Omld__Response *r = NULL;
+    assert_int_equal(status(c, &r)->triplets_applied, 0);
+    omld__response__free_unpacked(r, NULL);
+    y[2] += 0.5f; /* another point: fine */
+    assert_int_equal(omlc_add_triplets(c, &bad[3], 1, NULL, NULL, &err), 0);
+    omlc_close(c);
+    assert_int_equal(omld_proc_stop(p, SIGTERM, TIMEOUT_MS), 0);
+    omld_proc_cleanup(p);
+}
+
+/* A log damaged in the middle stops the start with the whole message (it
+ * was cut at 160 bytes) and a hint naming the option that exists,
+ * wal_salvage; with it, omld starts from the records before the damage. */
+static void test_damaged_log_message_and_salvage(void **state)
+{
+    omld_proc *p = new_proc();
+    assert_int_equal(omld_proc_start(p, ARGS, TIMEOUT_MS), 0);
+    omlc *c = dial(p);
+    omlc_error err;
+    for (int b = 0; b < 20; b++)
+        assert_int_equal(put_n(c, "w", 5 * b, 5, &err), 0);
+    omlc_close(c);
+    assert_int_equal(omld_proc_stop(p, SIGKILL, TIMEOUT_MS), 128 + SIGKILL);
+    /* One byte in the middle of the only segment: later records are valid. */
+    char cmd[700];
+    snprintf(cmd, sizeof cmd,
+             "cd %s/wal && f=$(ls wal-*.log | head -1) && size=$(stat -c %%s $f) && "
+             "printf '\\377' | dd of=$f bs=1 seek=$((size / 2)) conv=notrunc status=none",
+             p->dir);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(omld_proc_restart(p, ARGS, 5000), -1);
+    assert_true(log_has(p, "WAL damaged in the middle.*HINT: restore it from a backup.*"
+                           "start omld once with --wal_salvage 1.*copy data_dir first)"));
+    assert_false(log_has(p, "open with salvage"));
+
+    const char *args[16];
+    int n = 0;
+    for (; ARGS[n]; n++)
+        args[n] = ARGS[n];
+    args[n++] = "--wal_salvage=1";
+    args[n] = NULL;
+    assert_int_equal(omld_proc_restart(p, args, TIMEOUT_MS), 0);
+    assert_true(log_has(p, "write-ahead log salvaged"));
+    c = dial(p);
+    uint64_t items = status_items(c);
+    printf("    salvaged: %llu of 100 items\n", (unsigned long long)items);
+    assert_true(items > 0 && items < 100 && items % 5 == 0);
+    omlc_close(c);
+    assert_int_equal(omld_proc_stop(p, SIGTERM, TIMEOUT_MS), 0);
+    omld_proc_cleanup(p);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -809,6 +906,9 @@ int main(void)
         cmocka_unit_test_teardown(test_deleted_slots_are_reused, teardown),
         cmocka_unit_test_teardown(test_counters_survive_restart, teardown),
         cmocka_unit_test_teardown(test_probes_not_locked_out, teardown),
+        cmocka_unit_test_teardown(test_help_has_one_usage_line, teardown),
+        cmocka_unit_test_teardown(test_triplet_negative_must_differ, teardown),
+        cmocka_unit_test_teardown(test_damaged_log_message_and_salvage, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
