@@ -468,6 +468,102 @@ static void test_idmap_churn(void **state)
     oml_idmap_free(&e);
 }
 
+/* SipHash-2-4 against the reference vectors (Aumasson and Bernstein,
+ * the reference implementation's vectors.h): key 00..0f, message 00..n-1
+ * for n = 0..63, output as a little-endian u64. */
+static const uint64_t SIP64[64] = {
+    0x726fdb47dd0e0e31ULL, 0x74f839c593dc67fdULL, 0x0d6c8009d9a94f5aULL,
+    0x85676696d7fb7e2dULL, 0xcf2794e0277187b7ULL, 0x18765564cd99a68dULL,
+    0xcbc9466e58fee3ceULL, 0xab0200f58b01d137ULL, 0x93f5f5799a932462ULL,
+    0x9e0082df0ba9e4b0ULL, 0x7a5dbbc594ddb9f3ULL, 0xf4b32f46226bada7ULL,
+    0x751e8fbc860ee5fbULL, 0x14ea5627c0843d90ULL, 0xf723ca908e7af2eeULL,
+    0xa129ca6149be45e5ULL, 0x3f2acc7f57c29bdbULL, 0x699ae9f52cbe4794ULL,
+    0x4bc1b3f0968dd39cULL, 0xbb6dc91da77961bdULL, 0xbed65cf21aa2ee98ULL,
+    0xd0f2cbb02e3b67c7ULL, 0x93536795e3a33e88ULL, 0xa80c038ccd5ccec8ULL,
+    0xb8ad50c6f649af94ULL, 0xbce192de8a85b8eaULL, 0x17d835b85bbb15f3ULL,
+    0x2f2e6163076bcfadULL, 0xde4daaaca71dc9a5ULL, 0xa6a2506687956571ULL,
+    0xad87a3535c49ef28ULL, 0x32d892fad841c342ULL, 0x7127512f72f27cceULL,
+    0xa7f32346f95978e3ULL, 0x12e0b01abb051238ULL, 0x15e034d40fa197aeULL,
+    0x314dffbe0815a3b4ULL, 0x027990f029623981ULL, 0xcadcd4e59ef40c4dULL,
+    0x9abfd8766a33735cULL, 0x0e3ea96b5304a7d0ULL, 0xad0c42d6fc585992ULL,
+    0x187306c89bc215a9ULL, 0xd4a60abcf3792b95ULL, 0xf935451de4f21df2ULL,
+    0xa9538f0419755787ULL, 0xdb9acddff56ca510ULL, 0xd06c98cd5c0975ebULL,
+    0xe612a3cb9ecba951ULL, 0xc766e62cfcadaf96ULL, 0xee64435a9752fe72ULL,
+    0xa192d576b245165aULL, 0x0a8787bf8ecb74b2ULL, 0x81b3e73d20b49b6fULL,
+    0x7fa8220ba3b2eceaULL, 0x245731c13ca42499ULL, 0xb78dbfaf3a8d83bdULL,
+    0xea1ad565322a1a0bULL, 0x60e61c23a3795013ULL, 0x6606d7e446282b93ULL,
+    0x6ca4ecb15c5f91e1ULL, 0x9f626da15c9625f3ULL, 0xe51b38608ef25f57ULL,
+    0x958a324ceb064572ULL,
+};
+
+static void test_siphash_vectors(void **state)
+{
+    (void)state;
+    uint8_t key[16], msg[64];
+    for (int i = 0; i < 16; i++)
+        key[i] = (uint8_t)i;
+    for (int i = 0; i < 64; i++)
+        msg[i] = (uint8_t)i;
+    for (size_t n = 0; n < 64; n++) {
+        uint64_t h = oml_siphash24(key, msg, n);
+        if (h != SIP64[n])
+            fail_msg("SipHash-2-4 of %zu bytes: %016llx, want %016llx", n,
+                     (unsigned long long)h, (unsigned long long)SIP64[n]);
+    }
+}
+
+/* The same ops under two keys. */
+static void store_ops(oml_store *s)
+{
+    float x[DIM];
+    char id[32], lab[8];
+    for (int i = 0; i < 300; i++) {
+        snprintf(id, sizeof id, "id-%d", (i * 37) % 200);
+        snprintf(lab, sizeof lab, "L%d", i % 7);
+        fill(x, (float)i);
+        if (i % 5 == 4)
+            (void)oml_store_delete(s, id, strlen(id));
+        else
+            assert_int_equal(put(s, id, x, i % 3 ? lab : NULL, NULL), OML_OK);
+    }
+}
+
+/* The id map is keyed (the same id hashes differently under two keys), and
+ * nothing persisted depends on the key: the same operations under two keys
+ * encode to the same bytes (the checkpoint bit-identity depends on it). */
+static void test_keyed_hash_changes_nothing_persisted(void **state)
+{
+    (void)state;
+    uint8_t ka[16], kb[16];
+    for (int i = 0; i < 16; i++) {
+        ka[i] = (uint8_t)(i * 17 + 1);
+        kb[i] = (uint8_t)(255 - i * 3);
+    }
+    uint8_t *bytes[2];
+    size_t len[2];
+    uint32_t hash[2] = {0, 0};
+    for (int k = 0; k < 2; k++) {
+        oml_idmap_set_key(k ? kb : ka);
+        oml_idmap m;
+        oml_idmap_init(&m);
+        assert_int_equal(oml_idmap_put(&m, "same id", 7, 1), OML_OK);
+        for (uint32_t i = 0; i < m._cap; i++)
+            if (m._tab[i].key != NULL)
+                hash[k] = m._tab[i].hash;
+        oml_idmap_free(&m);
+        oml_store *s;
+        assert_int_equal(oml_store_create(&s, DIM, 1000), OML_OK);
+        store_ops(s);
+        assert_int_equal(oml_store_encode(s, &bytes[k], &len[k]), OML_OK);
+        oml_store_destroy(s);
+    }
+    assert_int_not_equal(hash[0], hash[1]);
+    assert_int_equal(len[0], len[1]);
+    assert_memory_equal(bytes[0], bytes[1], len[0]);
+    free(bytes[0]);
+    free(bytes[1]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -482,6 +578,8 @@ int main(void)
         cmocka_unit_test(test_label_interning),
         cmocka_unit_test(test_many_items),
         cmocka_unit_test(test_idmap_churn),
+        cmocka_unit_test(test_siphash_vectors),
+        cmocka_unit_test(test_keyed_hash_changes_nothing_persisted),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
