@@ -402,6 +402,12 @@ int main(int argc, char **argv)
     m->start_ns = omld_now_ns();
     char err[1536];
     int help = 0, print = 0;
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--version") == 0) {
+            printf("omld %s\n", OMLD_VERSION);
+            free(m);
+            return 0;
+        }
     omld_config_defaults(&m->cfg);
     if (omld_config_parse_args(&m->cfg, argc, argv, &help, &print, err, sizeof err) != 0) {
         fprintf(stderr, "omld: %s\n", err);

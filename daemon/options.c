@@ -440,7 +440,8 @@ static void print_value(FILE *f, const omld_option *o, const omld_config *c)
 
 void omld_config_print_help(FILE *f)
 {
-    fprintf(f, "usage: omld [--config FILE] [--NAME VALUE ...] [--print-config] [--help]\n\n"
+    fprintf(f, "usage: omld [--config FILE] [--NAME VALUE ...] [--print-config] [--help] "
+               "[--version]\n\n"
                "Options (also accepted as `name = value` lines in the config file):\n");
     for (const omld_option *o = omld_options; o->name; o++) {
         char bounds[80] = "";
