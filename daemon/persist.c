@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "checkpoint.h"
 #include "engine_int.h"
@@ -52,6 +53,13 @@ static uint64_t get_u64(const uint8_t *p)
     for (int i = 7; i >= 0; i--)
         v = v << 8 | p[i];
     return v;
+}
+
+static uint64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
 static int fsync_policy(const char *name)
@@ -157,6 +165,7 @@ static int load_state(omld_engine *e, char *err, size_t errlen)
     uint64_t counters[N_COUNTERS] = {0};
     int counters_known = rc != OML_OK;
     if (rc == OML_EEMPTY) {
+        e->ckpt_unix_ms = 0;
         free(e->rb_buf);
         e->rb_buf = NULL;
         e->rb_len = 0;
@@ -220,6 +229,10 @@ static int load_state(omld_engine *e, char *err, size_t errlen)
         LOG_INFO("persist", "checkpoint %s: log position %" PRIu64 ", %u items, %" PRIu64
                  " updates", ck.path, lsn, store ? oml_store_count(store) : 0,
                  learner ? learner->stats.updates : 0);
+        struct stat st;
+        e->ckpt_unix_ms = stat(ck.path, &st) == 0 ? (uint64_t)st.st_mtim.tv_sec * 1000u +
+                                                         (uint64_t)st.st_mtim.tv_nsec / 1000000u
+                                                   : wall_ms();
         oml_ckpt_free(&ck);
     }
     if (rc != OML_OK) {
@@ -376,7 +389,22 @@ static int model_finite(const omld_engine *e)
     return 1;
 }
 
+static int checkpoint_write(omld_engine *e, char *path, size_t path_cap, uint64_t *bytes,
+                            oml_diag *d);
+
+/* Writes a checkpoint (checkpoint_write) and counts it, for /metrics. */
 int omld_persist_checkpoint(omld_engine *e, char *path, size_t path_cap, uint64_t *bytes,
+                            oml_diag *d)
+{
+    int rc = checkpoint_write(e, path, path_cap, bytes, d);
+    if (rc == OML_OK)
+        e->ckpt_written++;
+    else
+        e->ckpt_failed++;
+    return rc;
+}
+
+static int checkpoint_write(omld_engine *e, char *path, size_t path_cap, uint64_t *bytes,
                             oml_diag *d)
 {
     uint64_t t0 = omld_now_ns();
@@ -440,6 +468,8 @@ int omld_persist_checkpoint(omld_engine *e, char *path, size_t path_cap, uint64_
     e->ckpt_lsn = lsn;
     e->records_since_ckpt = 0;
     e->ckpt_ns = omld_now_ns();
+    e->ckpt_dur_ns = e->ckpt_ns - t0;
+    e->ckpt_unix_ms = wall_ms();
     LOG_INFO("persist", "checkpoint at log position %" PRIu64 ": %s (%.1f MB) in %.0f ms", lsn,
              path ? path : "", bytes ? (double)*bytes / 1e6 : 0.0,
              (double)(omld_now_ns() - t0) / 1e6);

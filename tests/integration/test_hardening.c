@@ -15,6 +15,8 @@
  *   - HTTP connections held open cannot lock /livez and /readyz out.
  *   - small things: one usage line; a triplet's negative must be another
  *     item; a damaged log's message is whole and names wal_salvage.
+ *   - /metrics has the log size, the checkpoint's age and duration, the
+ *     read-only flag and the process's memory, descriptors and CPU.
  */
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -894,6 +896,74 @@ static void test_damaged_log_message_and_salvage(void **state)
     omld_proc_cleanup(p);
 }
 
+/* ------------------------------------------------------------ persistence on /metrics */
+
+/* The value of the first sample line that starts with name in GET /metrics,
+ * or -1. */
+static double metric(const omld_proc *p, const char *name)
+{
+    char *body = NULL;
+    size_t len = 0;
+    assert_int_equal(omld_http_get(p->http, "/metrics", &body, &len), 200);
+    double v = -1;
+    size_t n = strlen(name);
+    for (char *line = body; line != NULL && *line; line = strchr(line, '\n')) {
+        if (*line == '\n')
+            line++;
+        if (strncmp(line, name, n) == 0 && line[n] == ' ') {
+            v = strtod(line + n + 1, NULL);
+            break;
+        }
+    }
+    free(body);
+    return v;
+}
+
+/* /metrics says what an orchestrator alerts on: log size, checkpoint age
+ * and duration, checkpoints written and failed, the read-only flag (a full
+ * disk), and the process (memory, descriptors, CPU). */
+static void test_persistence_metrics(void **state)
+{
+    omld_proc *p = new_proc();
+    assert_int_equal(omld_proc_start_fsize(p, ARGS, TIMEOUT_MS, 256 * 1024), 0);
+    omlc *c = dial(p);
+    omlc_error err;
+    assert_int_equal(put_n(c, "m", 0, 50, &err), 0);
+    Omld__Response *r = NULL;
+    assert_int_equal(omlc_checkpoint(c, &r, &err), 0);
+    omld__response__free_unpacked(r, NULL);
+    assert_int_equal(put_n(c, "m", 50, 10, &err), 0);
+    assert_true(metric(p, "omld_wal_bytes") > 1000);
+    assert_true(metric(p, "omld_wal_records_since_checkpoint") == 1);
+    assert_true(metric(p, "omld_checkpoints_written_total") == 1);
+    assert_true(metric(p, "omld_checkpoint_timestamp_seconds") > 1.5e9);
+    double age = metric(p, "omld_checkpoint_age_seconds");
+    assert_true(age >= 0 && age < 60);
+    assert_true(metric(p, "omld_checkpoint_duration_seconds") >= 0);
+    assert_true(metric(p, "omld_read_only") == 0);
+    assert_true(metric(p, "process_resident_memory_bytes") > 1e6);
+    assert_true(metric(p, "process_open_fds") >= 5);
+    assert_true(metric(p, "process_cpu_seconds_total") >= 0);
+    assert_true(metric(p, "process_start_time_seconds") > 1.5e9);
+
+    /* Fill the log's file size limit: the daemon turns read-only. */
+    int rc = 0;
+    for (int b = 0; b < 2000 && rc == 0; b++)
+        rc = put_n(c, "fill", 60 * b, 60, &err);
+    assert_int_not_equal(rc, 0);
+    sleep_ms(100);
+    assert_true(metric(p, "omld_read_only") == 1);
+    char *body = NULL;
+    size_t len = 0;
+    assert_int_equal(omld_http_get(p->http, "/status", &body, &len), 200);
+    assert_non_null(strstr(body, "\"read_only\":true"));
+    assert_non_null(strstr(body, "\"read_only_why\":"));
+    free(body);
+    omlc_close(c);
+    assert_int_equal(omld_proc_stop(p, SIGKILL, TIMEOUT_MS), 128 + SIGKILL);
+    omld_proc_cleanup(p);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -909,6 +979,7 @@ int main(void)
         cmocka_unit_test_teardown(test_help_has_one_usage_line, teardown),
         cmocka_unit_test_teardown(test_triplet_negative_must_differ, teardown),
         cmocka_unit_test_teardown(test_damaged_log_message_and_salvage, teardown),
+        cmocka_unit_test_teardown(test_persistence_metrics, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
