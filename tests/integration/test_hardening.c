@@ -507,7 +507,10 @@ static void test_unread_answers_are_bounded(void **state)
     printf("    %zu of %zu request bytes taken; RSS %ld -> %ld KiB (+%ld)\n", sent, total, base,
            peak, peak - base);
     assert_true(base > 0 && peak > 0);
-    assert_true(peak - base < 48 * 1024); /* 128 answers of ~2 MiB: ~100 MiB and more before */
+    /* 128 answers of ~2 MiB: ~265 MiB before. Under ThreadSanitizer (the
+     * run.sh TSan stage) every byte the daemon touches has shadow too. */
+    long bound = getenv("TSAN_OPTIONS") ? 160 * 1024 : 48 * 1024;
+    assert_true(peak - base < bound);
 
     char *body = NULL;
     size_t len = 0;
