@@ -41,6 +41,7 @@ static const ctl_cmd commands[] = {
 static void usage(FILE *f)
 {
     fprintf(f, "usage: omlctl [--server HOST:PORT|unix:PATH] [--timeout MS] [--token T] <command> [options]\n"
+               "       omlctl --version\n"
                "\n"
                "  --server S     the daemon (default " CTL_DEFAULT_SERVER "); also $OMLCTL_SERVER\n"
                "  --token T      authenticate with token T right after connecting (daemons with\n"
@@ -75,6 +76,10 @@ int main(int argc, char **argv)
         const char *a = argv[i];
         if (ctl_is_help(a)) {
             usage(stdout);
+            return 0;
+        }
+        if (strcmp(a, "--version") == 0) {
+            printf("omlctl %s\n", OML_VERSION);
             return 0;
         }
         if (ctl_common_opt(&g, argc, argv, &i))

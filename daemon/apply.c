@@ -135,9 +135,8 @@ static void learn(omld_engine *e, const float *const *rows, const uint32_t *slot
 
 int omld_rehearse(omld_engine *e, int32_t steps)
 {
-    uint64_t before = e->learner->stats.rehearsed;
+    /* Counted by the learner (stats.rehearsed, in the model file). */
     int taken = oml_replay_rehearse(&e->replay, e->learner, e->store, steps);
-    omld_count(&e->metrics->triplets_rehearsed, e->learner->stats.rehearsed - before);
     e->dirty |= taken > 0;
     return taken;
 }
@@ -158,6 +157,28 @@ static int apply_triplets(omld_engine *e, const Omld__AddTripletsRequest *rq, om
                 return 0;
             }
             e->rows[3 * i + (size_t)j] = x;
+        }
+        /* The negative is another item than the anchor and the positive:
+         * validation refused the same id and equal inline vectors; here an
+         * inline vector equal to the stored item it is paired with, and
+         * (replayed logs from before that check) the same stored item. */
+        for (int j = 0; j < 2; j++) {
+            const float *x = e->rows[3 * i + (size_t)j], *neg = e->rows[3 * i + 2];
+            int same = x == neg;
+            if (!same && refs[j]->ref_case != refs[2]->ref_case) {
+                same = 1;
+                for (int32_t k = 0; k < oml_store_dim(e->store) && same; k++)
+                    same = x[k] == neg[k];
+            }
+            if (same) {
+                char field[96];
+                snprintf(field, sizeof field, "add_triplets.triplets[%zu].negative", i);
+                omld_reply_error(r, OMLD__STATUS__CODE__INVALID_ARGUMENT, field,
+                                 "the negative is the same item as the %s; a triplet needs a "
+                                 "negative that is another item", member[j]);
+                atomic_fetch_sub(&e->queued_triplets, n);
+                return 0;
+            }
         }
     }
     omld_count(&e->metrics->triplets_received, n);
@@ -296,16 +317,16 @@ static int apply_put(omld_engine *e, const Omld__PutItemsRequest *rq, omld_reply
         }
     }
     /* Capacity first, so the batch is all-or-nothing: every new id (not
-     * live now) takes a fresh slot. */
+     * live now) is one more live item (deleted items' slots are reused). */
     uint64_t fresh = 0;
     for (size_t i = 0; i < n; i++) {
         uint32_t s;
         fresh += oml_store_find(e->store, rq->items[i]->id, strlen(rq->items[i]->id), &s) != OML_OK;
     }
-    if (oml_store_slots(e->store) + fresh > (uint64_t)e->opts.max_items) {
+    if (oml_store_count(e->store) + fresh > (uint64_t)e->opts.max_items) {
         omld_reply_error(r, OMLD__STATUS__CODE__RESOURCE_EXHAUSTED, "put_items.items",
-                         "the store is full: %u of max_items %lld slots used, the batch needs %llu "
-                         "more", oml_store_slots(e->store), (long long)e->opts.max_items,
+                         "the store is full: %u of max_items %lld items stored, the batch adds "
+                         "%llu", oml_store_count(e->store), (long long)e->opts.max_items,
                          (unsigned long long)fresh);
         return 0;
     }
@@ -314,7 +335,8 @@ static int apply_put(omld_engine *e, const Omld__PutItemsRequest *rq, omld_reply
     for (size_t i = 0; i < n; i++) {
         const Omld__Item *it = rq->items[i];
         const char *label = it->label_opt_case == OMLD__ITEM__LABEL_OPT_LABEL ? it->label : NULL;
-        uint32_t before = oml_store_slots(e->store);
+        uint32_t at;
+        int existed = oml_store_find(e->store, it->id, strlen(it->id), &at) == OML_OK;
         oml_diag d = {0};
         int rc = oml_store_put(e->store, it->id, strlen(it->id), it->features, label,
                                label ? strlen(label) : 0, NULL, &d);
@@ -328,10 +350,10 @@ static int apply_put(omld_engine *e, const Omld__PutItemsRequest *rq, omld_reply
             e->store_gen += i > 0;
             return i > 0;
         }
-        if (oml_store_slots(e->store) > before)
-            created++;
-        else
+        if (existed)
             replaced++;
+        else
+            created++;
     }
     pthread_rwlock_unlock(&e->lock.rw);
     e->store_gen++;
@@ -365,12 +387,19 @@ static int apply_delete(omld_engine *e, const Omld__DeleteItemsRequest *rq, omld
             }
     uint32_t deleted = 0;
     pthread_rwlock_wrlock(&e->lock.rw);
-    for (size_t i = 0; i < rq->n_ids; i++)
-        if (oml_store_find(e->store, rq->ids[i], strlen(rq->ids[i]), &s) == OML_OK &&
-            oml_store_delete(e->store, rq->ids[i], strlen(rq->ids[i])) == OML_OK) {
-            oml_replay_forget_slot(&e->replay, s); /* no rehearsal about a deleted item */
-            deleted++;
-        }
+    for (size_t i = 0; i < rq->n_ids; i++) {
+        size_t len = strlen(rq->ids[i]);
+        if (oml_store_find(e->store, rq->ids[i], len, &s) != OML_OK)
+            continue;
+        (void)oml_store_delete(e->store, rq->ids[i], len);
+        /* The slot is free for the next new id: every slot holder forgets
+         * it here (store.h, SLOT HOLDERS). The closure: the item leaves its
+         * component and its dissimilar edges, the others keep what it
+         * implied. The rehearsal ring drops the triplets that name it. */
+        (void)oml_closure_remove(e->closure, s);
+        oml_replay_forget_slot(&e->replay, s); /* no rehearsal about a deleted item */
+        deleted++;
+    }
     pthread_rwlock_unlock(&e->lock.rw);
     e->store_gen += deleted > 0;
     omld_count(&e->metrics->items_deleted, deleted);

@@ -167,6 +167,15 @@ static void refresh_stats(omld_engine *e)
     s->items = oml_store_count(e->store);
     s->labels = (uint32_t)oml_store_label_count(e->store);
     oml_closure_get_stats(e->closure, &s->closure);
+    s->wal_bytes = e->wal ? oml_wal_bytes(e->wal) : 0;
+    s->wal_records_since_ckpt = e->records_since_ckpt;
+    s->ckpt_unix_ms = e->ckpt_unix_ms;
+    s->ckpt_duration_ms = e->ckpt_dur_ns / 1000000u;
+    s->ckpt_written = e->ckpt_written;
+    s->ckpt_failed = e->ckpt_failed;
+    s->read_only = e->read_only;
+    snprintf(s->read_only_why, sizeof s->read_only_why, "%.255s",
+             e->read_only ? e->read_only_why : "");
     snprintf(e->stats_rb_name, sizeof e->stats_rb_name, "%s", e->rb_buf ? e->rb_name : "");
     pthread_mutex_unlock(&e->stats_mu);
 }

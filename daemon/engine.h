@@ -62,6 +62,14 @@ typedef struct omld_model_stats {
     uint64_t view_age_ms;             /* since that view's snapshot was taken */
     uint64_t view_items;
     uint64_t view_updates;            /* triplets learned by the view's model */
+    /* persistence (persist.c), as of the last group the learner took */
+    uint64_t wal_bytes;               /* write-ahead log segments on disk */
+    uint64_t wal_records_since_ckpt;  /* log records the newest checkpoint does not hold */
+    uint64_t ckpt_unix_ms;            /* wall clock of the newest checkpoint; 0: none */
+    uint64_t ckpt_duration_ms;        /* how long the last checkpoint written took */
+    uint64_t ckpt_written, ckpt_failed; /* checkpoints written / failed since start */
+    int read_only;                    /* the log cannot be written: changes refused */
+    char read_only_why[256];
 } omld_model_stats;
 
 /* Builds the model configuration from the daemon options (preset + any

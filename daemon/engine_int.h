@@ -79,9 +79,12 @@ struct omld_engine {
     uint64_t records_since_ckpt;
     uint64_t ckpt_ns;
     uint64_t replayed;          /* records replayed by the last recovery */
+    uint64_t ckpt_unix_ms;      /* wall clock of the newest checkpoint (0: none) */
+    uint64_t ckpt_dur_ns;       /* the last one written took */
+    uint64_t ckpt_written, ckpt_failed;
     int read_only;              /* the log cannot be written: refuse changes */
     uint64_t read_only_since;
-    char read_only_why[160];
+    char read_only_why[512];
 
     /* batch models: the registry (thread-safe; created after recovery) and
      * what Promote / Rollback need (engine thread only) */

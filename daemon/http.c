@@ -12,7 +12,12 @@
  * pipelining needs no queue. Bounds: header bytes (8 KiB, enforced by
  * http_parser's own counter, then 431), no bodies (413), at most
  * MAX_CONNS connections, a request must arrive whole within REQUEST_MS and
- * an idle keep-alive connection is closed after IDLE_MS. If the client
+ * an idle keep-alive connection is closed after IDLE_MS. When MAX_CONNS
+ * are open, a new connection is still accepted and the one that has gone
+ * longest without a complete request (since accept or its last answer) is
+ * closed for it: clients holding connections open (a byte each, or idle
+ * keep-alives) cannot lock the probes out, since a probe is answered in
+ * the read that brings its request. If the client
  * does not read its answers, parsing pauses once WRITE_HIGH bytes are
  * queued and resumes (with the unparsed rest of the read) below WRITE_LOW.
  *
@@ -43,6 +48,7 @@
 #include "dashboard.h"
 #include "history.h"
 #include "log.h"
+#include "metrics.h"
 
 #define MAX_HEADER_BYTES 8192
 #define MAX_CONNS 64
@@ -85,6 +91,7 @@ struct http_conn {
     int shut_done;      /* our FIN is out (every answer was written) */
     int paused;         /* parser paused for backpressure */
     int reject;         /* HTTP status decided in a callback (413, 414), 0 if none */
+    uint64_t since_ns;  /* accepted, or its last request answered (eviction order) */
     char *pending;      /* unparsed input held while paused */
     size_t pending_len;
     size_t url_len;
@@ -586,6 +593,7 @@ static int on_message_complete(http_parser *p)
     http_conn *c = p->data;
     int keep_alive = http_should_keep_alive(p) && !c->srv->closing;
     answer(c, keep_alive);
+    c->since_ns = omld_now_ns();
     memset(c->auth, 0, sizeof c->auth); /* the bearer token is not kept */
     c->auth_len = 0;
     if (!keep_alive)
@@ -705,10 +713,25 @@ static void on_connection(uv_stream_t *server, int status)
         conn_close(c);
         return;
     }
+    c->since_ns = omld_now_ns();
     if (h->nconns > MAX_CONNS) {
-        omld_log(OMLD_LOG_WARN, "http", "connection refused: %d open", MAX_CONNS);
-        conn_close(c);
-        return;
+        /* Full: the new connection (most likely a probe, answered as soon
+         * as its request arrives) takes the place of the one that has gone
+         * longest without a complete request, so 64 clients that hold their
+         * connections open cannot lock /livez and /readyz out (issue 12). */
+        http_conn *victim = NULL;
+        for (http_conn *o = h->conns; o; o = o->next)
+            if (o != c && !o->closed && (victim == NULL || o->since_ns < victim->since_ns))
+                victim = o;
+        if (victim == NULL) {
+            omld_log(OMLD_LOG_WARN, "http", "connection refused: %d open", MAX_CONNS);
+            conn_close(c);
+            return;
+        }
+        omld_log(OMLD_LOG_DEBUG, "http", "%d connections open: closing the one idle longest "
+                 "(%llu ms) for a new one", MAX_CONNS,
+                 (unsigned long long)((c->since_ns - victim->since_ns) / 1000000u));
+        conn_close(victim);
     }
     uv_tcp_nodelay(&c->tcp, 1);
     if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) != 0) {

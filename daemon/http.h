@@ -14,6 +14,9 @@
  * valid bearer token when tokens are configured (omld_http_set_tokens),
  * except on /livez and /readyz. Keep-alive is
  * honoured; header bytes are bounded (8 KiB) and bodies are refused (413).
+ * At most 64 connections: when they are all open, a new one replaces the
+ * one that has gone longest without a complete request (probes always get
+ * in).
  * Thread: the loop thread only. */
 #ifndef OMLD_HTTP_H
 #define OMLD_HTTP_H

@@ -24,6 +24,7 @@
  * finishes its queue and joins its threads), close the signal handles; then
  * uv_run returns, the engine is destroyed and uv_loop_close must succeed:
  * every handle has been closed by its owner. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -31,7 +32,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -54,6 +57,7 @@ typedef struct omld_main {
     omld_config cfg;
     omld_metrics metrics;
     uint64_t start_ns;
+    double start_unix;           /* wall clock at start, seconds (process_start_time_seconds) */
     omld_engine *engine;
     omld_server *server;
     omld_http *http;
@@ -169,6 +173,37 @@ static int lock_data_dir(const char *dir, char *err, size_t errlen)
     return fd;
 }
 
+/* The process as Prometheus client libraries report it: resident memory
+ * (/proc/self/statm), open descriptors (/proc/self/fd), CPU time
+ * (getrusage). 0 if /proc is not there. */
+static int process_stats(omld_status_input *in)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f == NULL)
+        return 0;
+    unsigned long size = 0, resident = 0;
+    int ok = fscanf(f, "%lu %lu", &size, &resident) == 2;
+    fclose(f);
+    if (!ok)
+        return 0;
+    in->rss_bytes = (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
+    DIR *d = opendir("/proc/self/fd");
+    uint64_t fds = 0;
+    if (d != NULL) {
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL)
+            fds += e->d_name[0] != '.';
+        closedir(d);
+        fds -= fds > 0; /* the descriptor of the listing itself */
+    }
+    in->open_fds = fds;
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) == 0)
+        in->cpu_seconds = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+                          (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+    return 1;
+}
+
 /* The status endpoint's view of the process, gathered per request, and
  * once a second by the history's timer (the same numbers /status shows). */
 static void gather(void *arg, omld_status_input *in)
@@ -181,6 +216,11 @@ static void gather(void *arg, omld_status_input *in)
     in->cfg = &m->cfg;
     in->metrics = &m->metrics;
     in->draining = m->draining;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    in->now_unix_ms = (uint64_t)now.tv_sec * 1000u + (uint64_t)now.tv_nsec / 1000000u;
+    in->start_unix_seconds = m->start_unix;
+    in->have_process = process_stats(in);
     if (m->engine && !m->engine_stopped) {
         omld_engine_stats(m->engine, &m->stats);
         in->model = &m->stats;
@@ -270,7 +310,7 @@ static void on_signal(uv_signal_t *h, int signum)
  * never the secrets. 0 or -1. */
 static int load_tokens(omld_main *m)
 {
-    char err[512];
+    char err[1536];
     if (omld_tokens_load(&m->cfg, &m->tokens, err, sizeof err) != 0) {
         LOG_ERROR("main", "%s", err);
         return -1;
@@ -296,7 +336,7 @@ static int load_tokens(omld_main *m)
 
 static int start(omld_main *m)
 {
-    char err[512];
+    char err[1536];
     if (load_tokens(m) != 0)
         return -1;
     /* Every listener is bound before the engine recovers data_dir: a busy
@@ -400,8 +440,17 @@ int main(int argc, char **argv)
         return 1;
     }
     m->start_ns = omld_now_ns();
-    char err[512];
+    struct timespec t0;
+    clock_gettime(CLOCK_REALTIME, &t0);
+    m->start_unix = (double)t0.tv_sec + (double)t0.tv_nsec / 1e9;
+    char err[1536];
     int help = 0, print = 0;
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--version") == 0) {
+            printf("omld %s\n", OMLD_VERSION);
+            free(m);
+            return 0;
+        }
     omld_config_defaults(&m->cfg);
     if (omld_config_parse_args(&m->cfg, argc, argv, &help, &print, err, sizeof err) != 0) {
         fprintf(stderr, "omld: %s\n", err);
@@ -409,8 +458,7 @@ int main(int argc, char **argv)
         return 2;
     }
     if (help) {
-        printf("usage: omld [--config FILE] [--name VALUE ...] [--help] [--print-config]\n\n");
-        omld_config_print_help(stdout);
+        omld_config_print_help(stdout); /* starts with the one usage line */
         free(m);
         return 0;
     }

@@ -44,7 +44,6 @@ typedef struct omld_metrics {
     atomic_uint_fast64_t items_deleted;
     atomic_uint_fast64_t triplets_received;  /* accepted (ids resolved) by the learner */
     atomic_uint_fast64_t triplets_applied;   /* learned */
-    atomic_uint_fast64_t triplets_rehearsed; /* stored triplets learned again */
     atomic_uint_fast64_t pairs_received;
     atomic_uint_fast64_t derived_triplets;   /* queued because of pairs */
     atomic_uint_fast64_t backpressure_events;/* times a connection was paused for a full queue */

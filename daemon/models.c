@@ -396,7 +396,7 @@ int omld_models_load(omld_models *reg)
     for (int i = 0; i < nn; i++) {
         if (names[i] == NULL)
             continue;
-        char path[1024], why[300];
+        char path[1024], why[600];
         snprintf(path, sizeof path, "%s/%s", reg->dir, names[i]);
         model_entry *m = read_file(reg, path, why, sizeof why);
         char stem[OMLD_MODEL_NAME_MAX + 8];

@@ -56,6 +56,7 @@ const omld_option omld_options[] = {
     STR(tokens_file, "", "file of more tokens, one rw:SECRET / ro:SECRET per line, # comments (keep it mode 0600)"),
     INT(queue_capacity, 1, 1 << 24, "16384", "entries (triplets, items, pairs) queued for the learner before backpressure"),
     STR(fsync, "everysec", "write-ahead log fsync: always (ack after fsync) | everysec | no"),
+    INT(wal_salvage, 0, 1, "0", "1: a write-ahead log damaged in the middle is cut at the damage (the records before it are recovered, the ones after it lost; later segments kept as *.corrupt) instead of refusing to start. Start once with it after a refusal that names it, then remove it"),
     INT(checkpoint_every, 1, 1LL << 40, "100000", "write a checkpoint every N log records"),
     INT(checkpoint_ms, 1000, 86400000, "300000", "... or every T milliseconds when the log grew"),
     INT(publish_every, 1, 1 << 30, "10000", "publish a new serving view every N updates"),
@@ -442,7 +443,8 @@ static void print_value(FILE *f, const omld_option *o, const omld_config *c)
 
 void omld_config_print_help(FILE *f)
 {
-    fprintf(f, "usage: omld [--config FILE] [--NAME VALUE ...] [--print-config] [--help]\n\n"
+    fprintf(f, "usage: omld [--config FILE] [--NAME VALUE ...] [--print-config] [--help] "
+               "[--version]\n\n"
                "Options (also accepted as `name = value` lines in the config file):\n");
     for (const omld_option *o = omld_options; o->name; o++) {
         char bounds[80] = "";

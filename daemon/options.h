@@ -30,6 +30,7 @@ typedef struct omld_config {
     int64_t max_items, max_frame_bytes, max_batch, max_connections, max_k;
     int64_t default_k, max_pipeline;
     int64_t checkpoint_every, checkpoint_ms;
+    int64_t wal_salvage;            /* 1: cut a log damaged in the middle (recovery) */
     double default_threshold;
     double max_feature_abs;         /* |feature| bound at validation and when applying */
     int64_t queue_capacity, publish_every, publish_ms;

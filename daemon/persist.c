@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "checkpoint.h"
 #include "engine_int.h"
@@ -35,9 +36,13 @@ enum { REC_PROBE = 0, REC_REQUEST = 1, REC_REHEARSE = 2 };
 /* SEC_ROLLBACK (optional): the live learner before the last promote, for
  * Rollback after a restart: u32 name length | the promoted model's name |
  * the learner's model encoding. */
+/* SEC_COUNTERS: the ingest counters that applying changes (omld_metrics),
+ * so that none goes backwards over a restart: u32 n | n x u64, in the order
+ * of persisted_counter() (later builds may append; a reader takes the ones
+ * it knows). */
 /* SEC_REPLAY (optional): the rehearsal ring (replay.h codec). */
 enum { SEC_MODEL = 1, SEC_STORE = 2, SEC_CLOSURE = 3, SEC_META = 4, SEC_ROLLBACK = 5,
-       SEC_REPLAY = 6 };
+       SEC_COUNTERS = 6, SEC_REPLAY = 7 };
 #define META_BYTES 16     /* u64 view version, u64 reserved */
 #define RETRY_NS 5000000000ull
 
@@ -55,11 +60,55 @@ static uint64_t get_u64(const uint8_t *p)
     return v;
 }
 
+static uint64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
 static int fsync_policy(const char *name)
 {
     return strcmp(name, "always") == 0 ? OML_WAL_FSYNC_ALWAYS
            : strcmp(name, "no") == 0   ? OML_WAL_FSYNC_NO
                                        : OML_WAL_FSYNC_EVERYSEC;
+}
+
+/* ------------------------------------------------------------ counters */
+
+#define N_COUNTERS 6
+
+/* The counters apply.c increments (a function of the command sequence, like
+ * the rest of the state), by their position in SEC_COUNTERS. Process
+ * counters (requests, connections, latencies) start at zero with the
+ * process, as Prometheus counters do. */
+static atomic_uint_fast64_t *persisted_counter(omld_metrics *m, int i)
+{
+    switch (i) {
+    case 0: return &m->items_put;
+    case 1: return &m->items_deleted;
+    case 2: return &m->triplets_received;
+    case 3: return &m->triplets_applied;
+    case 4: return &m->pairs_received;
+    default: return &m->derived_triplets;
+    }
+}
+
+/* Reads SEC_COUNTERS into v (the counters it has; the others stay). */
+static void parse_counters(const oml_ckpt_section *sec, uint64_t v[N_COUNTERS])
+{
+    if (sec->len < 4)
+        return;
+    uint32_t n = (uint32_t)sec->data[0] | (uint32_t)sec->data[1] << 8 |
+                 (uint32_t)sec->data[2] << 16 | (uint32_t)sec->data[3] << 24;
+    for (uint32_t i = 0; i < n && i < N_COUNTERS && 4 + 8 * ((size_t)i + 1) <= sec->len; i++)
+        v[i] = get_u64(sec->data + 4 + 8 * i);
+}
+
+static void set_counters(omld_engine *e, const uint64_t v[N_COUNTERS])
+{
+    for (int i = 0; i < N_COUNTERS; i++)
+        atomic_store(persisted_counter(e->metrics, i), v[i]);
 }
 
 /* ------------------------------------------------------------ replay */
@@ -131,7 +180,13 @@ static int load_state(omld_engine *e, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory for the rehearsal ring");
         return -1;
     }
+    /* The counters start from the checkpoint's (zero without one); one
+     * written before SEC_COUNTERS existed gives the learner's update count
+     * at least. The replay below adds what came after. */
+    uint64_t counters[N_COUNTERS] = {0};
+    int counters_known = rc != OML_OK;
     if (rc == OML_EEMPTY) {
+        e->ckpt_unix_ms = 0;
         free(e->rb_buf);
         e->rb_buf = NULL;
         e->rb_len = 0;
@@ -174,6 +229,11 @@ static int load_state(omld_engine *e, char *err, size_t errlen)
                               "the rehearsal ring names a slot the store does not have");
         lsn = ck.lsn;
         version = get_u64(meta->data);
+        const oml_ckpt_section *cs = oml_ckpt_find(&ck, SEC_COUNTERS);
+        if (cs) {
+            parse_counters(cs, counters);
+            counters_known = 1;
+        }
         const oml_ckpt_section *rb = oml_ckpt_find(&ck, SEC_ROLLBACK);
         free(e->rb_buf);
         e->rb_buf = NULL;
@@ -196,6 +256,10 @@ static int load_state(omld_engine *e, char *err, size_t errlen)
         LOG_INFO("persist", "checkpoint %s: log position %" PRIu64 ", %u items, %" PRIu64
                  " updates", ck.path, lsn, store ? oml_store_count(store) : 0,
                  learner ? learner->stats.updates : 0);
+        struct stat st;
+        e->ckpt_unix_ms = stat(ck.path, &st) == 0 ? (uint64_t)st.st_mtim.tv_sec * 1000u +
+                                                         (uint64_t)st.st_mtim.tv_nsec / 1000000u
+                                                   : wall_ms();
         oml_ckpt_free(&ck);
     }
     if (rc != OML_OK) {
@@ -206,6 +270,17 @@ static int load_state(omld_engine *e, char *err, size_t errlen)
         oml_replay_free(&replay);
         return -1;
     }
+
+    /* Deleted items are no closure nodes (apply_delete removes them, so this
+     * is a no-op on what this build wrote); a state from before slots were
+     * reused kept them, and a reused slot must not inherit their facts. */
+    uint32_t forgotten = 0;
+    for (uint32_t slot = 0; slot < oml_store_slots(store); slot++)
+        if (!oml_store_is_live(store, slot))
+            forgotten += oml_closure_remove(closure, slot) == 1;
+    if (forgotten > 0)
+        LOG_INFO("persist", "the closure forgot %u deleted item(s) it still held (a state "
+                 "written before deleted slots were reused)", forgotten);
 
     /* Swap the state in. */
     oml_replay_free(&e->replay);
@@ -221,22 +296,36 @@ static int load_state(omld_engine *e, char *err, size_t errlen)
     e->ckpt_lsn = lsn;
     e->version = version > e->version ? version : e->version;
     atomic_store(&e->queued_triplets, 0);
+    if (!counters_known)
+        counters[3] = e->learner->stats.updates; /* triplets_applied */
+    set_counters(e, counters);
 
     /* Replay the log after the checkpoint. */
     char wal_dir[OMLD_STR_MAX + 8];
     snprintf(wal_dir, sizeof wal_dir, "%s/wal", dir);
-    oml_wal_options wo = {.after_lsn = lsn, .fsync = fsync_policy(e->opts.fsync)};
+    oml_wal_options wo = {.after_lsn = lsn, .fsync = fsync_policy(e->opts.fsync),
+                          .salvage = e->opts.wal_salvage != 0};
     oml_wal_recovery rep = {0};
     oml_wal_close(e->wal, NULL);
     e->wal = NULL;
     e->replayed = 0;
     rc = oml_wal_open(&e->wal, wal_dir, &wo, replay_record, e, &rep, &d);
     if (rc != OML_OK) {
-        snprintf(err, errlen, "cannot recover the write-ahead log in %s: %s", wal_dir,
-                 d.msg[0] ? d.msg : oml_strerror(rc));
+        int damaged = rc == OML_EFORMAT && rep.cut_segment[0] && !wo.salvage;
+        snprintf(err, errlen, "cannot recover the write-ahead log in %s: %s%s", wal_dir,
+                 d.msg[0] ? d.msg : oml_strerror(rc),
+                 damaged ? ". To start from the records before the damage instead, start omld "
+                           "once with --wal_salvage 1 (the log is cut there and the records "
+                           "after it are lost, later segments kept as *.corrupt; copy data_dir "
+                           "first)" : "");
         return -1;
     }
-    if (rep.torn)
+    if (rep.salvaged)
+        LOG_WARN("persist", "write-ahead log salvaged (wal_salvage): cut at %s offset %" PRIu64
+                 " (LSN %" PRIu64 ", %s); %" PRIu64 " bytes after it set aside as *.corrupt. "
+                 "Remove wal_salvage from the options now", rep.cut_segment, rep.cut_offset,
+                 rep.cut_lsn, rep.reason, rep.bytes_dropped);
+    else if (rep.torn)
         LOG_WARN("persist", "write-ahead log: cut a torn tail at %s offset %" PRIu64
                  " (%s, %" PRIu64 " bytes dropped): those writes were never acknowledged",
                  rep.cut_segment, rep.cut_offset, rep.reason, rep.bytes_dropped);
@@ -299,7 +388,7 @@ void omld_persist_rollback(omld_engine *e, const char *why)
     snprintf(e->read_only_why, sizeof e->read_only_why, "%s", why);
     e->read_only = 1;
     e->read_only_since = omld_now_ns();
-    char err[512];
+    char err[1536];
     if (load_state(e, err, sizeof err) != 0) {
         /* The durable state is unreadable now: nothing safe to serve writes
          * from. Reads keep using the last published view. */
@@ -342,7 +431,22 @@ static int model_finite(const omld_engine *e)
     return 1;
 }
 
+static int checkpoint_write(omld_engine *e, char *path, size_t path_cap, uint64_t *bytes,
+                            oml_diag *d);
+
+/* Writes a checkpoint (checkpoint_write) and counts it, for /metrics. */
 int omld_persist_checkpoint(omld_engine *e, char *path, size_t path_cap, uint64_t *bytes,
+                            oml_diag *d)
+{
+    int rc = checkpoint_write(e, path, path_cap, bytes, d);
+    if (rc == OML_OK)
+        e->ckpt_written++;
+    else
+        e->ckpt_failed++;
+    return rc;
+}
+
+static int checkpoint_write(omld_engine *e, char *path, size_t path_cap, uint64_t *bytes,
                             oml_diag *d)
 {
     uint64_t t0 = omld_now_ns();
@@ -388,11 +492,17 @@ int omld_persist_checkpoint(omld_engine *e, char *path, size_t path_cap, uint64_
             memcpy(rbs + 4 + nl, e->rb_buf, e->rb_len);
         }
     }
+    uint8_t counters[4 + 8 * N_COUNTERS];
+    counters[0] = N_COUNTERS;
+    counters[1] = counters[2] = counters[3] = 0;
+    for (int i = 0; i < N_COUNTERS; i++)
+        put_u64(counters + 4 + 8 * i, atomic_load(persisted_counter(e->metrics, i)));
     if (rc == OML_OK) {
-        oml_ckpt_section s[6] = {{SEC_MODEL, model, nm}, {SEC_STORE, store, ns},
+        oml_ckpt_section s[7] = {{SEC_MODEL, model, nm}, {SEC_STORE, store, ns},
                                  {SEC_CLOSURE, closure, nc}, {SEC_META, meta, META_BYTES},
+                                 {SEC_COUNTERS, counters, sizeof counters},
                                  {SEC_REPLAY, ring, ng}, {SEC_ROLLBACK, rbs, nr}};
-        rc = oml_ckpt_write(e->opts.data_dir, lsn, s, rbs ? 6 : 5, 2, path, path_cap, bytes, d);
+        rc = oml_ckpt_write(e->opts.data_dir, lsn, s, rbs ? 7 : 6, 2, path, path_cap, bytes, d);
     } else {
         oml_diag_set(d, rc, "checkpoint", "cannot encode the state: %s", oml_strerror(rc));
     }
@@ -409,6 +519,8 @@ int omld_persist_checkpoint(omld_engine *e, char *path, size_t path_cap, uint64_
     e->ckpt_lsn = lsn;
     e->records_since_ckpt = 0;
     e->ckpt_ns = omld_now_ns();
+    e->ckpt_dur_ns = e->ckpt_ns - t0;
+    e->ckpt_unix_ms = wall_ms();
     LOG_INFO("persist", "checkpoint at log position %" PRIu64 ": %s (%.1f MB) in %.0f ms", lsn,
              path ? path : "", bytes ? (double)*bytes / 1e6 : 0.0,
              (double)(omld_now_ns() - t0) / 1e6);

@@ -25,7 +25,11 @@
 #include "metrics.h"
 #include "options.h"
 
+#ifdef OML_VERSION
+#define OMLD_VERSION OML_VERSION /* project(omld VERSION ...) in CMakeLists.txt */
+#else
 #define OMLD_VERSION "0.1.0"
+#endif
 
 typedef struct omld_server omld_server;
 

@@ -103,6 +103,14 @@ static void json_config(omld_json *j, const omld_config *c)
     omld_json_object_end(j); /* tokens: never shown; see "auth" for how many */
 }
 
+/* Age of the newest checkpoint, or of the process when there is none. */
+static uint64_t checkpoint_age_ms(const omld_status_input *in, const omld_model_stats *m)
+{
+    if (m->ckpt_unix_ms == 0 || in->now_unix_ms == 0)
+        return in->uptime_ms;
+    return in->now_unix_ms > m->ckpt_unix_ms ? in->now_unix_ms - m->ckpt_unix_ms : 0;
+}
+
 static void json_model(omld_json *j, const omld_model_stats *m)
 {
     omld_json_key(j, "model");
@@ -318,6 +326,20 @@ char *omld_status_json(const omld_status_input *in, size_t *len)
     omld_json_kv_uint(&j, "unauthenticated", omld_read(&mt->unauthenticated));
     omld_json_kv_uint(&j, "permission_denied", omld_read(&mt->permission_denied));
     omld_json_kv_uint(&j, "http_unauthorized", omld_read(&mt->http_unauthorized));
+    omld_json_object_end(&j);
+
+    omld_json_key(&j, "persistence");
+    omld_json_object_begin(&j);
+    omld_json_kv_uint(&j, "wal_bytes", m->wal_bytes);
+    omld_json_kv_uint(&j, "records_since_checkpoint", m->wal_records_since_ckpt);
+    omld_json_kv_uint(&j, "checkpoint_unix_ms", m->ckpt_unix_ms);
+    omld_json_kv_uint(&j, "checkpoint_age_ms", checkpoint_age_ms(in, m));
+    omld_json_kv_uint(&j, "checkpoint_duration_ms", m->ckpt_duration_ms);
+    omld_json_kv_uint(&j, "checkpoints_written", m->ckpt_written);
+    omld_json_kv_uint(&j, "checkpoints_failed", m->ckpt_failed);
+    omld_json_kv_bool(&j, "read_only", m->read_only);
+    if (m->read_only)
+        omld_json_kv_string(&j, "read_only_why", m->read_only_why);
     omld_json_object_end(&j);
 
     json_jobs(&j, in);
@@ -557,6 +579,40 @@ char *omld_metrics_text(const omld_status_input *in, size_t *len)
     counter(&b, "omld_views_refused_total",
             "Views built but not served: their model or embeddings were not finite.",
             omld_read(&mt->views_refused));
+
+    /* persistence */
+    gauge(&b, "omld_wal_bytes", "Bytes of write-ahead log segments on disk.",
+          (double)m->wal_bytes);
+    gauge(&b, "omld_wal_records_since_checkpoint",
+          "Log records the newest checkpoint does not hold (a restart replays them).",
+          (double)m->wal_records_since_ckpt);
+    gauge(&b, "omld_checkpoint_timestamp_seconds",
+          "Unix time of the newest checkpoint; 0: none yet.", (double)m->ckpt_unix_ms / 1e3);
+    gauge(&b, "omld_checkpoint_age_seconds",
+          "Seconds since the newest checkpoint (since the start when there is none).",
+          (double)checkpoint_age_ms(in, m) / 1e3);
+    gauge(&b, "omld_checkpoint_duration_seconds", "How long the last checkpoint written took.",
+          (double)m->ckpt_duration_ms / 1e3);
+    counter(&b, "omld_checkpoints_written_total", "Checkpoints written since the start.",
+            m->ckpt_written);
+    counter(&b, "omld_checkpoints_failed_total",
+            "Checkpoints that failed since the start (the log keeps everything).",
+            m->ckpt_failed);
+    gauge(&b, "omld_read_only",
+          "1 while the write-ahead log cannot be written (disk full, I/O error): changes are "
+          "refused, reads served.", m->read_only ? 1 : 0);
+
+    /* the process (the standard names of Prometheus client libraries) */
+    if (in->have_process) {
+        gauge(&b, "process_resident_memory_bytes", "Resident memory size in bytes.",
+              (double)in->rss_bytes);
+        gauge(&b, "process_open_fds", "Open file descriptors.", (double)in->open_fds);
+        family(&b, "process_cpu_seconds_total", "counter",
+               "User and system CPU time spent, in seconds.");
+        sample_d(&b, "process_cpu_seconds_total", NULL, NULL, in->cpu_seconds);
+        gauge(&b, "process_start_time_seconds", "Start time of the process since the epoch.",
+              in->start_unix_seconds);
+    }
 
     /* requests and connections */
     family(&b, "omld_requests_total", "counter", "RPC responses sent, by status code.");

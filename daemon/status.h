@@ -30,6 +30,11 @@ typedef struct omld_status_input {
     const omld_model_info *models;  /* by name; may be NULL */
     int n_models;
     const char *rollback;           /* the promoted model a Rollback would undo, or NULL */
+    uint64_t now_unix_ms;           /* wall clock (checkpoint age); 0: not known */
+    /* the process (main.c reads /proc/self; have_process 0: not rendered) */
+    int have_process;
+    uint64_t rss_bytes, open_fds;
+    double cpu_seconds, start_unix_seconds;
 } omld_status_input;
 
 /* malloc'd NUL-terminated text, its length in *len; NULL on OOM. */

@@ -253,16 +253,16 @@ static void run_job(omld_trainer *t, job *j)
         state = OMLD_JOB_FAILED;
         if (rc == OML_EEMPTY)
             snprintf(err, sizeof err, "not enough training data (%d items in %u classes; a job "
-                     "needs at least %d items and 2 classes with 2 training items each): %s",
+                     "needs at least %d items and 2 classes with 2 training items each): %.120s",
                      j->n, j->info.classes, OML_BATCH_MIN_ITEMS, d.msg[0] ? d.msg : oml_strerror(rc));
         else if (rc == OML_ENONFINITE)
             snprintf(err, sizeof err, "training diverged (non-finite loss); try a smaller "
-                     "learning_rate: %s", d.msg);
+                     "learning_rate: %.200s", d.msg);
         else
             snprintf(err, sizeof err, "%s%s%s%s%s", oml_batch_strerror(rc), d.field[0] ? " (" : "",
                      d.field, d.field[0] ? ")" : "", d.msg[0] ? "" : "");
         if (rc != OML_EEMPTY && rc != OML_ENONFINITE && d.msg[0])
-            snprintf(err + strlen(err), sizeof err - strlen(err), ": %s", d.msg);
+            snprintf(err + strlen(err), sizeof err - strlen(err), ": %.200s", d.msg);
     } else {
         omld_model_info meta;
         memset(&meta, 0, sizeof meta);

@@ -275,6 +275,22 @@ static int check_ids(char *const *ids, size_t n, int unique, const char *op,
     return rc;
 }
 
+/* 1 if two (valid) refs name the same item: the same id, or inline vectors
+ * with equal values. An id and a vector are compared where the id's
+ * features are known (apply.c). */
+static int same_ref(const Omld__ItemRef *x, const Omld__ItemRef *y)
+{
+    if (x->ref_case != y->ref_case)
+        return 0;
+    if (x->ref_case == OMLD__ITEM_REF__REF_ID)
+        return strcmp(x->id, y->id) == 0;
+    const Omld__Vector *a = x->vector, *b = y->vector;
+    for (size_t i = 0; i < a->n_values; i++)
+        if (a->values[i] != b->values[i])
+            return 0;
+    return 1;
+}
+
 static int check_triplets(const Omld__AddTripletsRequest *m, const omld_limits *lim,
                           omld_reply *r)
 {
@@ -289,6 +305,15 @@ static int check_triplets(const Omld__AddTripletsRequest *m, const omld_limits *
             snprintf(path, sizeof path, "add_triplets.triplets[%zu].%s", i, names[j]);
             rc = omld_validate_ref(refs[j], lim, path, r);
         }
+        /* The negative must be another item than the anchor and the
+         * positive: a triplet (a, p, a) asks a to be far from itself. */
+        for (int j = 0; j < 2 && rc == 0; j++)
+            if (same_ref(refs[j], refs[2])) {
+                snprintf(path, sizeof path, "add_triplets.triplets[%zu].negative", i);
+                rc = omld_reply_error(r, INVALID, path, "the negative is the same item as the "
+                                      "%s; a triplet needs a negative that is another item",
+                                      names[j]);
+            }
     }
     return rc;
 }

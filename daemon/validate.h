@@ -6,7 +6,8 @@
  * without NUL; no id twice in one PutItems / DeleteItems / GetItems batch;
  * feature vectors (items and inline refs) have exactly dim values, all
  * finite and within +-max_abs (option max_feature_abs);
- * every triplet member and pair member is set; a pair's relation is
+ * every triplet member and pair member is set; a triplet's negative is not
+ * its anchor or positive (the same id, or equal inline vectors); a pair's relation is
  * SIMILAR or DISSIMILAR; k, when given, is in 1..max_k; a threshold, when
  * given, is in (0, 1]. Checks that need the store (unknown ids) or the
  * model registry (unknown model names) happen where that state lives.

@@ -603,6 +603,102 @@ int oml_closure_is_dissimilar(const oml_closure *c, uint32_t a, uint32_t b)
     return ra != rb && dis_roots(c, ra, rb);
 }
 
+/* ---- forgetting a node (its item was deleted) ---- */
+
+/* Drops every dissimilar edge of root r. */
+static void drop_edges(oml_closure *c, uint32_t r)
+{
+    while (c->deg[r] > 0) {
+        uint32_t n = c->nbr[r][c->deg[r] - 1];
+        emap_entry *e = emap_find(c, edge_key(r, n));
+        uint32_t pn = r < n ? e->pos_hi : e->pos_lo; /* where r sits in nbr[n] */
+        emap_remove(c, e);
+        nbr_swap_remove(c, n, pn);
+        c->deg[r]--;
+        elig_update(c, n);
+    }
+    free(c->nbr[r]);
+    c->nbr[r] = NULL;
+    c->ncap[r] = 0;
+}
+
+/* Makes y (a member of root r's component, not r) the root in r's place:
+ * y takes r's member array, size, neighbour array (every edge rekeyed from r
+ * to y in the edge map and in each neighbour's vector, at the same
+ * positions) and r's place in the eligible list. Never allocates: each edge
+ * is removed from the map before its new key goes in. */
+static void move_root(oml_closure *c, uint32_t r, uint32_t y)
+{
+    c->members[y] = c->members[r];
+    c->mcap[y] = c->mcap[r];
+    c->size[y] = c->size[r];
+    c->nbr[y] = c->nbr[r];
+    c->ncap[y] = c->ncap[r];
+    c->deg[y] = c->deg[r];
+    for (uint32_t i = 0; i < c->deg[y]; i++) {
+        uint32_t n = c->nbr[y][i];
+        emap_entry *e = emap_find(c, edge_key(r, n));
+        uint32_t pn = r < n ? e->pos_hi : e->pos_lo;
+        emap_remove(c, e);
+        c->nbr[n][pn] = y;
+        if (y < n)
+            emap_insert(c, edge_key(y, n), i, pn);
+        else
+            emap_insert(c, edge_key(y, n), pn, i);
+    }
+    if (c->elig_pos[r] != NONE) {
+        c->elig[c->elig_pos[r]] = y;
+        c->elig_pos[y] = c->elig_pos[r];
+        c->elig_pos[r] = NONE;
+    }
+    c->members[r] = NULL;
+    c->mcap[r] = 0;
+    c->nbr[r] = NULL;
+    c->ncap[r] = 0;
+    c->deg[r] = 0;
+}
+
+int oml_closure_remove(oml_closure *c, uint32_t x)
+{
+    if (x >= c->max_nodes)
+        return OML_EINVAL;
+    if (x >= c->n_alloc)
+        return 0; /* never touched: nothing is known about it */
+    uint32_t r = find_mut(c, x);
+    if (c->size[r] == 1) { /* a singleton: only its edges go */
+        int had = c->deg[r] > 0;
+        drop_edges(c, r);
+        elig_update(c, r);
+        return had;
+    }
+    /* Take x out of the member array, keeping the others' order. */
+    uint32_t *m = c->members[r], n = c->size[r], pos = 0;
+    while (m[pos] != x)
+        pos++;
+    memmove(m + pos, m + pos + 1, (size_t)(n - pos - 1) * sizeof *m);
+    n--;
+    uint32_t root = r;
+    if (x == r) {
+        root = m[0]; /* the first remaining member takes over */
+        move_root(c, r, root);
+    }
+    c->size[root] = n;
+    /* Path compression may run through x: every member points at the root. */
+    for (uint32_t i = 0; i < n; i++)
+        c->parent[m[i]] = root;
+    if (n == 1) { /* the component dissolves: singletons keep no member array */
+        free(c->members[root]);
+        c->members[root] = NULL;
+        c->mcap[root] = 0;
+        c->st.components--;
+    }
+    c->parent[x] = x;
+    c->size[x] = 1;
+    elig_update(c, root);
+    elig_update(c, x);
+    return 1;
+}
+
 int oml_closure_sample(oml_closure *c, oml_triplet *out)
 {
     if (c->n_elig == 0)

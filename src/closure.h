@@ -12,7 +12,9 @@
  * components, and derived triplets are *sampled*. Memory is bounded by the
  * number of nodes and dissimilar component edges given at creation.
  *
- * Nodes are item slots (uint32). Thread: one owner. */
+ * Nodes are item slots (uint32). A slot is reused once its item is deleted
+ * (store.h, SLOT HOLDERS): the owner calls oml_closure_remove() at every
+ * delete, so a new item in the slot inherits nothing. Thread: one owner. */
 #ifndef OML_CLOSURE_H
 #define OML_CLOSURE_H
 
@@ -57,6 +59,18 @@ int oml_closure_add_dissimilar(oml_closure *c, uint32_t a, uint32_t b,
 /* a~p and a!~n together; refused as a whole if either part conflicts. */
 int oml_closure_add_triplet(oml_closure *c, oml_triplet t,
                             oml_triplet *out, int max_out, int *n_out);
+
+/* Forgets node x (its item was deleted and its slot may be reused): x
+ * leaves its component and has no dissimilar edge any more, so it is a
+ * fresh singleton that no sample or derivation returns until a new fact
+ * names it. What x implied about the others stays: the rest of its
+ * component stays similar (union-find keeps them joined) and keeps the
+ * component's dissimilar edges; if x was the root, the first remaining
+ * member takes its place (members, edges, eligibility). O(size of x's
+ * component + its degree); never allocates. Returns 1 if x was part of a
+ * fact (a component or an edge), 0 if nothing was known about it,
+ * OML_EINVAL if x >= max_nodes. */
+int oml_closure_remove(oml_closure *c, uint32_t x);
 
 int oml_closure_is_similar(const oml_closure *c, uint32_t a, uint32_t b);
 int oml_closure_is_dissimilar(const oml_closure *c, uint32_t a, uint32_t b);

@@ -32,7 +32,7 @@ const char *oml_strerror(int err);
 typedef struct oml_diag {
     int code;
     char field[48];
-    char msg[160];
+    char msg[512];          /* room for two paths and a hint: never cut in practice */
 } oml_diag;
 
 /* Fills d (if not NULL) and returns code, so callers can write

@@ -10,27 +10,128 @@
  * Thread: one owner. */
 #include "idmap.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 
 #define IDMAP_MIN_CAP 16u
 #define IDMAP_MAX_CAP (1u << 31)
 
-/* FNV-1a over the bytes, then a 64-bit finaliser (splitmix) so that the low
- * bits used for the bucket index depend on every input byte. */
+/* ---- SipHash-2-4 (Aumasson and Bernstein, 2012), from the paper's
+ * description: 2 compression rounds per 8-byte word, 4 finalisation rounds,
+ * little-endian words, the length in the last word's top byte. ---- */
+
+#define ROTL64(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
+#define SIPROUND                                                    \
+    do {                                                            \
+        v0 += v1; v1 = ROTL64(v1, 13); v1 ^= v0; v0 = ROTL64(v0, 32); \
+        v2 += v3; v3 = ROTL64(v3, 16); v3 ^= v2;                     \
+        v0 += v3; v3 = ROTL64(v3, 21); v3 ^= v0;                     \
+        v2 += v1; v1 = ROTL64(v1, 17); v1 ^= v2; v2 = ROTL64(v2, 32); \
+    } while (0)
+
+static uint64_t le64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+uint64_t oml_siphash24(const uint8_t key[16], const void *data, size_t len)
+{
+    const unsigned char *p = data;
+    uint64_t k0 = le64(key), k1 = le64(key + 8);
+    uint64_t v0 = 0x736f6d6570736575ULL ^ k0, v1 = 0x646f72616e646f6dULL ^ k1;
+    uint64_t v2 = 0x6c7967656e657261ULL ^ k0, v3 = 0x7465646279746573ULL ^ k1;
+    size_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+        uint64_t m = le64(p + i);
+        v3 ^= m;
+        SIPROUND;
+        SIPROUND;
+        v0 ^= m;
+    }
+    uint64_t b = (uint64_t)len << 56;
+    for (size_t j = 0; i + j < len; j++)
+        b |= (uint64_t)p[i + j] << (8 * j);
+    v3 ^= b;
+    SIPROUND;
+    SIPROUND;
+    v0 ^= b;
+    v2 ^= 0xff;
+    SIPROUND;
+    SIPROUND;
+    SIPROUND;
+    SIPROUND;
+    return v0 ^ v1 ^ v2 ^ v3;
+}
+
+/* ---- the process key ---- */
+
+static uint8_t g_key[16];
+static pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
+
+/* 16 random bytes from the kernel (getrandom, else /dev/urandom); if both
+ * fail (no entropy source at all), a mix of clocks, pid and addresses:
+ * weaker, but still not known to a remote client in advance. */
+static void key_init(void)
+{
+    size_t got = 0;
+    while (got < sizeof g_key) {
+        ssize_t n = getrandom(g_key + got, sizeof g_key - got, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    if (got == sizeof g_key)
+        return;
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        got = 0;
+        while (got < sizeof g_key) {
+            ssize_t n = read(fd, g_key + got, sizeof g_key - got);
+            if (n <= 0)
+                break;
+            got += (size_t)n;
+        }
+        close(fd);
+        if (got == sizeof g_key)
+            return;
+    }
+    struct timespec a, b;
+    clock_gettime(CLOCK_REALTIME, &a);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    uint64_t seed[4] = {(uint64_t)a.tv_sec ^ (uint64_t)a.tv_nsec << 20,
+                        (uint64_t)b.tv_nsec ^ (uint64_t)getpid() << 32,
+                        (uint64_t)(uintptr_t)&a, (uint64_t)(uintptr_t)key_init};
+    uint64_t k0 = oml_siphash24(g_key, seed, sizeof seed);
+    uint64_t k1 = oml_siphash24(g_key, &k0, sizeof k0) ^ seed[1];
+    memcpy(g_key, &k0, 8);
+    memcpy(g_key + 8, &k1, 8);
+}
+
+void oml_idmap_set_key(const uint8_t key[16])
+{
+    pthread_once(&g_key_once, key_init);
+    memcpy(g_key, key, sizeof g_key);
+}
+
+/* SipHash-2-4 of the bytes under the process key: ids come from clients,
+ * so with an unkeyed hash they could be chosen to collide and turn every
+ * lookup into a scan of one long run (hash flooding). The low 32 bits
+ * index the buckets. */
 static uint32_t idmap_hash(const char *key, size_t len)
 {
-    uint64_t h = 0xcbf29ce484222325ULL;
-    for (size_t i = 0; i < len; i++) {
-        h ^= (unsigned char)key[i];
-        h *= 0x100000001b3ULL;
-    }
-    h ^= h >> 30;
-    h *= 0xbf58476d1ce4e5b9ULL;
-    h ^= h >> 27;
-    h *= 0x94d049bb133111ebULL;
-    h ^= h >> 31;
-    return (uint32_t)h;
+    pthread_once(&g_key_once, key_init);
+    return (uint32_t)oml_siphash24(g_key, key, len);
 }
 
 void oml_idmap_init(oml_idmap *m)

@@ -7,8 +7,11 @@
  *
  * Linear probing over a power-of-two table, load factor <= 3/4, growth by
  * rehash, deletion by backward shift (no tombstones, so insert/delete churn
- * never degrades probes). The hash is not keyed: ids from untrusted clients
- * could be chosen to collide (a known limitation).
+ * never degrades probes). The hash is SipHash-2-4 keyed with 16 random bytes
+ * drawn once per process (getrandom), so clients cannot choose ids that
+ * collide (hash flooding). Nothing outside a map depends on the key: no
+ * caller iterates a map, and what is persisted (the store codec) is in slot
+ * order, so encodings are the same whatever the key.
  *
  * Thread: one owner; const functions may run concurrently with each other. */
 #ifndef OML_IDMAP_H
@@ -54,5 +57,13 @@ int oml_idmap_put(oml_idmap *m, const char *key, size_t len, uint32_t value);
 int oml_idmap_del(oml_idmap *m, const char *key, size_t len);
 
 uint32_t oml_idmap_count(const oml_idmap *m);
+
+/* SipHash-2-4 (64-bit output) of len bytes under a 16-byte key. Pure. */
+uint64_t oml_siphash24(const uint8_t key[16], const void *data, size_t len);
+
+/* Replaces the process key (tests: a fixed key, or two keys to show that
+ * nothing depends on it). Only while no map holds entries: a map built
+ * under one key cannot be searched under another. */
+void oml_idmap_set_key(const uint8_t key[16]);
 
 #endif

@@ -7,8 +7,12 @@
  * maps borrow their keys from the copies owned here, which live until
  * destroy, so a tombstoned slot still answers oml_store_id().
  * Invariants: n_slots <= cap <= max_items; id_map holds exactly the live
- * slots; n_labels <= max_items (labels are never forgotten, so this bound
- * keeps memory finite under label churn).
+ * slots; free_heap holds exactly the dead slots below n_slots, as a binary
+ * min-heap (so a new id always takes the lowest free slot: a function of
+ * the live flags alone, which is why the heap needs no place in the
+ * encoding); n_live <= max_items; n_labels <= max_items (labels are never
+ * forgotten, so this bound keeps memory finite under label churn); gen[i]
+ * counts the deletes of slot i.
  * Every put validates all input, then reserves every allocation it may need
  * (array capacity, id copy, label copy, map buckets) and only then mutates;
  * so errors, OML_ENOMEM included, leave the store unchanged.
@@ -32,6 +36,9 @@ struct oml_store {
     uint32_t *id_len;  /* (cap) */
     int32_t *label;    /* (cap) */
     uint8_t *live;     /* (cap) */
+    uint32_t *gen;     /* (cap) deletes of each slot: its generation */
+    uint32_t *free_heap; /* (cap) dead slots, min-heap */
+    uint32_t n_free;
     oml_idmap id_map;  /* live id -> slot */
 
     char **label_names; /* (label_cap), owned NUL-terminated copies */
@@ -69,6 +76,8 @@ void oml_store_destroy(oml_store *s)
     free(s->id_len);
     free(s->label);
     free(s->live);
+    free(s->gen);
+    free(s->free_heap);
     free(s->label_names);
     free(s->label_len);
     oml_idmap_free(&s->id_map);
@@ -101,8 +110,45 @@ static int store_reserve_slot(oml_store *s)
     if ((p = realloc(s->live, (size_t)cap * sizeof *s->live)) == NULL)
         return OML_ENOMEM;
     s->live = p;
+    if ((p = realloc(s->gen, (size_t)cap * sizeof *s->gen)) == NULL)
+        return OML_ENOMEM;
+    s->gen = p;
+    if ((p = realloc(s->free_heap, (size_t)cap * sizeof *s->free_heap)) == NULL)
+        return OML_ENOMEM;
+    s->free_heap = p;
     s->cap = cap;
     return OML_OK;
+}
+
+/* ---- the free-slot min-heap (room for every slot is reserved) ---- */
+
+static void heap_push(oml_store *s, uint32_t slot)
+{
+    uint32_t i = s->n_free++, *h = s->free_heap;
+    while (i > 0 && h[(i - 1) / 2] > slot) {
+        h[i] = h[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h[i] = slot;
+}
+
+static uint32_t heap_pop(oml_store *s)
+{
+    uint32_t *h = s->free_heap, top = h[0], last = h[--s->n_free], i = 0;
+    for (;;) {
+        uint32_t l = 2 * i + 1, m = i;
+        if (l < s->n_free && h[l] < last)
+            m = l;
+        if (l + 1 < s->n_free && h[l + 1] < (m == i ? last : h[m]))
+            m = l + 1;
+        if (m == i)
+            break;
+        h[i] = h[m];
+        i = m;
+    }
+    if (s->n_free > 0)
+        h[i] = last;
+    return top;
 }
 
 static int store_reserve_label(oml_store *s)
@@ -185,17 +231,22 @@ int oml_store_put(oml_store *s, const char *id, size_t id_len, const float *x,
 
     uint32_t slot;
     char *new_id = NULL;
+    int reuse = 0;
     if (oml_idmap_get(&s->id_map, id, id_len, &slot) != OML_OK) {
-        if (s->n_slots >= s->max_items) {
+        if (s->n_live >= s->max_items) { /* then n_slots < max_items or a slot is free */
             free(new_label);
-            return oml_diag_set(diag, OML_EFULL, "id", "store is full (%u slots)", s->max_items);
+            return oml_diag_set(diag, OML_EFULL, "id", "store is full (%u live items)",
+                                s->max_items);
         }
-        if (store_reserve_slot(s) != OML_OK || oml_idmap_reserve(&s->id_map, 1) != OML_OK ||
+        reuse = s->n_free > 0;
+        if ((!reuse && store_reserve_slot(s) != OML_OK) ||
+            oml_idmap_reserve(&s->id_map, 1) != OML_OK ||
             (new_id = store_dup(id, id_len)) == NULL) {
             free(new_label);
+            free(new_id);
             return oml_diag_set(diag, OML_ENOMEM, "id", "out of memory");
         }
-        slot = s->n_slots;
+        slot = reuse ? s->free_heap[0] : s->n_slots;
     }
 
     /* Commit: nothing below can fail, the maps have room reserved. */
@@ -206,11 +257,17 @@ int oml_store_put(oml_store *s, const char *id, size_t id_len, const float *x,
         s->n_labels++;
     }
     if (new_id != NULL) {
+        if (reuse) {
+            (void)heap_pop(s); /* == slot */
+            free(s->ids[slot]); /* the deleted item's id, in no map */
+        } else {
+            s->gen[slot] = 0;
+            s->n_slots++;
+        }
         s->ids[slot] = new_id;
         s->id_len[slot] = (uint32_t)id_len;
         s->live[slot] = 1;
         (void)oml_idmap_put(&s->id_map, new_id, id_len, slot);
-        s->n_slots++;
         s->n_live++;
     }
     memcpy(s->x + (size_t)slot * (size_t)s->dim, x, (size_t)s->dim * sizeof(float));
@@ -228,7 +285,14 @@ int oml_store_delete(oml_store *s, const char *id, size_t id_len)
     (void)oml_idmap_del(&s->id_map, id, id_len);
     s->live[slot] = 0;
     s->n_live--;
+    s->gen[slot]++;
+    heap_push(s, slot); /* room: the heap holds at most every slot */
     return OML_OK;
+}
+
+uint32_t oml_store_generation(const oml_store *s, uint32_t slot)
+{
+    return slot < s->n_slots ? s->gen[slot] : 0;
 }
 
 int oml_store_find(const oml_store *s, const char *id, size_t id_len, uint32_t *slot)
@@ -363,6 +427,7 @@ static void store_encode_body(const oml_store *s, store_cursor *c)
         sc_put(c, s->ids[i], s->id_len[i]);
     }
     sc_put(c, s->x, (size_t)s->n_slots * (size_t)s->dim * sizeof(float));
+    sc_put(c, s->gen, (size_t)s->n_slots * sizeof(uint32_t));
 }
 
 int oml_store_encode(const oml_store *s, uint8_t **buf, size_t *len)
@@ -406,8 +471,8 @@ static int store_read_name(store_cursor *c, char **name, uint32_t *name_len, con
 }
 
 /* The body of oml_store_decode: fills the empty store s from c. */
-static int store_decode_into(oml_store *s, store_cursor *c, uint32_t n_slots, uint32_t n_live,
-                             uint32_t n_labels, oml_diag *diag)
+static int store_decode_into(oml_store *s, store_cursor *c, uint32_t version, uint32_t n_slots,
+                             uint32_t n_live, uint32_t n_labels, oml_diag *diag)
 {
     if (n_labels > 0) {
         if ((s->label_names = malloc((size_t)n_labels * sizeof *s->label_names)) == NULL ||
@@ -438,6 +503,8 @@ static int store_decode_into(oml_store *s, store_cursor *c, uint32_t n_slots, ui
             (s->id_len = malloc(cap * sizeof *s->id_len)) == NULL ||
             (s->label = malloc(cap * sizeof *s->label)) == NULL ||
             (s->live = malloc(cap * sizeof *s->live)) == NULL ||
+            (s->gen = calloc(cap, sizeof *s->gen)) == NULL ||
+            (s->free_heap = malloc(cap * sizeof *s->free_heap)) == NULL ||
             oml_idmap_reserve(&s->id_map, n_live) != OML_OK)
             return oml_diag_set(diag, OML_ENOMEM, "store", "out of memory");
         s->cap = n_slots;
@@ -476,6 +543,8 @@ static int store_decode_into(oml_store *s, store_cursor *c, uint32_t n_slots, ui
                                     "slot %u: its id is live in slot %u too", i, prev);
             (void)oml_idmap_put(&s->id_map, id, n, i); /* reserved above */
             s->n_live++;
+        } else {
+            s->free_heap[s->n_free++] = i; /* ascending: already a min-heap */
         }
     }
     if (s->n_live != n_live)
@@ -483,12 +552,15 @@ static int store_decode_into(oml_store *s, store_cursor *c, uint32_t n_slots, ui
                             s->n_live, n_live);
 
     size_t nx = (size_t)n_slots * (size_t)s->dim;
-    if (c->len - c->pos != nx * sizeof(float))
+    size_t ng = version >= 2 ? (size_t)n_slots * sizeof(uint32_t) : 0;
+    if (c->len - c->pos != nx * sizeof(float) + ng)
         return oml_diag_set(diag, OML_EFORMAT, "store",
-                            "feature block is %zu bytes, want %zu (truncated or trailing bytes)",
-                            c->len - c->pos, nx * sizeof(float));
+                            "feature and generation blocks are %zu bytes, want %zu (truncated or "
+                            "trailing bytes)", c->len - c->pos, nx * sizeof(float) + ng);
     if (nx > 0)
         sc_get(c, s->x, nx * sizeof(float));
+    if (ng > 0)
+        sc_get(c, s->gen, ng); /* version 1 had none: every generation 0 */
     for (size_t i = 0; i < nx; i++)
         if (!isfinite(s->x[i]))
             return oml_diag_set(diag, OML_EFORMAT, "store", "slot %zu feature %zu is not finite",
@@ -511,10 +583,10 @@ int oml_store_decode(oml_store **out, const uint8_t *buf, size_t len, uint32_t m
     SC_GET(&c, version);
     if (c.bad)
         return oml_diag_set(diag, OML_EFORMAT, "store", "truncated header");
-    if (version != OML_STORE_CODEC_VERSION)
+    if (version != 1 && version != OML_STORE_CODEC_VERSION)
         return oml_diag_set(diag, OML_EVERSION, "store",
-                            "store format version %u; this build reads version %u", version,
-                            OML_STORE_CODEC_VERSION);
+                            "store format version %u; this build reads versions 1 and %u",
+                            version, OML_STORE_CODEC_VERSION);
     SC_GET(&c, dim);
     SC_GET(&c, n_slots);
     SC_GET(&c, n_live);
@@ -537,7 +609,8 @@ int oml_store_decode(oml_store **out, const uint8_t *buf, size_t len, uint32_t m
                             "%u slots of dim %d do not fit in %zu bytes (truncated?)", n_slots,
                             (int)dim, len);
     uint64_t need = (uint64_t)n_labels * STORE_LABEL_MIN + (uint64_t)n_slots * STORE_SLOT_MIN +
-                    (uint64_t)n_slots * (uint64_t)dim * sizeof(float);
+                    (uint64_t)n_slots * (uint64_t)dim * sizeof(float) +
+                    (version >= 2 ? (uint64_t)n_slots * sizeof(uint32_t) : 0);
     if (need > rest)
         return oml_diag_set(diag, OML_EFORMAT, "store",
                             "%u labels and %u slots do not fit in %zu bytes (truncated?)",
@@ -554,7 +627,7 @@ int oml_store_decode(oml_store **out, const uint8_t *buf, size_t len, uint32_t m
                    ? oml_diag_set(diag, OML_ENOMEM, "store", "out of memory")
                    : oml_diag_set(diag, OML_EINVAL, "max_items",
                                   "max_items %u is too large for dim %d", max_items, (int)dim);
-    rc = store_decode_into(s, &c, n_slots, n_live, n_labels, diag);
+    rc = store_decode_into(s, &c, version, n_slots, n_live, n_labels, diag);
     if (rc != OML_OK) {
         oml_store_destroy(s);
         return rc;

@@ -1,12 +1,29 @@
 /* store.h - the item store: string ids -> feature vectors and labels.
  *
  * Ids and labels are byte strings as web services name them (any bytes but
- * NUL, 1..OML_ID_MAX bytes, UTF-8 welcome). Every item lives in a *slot*;
- * slots are append-only and never reused, so a slot number is a stable handle
- * that the closure, the learner and an index may keep. Upserting an existing
- * id overwrites its features and label in place (same slot); deleting leaves a
- * tombstone. Labels are interned into small dense ids (0, 1, ...) that never
- * change. Features live in one contiguous (slots, dim) row-major matrix.
+ * NUL, 1..OML_ID_MAX bytes, UTF-8 welcome). Every item lives in a *slot*.
+ * Upserting an existing id overwrites its features and label in place (same
+ * slot); deleting leaves a tombstone (the id and features stay readable)
+ * until a later put of a new id reuses the slot: a new id takes the lowest
+ * free slot, else the next never used one, so max_items bounds the live
+ * items, and where an id lands is a function of the puts and deletes alone
+ * (a decoded store reuses the same slots as the one encoded). Labels are
+ * interned into small dense ids (0, 1, ...) that never change. Features
+ * live in one contiguous (slots, dim) row-major matrix.
+ *
+ * SLOT HOLDERS. A slot number is a handle to one item only while that item
+ * lives: after a delete, the slot may hold another item. Code that keeps
+ * slots beyond one call (the pair closure uses slots as nodes, a rehearsal
+ * buffer of triplets, an index) must do one of:
+ *   - forget the slot when the item is deleted: the store's owner (the
+ *     daemon's apply_delete) tells every slot holder at the delete, as it
+ *     does oml_closure_remove() for the closure; or
+ *   - keep the slot's generation with it (oml_store_generation(), which
+ *     every delete of the slot increments, so a reused slot has a new one)
+ *     and treat a slot whose generation changed, or that is not live, as
+ *     gone (oml_store_slot_is(): live and still that generation).
+ * Generations are part of the encoding, so both survive a restart. An index
+ * (oml_index) copies what it serves and never looks back at the store.
  *
  * Thread: one writer (the owner). Readers on other threads must not use the
  * store while it is written; serving works from an oml_index copy instead. */
@@ -24,7 +41,8 @@
 typedef struct oml_store oml_store;
 
 /* Creates an empty store for dim-dimensional items holding at most max_items
- * slots (live + deleted). Returns OML_EINVAL on bad sizes, OML_ENOMEM. */
+ * live items (and as many slots: deleted ones are reused). Returns
+ * OML_EINVAL on bad sizes, OML_ENOMEM. */
 int oml_store_create(oml_store **out, int32_t dim, uint32_t max_items);
 void oml_store_destroy(oml_store *s); /* accepts NULL */
 
@@ -32,14 +50,25 @@ void oml_store_destroy(oml_store *s); /* accepts NULL */
  * dim finite floats (borrowed, copied); label may be NULL (no label) else
  * 1..OML_ID_MAX bytes without NUL. On success writes the slot to *slot_out
  * (may be NULL). Errors (state unchanged, diag names the field "id",
- * "features" or "label"): OML_EINVAL, OML_ENONFINITE, OML_EFULL, OML_ENOMEM.
- * Re-putting a deleted id gives it a new slot. */
+ * "features" or "label"): OML_EINVAL, OML_ENONFINITE, OML_EFULL (max_items
+ * live items, or max_items labels), OML_ENOMEM. A new id (re-putting a
+ * deleted one included) takes the lowest free slot, else a new one. */
 int oml_store_put(oml_store *s, const char *id, size_t id_len, const float *x,
                   const char *label, size_t label_len, uint32_t *slot_out,
                   oml_diag *diag);
 
-/* Deletes a live id. OML_ENOTFOUND if it is not live. */
+/* Deletes a live id: its slot becomes free for a later new id and its
+ * generation is incremented. OML_ENOTFOUND if it is not live. Never
+ * allocates. The caller tells its slot holders (see SLOT HOLDERS). */
 int oml_store_delete(oml_store *s, const char *id, size_t id_len);
+
+/* The generation of a slot: how many times an item in it was deleted (0 for
+ * a slot never used). A (slot, generation) pair names one item for good. */
+uint32_t oml_store_generation(const oml_store *s, uint32_t slot);
+
+/* 1 if slot holds a live item of generation gen (the item a holder of
+ * (slot, gen) meant), else 0. */
+static inline int oml_store_slot_is(const oml_store *s, uint32_t slot, uint32_t gen);
 
 /* Finds the slot of a live id. OML_ENOTFOUND if absent or deleted. */
 int oml_store_find(const oml_store *s, const char *id, size_t id_len, uint32_t *slot);
@@ -56,7 +85,7 @@ int32_t oml_store_label_count(const oml_store *s);
 const char *oml_store_label_name(const oml_store *s, int32_t label, size_t *len);
 
 int32_t oml_store_dim(const oml_store *s);
-uint32_t oml_store_slots(const oml_store *s); /* slots ever used */
+uint32_t oml_store_slots(const oml_store *s); /* slots ever used (live + free) */
 uint32_t oml_store_count(const oml_store *s); /* live items */
 /* The whole (slots, dim) feature matrix, including tombstoned rows. */
 const float *oml_store_matrix(const oml_store *s);
@@ -68,10 +97,13 @@ const float *oml_store_matrix(const oml_store *s);
  *   labels, in label-id order:  u32 len | len bytes
  *   slots, in slot order:       u8 live (0/1) | i32 label (-1 = none) | u32 id_len | id bytes
  *   features:                   slots * dim f32, the (slots, dim) matrix row-major
- * The encoding is canonical: equal stores encode to equal bytes, and a
- * buffer that decodes re-encodes to itself. No checksum (the checkpoint file
- * carries one over all its sections). */
-#define OML_STORE_CODEC_VERSION 1u
+ *   generations (version 2):    slots * u32
+ * Version 1 (no generations; every generation reads as 0) is still read.
+ * The free slots are not written: they are the dead ones, reused lowest
+ * first. The encoding is canonical: equal stores encode to equal bytes, and
+ * a buffer that decodes re-encodes to itself (as version 2). No checksum
+ * (the checkpoint file carries one over all its sections). */
+#define OML_STORE_CODEC_VERSION 2u
 
 /* Serialises s into a malloc'd buffer (*buf, *len), owned by the caller.
  * OML_ENOMEM (nothing is returned then). */
@@ -90,6 +122,11 @@ int oml_store_encode(const oml_store *s, uint8_t **buf, size_t *len);
  * (field "store") says what and where. Allocation is bounded by len. */
 int oml_store_decode(oml_store **out, const uint8_t *buf, size_t len, uint32_t max_items,
                      oml_diag *diag);
+
+static inline int oml_store_slot_is(const oml_store *s, uint32_t slot, uint32_t gen)
+{
+    return oml_store_is_live(s, slot) && oml_store_generation(s, slot) == gen;
+}
 
 /* Exchanges the whole contents of a and b (both owned by the caller), so a
  * store can be replaced in place, e.g. by a decoded checkpoint, while other

@@ -677,8 +677,9 @@ static int scan_segment(scan *s, uint32_t i, uint64_t *expect, int *stop)
         note_cut(s, i, 0, first, bad);
         if (!w->opt.salvage)
             return oml_diag_set(s->diag, OML_EFORMAT, "wal",
-                                "WAL segment %s is damaged (%s) (HINT: restore it, or open with "
-                                "salvage to drop it and all later segments)",
+                                "WAL segment %s is damaged (%s) (HINT: restore it from a "
+                                "backup; recovering with salvage keeps the records before it "
+                                "and sets it and every later segment aside)",
                                 name, bad);
         s->rep->salvaged = 1;
         *stop = 1;
@@ -732,12 +733,15 @@ static int scan_segment(scan *s, uint32_t i, uint64_t *expect, int *stop)
             seg_name(next, w->segs[i + 1].first);
             return oml_diag_set(s->diag, OML_EFORMAT, "wal",
                                 "WAL damaged in the middle: %s offset %zu (LSN %" PRIu64 ", %s), "
-                                "followed by %s (HINT: restore it, or open with salvage)",
+                                "followed by %s (HINT: restore it from a backup; recovering "
+                                "with salvage keeps the records before the damage and sets the "
+                                "later segments aside)",
                                 name, off, *expect, bad, next);
         }
         return oml_diag_set(s->diag, OML_EFORMAT, "wal",
                             "WAL damaged in the middle: %s offset %zu (LSN %" PRIu64 ", %s), "
-                            "valid record at offset %zu (HINT: restore it, or open with salvage)",
+                            "valid record at offset %zu (HINT: restore it from a backup; "
+                            "recovering with salvage keeps the records before the damage)",
                             name, off, *expect, bad, at);
     }
     s->rep->salvaged = middle;

@@ -36,10 +36,10 @@ lap ASan
 # a report fails the run even when the test that caused it passed.
 # tests/tsan.supp holds the few entries for uninstrumented libraries.
 echo "== ThreadSanitizer build (daemon integration tests) =="
-tsan_tests='test_daemon|test_crash|test_durability|test_engine|test_jobs|test_limits'
+tsan_tests='test_daemon|test_crash|test_durability|test_engine|test_jobs|test_limits|test_hardening'
 CC=${TSAN_CC:-gcc} cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOML_TSAN=ON >/dev/null
 cmake --build build-tsan -j"$jobs" --target omld test_daemon test_crash test_durability test_engine \
-    test_jobs test_limits
+    test_jobs test_limits test_hardening
 reports=$PWD/build-tsan/tsan-reports
 rm -rf "$reports"
 mkdir -p "$reports"

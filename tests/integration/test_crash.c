@@ -123,7 +123,7 @@ extern void openblas_set_num_threads(int);
 #define REHEARSE_IDLE 4 /* --rehearse_idle below */
 
 enum { REC_PROBE = 0, REC_REQUEST = 1, REC_REHEARSE = 2 };   /* daemon/persist.c */
-enum { SEC_MODEL = 1, SEC_STORE = 2, SEC_REPLAY = 6 };        /* daemon/persist.c */
+enum { SEC_MODEL = 1, SEC_STORE = 2, SEC_REPLAY = 7 };        /* daemon/persist.c */
 enum { KIND_PLAIN, KIND_STREAM, KIND_IDLE, KIND_CKPT };
 static const char *const KIND_NAME[] = {"plain", "stream", "idle", "ckpt"};
 

@@ -5,7 +5,8 @@ Usage: check_prometheus.py [FILE | http://HOST:PORT/metrics]   (default: stdin)
 
 Checks what tests/unit/test_status.c checks, for a live daemon: every sample
 belongs to the family declared by the # TYPE line before it (families are
-contiguous, declared once, each with # HELP), names are omld_-prefixed,
+contiguous, declared once, each with # HELP), names are omld_-prefixed
+(or process_-, the standard process metrics),
 counters end in _total and are >= 0, label values are correctly escaped,
 histogram buckets are cumulative with increasing le ending at le="+Inf",
 which equals _count. Exit status 0 when the text passes, 1 with one line
@@ -118,8 +119,8 @@ def check(text):
             errs.append("family %s has no TYPE" % name)
         if not f["help"]:
             errs.append("family %s has no HELP" % name)
-        if not name.startswith("omld_"):
-            errs.append("family %s is not omld_-prefixed" % name)
+        if not name.startswith("omld_") and not name.startswith("process_"):
+            errs.append("family %s is not omld_- (or process_-) prefixed" % name)
     return errs
 
 

@@ -247,6 +247,155 @@ static void test_brute_force_random(void **state)
         run_sequence(seed, 10 + (int)(seed % 50));
 }
 
+/* The brute force after oml_closure_remove(x): the relations restricted to
+ * the other nodes (x knows nothing). Restricted, sim is still an
+ * equivalence and dis still closed under it, so writing every remaining
+ * related pair down as a fact and recomputing gives exactly that. */
+static void brute_remove(brute *b, uint32_t x)
+{
+    brute_compute(b);
+    brute nb;
+    memset(&nb, 0, sizeof nb);
+    for (uint32_t i = 0; i < MAXN; i++)
+        for (uint32_t j = i + 1; j < MAXN; j++) {
+            if (i == x || j == x)
+                continue;
+            if (b->sim[i][j]) {
+                nb.sim_e[nb.n_sim][0] = i;
+                nb.sim_e[nb.n_sim++][1] = j;
+            }
+            if (b->dis[i][j]) {
+                nb.dis_e[nb.n_dis][0] = i;
+                nb.dis_e[nb.n_dis++][1] = j;
+            }
+        }
+    *b = nb;
+    brute_compute(b);
+}
+
+/* Facts mixed with removals (an item deleted, its slot to be reused): after
+ * every step the closure answers as the brute force, samples never name a
+ * removed node until a new fact does, and a removed node can take new facts
+ * that have nothing to do with its old ones. */
+static void test_remove_brute_force(void **state)
+{
+    (void)state;
+    long removed_members = 0, dissolved = 0;
+    for (uint64_t seed = 1; seed <= 300; seed++) {
+        oml_rng r;
+        oml_rng_seed(&r, seed * 977);
+        oml_closure *c;
+        assert_int_equal(oml_closure_create(&c, MAXN, 1000, seed), OML_OK);
+        brute *b = calloc(1, sizeof *b), *nb = calloc(1, sizeof *nb);
+        brute_compute(b);
+        int steps = 20 + (int)(seed % 40);
+        for (int f = 0; f < steps; f++) {
+            int kind = (int)oml_rng_below(&r, 4);
+            uint32_t x = rand_node(&r, MAXN, MAXN), y = rand_node(&r, x, MAXN);
+            if (kind == 3) {
+                oml_closure_stats before;
+                oml_closure_get_stats(c, &before);
+                int was_member = 0;
+                for (uint32_t z = 0; z < MAXN; z++)
+                    was_member |= z != x && oml_closure_is_similar(c, x, z);
+                int knew = 0; /* x was in some fact: similar or dissimilar to someone */
+                brute_compute(b);
+                for (uint32_t z = 0; z < MAXN; z++)
+                    knew |= z != x && (b->sim[x][z] || b->dis[x][z]);
+                assert_int_equal(oml_closure_remove(c, x), knew);
+                assert_int_equal(oml_closure_remove(c, x), 0); /* twice: nothing left */
+                brute_remove(b, x);
+                oml_closure_stats after;
+                oml_closure_get_stats(c, &after);
+                removed_members += was_member;
+                dissolved += after.components < before.components;
+                assert_matches(c, b);
+                /* Counters of accepted facts are history: they stay. */
+                assert_int_equal(after.similar_pairs, before.similar_pairs);
+                assert_int_equal(after.dissimilar_pairs, before.dissimilar_pairs);
+            } else {
+                *nb = *b;
+                if (kind == FACT_SIM) {
+                    nb->sim_e[nb->n_sim][0] = x;
+                    nb->sim_e[nb->n_sim++][1] = y;
+                } else {
+                    nb->dis_e[nb->n_dis][0] = x;
+                    nb->dis_e[nb->n_dis++][1] = y;
+                }
+                if (nb->n_sim >= MAXF - 1 || nb->n_dis >= MAXF - 1)
+                    break;
+                brute_compute(nb);
+                oml_triplet out[4];
+                int n_out = 0;
+                int rc = kind == FACT_SIM ? oml_closure_add_similar(c, x, y, out, 4, &n_out)
+                                          : oml_closure_add_dissimilar(c, x, y, out, 4, &n_out);
+                if (brute_contradicts(nb)) {
+                    assert_int_equal(rc, OML_ECONFLICT);
+                } else {
+                    assert_int_equal(rc, OML_OK);
+                    for (int i = 0; i < n_out; i++)
+                        assert_true(brute_valid(nb, out[i]));
+                    *b = *nb;
+                }
+                assert_matches(c, b);
+            }
+            int has = brute_has_triplet(b);
+            for (int k = 0; k < 3; k++) {
+                oml_triplet t;
+                int rc = oml_closure_sample(c, &t);
+                assert_int_equal(rc, has ? OML_OK : OML_EEMPTY);
+                if (rc == OML_OK)
+                    assert_true(brute_valid(b, t)); /* never a removed node */
+            }
+        }
+        oml_closure_destroy(c);
+        free(b);
+        free(nb);
+    }
+    print_message("removed %ld members of components, dissolved %ld components\n", removed_members,
+                  dissolved);
+    assert_true(removed_members > 100 && dissolved > 20);
+}
+
+/* Removing the root of a component with edges hands everything to the
+ * next member; removing never-touched or out-of-range nodes. */
+static void test_remove_cases(void **state)
+{
+    (void)state;
+    oml_closure *c;
+    assert_int_equal(oml_closure_create(&c, 10, 100, 1), OML_OK);
+    assert_int_equal(oml_closure_remove(c, 3), 0); /* untouched */
+    assert_int_equal(oml_closure_remove(c, 10), OML_EINVAL);
+    /* {0,1,2} !~ {5,6}, 7 !~ 0 */
+    assert_int_equal(oml_closure_add_similar(c, 0, 1, NULL, 0, NULL), OML_OK);
+    assert_int_equal(oml_closure_add_similar(c, 1, 2, NULL, 0, NULL), OML_OK);
+    assert_int_equal(oml_closure_add_similar(c, 5, 6, NULL, 0, NULL), OML_OK);
+    assert_int_equal(oml_closure_add_dissimilar(c, 2, 6, NULL, 0, NULL), OML_OK);
+    assert_int_equal(oml_closure_add_dissimilar(c, 7, 0, NULL, 0, NULL), OML_OK);
+    for (uint32_t x = 0; x < 3; x++) {
+        /* Whichever node is the root now, remove it: the others keep all. */
+        assert_int_equal(oml_closure_remove(c, x), 1);
+        assert_false(oml_closure_is_similar(c, x, (x + 1) % 3));
+        assert_false(oml_closure_is_dissimilar(c, x, 6));
+        assert_false(oml_closure_is_dissimilar(c, x, 7));
+        for (uint32_t y = x + 1; y < 3; y++) {
+            assert_true(oml_closure_is_dissimilar(c, y, 5));
+            assert_true(oml_closure_is_dissimilar(c, y, 7));
+        }
+        /* The slot can carry a new item: a fact contradicting the old ones
+         * is fine now. */
+        assert_int_equal(oml_closure_add_similar(c, x, 6, NULL, 0, NULL), OML_OK);
+        assert_int_equal(oml_closure_remove(c, x), 1);
+    }
+    oml_closure_stats st;
+    oml_closure_get_stats(c, &st);
+    assert_int_equal(st.components, 1); /* {5,6} */
+    assert_int_equal(st.dis_edges, 0);  /* 2, alone at last, held the edges to {5,6} and 7 */
+    oml_triplet t;
+    assert_int_equal(oml_closure_sample(c, &t), OML_EEMPTY);
+    oml_closure_destroy(c);
+}
+
 static void test_invalid_args(void **state)
 {
     (void)state;
@@ -439,6 +588,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_brute_force_random),
+        cmocka_unit_test(test_remove_brute_force),
+        cmocka_unit_test(test_remove_cases),
         cmocka_unit_test(test_invalid_args),
         cmocka_unit_test(test_full),
         cmocka_unit_test(test_reproducible),

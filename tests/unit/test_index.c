@@ -178,14 +178,16 @@ static void test_deleted_items_absent(void **state)
     expect(nb, oml_index_topk(ix, 0, q, 8, -1, nb, scratch), rows, dists, 5);
     oml_index_destroy(ix);
 
-    /* Re-putting c gives it a new slot (6), which becomes the last row. */
+    /* Re-putting c reuses the free slot (2), its row again. */
     put(st, "c", 1, 1, "red");
     assert_int_equal(oml_index_build(&ix, s, st), OML_OK);
     assert_int_equal(ix->n, 6);
-    assert_int_equal(ix->slots[5], 6);
-    assert_int_equal(oml_index_row_of_slot(ix, 6), 5);
+    assert_int_equal(ix->slots[2], 2);
+    assert_int_equal(ix->slots[5], 5);
+    assert_int_equal(oml_index_row_of_slot(ix, 2), 2);
+    assert_int_equal(oml_index_row_of_slot(ix, 6), -1);
     assert_int_equal(oml_index_topk(ix, 0, q, 3, -1, nb, scratch), 3);
-    assert_int_equal(nb[2].row, 5);
+    assert_int_equal(nb[2].row, 2);
     assert_float_equal(nb[2].dist, D_AC, 1e-6);
     oml_index_destroy(ix);
     oml_store_destroy(st);

@@ -286,6 +286,14 @@ static void fill(fixture *f)
     m->view_age_ms = 1500;
     m->view_items = 1200;
     m->view_updates = 190;
+    m->wal_bytes = 123456789;
+    m->wal_records_since_ckpt = 77;
+    m->ckpt_unix_ms = 1700000000000ull;
+    m->ckpt_duration_ms = 250;
+    m->ckpt_written = 3;
+    m->ckpt_failed = 1;
+    m->read_only = 1;
+    snprintf(m->read_only_why, sizeof m->read_only_why, "disk \"full\"");
 
     omld_metrics *mt = &f->metrics;
     omld_count(&mt->items_put, 1234);
@@ -326,6 +334,12 @@ static void fill(fixture *f)
     f->in.metrics = &f->metrics;
     f->in.ready = 1;
     f->in.draining = 0;
+    f->in.now_unix_ms = 1700000090500ull;
+    f->in.have_process = 1;
+    f->in.rss_bytes = 7 << 20;
+    f->in.open_fds = 12;
+    f->in.cpu_seconds = 1.5;
+    f->in.start_unix_seconds = 1699999000.25;
 }
 
 static void assert_has(const char *text, const char *needle)
@@ -351,6 +365,11 @@ static void test_status_json(void **state)
     assert_has(s, "\"dim\":784");
     assert_has(s, "\"heads\":3");
     assert_has(s, "\"prepared\":true");
+    assert_has(s, "\"persistence\":{\"wal_bytes\":123456789,\"records_since_checkpoint\":77,"
+                  "\"checkpoint_unix_ms\":1700000000000,\"checkpoint_age_ms\":90500,"
+                  "\"checkpoint_duration_ms\":250,\"checkpoints_written\":3,"
+                  "\"checkpoints_failed\":1,\"read_only\":true,"
+                  "\"read_only_why\":\"disk \\\"full\\\"\"}");
     assert_has(s, "\"alpha\":[0.5,0.25,0.25]");
     assert_has(s, "\"loss_ema\":[0.75,0.5,0.125]");
     assert_has(s, "\"updates\":200");
@@ -694,8 +713,9 @@ static int check_exposition(prom_check *pc, const char *text)
             PC_FAIL("family %s has HELP but no TYPE", pc->fam[i].name);
         if (!pc->fam[i].help)
             PC_FAIL("family %s has no HELP", pc->fam[i].name);
-        if (strncmp(pc->fam[i].name, "omld_", 5) != 0)
-            PC_FAIL("family %s is not omld_-prefixed", pc->fam[i].name);
+        if (strncmp(pc->fam[i].name, "omld_", 5) != 0 &&
+            strncmp(pc->fam[i].name, "process_", 8) != 0)
+            PC_FAIL("family %s is not omld_- (or process_-) prefixed", pc->fam[i].name);
     }
     return 0;
 }
@@ -786,6 +806,19 @@ static void test_metrics_text(void **state)
     assert_true(sample_value(s, "omld_uptime_seconds") == 123.456);
     assert_true(sample_value(s, "omld_ready") == 1);
     assert_true(sample_value(s, "omld_connections_open") == 2);
+    /* Persistence and the process (issue 12: what an orchestrator alerts on). */
+    assert_true(sample_value(s, "omld_wal_bytes") == 123456789);
+    assert_true(sample_value(s, "omld_wal_records_since_checkpoint") == 77);
+    assert_true(sample_value(s, "omld_checkpoint_timestamp_seconds") == 1700000000);
+    assert_true(sample_value(s, "omld_checkpoint_age_seconds") == 90.5);
+    assert_true(sample_value(s, "omld_checkpoint_duration_seconds") == 0.25);
+    assert_true(sample_value(s, "omld_checkpoints_written_total") == 3);
+    assert_true(sample_value(s, "omld_checkpoints_failed_total") == 1);
+    assert_true(sample_value(s, "omld_read_only") == 1);
+    assert_true(sample_value(s, "process_resident_memory_bytes") == 7 << 20);
+    assert_true(sample_value(s, "process_open_fds") == 12);
+    assert_true(sample_value(s, "process_cpu_seconds_total") == 1.5);
+    assert_true(sample_value(s, "process_start_time_seconds") == 1699999000.25);
     /* Histograms: classify buckets are 4 at 10 us, 8 from 100 us on, 10 at +Inf. */
     assert_true(sample_value(s, "omld_query_duration_seconds_bucket{kind=\"classify\",le=\"1e-05\"}") == 4);
     assert_true(sample_value(s, le_prefix("omld_query_duration_seconds_bucket{kind=\"classify\",", 3)) == 4);

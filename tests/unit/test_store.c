@@ -104,16 +104,73 @@ static void test_delete_and_reput(void **state)
     assert_string_equal(oml_store_id(s, s0, &len), "item");
     assert_memory_equal(oml_store_features(s, s0), x, sizeof x);
 
+    /* The delete made a new generation of the slot. */
+    assert_int_equal(oml_store_generation(s, s0), 1);
+    assert_false(oml_store_slot_is(s, s0, 0));
+
+    /* The re-put takes the free slot (the lowest one) back. */
     assert_int_equal(put(s, "item", y, NULL, &s1), OML_OK);
-    assert_int_not_equal(s1, s0);
-    assert_int_equal(s1, 1);
+    assert_int_equal(s1, s0);
     assert_true(oml_store_is_live(s, s1));
     assert_int_equal(oml_store_find(s, "item", 4, &f), OML_OK);
     assert_int_equal(f, s1);
     assert_int_equal(oml_store_count(s), 1);
-    assert_int_equal(oml_store_slots(s), 2);
-    assert_memory_equal(oml_store_features(s, s0), x, sizeof x);
+    assert_int_equal(oml_store_slots(s), 1);
     assert_memory_equal(oml_store_features(s, s1), y, sizeof y);
+    assert_int_equal(oml_store_label(s, s1), OML_LABEL_NONE);
+    assert_int_equal(oml_store_generation(s, s1), 1);
+    assert_true(oml_store_slot_is(s, s1, 1));
+    assert_false(oml_store_slot_is(s, s1, 0)); /* a holder of (0, 0) sees it is gone */
+    oml_store_destroy(s);
+}
+
+/* max_items bounds the live items: deleted slots are reused, lowest first,
+ * and a slot holder can tell a reused slot by its generation. */
+static void test_slot_reuse(void **state)
+{
+    (void)state;
+    oml_store *s;
+    assert_int_equal(oml_store_create(&s, DIM, 10), OML_OK);
+    float x[DIM];
+    char id[16];
+    uint32_t slot;
+    for (int round = 0; round < 5; round++) {
+        for (int i = 0; i < 10; i++) {
+            fill(x, (float)(round * 10 + i));
+            snprintf(id, sizeof id, "r%d-%d", round, i);
+            assert_int_equal(put(s, id, x, NULL, &slot), OML_OK);
+            assert_int_equal(slot, (uint32_t)i);
+            assert_int_equal(oml_store_generation(s, slot), (uint32_t)round);
+        }
+        snprintf(id, sizeof id, "one-more");
+        assert_int_equal(put(s, id, x, NULL, NULL), OML_EFULL);
+        for (int i = 0; i < 10; i++) {
+            snprintf(id, sizeof id, "r%d-%d", round, i);
+            assert_int_equal(oml_store_delete(s, id, strlen(id)), OML_OK);
+        }
+        assert_int_equal(oml_store_count(s), 0);
+        assert_int_equal(oml_store_slots(s), 10);
+    }
+    /* Lowest free first, whatever the order of the deletes. */
+    for (int i = 0; i < 10; i++) {
+        snprintf(id, sizeof id, "k%d", i);
+        assert_int_equal(put(s, id, x, NULL, &slot), OML_OK);
+    }
+    const int order[4] = {7, 2, 9, 4};
+    for (int i = 0; i < 4; i++) {
+        snprintf(id, sizeof id, "k%d", order[i]);
+        assert_int_equal(oml_store_delete(s, id, strlen(id)), OML_OK);
+    }
+    const uint32_t want[4] = {2, 4, 7, 9};
+    for (int i = 0; i < 4; i++) {
+        snprintf(id, sizeof id, "n%d", i);
+        assert_int_equal(put(s, id, x, NULL, &slot), OML_OK);
+        assert_int_equal(slot, want[i]);
+        assert_int_equal(oml_store_generation(s, slot), 6);
+        size_t len;
+        assert_string_equal(oml_store_id(s, slot, &len), id);
+    }
+    assert_int_equal(put(s, "full", x, NULL, NULL), OML_EFULL);
     oml_store_destroy(s);
 }
 
@@ -230,10 +287,11 @@ static void test_capacity(void **state)
     assert_int_equal(d.code, OML_EFULL);
     /* Overwrites still work when full. */
     assert_int_equal(put(s, "b", x, "lab", NULL), OML_OK);
-    /* Tombstones count against the bound. */
+    /* Deleted items do not count against the bound: their slots are reused. */
     assert_int_equal(oml_store_delete(s, "a", 1), OML_OK);
-    assert_int_equal(put(s, "a", x, NULL, NULL), OML_EFULL);
-    assert_int_equal(oml_store_count(s), 2);
+    assert_int_equal(put(s, "d", x, NULL, NULL), OML_OK);
+    assert_int_equal(oml_store_put(s, "a", 1, x, NULL, 0, NULL, &d), OML_EFULL);
+    assert_int_equal(oml_store_count(s), 3);
     assert_int_equal(oml_store_slots(s), 3);
     /* Labels are bounded by max_items too. */
     assert_int_equal(put(s, "b", x, "l2", NULL), OML_OK);
@@ -321,7 +379,16 @@ static void test_many_items(void **state)
         }
     }
     assert_int_equal(oml_store_count(s), N / 2);
-    assert_int_equal(put(s, "one-more", x, NULL, NULL), OML_EFULL);
+    /* The freed half is reused, lowest slot first, then the store is full. */
+    uint32_t slot;
+    assert_int_equal(put(s, "one-more", x, NULL, &slot), OML_OK);
+    assert_int_equal(slot, 0);
+    for (int i = 1; i < N / 2; i++) {
+        int n = snprintf(id, sizeof id, "again-%d", i);
+        assert_int_equal(oml_store_put(s, id, (size_t)n, x, NULL, 0, &slot, NULL), OML_OK);
+        assert_int_equal(slot, (uint32_t)(2 * i));
+    }
+    assert_int_equal(put(s, "full", x, NULL, NULL), OML_EFULL);
     oml_store_destroy(s);
 }
 
@@ -401,12 +468,109 @@ static void test_idmap_churn(void **state)
     oml_idmap_free(&e);
 }
 
+/* SipHash-2-4 against the reference vectors (Aumasson and Bernstein,
+ * the reference implementation's vectors.h): key 00..0f, message 00..n-1
+ * for n = 0..63, output as a little-endian u64. */
+static const uint64_t SIP64[64] = {
+    0x726fdb47dd0e0e31ULL, 0x74f839c593dc67fdULL, 0x0d6c8009d9a94f5aULL,
+    0x85676696d7fb7e2dULL, 0xcf2794e0277187b7ULL, 0x18765564cd99a68dULL,
+    0xcbc9466e58fee3ceULL, 0xab0200f58b01d137ULL, 0x93f5f5799a932462ULL,
+    0x9e0082df0ba9e4b0ULL, 0x7a5dbbc594ddb9f3ULL, 0xf4b32f46226bada7ULL,
+    0x751e8fbc860ee5fbULL, 0x14ea5627c0843d90ULL, 0xf723ca908e7af2eeULL,
+    0xa129ca6149be45e5ULL, 0x3f2acc7f57c29bdbULL, 0x699ae9f52cbe4794ULL,
+    0x4bc1b3f0968dd39cULL, 0xbb6dc91da77961bdULL, 0xbed65cf21aa2ee98ULL,
+    0xd0f2cbb02e3b67c7ULL, 0x93536795e3a33e88ULL, 0xa80c038ccd5ccec8ULL,
+    0xb8ad50c6f649af94ULL, 0xbce192de8a85b8eaULL, 0x17d835b85bbb15f3ULL,
+    0x2f2e6163076bcfadULL, 0xde4daaaca71dc9a5ULL, 0xa6a2506687956571ULL,
+    0xad87a3535c49ef28ULL, 0x32d892fad841c342ULL, 0x7127512f72f27cceULL,
+    0xa7f32346f95978e3ULL, 0x12e0b01abb051238ULL, 0x15e034d40fa197aeULL,
+    0x314dffbe0815a3b4ULL, 0x027990f029623981ULL, 0xcadcd4e59ef40c4dULL,
+    0x9abfd8766a33735cULL, 0x0e3ea96b5304a7d0ULL, 0xad0c42d6fc585992ULL,
+    0x187306c89bc215a9ULL, 0xd4a60abcf3792b95ULL, 0xf935451de4f21df2ULL,
+    0xa9538f0419755787ULL, 0xdb9acddff56ca510ULL, 0xd06c98cd5c0975ebULL,
+    0xe612a3cb9ecba951ULL, 0xc766e62cfcadaf96ULL, 0xee64435a9752fe72ULL,
+    0xa192d576b245165aULL, 0x0a8787bf8ecb74b2ULL, 0x81b3e73d20b49b6fULL,
+    0x7fa8220ba3b2eceaULL, 0x245731c13ca42499ULL, 0xb78dbfaf3a8d83bdULL,
+    0xea1ad565322a1a0bULL, 0x60e61c23a3795013ULL, 0x6606d7e446282b93ULL,
+    0x6ca4ecb15c5f91e1ULL, 0x9f626da15c9625f3ULL, 0xe51b38608ef25f57ULL,
+    0x958a324ceb064572ULL,
+};
+
+static void test_siphash_vectors(void **state)
+{
+    (void)state;
+    uint8_t key[16], msg[64];
+    for (int i = 0; i < 16; i++)
+        key[i] = (uint8_t)i;
+    for (int i = 0; i < 64; i++)
+        msg[i] = (uint8_t)i;
+    for (size_t n = 0; n < 64; n++) {
+        uint64_t h = oml_siphash24(key, msg, n);
+        if (h != SIP64[n])
+            fail_msg("SipHash-2-4 of %zu bytes: %016llx, want %016llx", n,
+                     (unsigned long long)h, (unsigned long long)SIP64[n]);
+    }
+}
+
+/* The same ops under two keys. */
+static void store_ops(oml_store *s)
+{
+    float x[DIM];
+    char id[32], lab[8];
+    for (int i = 0; i < 300; i++) {
+        snprintf(id, sizeof id, "id-%d", (i * 37) % 200);
+        snprintf(lab, sizeof lab, "L%d", i % 7);
+        fill(x, (float)i);
+        if (i % 5 == 4)
+            (void)oml_store_delete(s, id, strlen(id));
+        else
+            assert_int_equal(put(s, id, x, i % 3 ? lab : NULL, NULL), OML_OK);
+    }
+}
+
+/* The id map is keyed (the same id hashes differently under two keys), and
+ * nothing persisted depends on the key: the same operations under two keys
+ * encode to the same bytes (the checkpoint bit-identity depends on it). */
+static void test_keyed_hash_changes_nothing_persisted(void **state)
+{
+    (void)state;
+    uint8_t ka[16], kb[16];
+    for (int i = 0; i < 16; i++) {
+        ka[i] = (uint8_t)(i * 17 + 1);
+        kb[i] = (uint8_t)(255 - i * 3);
+    }
+    uint8_t *bytes[2];
+    size_t len[2];
+    uint32_t hash[2] = {0, 0};
+    for (int k = 0; k < 2; k++) {
+        oml_idmap_set_key(k ? kb : ka);
+        oml_idmap m;
+        oml_idmap_init(&m);
+        assert_int_equal(oml_idmap_put(&m, "same id", 7, 1), OML_OK);
+        for (uint32_t i = 0; i < m._cap; i++)
+            if (m._tab[i].key != NULL)
+                hash[k] = m._tab[i].hash;
+        oml_idmap_free(&m);
+        oml_store *s;
+        assert_int_equal(oml_store_create(&s, DIM, 1000), OML_OK);
+        store_ops(s);
+        assert_int_equal(oml_store_encode(s, &bytes[k], &len[k]), OML_OK);
+        oml_store_destroy(s);
+    }
+    assert_int_not_equal(hash[0], hash[1]);
+    assert_int_equal(len[0], len[1]);
+    assert_memory_equal(bytes[0], bytes[1], len[0]);
+    free(bytes[0]);
+    free(bytes[1]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_create_bad_args),
         cmocka_unit_test(test_upsert_and_overwrite),
         cmocka_unit_test(test_delete_and_reput),
+        cmocka_unit_test(test_slot_reuse),
         cmocka_unit_test(test_id_validation),
         cmocka_unit_test(test_utf8),
         cmocka_unit_test(test_nonfinite),
@@ -414,6 +578,8 @@ int main(void)
         cmocka_unit_test(test_label_interning),
         cmocka_unit_test(test_many_items),
         cmocka_unit_test(test_idmap_churn),
+        cmocka_unit_test(test_siphash_vectors),
+        cmocka_unit_test(test_keyed_hash_changes_nothing_persisted),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

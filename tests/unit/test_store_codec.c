@@ -117,6 +117,7 @@ static void assert_same_store(const oml_store *a, const oml_store *b, const pool
     size_t row = (size_t)oml_store_dim(a) * sizeof(float);
     for (uint32_t i = 0; i < oml_store_slots(a); i++) {
         assert_int_equal(oml_store_is_live(a, i), oml_store_is_live(b, i));
+        assert_int_equal(oml_store_generation(a, i), oml_store_generation(b, i));
         assert_int_equal(oml_store_label(a, i), oml_store_label(b, i));
         assert_memory_equal(oml_store_features(a, i), oml_store_features(b, i), row);
         size_t la, lb;
@@ -289,9 +290,10 @@ static void test_empty(void **state)
     oml_store_destroy(b);
 }
 
-/* Deletes and re-puts: the tombstone keeps its id, the re-put gets the next
- * slot, and after decode a delete + re-put of the same id again goes to the
- * next new slot on both. Labels outlive their items. */
+/* Deletes and re-puts: the tombstone keeps its id until its slot is reused;
+ * a new id takes the lowest free slot, on the decoded store as on the
+ * original (the free slots are the dead ones, not written), and the
+ * generations survive. Labels outlive their items. */
 static void test_tombstones_and_labels(void **state)
 {
     (void)state;
@@ -301,32 +303,79 @@ static void test_tombstones_and_labels(void **state)
     uint32_t slot;
     assert_int_equal(oml_store_put(a, "a", 1, x, "cat", 3, &slot, NULL), OML_OK);
     assert_int_equal(oml_store_put(a, "b", 1, x, "dog", 3, &slot, NULL), OML_OK);
+    assert_int_equal(oml_store_put(a, "c", 1, x, NULL, 0, &slot, NULL), OML_OK);
     assert_int_equal(oml_store_delete(a, "a", 1), OML_OK);
     assert_int_equal(oml_store_put(a, "a", 1, x, "emu", 3, &slot, NULL), OML_OK);
-    assert_int_equal(slot, 2);
+    assert_int_equal(slot, 0); /* reused */
+    assert_int_equal(oml_store_delete(a, "c", 1), OML_OK);
     assert_int_equal(oml_store_delete(a, "b", 1), OML_OK);
     uint8_t *buf;
     size_t len;
     encode(a, &buf, &len);
     oml_store *b = decode_canonical(buf, len, 10);
     assert_same_store(a, b, NULL);
-    assert_false(oml_store_is_live(b, 0));
+    assert_true(oml_store_is_live(b, 0));
     assert_false(oml_store_is_live(b, 1));
-    assert_true(oml_store_is_live(b, 2));
+    assert_false(oml_store_is_live(b, 2));
+    assert_int_equal(oml_store_generation(b, 0), 1);
+    assert_int_equal(oml_store_generation(b, 1), 1);
+    assert_int_equal(oml_store_generation(b, 2), 1);
     assert_int_equal(oml_store_count(b), 1);
     assert_int_equal(oml_store_label_count(b), 3);
-    assert_string_equal(oml_store_id(b, 0, NULL), "a");
+    assert_string_equal(oml_store_id(b, 2, NULL), "c"); /* a tombstone */
     for (oml_store *s = a; s != NULL; s = s == a ? b : NULL) {
         assert_int_equal(oml_store_put(s, "dog-owner", 9, x, "dog", 3, &slot, NULL), OML_OK);
-        assert_int_equal(slot, 3);
-        assert_int_equal(oml_store_label(s, 3), 1); /* the old id of "dog" */
+        assert_int_equal(slot, 1); /* the lowest free slot, not the last freed */
+        assert_int_equal(oml_store_label(s, 1), 1); /* the old id of "dog" */
         assert_int_equal(oml_store_put(s, "b", 1, x, "fox", 3, &slot, NULL), OML_OK);
-        assert_int_equal(slot, 4);
-        assert_int_equal(oml_store_label(s, 4), 3);
+        assert_int_equal(slot, 2);
+        assert_int_equal(oml_store_label(s, 2), 3);
+        assert_int_equal(oml_store_put(s, "d", 1, x, NULL, 0, &slot, NULL), OML_OK);
+        assert_int_equal(slot, 3); /* no free slot left: a new one */
         assert_int_equal(oml_store_delete(s, "a", 1), OML_OK);
         assert_int_equal(oml_store_delete(s, "a", 1), OML_ENOTFOUND);
+        assert_int_equal(oml_store_generation(s, 0), 2);
     }
     assert_same_store(a, b, NULL);
+    free(buf);
+    oml_store_destroy(a);
+    oml_store_destroy(b);
+}
+
+/* A version 1 buffer (no generations) still decodes: every generation 0,
+ * the same slots reused; it re-encodes as version 2. */
+static void test_version_1(void **state)
+{
+    (void)state;
+    oml_store *a;
+    assert_int_equal(oml_store_create(&a, 2, 10), OML_OK);
+    float x[2] = {3, 4};
+    assert_int_equal(oml_store_put(a, "p", 1, x, "L", 1, NULL, NULL), OML_OK);
+    assert_int_equal(oml_store_put(a, "q", 1, x, NULL, 0, NULL, NULL), OML_OK);
+    assert_int_equal(oml_store_delete(a, "p", 1), OML_OK);
+    uint8_t *buf;
+    size_t len;
+    encode(a, &buf, &len);
+    /* As version 1 wrote it: version 1, no generation block. */
+    buf[4] = 1;
+    len -= 2 * sizeof(uint32_t);
+    oml_store *b = NULL;
+    assert_int_equal(oml_store_decode(&b, buf, len, 10, NULL), OML_OK);
+    assert_int_equal(oml_store_generation(b, 0), 0);
+    assert_false(oml_store_is_live(b, 0));
+    uint32_t slot;
+    assert_int_equal(oml_store_put(b, "r", 1, x, NULL, 0, &slot, NULL), OML_OK);
+    assert_int_equal(slot, 0);
+    uint8_t *again;
+    size_t again_len;
+    assert_int_equal(oml_store_encode(b, &again, &again_len), OML_OK);
+    assert_int_equal(again[4], 2);
+    assert_int_equal(again_len, len + 2 * sizeof(uint32_t));
+    /* A version 1 buffer with a generation block is trailing bytes. */
+    buf[4] = 1;
+    oml_store *c = NULL;
+    assert_int_equal(oml_store_decode(&c, buf, len + 8, 10, NULL), OML_EFORMAT);
+    free(again);
     free(buf);
     oml_store_destroy(a);
     oml_store_destroy(b);
@@ -449,17 +498,20 @@ static void test_hostile(void **state)
     oml_store *a;
     assert_int_equal(oml_store_create(&a, 2, MAX_ITEMS), OML_OK);
     float x[2] = {1, 2};
-    /* slot 0: "ab" tombstone, label 0; slot 1: "ab" live, label 1 */
+    /* slot 0: "ab" tombstone, label 0; slot 1: "cd" live, label 1, renamed
+     * "ab" in the bytes below (a put of "ab" would now reuse slot 0). */
     assert_int_equal(oml_store_put(a, "ab", 2, x, "L", 1, NULL, NULL), OML_OK);
+    assert_int_equal(oml_store_put(a, "cd", 2, x, "M", 1, NULL, NULL), OML_OK);
     assert_int_equal(oml_store_delete(a, "ab", 2), OML_OK);
-    assert_int_equal(oml_store_put(a, "ab", 2, x, "M", 1, NULL, NULL), OML_OK);
     uint8_t *buf;
     size_t len;
     encode(a, &buf, &len);
     /* Layout: head 24 | "L" at 24 (4+1) | "M" at 29 (4+1) | slot 0 at 34
-     * (live 34, label 35, id_len 39, id 43) | slot 1 at 45 | floats at 56. */
+     * (live 34, label 35, id_len 39, id 43) | slot 1 at 45 | floats at 56 |
+     * generations at 72. */
     const size_t LAB0 = HEAD, SLOT0 = HEAD + 10, SLOT1 = SLOT0 + 11, FEAT = SLOT1 + 11;
-    assert_int_equal(len, FEAT + 2 * 2 * sizeof(float));
+    assert_int_equal(len, FEAT + 2 * 2 * sizeof(float) + 2 * sizeof(uint32_t));
+    memcpy(buf + SLOT1 + 9, "ab", 2);
     uint8_t *c = malloc(len);
     oml_store *b = decode_canonical(buf, len, MAX_ITEMS);
     oml_store_destroy(b);
@@ -527,6 +579,7 @@ int main(void)
         cmocka_unit_test(test_max_items),
         cmocka_unit_test(test_empty),
         cmocka_unit_test(test_tombstones_and_labels),
+        cmocka_unit_test(test_version_1),
         cmocka_unit_test(test_truncation),
         cmocka_unit_test(test_bit_flips),
         cmocka_unit_test(test_hostile),

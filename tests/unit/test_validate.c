@@ -508,6 +508,29 @@ static void test_triplets(void **state)
     f.x[0][5] = -INFINITY;
     expect_err(&f.req, OMLD__STATUS__CODE__NON_FINITE, "add_triplets.triplets[0].positive.vector",
                "vector[5] is -Inf");
+
+    /* The negative must be another item (issue 12: (a, p, a) was learned). */
+    trip_init(&f, 3);
+    set_id(&f.refs[1][2], "a"); /* a == n */
+    expect_err(&f.req, OMLD__STATUS__CODE__INVALID_ARGUMENT, "add_triplets.triplets[1].negative",
+               "same item as the anchor");
+    trip_init(&f, 3);
+    set_id(&f.refs[2][1], "n"); /* p == n, by id */
+    expect_err(&f.req, OMLD__STATUS__CODE__INVALID_ARGUMENT, "add_triplets.triplets[2].negative",
+               "same item as the positive");
+    trip_init(&f, 3);
+    Omld__Vector neg;
+    float y[DIM];
+    memcpy(y, FEAT, sizeof y);
+    y[0] = -0.0f; /* FEAT[0] is +0: the same point */
+    set_vec(&f.refs[0][2], &neg, y, DIM); /* p == n, equal inline vectors */
+    expect_err(&f.req, OMLD__STATUS__CODE__INVALID_ARGUMENT, "add_triplets.triplets[0].negative",
+               "same item as the positive");
+    y[7] = 7.5f; /* one value apart: another point */
+    expect_ok(&f.req, OMLD_ROUTE_MUTATION, 3);
+    set_id(&f.refs[0][0], "n2"); /* a == p allowed: only the negative must differ */
+    set_id(&f.refs[0][1], "n2");
+    expect_ok(&f.req, OMLD_ROUTE_MUTATION, 3);
 }
 
 /* The magnitude bound (max_feature_abs, issue 12): values up to the bound

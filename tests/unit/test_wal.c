@@ -498,6 +498,9 @@ static void test_damage_in_the_middle(void **state)
     oml_diag d = {0};
     assert_int_equal(oml_wal_open(&w, dir, &o, on_record, &c, &rep, &d), OML_EFORMAT);
     assert_non_null(strstr(d.msg, f.name[2]));
+    /* The whole message, hint included (issue 12: it was cut at 160 bytes). */
+    assert_true(strlen(d.msg) > 160);
+    assert_non_null(strstr(d.msg, "sets the later segments aside)"));
     f.data[1][f.len[1] - 3] ^= 0x10;
     f.len[1] -= 5;
     files_restore(&f, dir);

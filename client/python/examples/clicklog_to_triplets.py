@@ -65,7 +65,7 @@ def line_to_triplets(line):
     clicked, skipped = rec.get("clicked", []), rec.get("skipped", [])
     if not _ids(clicked) or not _ids(skipped):
         raise ValueError('"clicked" and "skipped" must be lists of non-empty strings')
-    return [(q, c, s) for c in clicked for s in skipped if c != s]
+    return [(q, c, s) for c in clicked for s in skipped if c != s and s != q]
 
 
 class Sender:
