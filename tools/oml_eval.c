@@ -44,11 +44,14 @@
 #include "rng.h"
 #include "protocol.h"
 #include "replay.h"
+#include "snapshot.h"
 #include "serve.h"
 #include "standardize.h"
 #include "store.h"
 
 extern void openblas_set_num_threads(int);
+
+#define OML_REGROUP_MAX 256 /* classes --groups can name */
 
 enum eval_method {
     M_OAHU, M_RAW, M_TRIPLET, M_LANML, M_DANML,
@@ -70,6 +73,8 @@ typedef struct eval_opts {
     int32_t gen_hidden, pretrain_epochs, joint_epochs, literal, normalize;
     int32_t batch_init; /* -1 the method's default, 0 random, 1 pca, 2 identity */
     int32_t stream_random; /* --stream random: random label-consistent triplets */
+    int32_t regroup_at;    /* --regroup-at N: from triplet N on the stream follows --groups */
+    int32_t groups[OML_REGROUP_MAX], n_groups; /* --groups: the group of each class id */
     oml_features_opts feat; /* --noise-dims / --noise-scale */
     int32_t curve[OML_CURVE_MAX], n_curve; /* --curve; else one point, constraints */
     int32_t curve_given, constraints_set;
@@ -84,6 +89,8 @@ typedef struct run_result {
     float alpha[OML_MAX_HEADS];
     double head_error[OML_MAX_HEADS], equal_error;
     double curve[OML_CURVE_MAX]; /* error at each --curve point */
+    /* --regroup-at: held-out triplet accuracy by class and by group there */
+    double class_acc[OML_CURVE_MAX], group_acc[OML_CURVE_MAX];
     int heads;
 } run_result;
 
@@ -115,6 +122,10 @@ static void usage(FILE *f)
             "  --noise-dims N      append N features of noise N(0, (S sd)^2) to every item, sd the\n"
             "                      pooled sd of the original features, drawn with the run's seed\n"
             "  --noise-scale S     (default 1)\n"
+            "  --regroup-at N      from triplet N on, the stream's triplets follow --groups\n"
+            "  --groups G0,G1,...  instead of the classes (a change of what the clicks mean;\n"
+            "                      G_c: the group of class c); each --curve point then also\n"
+            "                      reports held-out triplet accuracy by class and by group\n"
             "  --curve N1,N2,...   the error at each point of one run (0: before any triplet);\n"
             "                      the stream is as long as the last point (JSON \"curve\")\n"
             "  --max-error X       exit with status 3 if the mean error rate exceeds X\n"
@@ -198,6 +209,23 @@ static int parse_args(int argc, char **argv, eval_opts *o)
                 return -1;
             }
             o->stream_random = strcmp(val, "random") == 0;
+        } else if (OPT("--regroup-at")) {
+            o->regroup_at = atoi(val);
+        } else if (OPT("--groups")) {
+            char *copy = strdup(val), *save = NULL;
+            o->n_groups = 0;
+            for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+                char *end;
+                long g = strtol(t, &end, 10);
+                if (*end || g < 0 || g >= OML_REGROUP_MAX || o->n_groups == OML_REGROUP_MAX) {
+                    fprintf(stderr, "oml-eval: --groups wants one group number in [0, %d) per "
+                                    "class, comma-separated; '%s' is not\n", OML_REGROUP_MAX, t);
+                    free(copy);
+                    return -1;
+                }
+                o->groups[o->n_groups++] = (int32_t)g;
+            }
+            free(copy);
         } else if (OPT("--curve")) {
             oml_diag d = {0};
             if ((o->n_curve = oml_curve_parse(val, o->curve, &d)) < 0) {
@@ -435,6 +463,90 @@ static int make_stream(const eval_opts *o, oml_stream *st, const int32_t *labels
                             : oml_stream_make(st, labels, n_dev, n, seed, diag);
 }
 
+/* --regroup-at: the stream's triplets from regroup_at on are random ones
+ * by group (--groups) instead of by class, drawn with another seed. */
+static int regroup_stream(const eval_opts *o, oml_stream *st, const int32_t *labels,
+                          int32_t n_dev, uint64_t seed, oml_diag *diag)
+{
+    if (!o->stream_random || o->regroup_at >= st->n)
+        return oml_diag_set(diag, OML_EINVAL, "regroup-at",
+                            "--regroup-at needs --stream random and a point inside the stream");
+    int32_t *grp = malloc((size_t)n_dev * sizeof *grp);
+    if (grp == NULL)
+        return OML_ENOMEM;
+    for (int32_t i = 0; i < n_dev; i++) {
+        if (labels[i] >= o->n_groups) {
+            free(grp);
+            return oml_diag_set(diag, OML_EINVAL, "groups",
+                                "--groups names %d classes; the data has class %d", o->n_groups,
+                                labels[i]);
+        }
+        grp[i] = o->groups[labels[i]];
+    }
+    oml_stream g = {0};
+    int rc = oml_stream_make_random(&g, grp, n_dev, st->n - o->regroup_at, seed + 7919, diag);
+    if (rc == OML_OK)
+        memcpy(st->t + o->regroup_at, g.t, (size_t)g.n * sizeof *g.t);
+    oml_stream_free(&g);
+    free(grp);
+    return rc;
+}
+
+/* Held-out triplet accuracy: the share of 2,000 random triplets over the
+ * test items (anchor, one of its class, one of another; with `groups`, of
+ * its group and of another group) whose positive the served model puts
+ * nearer than the negative, by sum_l alpha(l) D(l) (the ensemble distance
+ * that test-then-train accuracy uses). Seeded; the same triplets at every
+ * curve point. */
+#define HELDOUT_TRIPLETS 2000
+static double heldout_accuracy(const oml_snapshot *s, const oml_dataset *ds, const float *X,
+                               int32_t dim, const int32_t *test, int32_t n_test,
+                               const int32_t *groups, uint64_t seed)
+{
+    int heads = oml_snapshot_heads(s), e = s->cfg.emb;
+    float *x3 = malloc(3 * (size_t)dim * sizeof *x3);
+    float *emb = malloc((size_t)heads * 3 * e * sizeof *emb);
+    oml_rng r;
+    oml_rng_seed(&r, seed * 31 + 17);
+    int ok = 0, n = 0;
+#define GROUP_OF(row) (groups ? groups[ds->y[row]] : ds->y[row])
+    for (int t = 0; t < HELDOUT_TRIPLETS && x3 && emb; t++) {
+        int32_t a = test[oml_rng_below(&r, (uint64_t)n_test)], p = -1, q = -1;
+        for (int tries = 0; tries < 10000 && (p < 0 || q < 0); tries++) {
+            int32_t c = test[oml_rng_below(&r, (uint64_t)n_test)];
+            if (c != a && p < 0 && GROUP_OF(c) == GROUP_OF(a))
+                p = c;
+            else if (q < 0 && GROUP_OF(c) != GROUP_OF(a))
+                q = c;
+        }
+        if (p < 0 || q < 0)
+            continue;
+        int32_t m[3] = {a, p, q};
+        for (int k = 0; k < 3; k++)
+            memcpy(x3 + (size_t)k * dim, X + (size_t)m[k] * dim, (size_t)dim * sizeof *x3);
+        if (oml_snapshot_embed(s, x3, 3, emb) != OML_OK)
+            break;
+        double dp = 0, dn = 0;
+        for (int h = 0; h < heads; h++) {
+            const float *f = emb + (size_t)h * 3 * e;
+            double sp = 0, sn = 0;
+            for (int j = 0; j < e; j++) {
+                double u = f[j] - f[e + j], v = f[j] - f[2 * e + j];
+                sp += u * u;
+                sn += v * v;
+            }
+            dp += s->alpha[h] * sqrt(sp);
+            dn += s->alpha[h] * sqrt(sn);
+        }
+        ok += dp < dn;
+        n++;
+    }
+#undef GROUP_OF
+    free(x3);
+    free(emb);
+    return n ? (double)ok / n : NAN;
+}
+
 /* --heads-report: per-head violations from stream position `from` on. */
 typedef struct step_tally {
     int32_t from, late, hard;
@@ -536,6 +648,8 @@ static int run_once(const eval_opts *o, uint64_t seed, const oml_dataset *ds, co
     }
     if (rc == OML_OK)
         rc = make_stream(o, &stream, dev_labels, split.n_dev, o->constraints, seed, &diag);
+    if (rc == OML_OK && o->regroup_at > 0)
+        rc = regroup_stream(o, &stream, dev_labels, split.n_dev, seed, &diag);
     if (rc == OML_OK)
         rc = oml_learner_create(&learner, &cfg, &diag);
     if (rc != OML_OK)
@@ -565,6 +679,11 @@ static int run_once(const eval_opts *o, uint64_t seed, const oml_dataset *ds, co
                             &res->curve[c]);
         if (rc != OML_OK)
             goto done;
+        if (o->regroup_at > 0) {
+            res->class_acc[c] = heldout_accuracy(snap, ds, X, dim, split.test, n_test, NULL, seed);
+            res->group_acc[c] = heldout_accuracy(snap, ds, X, dim, split.test, n_test, o->groups,
+                                                 seed);
+        }
     }
     res->error = res->curve[o->n_curve - 1];
     res->f1 = oml_macro_f1(truth, pred, n_test, ds->n_classes);
@@ -1113,8 +1232,17 @@ int main(int argc, char **argv)
                 printf("  %d: %.4f", o.curve[c], r.curve[c]);
             printf("\n");
         }
-        for (int c = 0; c < o.n_curve; c++)
+        if (o.regroup_at > 0) {
+            printf("    held-out triplet accuracy (regrouped at %d), by class / by group:", o.regroup_at);
+            for (int c = 0; c < o.n_curve; c++)
+                printf("  %d: %.3f/%.3f", o.curve[c], r.class_acc[c], r.group_acc[c]);
+            printf("\n");
+        }
+        for (int c = 0; c < o.n_curve; c++) {
             sum.curve[c] += r.curve[c];
+            sum.class_acc[c] += r.class_acc[c];
+            sum.group_acc[c] += r.group_acc[c];
+        }
         sum.error += r.error;
         sum.f1 += r.f1;
         sum.utilisation += r.utilisation;
@@ -1157,6 +1285,15 @@ int main(int argc, char **argv)
     }
     if (o.curve_given)
         oml_curve_print_json(stdout, o.curve, sum.curve, o.n_curve);
+    if (o.regroup_at > 0) {
+        printf(",\"regroup\":{\"at\":%d,\"class_triplet_accuracy\":[", o.regroup_at);
+        for (int c = 0; c < o.n_curve; c++)
+            printf("%s%.4f", c ? "," : "", sum.class_acc[c] / R);
+        printf("],\"group_triplet_accuracy\":[");
+        for (int c = 0; c < o.n_curve; c++)
+            printf("%s%.4f", c ? "," : "", sum.group_acc[c] / R);
+        printf("]}");
+    }
     printf(",\"constraints\":%d,\"k\":%d,\"runs\":%d,\"seed\":%llu,\"train_seconds\":%.4f,"
            "\"triplets_per_second\":%.1f,\"preset\":\"%s\"",
            o.constraints, o.k, o.runs, (unsigned long long)o.seed, sum.train_s / R, sum.tps / R,
