@@ -254,6 +254,48 @@ static void test_put_replace_delete(void **state)
     stop(&f);
 }
 
+/* Before the first triplet the learner has not taken its start (that is
+ * a point of the log), yet queries must not be answered by a random
+ * network: the view published after a put serves exactly the start the
+ * stored items give (all of them, below the provisional sample's size),
+ * while the live learner stays untouched. */
+static void test_start_served_before_any_triplet(void **state)
+{
+    (void)state;
+    fixture f;
+    start(&f, "default", 1000);
+    static put_req p;
+    build_put(&p, 0, N_ITEMS);
+    assert_int_equal(call(&f, &p.req, N_ITEMS), 0);
+    assert_true(omld_views_wait(omld_engine_views(f.e), 2, 5000));
+    omld_view *v = omld_views_acquire(omld_engine_views(f.e));
+    assert_non_null(v);
+    assert_int_equal(v->updates, 0);
+
+    oml_config cfg;
+    assert_int_equal(oml_config_preset(&cfg, "default", DIM), 0);
+    cfg.layers = 2;
+    cfg.hidden = 16;
+    cfg.emb = 4;
+    cfg.seed = 1;
+    cfg.rehearse = 0; /* as the fixture starts the engine */
+    oml_learner *l = NULL;
+    assert_int_equal(oml_learner_create(&l, &cfg, NULL), 0);
+    static float X[N_ITEMS][DIM];
+    for (int i = 0; i < N_ITEMS; i++)
+        features(i, X[i]);
+    assert_int_equal(oml_learner_prepare(l, &X[0][0], N_ITEMS), 0);
+    const oml_snapshot *s = v->ix->snap;
+    assert_int_equal(s->lay.count, l->lay.count);
+    assert_memory_equal(s->params, l->params, l->lay.count * sizeof(float));
+    omld_view_release(v);
+    omld_model_stats st;
+    omld_engine_stats(f.e, &st);
+    assert_int_equal(st.prepared, 0); /* the live learner waits for its point in the log */
+    oml_learner_destroy(l);
+    stop(&f);
+}
+
 static void test_triplets_unknown_id_changes_nothing(void **state)
 {
     fixture f;
@@ -631,6 +673,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_put_replace_delete),
         cmocka_unit_test(test_triplets_unknown_id_changes_nothing),
+        cmocka_unit_test(test_start_served_before_any_triplet),
         cmocka_unit_test(test_deterministic_and_equal_to_library),
         cmocka_unit_test(test_backpressure_refuses_then_wakes),
         cmocka_unit_test(test_pairs_closure_and_conflict),
