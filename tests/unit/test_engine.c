@@ -254,6 +254,26 @@ static void test_put_replace_delete(void **state)
     stop(&f);
 }
 
+/* The fixture's model in the library, as oml-eval drives it: the default
+ * preset at the fixture's sizes, started from all N_ITEMS items (X gets
+ * their features). */
+static oml_learner *library_learner(float X[N_ITEMS][DIM])
+{
+    oml_config cfg;
+    assert_int_equal(oml_config_preset(&cfg, "default", DIM), 0);
+    cfg.layers = 2;
+    cfg.hidden = 16;
+    cfg.emb = 4;
+    cfg.seed = 1;
+    cfg.rehearse = 0; /* as the fixture starts the engine */
+    oml_learner *l = NULL;
+    assert_int_equal(oml_learner_create(&l, &cfg, NULL), 0);
+    for (int i = 0; i < N_ITEMS; i++)
+        features(i, X[i]);
+    assert_int_equal(oml_learner_prepare(l, &X[0][0], N_ITEMS), 0);
+    return l;
+}
+
 /* Before the first triplet the learner has not taken its start (that is
  * a point of the log), yet queries must not be answered by a random
  * network: the view published after a put serves exactly the start the
@@ -272,19 +292,8 @@ static void test_start_served_before_any_triplet(void **state)
     assert_non_null(v);
     assert_int_equal(v->updates, 0);
 
-    oml_config cfg;
-    assert_int_equal(oml_config_preset(&cfg, "default", DIM), 0);
-    cfg.layers = 2;
-    cfg.hidden = 16;
-    cfg.emb = 4;
-    cfg.seed = 1;
-    cfg.rehearse = 0; /* as the fixture starts the engine */
-    oml_learner *l = NULL;
-    assert_int_equal(oml_learner_create(&l, &cfg, NULL), 0);
     static float X[N_ITEMS][DIM];
-    for (int i = 0; i < N_ITEMS; i++)
-        features(i, X[i]);
-    assert_int_equal(oml_learner_prepare(l, &X[0][0], N_ITEMS), 0);
+    oml_learner *l = library_learner(X);
     const oml_snapshot *s = v->ix->snap;
     assert_int_equal(s->lay.count, l->lay.count);
     assert_memory_equal(s->params, l->params, l->lay.count * sizeof(float));
@@ -368,21 +377,10 @@ static void test_deterministic_and_equal_to_library(void **state)
     assert_memory_equal(a, b, n1);
 
     /* The same model through the library directly, as oml-eval drives it. */
-    oml_config cfg;
-    assert_int_equal(oml_config_preset(&cfg, "default", DIM), 0);
-    cfg.layers = 2;
-    cfg.hidden = 16;
-    cfg.emb = 4;
-    cfg.seed = 1;
-    cfg.rehearse = 0; /* as the fixture starts the engine */
-    oml_learner *l = NULL;
-    assert_int_equal(oml_learner_create(&l, &cfg, NULL), 0);
     static float X[N_ITEMS][DIM];
-    for (int i = 0; i < N_ITEMS; i++)
-        features(i, X[i]);
-    assert_int_equal(oml_learner_prepare(l, &X[0][0], N_ITEMS), 0);
+    oml_learner *l = library_learner(X);
     oml_replay ring;
-    assert_int_equal(oml_replay_init(&ring, (uint32_t)cfg.replay), 0);
+    assert_int_equal(oml_replay_init(&ring, (uint32_t)l->cfg.replay), 0);
     for (int r = 0; r < 4; r++) { /* the daemon learns each request's 50 as one call */
         const float *rows[150];
         for (int i = 0; i < 50; i++) {
