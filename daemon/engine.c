@@ -563,6 +563,14 @@ void omld_engine_store_ref(omld_engine *e, const oml_store **store, omld_store_l
 int omld_engine_start(omld_engine **out, uv_loop_t *loop, const omld_config *opts,
                       omld_metrics *metrics, char *err, size_t errlen)
 {
+    if (omld_engine_create(out, opts, metrics, err, errlen) != 0)
+        return -1;
+    return omld_engine_run(*out, loop, err, errlen);
+}
+
+int omld_engine_create(omld_engine **out, const omld_config *opts, omld_metrics *metrics,
+                       char *err, size_t errlen)
+{
     oml_config mcfg;
     if (omld_engine_model_config(opts, &mcfg, err, errlen) != 0)
         return -1;
@@ -630,22 +638,6 @@ int omld_engine_start(omld_engine **out, uv_loop_t *loop, const omld_config *opt
         goto fail;
     }
     refresh_stats(e);
-    if (uv_async_init(loop, &e->async, on_async) != 0) {
-        snprintf(err, errlen, "uv_async_init failed");
-        goto fail;
-    }
-    e->async.data = e;
-    if (pthread_create(&e->thread, NULL, engine_main, e) != 0) {
-        snprintf(err, errlen, "cannot start the learner thread");
-        uv_close((uv_handle_t *)&e->async, NULL);
-        e->stopping = 1;
-        *out = e; /* destroyed after the loop closed the handle */
-        return -1;
-    }
-    e->running = 1;
-    LOG_INFO("engine", "model: preset %s, dim %d, L %d, hidden %d, emb %d, eta %g, tau %g, seed %llu",
-             opts->preset, mcfg.dim, mcfg.layers, mcfg.hidden, mcfg.emb, mcfg.eta, mcfg.tau,
-             (unsigned long long)mcfg.seed);
     *out = e;
     return 0;
 fail:
@@ -654,6 +646,26 @@ fail:
     omld_engine_destroy(e);
     *out = NULL;
     return -1;
+}
+
+int omld_engine_run(omld_engine *e, uv_loop_t *loop, char *err, size_t errlen)
+{
+    if (uv_async_init(loop, &e->async, on_async) != 0) {
+        snprintf(err, errlen, "uv_async_init failed");
+        return -1; /* stop + destroy as for an engine that never ran */
+    }
+    e->async.data = e;
+    e->async_open = 1;
+    if (pthread_create(&e->thread, NULL, engine_main, e) != 0) {
+        snprintf(err, errlen, "cannot start the learner thread");
+        return -1;
+    }
+    e->running = 1;
+    const oml_config *c = &e->model_cfg;
+    LOG_INFO("engine", "model: preset %s, dim %d, L %d, hidden %d, emb %d, eta %g, tau %g, seed %llu",
+             e->opts.preset, c->dim, c->layers, c->hidden, c->emb, c->eta, c->tau,
+             (unsigned long long)c->seed);
+    return 0;
 }
 
 void omld_engine_stop(omld_engine *e)
@@ -668,13 +680,14 @@ void omld_engine_stop(omld_engine *e)
         pthread_join(e->thread, NULL);
         e->running = 0;
     }
-    on_async(&e->async); /* answers of the last group */
+    if (e->async_open)
+        on_async(&e->async); /* answers of the last group */
     omld_persist_close(e); /* final checkpoint; the thread has ended */
     omld_views_destroy(e->views);
     e->views = NULL;
     omld_models_destroy(e->models); /* the trainer was stopped before (main.c) */
     e->models = NULL;
-    if (!uv_is_closing((uv_handle_t *)&e->async))
+    if (e->async_open && !uv_is_closing((uv_handle_t *)&e->async))
         uv_close((uv_handle_t *)&e->async, NULL);
 }
 

@@ -76,10 +76,23 @@ typedef struct omld_model_stats {
  * overrides) and validates it; -1 with err naming the option. */
 int omld_engine_model_config(const omld_config *opts, oml_config *out, char *err, size_t errlen);
 
-/* Creates the store, closure and learner, publishes view 1 (the untrained
- * model over an empty store), starts the thread. 0 or -1 with err. */
+/* Creates the store, closure and learner, recovers data_dir (newest
+ * checkpoint + log replay), publishes the first view, starts the thread.
+ * 0 or -1 with err. create + run in one call (tests). */
 int omld_engine_start(omld_engine **out, uv_loop_t *loop, const omld_config *opts,
                       omld_metrics *metrics, char *err, size_t errlen);
+
+/* The first half: everything but the loop's part (the recovery, which may
+ * take a minute on a long log). Any thread, while nothing else uses the
+ * engine; opts and metrics are borrowed for the engine's life. On success
+ * the engine takes no request until omld_engine_run. 0, or -1 with err and
+ * *out NULL. */
+int omld_engine_create(omld_engine **out, const omld_config *opts, omld_metrics *metrics,
+                       char *err, size_t errlen);
+
+/* The second half, on the loop thread: the answer handle and the learner
+ * thread. -1 with err: the engine must still be stopped and destroyed. */
+int omld_engine_run(omld_engine *e, uv_loop_t *loop, char *err, size_t errlen);
 
 /* Queues a validated mutation request (borrowed until done is called).
  * cost: triplets + items + pairs it carries (>= 1). Returns 0, or 1 if the
@@ -110,8 +123,10 @@ const oml_config *omld_engine_config(omld_engine *e);
 int omld_engine_rollback_info(omld_engine *e, char *name, size_t cap);
 
 /* Stops taking commands, finishes those queued (answering each), stops the
- * thread and the indexer. Must be called on the loop thread; the loop must
- * run afterwards until the async handle is closed (omld_engine_destroy). */
+ * thread and the indexer, writes the final checkpoint. Must be called on
+ * the loop thread; the loop must run afterwards until the async handle is
+ * closed (omld_engine_destroy). Also for an engine that was created but
+ * never ran (a shutdown during recovery). */
 void omld_engine_stop(omld_engine *e);
 void omld_engine_destroy(omld_engine *e); /* accepts NULL; after stop */
 

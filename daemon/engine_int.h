@@ -55,6 +55,7 @@ struct omld_engine {
     cmd_list outbox;
     int wake_due;
     uv_async_t async;
+    int async_open;        /* async initialised on the loop (omld_engine_run) */
     void (*wake)(void *arg);
     void *wake_arg;
 
@@ -79,6 +80,7 @@ struct omld_engine {
     uint64_t records_since_ckpt;
     uint64_t ckpt_ns;
     uint64_t replayed;          /* records replayed by the last recovery */
+    uint64_t replay_log_ns;     /* last progress line of a long replay */
     uint64_t ckpt_unix_ms;      /* wall clock of the newest checkpoint (0: none) */
     uint64_t ckpt_dur_ns;       /* the last one written took */
     uint64_t ckpt_written, ckpt_failed;

@@ -3,7 +3,10 @@
  *   2026-11-23T10:48:07.123Z info  engine: published view 12 (35000 items, 166 ms)
  *
  * One fprintf per line (stdio locks the stream), so lines from different
- * threads never interleave. Thread-safe. */
+ * threads never interleave. When stderr is the systemd journal
+ * (JOURNAL_STREAM names it), each line starts with its syslog priority,
+ * <3> error, <4> warn, <6> info, <7> debug, which journald strips and
+ * files (journalctl -p warning). A message is cut past 2 KiB. Thread-safe. */
 #ifndef OMLD_LOG_H
 #define OMLD_LOG_H
 

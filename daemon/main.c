@@ -7,10 +7,16 @@
  * lock (<data_dir>/omld.lock, flock: a second omld on the same data_dir is
  * refused with the holder's pid before it reads or writes anything there),
  * the RPC and HTTP listeners (bound before recovery, so a busy port fails
- * the start without touching data_dir), the engine (recovery: checkpoint +
- * log replay; learner + indexer threads), the trainer, the status history,
- * then the address file <data_dir>/omld.addr (temp + rename) with the ports
- * actually bound, so scripts can start omld on port 0.
+ * the start without touching data_dir), the status history and the signal
+ * handlers; then the recovery (checkpoint + log replay + first view) runs on
+ * its own thread while the loop serves HTTP (/livez 200, /readyz 503 with
+ * its progress) and accepts RPC connections without reading them. When it
+ * is done (on_recovered, on the loop): the engine's learner thread, the
+ * RPC server gets the engine, the trainer, then the address file
+ * <data_dir>/omld.addr (temp + rename) with the ports actually bound, so
+ * scripts can start omld on port 0 and wait for it to be ready. A signal
+ * during recovery drains at once and stops the engine when the recovery
+ * thread is done (it is never abandoned half-way).
  *
  * The status history (history.h, GET /status/history) is sampled once a
  * second by a timer started next to the HTTP endpoint, from the same
@@ -27,6 +33,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,7 +79,15 @@ typedef struct omld_main {
     char rollback[OMLD_MODEL_NAME_MAX + 1];
     omld_tokens tokens;          /* authorisation (tokens.n == 0: off); wiped at exit */
     char addr_path[OMLD_STR_MAX + 32];
+    char addr_text[3 * OMLD_STR_MAX]; /* what the address file will say */
     char not_ready[256];         /* why /readyz is 503 (storage for gather) */
+    /* recovery (recover_main): started by start(), finished by on_recovered */
+    int recovering;
+    pthread_t rec_thread;
+    uv_async_t rec_done;
+    omld_engine *rec_engine;     /* written by the thread, read after the join */
+    int rec_rc;
+    char rec_err[1536];
 } omld_main;
 
 /* ------------------------------------------------------------ helpers */
@@ -221,7 +236,11 @@ static void gather(void *arg, omld_status_input *in)
     in->now_unix_ms = (uint64_t)now.tv_sec * 1000u + (uint64_t)now.tv_nsec / 1000000u;
     in->start_unix_seconds = m->start_unix;
     in->have_process = process_stats(in);
-    if (m->engine && !m->engine_stopped) {
+    if (m->recovering) {
+        snprintf(m->not_ready, sizeof m->not_ready, "recovering data_dir: %llu log records "
+                 "replayed so far", (unsigned long long)omld_read(&m->metrics.recovery_replayed));
+        in->not_ready = m->not_ready;
+    } else if (m->engine && !m->engine_stopped) {
         omld_engine_stats(m->engine, &m->stats);
         in->model = &m->stats;
         omld_views *vs = omld_engine_views(m->engine);
@@ -334,6 +353,83 @@ static int load_tokens(omld_main *m)
     return 0;
 }
 
+/* ------------------------------------------------------------ recovery */
+
+/* The recovery thread: the engine's first half (checkpoint + log replay +
+ * first view), which may take a minute on a long log, off the loop, so
+ * /livez and /readyz answer meanwhile. Hands the result back through
+ * rec_done; the loop joins the thread before it reads it. */
+static void *recover_main(void *arg)
+{
+    omld_main *m = arg;
+    m->rec_rc = omld_engine_create(&m->rec_engine, &m->cfg, &m->metrics, m->rec_err,
+                                   sizeof m->rec_err);
+    uv_async_send(&m->rec_done);
+    return NULL;
+}
+
+/* After recovery, on the loop: the engine starts, the RPC server gets it
+ * (connections accepted meanwhile start being read), the trainer starts,
+ * and the address file says the daemon is there. 0 or -1. */
+static int finish_start(omld_main *m)
+{
+    char err[1536];
+    if (omld_engine_run(m->engine, &m->loop, err, sizeof err) != 0) {
+        LOG_ERROR("main", "%s", err);
+        return -1;
+    }
+    omld_server_set_engine(m->server, m->engine);
+    const oml_store *store;
+    omld_store_lock *lock;
+    omld_engine_store_ref(m->engine, &store, &lock);
+    if (omld_trainer_start(&m->trainer, omld_engine_models(m->engine),
+                           omld_engine_config(m->engine), store, lock) != 0) {
+        m->trainer = NULL;
+        LOG_ERROR("main", "cannot start the trainer thread");
+        return -1;
+    }
+    omld_server_set_trainer(m->server, m->trainer);
+    snprintf(m->addr_path, sizeof m->addr_path, "%s/omld.addr", m->cfg.data_dir);
+    if (write_file_atomic(m->addr_path, m->addr_text, err, sizeof err) != 0) {
+        m->addr_path[0] = '\0';
+        LOG_ERROR("main", "%s", err);
+        return -1;
+    }
+    return 0;
+}
+
+static void on_recovered(uv_async_t *h)
+{
+    omld_main *m = h->data;
+    pthread_join(m->rec_thread, NULL); /* the result below is complete */
+    m->recovering = 0;
+    atomic_store(&m->metrics.recovering, 0);
+    uv_close((uv_handle_t *)&m->rec_done, NULL);
+    if (m->rec_rc != 0) {
+        LOG_ERROR("main", "%s", m->rec_err);
+        m->exit_code = 1;
+        shutdown_begin(m);
+        return;
+    }
+    m->engine = m->rec_engine;
+    m->rec_engine = NULL;
+    if (m->draining) { /* a signal came during recovery: stop what was recovered */
+        m->engine_stopped = 1;
+        omld_engine_stop(m->engine);
+        return;
+    }
+    if (finish_start(m) != 0) {
+        m->exit_code = 1;
+        shutdown_begin(m);
+        return;
+    }
+    LOG_INFO("main", "ready");
+}
+
+/* ------------------------------------------------------------ start */
+
+/* Binds every listener, starts HTTP, the history and the signal handlers,
+ * then the recovery thread (on_recovered finishes the start). 0 or -1. */
 static int start(omld_main *m)
 {
     char err[1536];
@@ -341,8 +437,9 @@ static int start(omld_main *m)
         return -1;
     /* Every listener is bound before the engine recovers data_dir: a busy
      * port or a bad socket path fails the start before the log is replayed
-     * or anything in data_dir is written. The loop does not run until
-     * start() returns, so nothing is accepted before the engine is there. */
+     * or anything in data_dir is written. RPC connections are accepted from
+     * the start but read only once the engine is there; HTTP is served
+     * during recovery (/livez 200, /readyz 503 with the progress). */
     if (omld_server_start(&m->server, &m->loop, &m->cfg, NULL, &m->metrics, m->start_ns, err,
                           sizeof err) != 0) {
         m->server = NULL;
@@ -358,22 +455,6 @@ static int start(omld_main *m)
         return -1;
     }
     omld_http_set_tokens(m->http, &m->tokens, &m->metrics.http_unauthorized);
-    if (omld_engine_start(&m->engine, &m->loop, &m->cfg, &m->metrics, err, sizeof err) != 0) {
-        LOG_ERROR("main", "%s", err);
-        m->engine_stopped = 1; /* a half-started engine is only destroyed */
-        return -1;
-    }
-    omld_server_set_engine(m->server, m->engine);
-    const oml_store *store;
-    omld_store_lock *lock;
-    omld_engine_store_ref(m->engine, &store, &lock);
-    if (omld_trainer_start(&m->trainer, omld_engine_models(m->engine),
-                           omld_engine_config(m->engine), store, lock) != 0) {
-        m->trainer = NULL;
-        LOG_ERROR("main", "cannot start the trainer thread");
-        return -1;
-    }
-    omld_server_set_trainer(m->server, m->trainer);
     m->history = omld_history_new(OMLD_HISTORY_SAMPLES, OMLD_HISTORY_INTERVAL_MS, m->start_ns);
     if (!m->history) {
         LOG_ERROR("main", "out of memory for the status history");
@@ -388,7 +469,7 @@ static int start(omld_main *m)
 
     struct sockaddr_storage rpc_addr;
     omld_server_rpc_address(m->server, &rpc_addr);
-    char rpc[128], http[128], text[3 * OMLD_STR_MAX];
+    char rpc[128], http[128];
     omld_addr_format(&rpc_addr, rpc, sizeof rpc);
     omld_addr_format(&http_addr, http, sizeof http);
     LOG_INFO("main", "listening on %s (rpc)", rpc);
@@ -409,16 +490,10 @@ static int start(omld_main *m)
         LOG_INFO("main", "listening beyond loopback with tokens: tokens travel in clear text, "
                  "keep these ports on a private network or behind TLS");
     }
-
-    int n = snprintf(text, sizeof text, "rpc %s\nhttp %s\n", rpc, http);
-    if (m->cfg.unix_socket[0] && n > 0 && (size_t)n < sizeof text)
-        snprintf(text + n, sizeof text - (size_t)n, "unix %s\n", m->cfg.unix_socket);
-    snprintf(m->addr_path, sizeof m->addr_path, "%s/omld.addr", m->cfg.data_dir);
-    if (write_file_atomic(m->addr_path, text, err, sizeof err) != 0) {
-        m->addr_path[0] = '\0';
-        LOG_ERROR("main", "%s", err);
-        return -1;
-    }
+    int n = snprintf(m->addr_text, sizeof m->addr_text, "rpc %s\nhttp %s\n", rpc, http);
+    if (m->cfg.unix_socket[0] && n > 0 && (size_t)n < sizeof m->addr_text)
+        snprintf(m->addr_text + n, sizeof m->addr_text - (size_t)n, "unix %s\n",
+                 m->cfg.unix_socket);
 
     uv_signal_init(&m->loop, &m->sigterm);
     uv_signal_init(&m->loop, &m->sigint);
@@ -427,6 +502,21 @@ static int start(omld_main *m)
     if (uv_signal_start(&m->sigterm, on_signal, SIGTERM) != 0 ||
         uv_signal_start(&m->sigint, on_signal, SIGINT) != 0) {
         LOG_ERROR("main", "cannot install the signal handlers");
+        return -1;
+    }
+
+    if (uv_async_init(&m->loop, &m->rec_done, on_recovered) != 0) {
+        LOG_ERROR("main", "uv_async_init failed");
+        return -1;
+    }
+    m->rec_done.data = m;
+    m->recovering = 1;
+    atomic_store(&m->metrics.recovering, 1);
+    if (pthread_create(&m->rec_thread, NULL, recover_main, m) != 0) {
+        m->recovering = 0;
+        atomic_store(&m->metrics.recovering, 0);
+        uv_close((uv_handle_t *)&m->rec_done, NULL);
+        LOG_ERROR("main", "cannot start the recovery thread");
         return -1;
     }
     return 0;
@@ -503,11 +593,9 @@ int main(int argc, char **argv)
         free(m);
         return 1;
     }
-    if (start(m) != 0) {
+    if (start(m) != 0) { /* else on_recovered says "ready" */
         m->exit_code = 1;
         shutdown_begin(m);
-    } else {
-        LOG_INFO("main", "ready");
     }
     uv_run(&m->loop, UV_RUN_DEFAULT);
     omld_engine_destroy(m->engine);

@@ -75,6 +75,9 @@ typedef struct omld_metrics {
     /* views */
     atomic_uint_fast64_t views_published;
     atomic_uint_fast64_t views_refused;      /* built but not served: model not finite */
+    /* recovery (persist.c; main.c runs it on its own thread at startup) */
+    atomic_uint_fast64_t recovering;         /* gauge: 1 while data_dir is recovered */
+    atomic_uint_fast64_t recovery_replayed;  /* log records the last recovery replayed */
     /* latency */
     omld_histogram update_latency;           /* one learner step */
     omld_histogram ingest_latency;           /* mutation request: decoded -> acknowledged */
@@ -85,6 +88,12 @@ typedef struct omld_metrics {
 static inline void omld_count(atomic_uint_fast64_t *c, uint64_t n)
 {
     atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+}
+
+/* Adds one and returns the new value. */
+static inline uint64_t omld_count_ret(atomic_uint_fast64_t *c)
+{
+    return atomic_fetch_add_explicit(c, 1, memory_order_relaxed) + 1;
 }
 
 static inline uint64_t omld_read(const atomic_uint_fast64_t *c)

@@ -137,6 +137,13 @@ static int replay_record(void *arg, uint8_t type, uint64_t lsn, const uint8_t *p
     }
     if (q->body_case == OMLD__REQUEST__BODY_ADD_TRIPLETS)
         atomic_fetch_add(&e->queued_triplets, q->add_triplets->n_triplets);
+    uint64_t done = omld_count_ret(&e->metrics->recovery_replayed);
+    uint64_t now = omld_now_ns();
+    if (now - e->replay_log_ns >= 5000000000ull) { /* a long replay says how far it is */
+        e->replay_log_ns = now;
+        LOG_INFO("persist", "replaying the write-ahead log: %" PRIu64 " records so far (LSN %"
+                 PRIu64 ")", done, lsn);
+    }
     omld_reply r;
     omld_reply_init(&r, q->request_id);
     omld_apply(e, q, &r);
@@ -309,6 +316,8 @@ static int load_state(omld_engine *e, char *err, size_t errlen)
     oml_wal_close(e->wal, NULL);
     e->wal = NULL;
     e->replayed = 0;
+    atomic_store(&e->metrics->recovery_replayed, 0);
+    e->replay_log_ns = omld_now_ns();
     rc = oml_wal_open(&e->wal, wal_dir, &wo, replay_record, e, &rep, &d);
     if (rc != OML_OK) {
         int damaged = rc == OML_EFORMAT && rep.cut_segment[0] && !wo.salvage;

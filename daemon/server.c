@@ -586,7 +586,8 @@ static void conn_update(omld_conn *c)
     } else if (room) {
         c->in_paused = 0;
     }
-    int want = !c->eof && !s->draining && room && conn_can_take(c);
+    /* Nothing is read before the engine is attached (during recovery). */
+    int want = s->engine != NULL && !c->eof && !s->draining && room && conn_can_take(c);
     if (want && !c->reading) {
         int rc = uv_read_start(&c->h.stream, on_alloc, on_read);
         if (rc != 0) {
@@ -1490,6 +1491,8 @@ void omld_server_set_engine(omld_server *s, omld_engine *engine)
     s->heads = mc->layers + 1;
     s->emb = mc->emb;
     omld_engine_set_wake(engine, on_engine_wake, s);
+    for (omld_conn *c = s->conns; c; c = c->next)
+        conn_pump(c); /* connections accepted during recovery start being read */
 }
 
 /* ------------------------------------------------------------ addresses */

@@ -38,15 +38,16 @@ typedef struct omld_server omld_server;
  * origin of StatusResponse.uptime_ms. Installs the engine's wake callback.
  * engine may be NULL: main.c binds the listeners before the engine recovers
  * the data directory (a busy port must fail the start before anything in it
- * is touched) and attaches the engine with omld_server_set_engine() before
- * the loop runs. 0 or -1 with err (nothing is left open on failure once the
+ * is touched) and attaches the engine with omld_server_set_engine() once
+ * recovery is done. 0 or -1 with err (nothing is left open on failure once the
  * loop has run). */
 int omld_server_start(omld_server **out, uv_loop_t *loop, const omld_config *cfg,
                       omld_engine *engine, omld_metrics *metrics, uint64_t start_ns, char *err,
                       size_t errlen);
 
 /* Attaches the engine (views, store, models, wake callback) to a server
- * started without one. Call before the loop runs. */
+ * started without one (main.c: after recovery). Until then connections are
+ * accepted but not read. Loop thread. */
 void omld_server_set_engine(omld_server *s, omld_engine *engine);
 
 /* Turns authorisation on (tokens->n > 0) for every connection accepted

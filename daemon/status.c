@@ -508,6 +508,12 @@ char *omld_metrics_text(const omld_status_input *in, size_t *len)
     gauge(&b, "omld_ready", "1 once a model view is published and while not draining.",
           in->ready && !in->draining ? 1 : 0);
     gauge(&b, "omld_draining", "1 while shutting down.", in->draining ? 1 : 0);
+    gauge(&b, "omld_recovering",
+          "1 while data_dir is recovered at startup (checkpoint + log replay).",
+          (double)omld_read(&mt->recovering));
+    gauge(&b, "omld_recovery_records_replayed",
+          "Log records the last recovery replayed (so far, while it runs).",
+          (double)omld_read(&mt->recovery_replayed));
 
     /* ingest */
     counter(&b, "omld_items_put_total", "Items stored (created or replaced).",

@@ -17,10 +17,13 @@
  *     item; a damaged log's message is whole and names wal_salvage.
  *   - /metrics has the log size, the checkpoint's age and duration, the
  *     read-only flag and the process's memory, descriptors and CPU.
+ *   - /livez and /readyz answer while a long log is replayed.
  */
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <netinet/in.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -967,6 +970,150 @@ static void test_persistence_metrics(void **state)
     omld_proc_cleanup(p);
 }
 
+/* ------------------------------------------------------------ probes during recovery */
+
+typedef struct prober {
+    pthread_t th;
+    char http[64];
+    char lock[300];          /* with term: SIGTERM the pid in it once recovering */
+    int term;
+    atomic_int stop;
+    int live_ok, recovering_seen;
+    char seen[256];
+} prober;
+
+static void *prober_main(void *arg)
+{
+    prober *pr = arg;
+    while (!atomic_load(&pr->stop)) {
+        char *body = NULL;
+        size_t len = 0;
+        if (omld_http_get(pr->http, "/livez", &body, &len) == 200)
+            pr->live_ok++;
+        free(body);
+        body = NULL;
+        if (omld_http_get(pr->http, "/readyz", &body, &len) == 503 && body &&
+            strstr(body, "recovering data_dir")) {
+            pr->recovering_seen++;
+            snprintf(pr->seen, sizeof pr->seen, "%s", body);
+            FILE *f = pr->term ? fopen(pr->lock, "r") : NULL;
+            long pid = 0;
+            if (f) {
+                if (fscanf(f, "%ld", &pid) == 1 && pid > 0)
+                    kill((pid_t)pid, SIGTERM);
+                fclose(f);
+                pr->term = 0;
+            }
+        }
+        free(body);
+        sleep_ms(10);
+    }
+    return NULL;
+}
+
+static const char *const REPLAY_ARGS[] = {
+    "--dim=64", "--layers=2", "--hidden=128", "--emb=64", "--publish_ms=50", "--max_batch=2000",
+    "--checkpoint_every=1000000000", "--checkpoint_ms=86400000", NULL};
+
+/* A restart that replays a long log answers /livez (200) and /readyz
+ * (503, with how far the replay is) while it replays: an orchestrator does
+ * not kill it for being slow to recover. Before, HTTP came up only after
+ * the replay. */
+static void test_probes_answer_during_replay(void **state)
+{
+    omld_proc *p = new_proc();
+    assert_int_equal(omld_proc_start(p, REPLAY_ARGS, TIMEOUT_MS), 0);
+    omlc *c = dial(p);
+    omlc_error err;
+    enum { ITEMS = 200, BATCH = 2000 };
+    static float x[ITEMS][64];
+    static char ids[ITEMS][16];
+    static omlc_item items[ITEMS];
+    for (int i = 0; i < ITEMS; i++) {
+        snprintf(ids[i], sizeof ids[i], "r%d", i);
+        for (int j = 0; j < 64; j++)
+            x[i][j] = (float)((i * 7 + j * 13) % 29) / 29.0f + (float)(i % 5 == j % 5);
+        items[i] = (omlc_item){ids[i], x[i], 64, NULL};
+    }
+    assert_int_equal(omlc_put_items(c, items, ITEMS, NULL, NULL, &err), 0);
+    static omlc_triplet t[BATCH];
+    uint64_t sent = 0, t0 = 0;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    t0 = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+    /* About two seconds of learning: as long to replay. */
+    for (int b = 0; b < 200; b++) {
+        for (int i = 0; i < BATCH; i++) {
+            int a = (b * BATCH + i) % ITEMS, q = (a + 5) % ITEMS, n = (a + 1) % ITEMS;
+            t[i] = (omlc_triplet){{ids[a], NULL, 0}, {ids[q], NULL, 0}, {ids[n], NULL, 0}};
+        }
+        assert_int_equal(omlc_add_triplets(c, t, BATCH, NULL, NULL, &err), 0);
+        sent += BATCH;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        if ((uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u - t0 > 2000)
+            break;
+    }
+    omlc_close(c);
+    assert_int_equal(omld_proc_stop(p, SIGKILL, TIMEOUT_MS), 128 + SIGKILL);
+
+    /* A fixed HTTP port, so the probes know it before the address file. */
+    char http[64], arg[96];
+    close(occupy_port(http, sizeof http));
+    snprintf(arg, sizeof arg, "--http=%s", http);
+    const char *args[16];
+    int na = 0;
+    for (; REPLAY_ARGS[na]; na++)
+        args[na] = REPLAY_ARGS[na];
+    args[na++] = arg;
+    args[na] = NULL;
+    static prober pr;
+    memset(&pr, 0, sizeof pr);
+    snprintf(pr.http, sizeof pr.http, "%s", http);
+    assert_int_equal(pthread_create(&pr.th, NULL, prober_main, &pr), 0);
+    int rc = omld_proc_restart(p, args, TIMEOUT_MS);
+    atomic_store(&pr.stop, 1);
+    pthread_join(pr.th, NULL);
+    assert_int_equal(rc, 0);
+    printf("    replayed %llu triplets: /livez 200 x%d, /readyz 503 recovering x%d (%s)\n",
+           (unsigned long long)sent, pr.live_ok, pr.recovering_seen, pr.seen);
+    assert_true(pr.recovering_seen > 0);
+    assert_true(pr.live_ok > 0);
+    assert_true(log_has(p, "recovered: .* log records replayed"));
+    char *body = NULL;
+    size_t len = 0;
+    assert_int_equal(omld_http_get(p->http, "/readyz", &body, &len), 200);
+    free(body);
+    c = dial(p);
+    Omld__Response *r = NULL;
+    assert_int_equal(status(c, &r)->triplets_applied, sent);
+    omld__response__free_unpacked(r, NULL);
+    omlc_close(c);
+
+    /* SIGTERM in the middle of a replay: a clean exit once the recovery is
+     * done (nothing half-recovered is left), and nothing is lost. */
+    assert_int_equal(omld_proc_stop(p, SIGKILL, TIMEOUT_MS), 128 + SIGKILL);
+    memset(&pr, 0, sizeof pr);
+    snprintf(pr.http, sizeof pr.http, "%s", http);
+    snprintf(pr.lock, sizeof pr.lock, "%s/omld.lock", p->dir);
+    pr.term = 1;
+    assert_int_equal(pthread_create(&pr.th, NULL, prober_main, &pr), 0);
+    rc = omld_proc_restart(p, args, TIMEOUT_MS);
+    atomic_store(&pr.stop, 1);
+    pthread_join(pr.th, NULL);
+    assert_int_equal(rc, -1); /* it exited before writing its address file */
+    assert_true(pr.recovering_seen > 0);
+    assert_true(log_has(p, "Terminated: draining and shutting down"));
+    assert_true(log_has(p, "main: stopped"));
+    assert_int_equal(omld_proc_restart(p, args, TIMEOUT_MS), 0);
+    c = dial(p);
+    r = NULL;
+    assert_int_equal(status(c, &r)->triplets_applied, sent);
+    omld__response__free_unpacked(r, NULL);
+    omlc_close(c);
+    assert_int_equal(omld_proc_stop(p, SIGTERM, TIMEOUT_MS), 0);
+    omld_proc_cleanup(p);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -983,6 +1130,7 @@ int main(void)
         cmocka_unit_test_teardown(test_triplet_negative_must_differ, teardown),
         cmocka_unit_test_teardown(test_damaged_log_message_and_salvage, teardown),
         cmocka_unit_test_teardown(test_persistence_metrics, teardown),
+        cmocka_unit_test_teardown(test_probes_answer_during_replay, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
