@@ -47,6 +47,16 @@ static void init_random(oml_learner *l)
                      (size_t)oml_net_width(lay, k));
 }
 
+/* One triplet in every head, before the step: distances, the loss of
+ * cfg.loss and its derivatives in D+ and D-, the hedge signal. */
+typedef struct judged {
+    float loss[OML_MAX_HEADS], signal[OML_MAX_HEADS];
+    float dp[OML_MAX_HEADS], dn[OML_MAX_HEADS];
+    float g_pos[OML_MAX_HEADS], g_neg[OML_MAX_HEADS];
+    float overall, ens_pos, ens_neg;
+    int finite;
+} judged;
+
 /* The mini-batch workspace and Adam's moments, when the configuration
  * asks for them (the paper's one-triplet SGD needs neither). */
 static int batch_alloc(oml_learner *l)
@@ -66,7 +76,9 @@ static int batch_alloc(oml_learner *l)
     size_t gz = (size_t)rows * (size_t)c->emb;
     size_t work = (size_t)heads * gz + lay->count + oml_net_scratch_floats(lay, rows);
     l->_bwork = malloc(work * sizeof(float));
-    if (l->_bwork == NULL || oml_net_acts_init(&l->_bacts, lay, rows) != OML_OK)
+    l->_bjudged = malloc((size_t)c->batch * sizeof(judged));
+    if (l->_bwork == NULL || l->_bjudged == NULL ||
+        oml_net_acts_init(&l->_bacts, lay, rows) != OML_OK)
         return OML_ENOMEM;
     float *p = l->_bwork;
     for (int k = 0; k < heads; k++, p += gz)
@@ -125,6 +137,7 @@ void oml_learner_destroy(oml_learner *l)
     oml_net_acts_free(&l->_acts);
     oml_net_acts_free(&l->_bacts);
     free(l->_bwork);
+    free(l->_bjudged);
     free(l->adam_m);
     free(l->adam_v);
     free(l->params);
@@ -160,15 +173,22 @@ static void whiten_rows(float *P, const float *var, float noise, int32_t k, int3
     }
 }
 
+/* Theta(0) = the ncomp rows of P (ncomp, d), the rows below them zero. */
+static void set_head0(oml_learner *l, const float *P, int32_t ncomp)
+{
+    const oml_net_layout *lay = &l->lay;
+    float *theta0 = l->params + lay->theta[0];
+    memset(theta0, 0, (size_t)lay->emb * lay->dim * sizeof(float));
+    memcpy(theta0, P, (size_t)ncomp * lay->dim * sizeof(float));
+}
+
 /* Every head equal to the PCA projection P (emb, d): Theta(0) = P, and the
  * trunk and every deeper head the pass-through of P (pca.h). */
 static void init_pca_heads(oml_learner *l, const float *P, int32_t ncomp)
 {
     const oml_net_layout *lay = &l->lay;
     int32_t d = lay->dim, e = lay->emb, hd = lay->hidden;
-    float *theta0 = l->params + lay->theta[0];
-    memset(theta0, 0, (size_t)e * d * sizeof(float));
-    memcpy(theta0, P, (size_t)ncomp * d * sizeof(float));
+    set_head0(l, P, ncomp);
     for (int k = 1; k <= lay->layers; k++) {
         float *W = l->params + lay->w[k];
         if (k == 1)
@@ -403,13 +423,10 @@ int oml_learner_prepare(oml_learner *l, const float *X, int32_t n)
         int32_t e = lay->emb < d ? lay->emb : d, k = 0;
         float *P = malloc((size_t)e * d * sizeof(float));
         rc = P ? std_projection(X, n, d, lay->emb, mean, P, &k) : OML_ENOMEM;
-        if (rc == OML_OK && l->cfg.init == OML_INIT_STD) {
+        if (rc == OML_OK && l->cfg.init == OML_INIT_STD)
             init_pca_heads(l, P, k);
-        } else if (rc == OML_OK) { /* head 0 only; the rest stays whitened */
-            float *theta0 = l->params + lay->theta[0];
-            memset(theta0, 0, (size_t)lay->emb * d * sizeof(float));
-            memcpy(theta0, P, (size_t)k * d * sizeof(float));
-        }
+        else if (rc == OML_OK) /* head 0 only; the rest stays whitened */
+            set_head0(l, P, k);
         free(P);
     }
     if (rc == OML_OK) {
@@ -466,16 +483,6 @@ static void proximal_pull(oml_learner *l, float eta, int steps)
     for (size_t i = 0; i < n; i++)
         p[i] -= pull * (p[i] - s[i]);
 }
-
-/* One triplet in every head, before the step: distances, the loss of
- * cfg.loss and its derivatives in D+ and D-, the hedge signal. */
-typedef struct judged {
-    float loss[OML_MAX_HEADS], signal[OML_MAX_HEADS];
-    float dp[OML_MAX_HEADS], dn[OML_MAX_HEADS];
-    float g_pos[OML_MAX_HEADS], g_neg[OML_MAX_HEADS];
-    float overall, ens_pos, ens_neg;
-    int finite;
-} judged;
 
 static void judge(const oml_learner *l, const oml_net_acts *acts, int32_t row, judged *j)
 {
@@ -671,19 +678,18 @@ int oml_learner_train(oml_learner *l, const float *const *rows, int32_t n, int32
     oml_net_acts *acts = &l->_bacts;
     oml_net_forward_rows(lay, l->params, rows, 3 * n, acts);
 
-    /* Judge every triplet at the pre-step weights; the new ones first. */
-    judged jn[OML_MAX_BATCH > 64 ? 64 : OML_MAX_BATCH];
+    /* Judge every triplet at the pre-step weights and alpha; the new ones,
+     * first, are kept for the hedge and the counters after the step. */
+    judged *jt = l->_bjudged;
     float inv = 1.0f / (float)n;
     int ok = 1;
     for (int32_t t = 0; t < n && ok; t++) {
-        judged j;
-        judge(l, acts, 3 * t, &j);
-        ok = j.finite;
-        if (t < n_new && t < 64)
-            jn[t] = j;
+        judged *j = &jt[t];
+        judge(l, acts, 3 * t, j);
+        ok = j->finite;
         for (int k = 0; k < heads && ok; k++) {
             float w = (l->cfg.equal_heads ? 1.0f / (float)heads : l->alpha[k]) * inv;
-            head_grad(acts, k, 3 * t, e, w, j.g_pos[k], j.g_neg[k], j.dp[k], j.dn[k],
+            head_grad(acts, k, 3 * t, e, w, j->g_pos[k], j->g_neg[k], j->dp[k], j->dn[k],
                       l->_bgz[k] + (size_t)3 * t * e);
         }
     }
@@ -709,15 +715,10 @@ int oml_learner_train(oml_learner *l, const float *const *rows, int32_t n, int32
     l->stats.steps++;
     l->stats.rehearsed += (uint64_t)(n - n_new);
     for (int32_t t = 0; t < n_new; t++) {
-        judged j;
-        if (t < 64)
-            j = jn[t];
-        else
-            judge(l, acts, 3 * t, &j); /* pre-step activations are still in acts */
-        hedge_step(l, acts, 3 * t, rows[3 * t], &j);
-        note_new(l, &j);
+        hedge_step(l, acts, 3 * t, rows[3 * t], &jt[t]);
+        note_new(l, &jt[t]);
         if (report && t == n_new - 1)
-            fill_report(l, &j, report);
+            fill_report(l, &jt[t], report);
     }
     return 0;
 }

@@ -75,6 +75,7 @@ typedef struct oml_learner {
     float *_bgrad;               /* lay.count */
     float *_bscratch;
     void *_bwork;
+    void *_bjudged;              /* (batch) each triplet judged before the step */
     /* step workspace */
     oml_net_acts _acts;
     float *_gz[OML_MAX_HEADS];   /* (3, emb) each */

@@ -84,8 +84,8 @@ static void push(oml_replay *r, const uint32_t *t)
     r->next = r->next + 1 == r->cap ? 0 : r->next + 1;
 }
 
-/* Appends up to want kept triplets, drawn uniformly, to rows from *at.
- * Returns how many were drawn. */
+/* Writes up to `want` kept triplets, drawn uniformly, as 3 rows each into
+ * rows. Returns how many were drawn. */
 static int32_t draw(oml_replay *r, oml_learner *l, const oml_store *s, int32_t want,
                     const float **rows)
 {
