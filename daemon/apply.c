@@ -69,12 +69,26 @@ static int member_bad(omld_engine *e, const float *x, const Omld__ItemRef *ref, 
 }
 
 /* The data-dependent start, from every live stored item in slot order. */
+uint32_t omld_start_items(omld_engine *e, uint32_t m, float *X)
+{
+    uint32_t n = oml_store_count(e->store), slots = oml_store_slots(e->store), k = 0, seen = 0;
+    int32_t dim = oml_store_dim(e->store);
+    for (uint32_t s = 0; s < slots && k < m; s++) {
+        const float *x = oml_store_features(e->store, s);
+        if (!oml_store_is_live(e->store, s) || !features_ok(e, x))
+            continue;
+        if ((uint64_t)seen++ * m / n == k) /* every (n/m)-th: all of them when m = n */
+            memcpy(X + (size_t)k++ * dim, x, (size_t)dim * sizeof(float));
+    }
+    return k;
+}
+
 static void prepare_model(omld_engine *e)
 {
     oml_learner *l = e->learner;
     if (l->prepared || !oml_config_needs_data(&l->cfg))
         return;
-    uint32_t n = oml_store_count(e->store), slots = oml_store_slots(e->store);
+    uint32_t n = oml_store_count(e->store);
     int32_t dim = oml_store_dim(e->store);
     if (n < 2) {
         LOG_WARN("engine", "first triplet with %u stored item(s): the model starts untrained "
@@ -87,10 +101,7 @@ static void prepare_model(omld_engine *e)
         LOG_ERROR("engine", "out of memory preparing the model start");
         return;
     }
-    uint32_t k = 0;
-    for (uint32_t s = 0; s < slots; s++)
-        if (oml_store_is_live(e->store, s) && features_ok(e, oml_store_features(e->store, s)))
-            memcpy(X + (size_t)k++ * dim, oml_store_features(e->store, s), (size_t)dim * sizeof(float));
+    uint32_t k = omld_start_items(e, n, X);
     if (k < n) /* out-of-bounds items from an old state take no part in the start */
         LOG_WARN("engine", "model start: %u stored item(s) with features beyond max_feature_abs "
                  "left out", n - k);

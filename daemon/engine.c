@@ -85,22 +85,16 @@ int omld_engine_model_config(const omld_config *o, oml_config *c, char *err, siz
 static oml_snapshot *provisional_snapshot(omld_engine *e, uint64_t version)
 {
     const oml_learner *live = e->learner;
-    uint32_t n = oml_store_count(e->store), slots = oml_store_slots(e->store);
+    uint32_t n = oml_store_count(e->store);
     if (live->prepared || !oml_config_needs_data(&live->cfg) || n < 2)
         return NULL;
-    int32_t d = oml_store_dim(e->store);
-    uint32_t m = n < PROVISIONAL_ROWS ? n : PROVISIONAL_ROWS, k = 0, seen = 0;
-    float *X = malloc((size_t)m * (size_t)d * sizeof(float));
+    uint32_t m = n < PROVISIONAL_ROWS ? n : PROVISIONAL_ROWS, k = 0;
+    float *X = malloc((size_t)m * (size_t)oml_store_dim(e->store) * sizeof(float));
     oml_learner *l = NULL;
     oml_snapshot *s = NULL;
     if (X == NULL || oml_learner_create(&l, &live->cfg, NULL) != OML_OK)
         goto done;
-    for (uint32_t slot = 0; slot < slots && k < m; slot++) {
-        if (!oml_store_is_live(e->store, slot))
-            continue;
-        if ((uint64_t)seen++ * m / n == k) /* every (n/m)-th live item */
-            memcpy(X + (size_t)k++ * d, oml_store_features(e->store, slot), (size_t)d * sizeof(float));
-    }
+    k = omld_start_items(e, m, X);
     if (k >= 2 && oml_learner_prepare(l, X, (int32_t)k) == OML_OK)
         s = oml_learner_snapshot(l, version);
 done:
@@ -109,12 +103,18 @@ done:
     return s;
 }
 
+/* The snapshot a new view serves: the provisional start before the first
+ * triplet, the live model after. */
+static oml_snapshot *serving_snapshot(omld_engine *e, uint64_t version)
+{
+    oml_snapshot *s = provisional_snapshot(e, version);
+    return s ? s : oml_learner_snapshot(e->learner, version);
+}
+
 void omld_engine_publish(omld_engine *e)
 {
     uint64_t now = omld_now_ns();
-    oml_snapshot *s = provisional_snapshot(e, ++e->version);
-    if (s == NULL)
-        s = oml_learner_snapshot(e->learner, e->version);
+    oml_snapshot *s = serving_snapshot(e, ++e->version);
     if (s == NULL) {
         e->version--;
         LOG_ERROR("engine", "out of memory taking a snapshot; will retry");
@@ -323,14 +323,37 @@ static void run_group(omld_engine *e, cmd_list *group)
  * as the queue is empty, then the idle allowance once no request came for
  * IDLE_NS. Never while the log cannot be written: every rehearsal step is
  * logged. Called with mu held. */
+static int idle_allowance(const omld_engine *e)
+{
+    return !e->read_only && e->replay.live > 0 &&
+           e->idle_credit >= (double)e->learner->cfg.batch;
+}
+
 static int rehearsal_due(omld_engine *e)
 {
     if (e->read_only || e->replay.live == 0)
         return 0;
     if (oml_replay_owed(&e->replay, e->learner) > 0)
         return 1;
-    return e->idle_credit >= (double)e->learner->cfg.batch &&
-           omld_now_ns() - e->last_request_ns >= IDLE_NS;
+    return idle_allowance(e) && omld_now_ns() - e->last_request_ns >= IDLE_NS;
+}
+
+/* Waits on cv (mu held) for at most wait_ns (UINT64_MAX: until signalled). */
+static void wait_for(omld_engine *e, uint64_t wait_ns)
+{
+    if (wait_ns == UINT64_MAX) {
+        pthread_cond_wait(&e->cv, &e->mu);
+        return;
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += (time_t)(wait_ns / 1000000000u);
+    ts.tv_nsec += (long)(wait_ns % 1000000000u);
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&e->cv, &e->mu, &ts);
 }
 
 /* One slice of rehearsal, then its log record (the steps are a function
@@ -365,38 +388,17 @@ static void *engine_main(void *arg)
         while (e->inbox.head == NULL && !e->stopping) {
             if (rehearsal_due(e))
                 break;
-            if (!e->dirty && e->idle_credit >= (double)e->learner->cfg.batch && !e->read_only &&
-                e->replay.live > 0) {
-                /* Idle rehearsal is allowed: wake when the quiet time is up. */
-                struct timespec ts;
-                clock_gettime(CLOCK_REALTIME, &ts);
-                ts.tv_nsec += IDLE_NS;
-                if (ts.tv_nsec >= 1000000000L) {
-                    ts.tv_sec++;
-                    ts.tv_nsec -= 1000000000L;
-                }
-                pthread_cond_timedwait(&e->cv, &e->mu, &ts);
-                continue;
+            uint64_t now = omld_now_ns(), wait_ns = UINT64_MAX;
+            if (idle_allowance(e)) /* wake when the quiet time is up */
+                wait_ns = e->last_request_ns + IDLE_NS - now;
+            if (e->dirty) { /* something changed: wake by the publish deadline at the latest */
+                uint64_t due_ns = e->published_ns + (uint64_t)e->opts.publish_ms * 1000000u;
+                if (now >= due_ns)
+                    break;
+                if (due_ns - now < wait_ns)
+                    wait_ns = due_ns - now;
             }
-            if (!e->dirty) {
-                pthread_cond_wait(&e->cv, &e->mu);
-                continue;
-            }
-            /* Something changed: wake by the publish deadline at the latest. */
-            uint64_t due_ns = e->published_ns + (uint64_t)e->opts.publish_ms * 1000000u;
-            uint64_t now = omld_now_ns();
-            if (now >= due_ns)
-                break;
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            uint64_t wait = due_ns - now;
-            ts.tv_sec += (time_t)(wait / 1000000000u);
-            ts.tv_nsec += (long)(wait % 1000000000u);
-            if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-            }
-            pthread_cond_timedwait(&e->cv, &e->mu, &ts);
+            wait_for(e, wait_ns);
         }
         if (e->inbox.head == NULL && e->stopping)
             break;
@@ -627,9 +629,7 @@ int omld_engine_create(omld_engine **out, const omld_config *opts, omld_metrics 
     }
     /* The first view: the recovered model (or the untrained one over an
      * empty store), so queries and /readyz work from the start. */
-    oml_snapshot *s = provisional_snapshot(e, ++e->version);
-    if (s == NULL)
-        s = oml_learner_snapshot(e->learner, e->version);
+    oml_snapshot *s = serving_snapshot(e, ++e->version);
     e->published_ns = omld_now_ns();
     /* A recovered model that is not finite is not served (1): the daemon
      * starts, /readyz says why, queries are UNAVAILABLE until a finite view. */

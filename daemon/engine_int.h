@@ -116,6 +116,11 @@ struct omld_engine {
  * what the write-ahead log must record so that replay reproduces it. */
 int omld_apply(omld_engine *e, const Omld__Request *q, omld_reply *r);
 
+/* apply.c: the stored items the model's data-dependent start is taken
+ * from, into X (m, dim): the live ones within max_feature_abs in slot
+ * order, every (count/m)-th when m is below their count. Returns how many. */
+uint32_t omld_start_items(omld_engine *e, uint32_t m, float *X);
+
 /* apply.c: `steps` rehearsal steps from the ring (live, and on replay of
  * their log record). */
 int omld_rehearse(omld_engine *e, int32_t steps); /* returns the steps taken */
