@@ -508,6 +508,27 @@ static uint8_t *checkpoint_section(fixture *f, uint32_t tag, size_t *len)
     return buf;
 }
 
+/* The checkpoint section `tag` of a and b are the same bytes. */
+static void assert_same_section(fixture *a, fixture *b, uint32_t tag)
+{
+    size_t na, nb;
+    uint8_t *xa = checkpoint_section(a, tag, &na), *xb = checkpoint_section(b, tag, &nb);
+    assert_int_equal(na, nb);
+    assert_memory_equal(xa, xb, na);
+    free(xa);
+    free(xb);
+}
+
+/* What a kill leaves on disk: a's data directory copied into copy
+ * (<dir>-crash) now, whatever the engine is doing. */
+static void crash_image(const fixture *a, char *copy, size_t cap)
+{
+    char cmd[700];
+    snprintf(copy, cap, "%s-crash", a->dir);
+    snprintf(cmd, sizeof cmd, "cp -a %s %s", a->dir, copy);
+    assert_int_equal(system(cmd), 0);
+}
+
 /* A crash image (the data directory copied while the engine is idle, so
  * everything answered is in the log) recovers to the same model, store and
  * closure, bit for bit, as the engine that kept running. With and without a
@@ -531,10 +552,8 @@ static void recovery_case(int mid_checkpoint)
             assert_int_equal(call(&a, &p.req, 3), 0);
         }
     }
-    char copy[300], cmd[700];
-    snprintf(copy, sizeof copy, "%s-crash", a.dir);
-    snprintf(cmd, sizeof cmd, "cp -a %s %s", a.dir, copy);
-    assert_int_equal(system(cmd), 0);
+    char copy[300];
+    crash_image(&a, copy, sizeof copy);
 
     start_in(&b, "default", 1000, copy);
     omld_model_stats sa, sb;
@@ -542,25 +561,13 @@ static void recovery_case(int mid_checkpoint)
     omld_engine_stats(b.e, &sb);
     assert_int_equal(sb.updates, sa.updates);
     assert_int_equal(sb.items, sa.items);
-    for (uint32_t tag = 1; tag <= 3; tag++) {
-        size_t na, nb;
-        uint8_t *xa = checkpoint_section(&a, tag, &na);
-        uint8_t *xb = checkpoint_section(&b, tag, &nb);
-        assert_int_equal(na, nb);
-        assert_memory_equal(xa, xb, na);
-        free(xa);
-        free(xb);
-    }
+    for (uint32_t tag = 1; tag <= 3; tag++)
+        assert_same_section(&a, &b, tag);
     /* Both go on identically after the recovery. */
     build_triplets(&t, 500, 40, -1);
     assert_int_equal(call(&a, &t.req, 40), 0);
     assert_int_equal(call(&b, &t.req, 40), 0);
-    size_t na, nb;
-    uint8_t *xa = checkpoint_section(&a, 1, &na), *xb = checkpoint_section(&b, 1, &nb);
-    assert_int_equal(na, nb);
-    assert_memory_equal(xa, xb, na);
-    free(xa);
-    free(xb);
+    assert_same_section(&a, &b, 1);
     stop(&a);
     stop(&b);
 }
@@ -612,25 +619,16 @@ static void test_rehearsal_recovers_bit_identically(void **state)
         build_triplets(&t, k * 40, 40, -1);
         assert_int_equal(call(&a, &t.req, 40), 0);
     }
-    char copy[300], cmd[700];
-    snprintf(copy, sizeof copy, "%s-crash", a.dir);
-    snprintf(cmd, sizeof cmd, "cp -a %s %s", a.dir, copy);
-    assert_int_equal(system(cmd), 0);
+    char copy[300];
+    crash_image(&a, copy, sizeof copy);
     uint64_t ra = quiet_rehearsal(&a);
     assert_true(ra > 0);
 
     start_in(&b, "default", 1000, copy);
     uint64_t rb = quiet_rehearsal(&b);
     assert_int_equal(rb, ra);
-    for (uint32_t tag = 1; tag <= 3; tag++) {
-        size_t na, nb;
-        uint8_t *xa = checkpoint_section(&a, tag, &na);
-        uint8_t *xb = checkpoint_section(&b, tag, &nb);
-        assert_int_equal(na, nb);
-        assert_memory_equal(xa, xb, na);
-        free(xa);
-        free(xb);
-    }
+    for (uint32_t tag = 1; tag <= 3; tag++)
+        assert_same_section(&a, &b, tag);
     stop(&a);
     stop(&b);
     Rehearse = 0;
