@@ -518,6 +518,14 @@ static int apply_promote(omld_engine *e, const Omld__PromoteRequest *p, omld_rep
         if (l->start)
             memcpy(l->start + blk[i].to, bm->params + blk[i].from, blk[i].n * sizeof(float));
     }
+    /* A batch net reads the centred input unscaled and its head has no
+     * offset: the live input scale becomes 1 and the promoted head's offset 0. */
+    for (float *w = l->params; w; w = w == l->params ? l->start : NULL) {
+        for (int32_t j = 0; lay->has_scale && j < lay->dim; j++)
+            w[lay->scale + j] = 1.0f;
+        if (lay->has_bias)
+            memset(w + lay->bias[dd], 0, (size_t)lay->emb * sizeof(float));
+    }
     oml_hedge_init(l->alpha, oml_learner_heads(l));
     ref_reembed(l);
     oml_batch_model_destroy(bm);

@@ -107,6 +107,8 @@ oml_snapshot *omld_models_snapshot(const oml_config *live, const oml_batch_model
     const oml_batch_layout *bl = &bm->lay;
     oml_config cfg = *live;
     cfg.layers = bl->depth;
+    cfg.standardize = 0; /* a batch net: unscaled centred input, heads without offsets */
+    cfg.offset = 0.0f;
     oml_net_layout lay;
     oml_net_layout_init(&lay, &cfg);
     float *p = calloc(lay.count, sizeof(float));

@@ -47,8 +47,9 @@ enum oml_hedge_signal {
                                weighted ensemble got wrong before the update */
     OML_HEDGE_LOCAL = 3,    /* Eq. 20 on how much of the anchor's start neighbourhood
                                (among a sample of stored items) the head keeps */
-    OML_HEDGE_VIOLATION = 4 /* Eq. 20 on the head's 0/1 violation of every new triplet
+    OML_HEDGE_VIOLATION = 4, /* Eq. 20 on the head's 0/1 violation of every new triplet
                                before it is learned (test-then-train) */
+    OML_HEDGE_EQUAL = 5     /* no hedge: every head keeps weight 1/(L+1) in Eq. 23 */
 };
 
 typedef struct oml_config {
@@ -75,6 +76,16 @@ typedef struct oml_config {
     int32_t replay;       /* triplets kept for rehearsal, the newest (0 = none) */
     int32_t equal_heads;  /* 1: every head's loss counts equally in the step (alpha only
                              serves); 0: the step follows Eq. 19 (alpha-weighted) */
+    int32_t standardize;  /* 1: the centred input is also divided by each feature's sd over
+                             the stored items (fixed at the start, like mu), so that every
+                             feature moves at one rate under Adam (folded into the first
+                             weights instead, a feature of sd 300 moved 1000x faster than
+                             one of sd 0.3, relatively) */
+    float offset;         /* 0: heads are z = Theta h (Eq. 3). > 0: every head has a trained
+                             offset, z = Theta h + b, and the standardised start sets one
+                             coordinate of b to offset x the RMS norm of the start's
+                             projection, so that the sphere's distances rank neighbours as
+                             Euclidean distances on the features do, not as their angles */
 } oml_config;
 
 /* Fills *c with the preset `name` ("paper" or "default") for dim inputs.

@@ -39,6 +39,8 @@ static void init_random(oml_learner *l)
 {
     const oml_net_layout *lay = &l->lay;
     memset(l->params, 0, lay->count * sizeof(float));
+    for (int32_t j = 0; lay->has_scale && j < lay->dim; j++)
+        l->params[lay->scale + j] = 1.0f; /* until the start's sd replaces it */
     for (int k = 1; k <= lay->layers; k++)
         init_uniform(&l->rng, l->params + lay->w[k], (size_t)lay->hidden,
                      (size_t)oml_net_width(lay, k - 1));
@@ -199,21 +201,12 @@ static void init_pca_heads(oml_learner *l, const float *P, int32_t ncomp)
     }
 }
 
-/* OML_INIT_STD: the projection P (k, d) of standardised features: with
- * d <= emb the features themselves (P = diag(1/sd), k = d), else their top
- * emb principal directions computed on the standardised rows (a strided
- * sample of at most STD_PCA_ROWS), each then scaled by 1/sd so that P
- * applies to the centred raw input. A feature without spread keeps sd 1. */
-#define STD_PCA_ROWS 20000
-static int std_projection(const float *X, int32_t n, int32_t d, int32_t emb, const float *mean,
-                          float *P, int32_t *k_out)
+/* Each feature's sd over the n rows X (d), 1 where it has no spread. */
+static int column_sd(const float *X, int32_t n, int32_t d, const float *mean, float *sd)
 {
-    float *sd = malloc((size_t)d * sizeof(float));
     double *acc = calloc((size_t)d, sizeof(double));
-    int rc = OML_ENOMEM;
-    float *Z = NULL;
-    if (sd == NULL || acc == NULL)
-        goto done;
+    if (acc == NULL)
+        return OML_ENOMEM;
     for (int32_t i = 0; i < n; i++)
         for (int32_t j = 0; j < d; j++) {
             double t = X[(size_t)i * d + j] - mean[j];
@@ -223,35 +216,82 @@ static int std_projection(const float *X, int32_t n, int32_t d, int32_t emb, con
         double v = sqrt(acc[j] / n);
         sd[j] = v > 1e-12 ? (float)v : 1.0f;
     }
+    free(acc);
+    return OML_OK;
+}
+
+/* OML_INIT_STD: the projection P (k, d) of standardised features: with
+ * d <= emb the features themselves (P = I, k = d), else their top emb
+ * principal directions computed on the standardised rows (a strided sample
+ * of at most STD_PCA_ROWS). Unless the net standardises its input itself
+ * (`scaled`), each row is then scaled by 1/sd so that P applies to the
+ * centred raw input. */
+#define STD_PCA_ROWS 20000
+static int std_projection(const float *X, int32_t n, int32_t d, int32_t emb, const float *mean,
+                          const float *sd, int scaled, float *P, int32_t *k_out)
+{
     if (d <= emb) {
         memset(P, 0, (size_t)d * d * sizeof(float));
         for (int32_t j = 0; j < d; j++)
-            P[(size_t)j * d + j] = 1.0f / sd[j];
+            P[(size_t)j * d + j] = scaled ? 1.0f : 1.0f / sd[j];
         *k_out = d;
-        rc = OML_OK;
-        goto done;
+        return OML_OK;
     }
     int32_t m = n < STD_PCA_ROWS ? n : STD_PCA_ROWS;
-    Z = malloc((size_t)m * d * sizeof(float));
+    float *Z = malloc((size_t)m * d * sizeof(float));
     if (Z == NULL)
-        goto done;
+        return OML_ENOMEM;
     for (int32_t i = 0; i < m; i++) {
         const float *x = X + (size_t)((int64_t)i * n / m) * d;
         for (int32_t j = 0; j < d; j++)
             Z[(size_t)i * d + j] = (x[j] - mean[j]) / sd[j];
     }
-    rc = oml_pca_components(Z, NULL, m, d, NULL, emb, P, NULL, NULL);
+    int rc = oml_pca_components(Z, NULL, m, d, NULL, emb, P, NULL, NULL);
     if (rc == OML_OK) {
-        for (int32_t r = 0; r < emb; r++)
+        for (int32_t r = 0; r < emb && !scaled; r++)
             for (int32_t j = 0; j < d; j++)
                 P[(size_t)r * d + j] /= sd[j];
         *k_out = emb;
     }
-done:
-    free(sd);
-    free(acc);
     free(Z);
     return rc;
+}
+
+/* The net's input row for x: x - mu, times 1/sd when standardised. */
+static void input_row(const oml_learner *l, const float *x, float *out)
+{
+    const oml_net_layout *lay = &l->lay;
+    const float *mu = l->params + lay->mu;
+    for (int32_t j = 0; j < lay->dim; j++)
+        out[j] = (x[j] - mu[j]) * (lay->has_scale ? l->params[lay->scale + j] : 1.0f);
+}
+
+/* The standardised start's offset: coordinate k (the first one P leaves
+ * free) of every head's b is offset x the RMS norm of P (x - mean) over a
+ * strided sample. On the sphere, f = (Px, c) / sqrt(|Px|^2 + c^2) and, for
+ * c >> |Px|, |f(x) - f(y)|^2 = |Px - Py|^2 / c^2 + O(|P.|^4 / c^4): the
+ * neighbours of the start are the Euclidean ones of the standardised
+ * features (to about 1/offset^2), where without the offset they are those
+ * of the angle, which discards the norm. */
+static void set_offsets(oml_learner *l, const float *X, int32_t n, const float *P, int32_t k)
+{
+    const oml_net_layout *lay = &l->lay;
+    int32_t d = lay->dim, m = n < STD_PCA_ROWS ? n : STD_PCA_ROWS;
+    float *xc = malloc((size_t)(d + k) * sizeof(float));
+    double sum = 0;
+    for (int32_t i = 0; xc && i < m; i++) {
+        input_row(l, X + (size_t)((int64_t)i * n / m) * d, xc);
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, k, d, 1.0f, P, d, xc, 1, 0.0f, xc + d, 1);
+        float r = cblas_snrm2(k, xc + d, 1);
+        sum += (double)r * r;
+    }
+    free(xc);
+    float rms = m > 0 && sum > 0 ? (float)sqrt(sum / m) : 1.0f;
+    for (int h = 0; h <= lay->layers; h++) {
+        float *b = l->params + lay->bias[h];
+        memset(b, 0, (size_t)lay->emb * sizeof(float));
+        b[k] = l->cfg.offset * rms;
+    }
 }
 
 /* Re-embeds the reference sample through every head. */
@@ -307,10 +347,11 @@ static void local_signal(oml_learner *l, const oml_net_acts *acts, int32_t row, 
     int32_t d = lay->dim, e = lay->emb, n = l->ref_n;
     float *xc = l->_ref_scratch, *q = xc + d, *dots = q + e;
     unsigned char in0[REF_ITEMS], in[REF_ITEMS];
-    const float *mu = l->params + lay->mu;
-    for (int32_t j = 0; j < d; j++)
-        xc[j] = xa[j] - mu[j];
-    cblas_sgemv(CblasRowMajor, CblasNoTrans, e, d, 1.0f, l->theta0_start, d, xc, 1, 0.0f, q, 1);
+    input_row(l, xa, xc);
+    if (l->bias0_start)
+        memcpy(q, l->bias0_start, (size_t)e * sizeof(float));
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, e, d, 1.0f, l->theta0_start, d, xc, 1,
+                l->bias0_start ? 1.0f : 0.0f, q, 1);
     float nrm = cblas_snrm2(e, q, 1);
     if (nrm > 0)
         cblas_sscal(e, 1.0f / nrm, q, 1);
@@ -332,7 +373,7 @@ size_t oml__learner_ref_file_floats(const oml_net_layout *lay, int32_t ref_n)
     if (ref_n <= 0)
         return 0;
     size_t m = (size_t)ref_n, d = (size_t)lay->dim, e = (size_t)lay->emb;
-    return m * d + m * e + (size_t)(lay->layers + 1) * m * e + e * d;
+    return m * d + m * e + (size_t)(lay->layers + 1) * m * e + e * d + (lay->has_bias ? e : 0);
 }
 
 /* ... plus the scratch of local_signal: dim + emb + ref_n floats. */
@@ -360,6 +401,8 @@ int oml__learner_ref_alloc(oml_learner *l, int32_t ref_n)
     p += (size_t)(lay->layers + 1) * m * e;
     l->theta0_start = p;
     p += e * d;
+    l->bias0_start = lay->has_bias ? p : NULL;
+    p += lay->has_bias ? e : 0;
     l->_ref_scratch = p;
     return OML_OK;
 }
@@ -377,6 +420,8 @@ static int ref_prepare(oml_learner *l, const float *X, int32_t n)
         memcpy(l->ref_x + (size_t)i * d, X + oml_rng_below(&l->rng, (uint64_t)n) * d,
                (size_t)d * sizeof(float));
     memcpy(l->theta0_start, l->params + lay->theta[0], (size_t)e * d * sizeof(float));
+    if (lay->has_bias)
+        memcpy(l->bias0_start, l->params + lay->bias[0], (size_t)e * sizeof(float));
     int rc = ref_refresh(l);
     if (rc == OML_OK)
         memcpy(l->ref_start, l->ref_emb, (size_t)m * e * sizeof(float));
@@ -403,8 +448,19 @@ int oml_learner_prepare(oml_learner *l, const float *X, int32_t n)
     for (int32_t j = 0; j < d; j++)
         mean[j] = (float)(acc[j] / n);
     free(acc);
+    float *sd = malloc((size_t)d * sizeof(float));
+    int rc = sd ? column_sd(X, n, d, mean, sd) : OML_ENOMEM;
+    if (rc != OML_OK) {
+        free(sd);
+        free(mean);
+        return rc;
+    }
+    /* The input's fixed transform first: the starts below read it. */
+    if (l->cfg.center)
+        memcpy(l->params + lay->mu, mean, (size_t)d * sizeof(float));
+    for (int32_t j = 0; lay->has_scale && j < d; j++)
+        l->params[lay->scale + j] = 1.0f / sd[j];
 
-    int rc = OML_OK;
     if (l->cfg.init == OML_INIT_PCA || l->cfg.init == OML_INIT_PCA_WHITE ||
         l->cfg.init == OML_INIT_MIXED) {
         /* With fewer inputs than emb, all d components; the rest stay 0. */
@@ -420,24 +476,28 @@ int oml_learner_prepare(oml_learner *l, const float *X, int32_t n)
         free(P);
     }
     if (rc == OML_OK && (l->cfg.init == OML_INIT_STD || l->cfg.init == OML_INIT_MIXED)) {
-        int32_t e = lay->emb < d ? lay->emb : d, k = 0;
+        /* With offsets, one coordinate of the embedding is kept for it. */
+        int32_t room = lay->emb - (lay->has_bias && l->cfg.init == OML_INIT_STD);
+        int32_t e = room < d ? room : d, k = 0;
         float *P = malloc((size_t)e * d * sizeof(float));
-        rc = P ? std_projection(X, n, d, lay->emb, mean, P, &k) : OML_ENOMEM;
-        if (rc == OML_OK && l->cfg.init == OML_INIT_STD)
+        rc = P ? std_projection(X, n, d, room, mean, sd, lay->has_scale, P, &k) : OML_ENOMEM;
+        if (rc == OML_OK && l->cfg.init == OML_INIT_STD) {
             init_pca_heads(l, P, k);
-        else if (rc == OML_OK) /* head 0 only; the rest stays whitened */
+            if (lay->has_bias)
+                set_offsets(l, X, n, P, k);
+        } else if (rc == OML_OK) { /* head 0 only; the rest stays whitened */
             set_head0(l, P, k);
+        }
         free(P);
     }
     if (rc == OML_OK) {
-        if (l->cfg.center)
-            memcpy(l->params + lay->mu, mean, (size_t)d * sizeof(float));
         if (l->cfg.hedge_signal == OML_HEDGE_LOCAL)
             rc = ref_prepare(l, X, n);
         if (l->start)
             memcpy(l->start, l->params, lay->count * sizeof(float));
         l->prepared = 1;
     }
+    free(sd);
     free(mean);
     return rc;
 }
@@ -476,7 +536,7 @@ static void proximal_pull(oml_learner *l, float eta, int steps)
     float keep = powf(1.0f - eta * l->cfg.prox, (float)steps);
     float pull = 1.0f - keep;
     const oml_net_layout *lay = &l->lay;
-    size_t from = lay->mu + (size_t)lay->dim;
+    size_t from = lay->trained;
     float *p = l->params + from;
     const float *s = l->start + from;
     size_t n = lay->count - from;
@@ -573,6 +633,8 @@ static void hedge_step(oml_learner *l, const oml_net_acts *acts, int32_t row, co
                        judged *j)
 {
     int heads = l->lay.layers + 1;
+    if (l->cfg.hedge_signal == OML_HEDGE_EQUAL)
+        return;
     if (l->cfg.hedge_signal == OML_HEDGE_LOCAL) {
         /* A failed re-embedding (out of memory) keeps the previous one. */
         if (l->ref_n > 0 && l->stats.updates % REF_EVERY == 0) {
@@ -648,7 +710,7 @@ static void adam_step(oml_learner *l, const float *g, float lr)
     float c1 = 1.0f - powf(ADAM_B1, (float)l->adam_t);
     float c2 = 1.0f - powf(ADAM_B2, (float)l->adam_t);
     float step = lr * sqrtf(c2) / c1, decay = l->start ? lr * l->cfg.prox : 0.0f;
-    size_t from = lay->mu + (size_t)lay->dim;
+    size_t from = lay->trained;
     float *p = l->params, *m = l->adam_m, *v = l->adam_v;
     for (size_t i = from; i < lay->count; i++) {
         m[i] = ADAM_B1 * m[i] + (1.0f - ADAM_B1) * g[i];

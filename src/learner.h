@@ -64,6 +64,7 @@ typedef struct oml_learner {
     float *ref_start;            /* (ref_n, emb) head 0 at the start */
     float *ref_emb;              /* (heads, ref_n, emb) every head, re-embedded periodically */
     float *theta0_start;         /* (emb, dim) head 0 at the start, for anchors */
+    float *bias0_start;          /* (emb) its offset b(0), when the layout has offsets */
     float *_ref_scratch;         /* dim + emb + ref_n floats */
     void *_ref_block;
     /* OML_OPTIM_ADAM: first and second moments (lay.count each) and steps */
@@ -120,7 +121,7 @@ oml_snapshot *oml_learner_snapshot(const oml_learner *l, uint64_t version);
 
 /* Internal, for model files: (re)allocates the OML_HEDGE_LOCAL reference
  * for ref_n items, and the floats of it that a file holds (ref_x ..
- * theta0_start, contiguous in that order). */
+ * theta0_start, bias0_start, contiguous in that order). */
 int oml__learner_ref_alloc(oml_learner *l, int32_t ref_n);
 size_t oml__learner_ref_file_floats(const oml_net_layout *lay, int32_t ref_n);
 

@@ -55,6 +55,8 @@ static void get(cursor *c, void *v, size_t n)
 /* ... and since format version 2 (mini-batches, rehearsal, Adam). */
 #define CONFIG_FIELDS_V2(X, c)                                                         \
     X(c.loss) X(c.margin) X(c.optim) X(c.batch) X(c.rehearse) X(c.replay) X(c.equal_heads)
+/* ... and since version 3 (standardised input, head offsets). */
+#define CONFIG_FIELDS_V3(X, c) X(c.standardize) X(c.offset)
 #define STATS_FIELDS_V2(X, st)                                                         \
     X(st.steps) X(st.rehearsed) X(st.skipped) X(st.recent_n) X(st.recent_hits) X(st.recent)
 
@@ -67,6 +69,7 @@ static void encode_body(const oml_learner *l, cursor *c)
 #define W(f) PUT(c, l->f);
     CONFIG_FIELDS(W, cfg)
     CONFIG_FIELDS_V2(W, cfg)
+    CONFIG_FIELDS_V3(W, cfg)
 #undef W
     const oml_learner_stats *st = &l->stats;
     PUT(c, st->updates);
@@ -126,7 +129,7 @@ int oml_model_decode(oml_learner **out, const uint8_t *buf, size_t len, oml_diag
         return oml_diag_set(diag, OML_EFORMAT, "model", "not an omld model file (bad magic)");
     uint32_t version;
     memcpy(&version, buf + sizeof MAGIC, sizeof version);
-    if (version != OML_MODELFILE_VERSION && version != 1)
+    if (version < 1 || version > OML_MODELFILE_VERSION)
         return oml_diag_set(diag, OML_EVERSION, "model",
                             "model file format version %u; this build reads version %u "
                             "(HINT: load it with the omld release that wrote it)",
@@ -148,6 +151,9 @@ int oml_model_decode(oml_learner **out, const uint8_t *buf, size_t len, oml_diag
     CONFIG_FIELDS(R, cfg)
     if (version >= 2) {
         CONFIG_FIELDS_V2(R, cfg)
+    }
+    if (version >= 3) { /* before, no offsets: the preset's 0 stays */
+        CONFIG_FIELDS_V3(R, cfg)
     }
 #undef R
     oml_learner_stats st;

@@ -9,7 +9,11 @@
  *   u32 CRC-32 of everything before it
  * Version 2 added the mini-batch / rehearsal / Adam fields of the
  * configuration, the step, rehearsal and recent-window counters and the
- * Adam section; version 1 files are still read (as the paper's settings).
+ * Adam section; version 3 the standardised input and head offsets (the
+ * config's standardize and offset; the input's 1/sd follows mu, the b(l)
+ * blocks end the parameters and b(0) at the start ends the reference).
+ * Versions 1 and 2 are still read (1 as the paper's settings, both
+ * without offsets).
  * A file of another format version is refused with OML_EVERSION, a truncated
  * or altered one with OML_EFORMAT; the diag says which and what to do.
  * Saving writes a temporary file, fsyncs it and renames it over the target,
@@ -23,7 +27,7 @@
 #include "err.h"
 #include "learner.h"
 
-#define OML_MODELFILE_VERSION 2u
+#define OML_MODELFILE_VERSION 3u
 
 /* Serialises l into a malloc'd buffer (*buf, *len), owned by the caller. */
 int oml_model_encode(const oml_learner *l, uint8_t **buf, size_t *len);

@@ -52,6 +52,12 @@ void oml_net_layout_init(oml_net_layout *lay, const oml_config *c)
     size_t off = 0;
     lay->mu = off;
     off += (size_t)c->dim;
+    lay->has_scale = c->standardize != 0;
+    if (lay->has_scale) {
+        lay->scale = off;
+        off += (size_t)c->dim;
+    }
+    lay->trained = off;
     /* W(1) and Theta(0) both read the input, and are adjacent so that for a
      * triplet they form one (hidden + emb, dim) matrix: one pass over the
      * largest weights for the forward and one for the update. */
@@ -68,6 +74,12 @@ void oml_net_layout_init(oml_net_layout *lay, const oml_config *c)
     for (int l = 1; l <= c->layers; l++) {
         lay->theta[l] = off;
         off += (size_t)c->emb * (size_t)c->hidden;
+    }
+    /* Last, so that a block without offsets is a prefix of one with. */
+    lay->has_bias = c->offset > 0;
+    for (int l = 0; lay->has_bias && l <= c->layers; l++) {
+        lay->bias[l] = off;
+        off += (size_t)c->emb;
     }
     lay->count = off;
 }
@@ -143,7 +155,7 @@ static void forward_input_stacked(const oml_net_layout *lay, const float *params
     relu(a->h[1], (size_t)n * (size_t)hd);
 }
 
-/* h(0) row i = x - mu: the centred input. */
+/* h(0) row i = x - mu, the centred input, times 1/sd when standardised. */
 static void set_input_row(const oml_net_layout *lay, const float *params, oml_net_acts *a,
                           int32_t i, const float *x)
 {
@@ -152,6 +164,11 @@ static void set_input_row(const oml_net_layout *lay, const float *params, oml_ne
     float *dst = a->h[0] + (size_t)i * d;
     for (int32_t j = 0; j < d; j++)
         dst[j] = x[j] - mu[j];
+    if (lay->has_scale) {
+        const float *inv_sd = params + lay->scale;
+        for (int32_t j = 0; j < d; j++)
+            dst[j] *= inv_sd[j];
+    }
 }
 
 static void forward_from_input(const oml_net_layout *lay, const float *params, int32_t n,
@@ -187,10 +204,14 @@ static void forward_from_input(const oml_net_layout *lay, const float *params, i
         relu(a->h[l], (size_t)n * (size_t)hd);
     }
     for (int l = 0; l <= lay->layers; l++) {
-        /* z(l) = h(l) Theta(l)^T, then onto the unit sphere. */
+        /* z(l) = h(l) Theta(l)^T (+ b(l)), then onto the unit sphere. */
         if (!(stacked && l == 0))
             matmul_nt(n, lay->emb, oml_net_width(lay, l), a->h[l], params + lay->theta[l], 0.0f,
                       a->z[l]);
+        if (lay->has_bias)
+            for (int32_t i = 0; i < n; i++)
+                cblas_saxpy(lay->emb, 1.0f, params + lay->bias[l], 1,
+                            a->z[l] + (size_t)i * lay->emb, 1);
         head_normalize(lay->emb, n, a->z[l], a->f[l], a->znorm[l]);
     }
 }
@@ -225,6 +246,9 @@ void oml_net_backward_sgd(const oml_net_layout *lay, float *params, const oml_ne
     float *gh = scratch;            /* dLoss/dh(l), (n, hidden) */
     float *gh_below = scratch + half; /* dLoss/dh(l-1) */
 
+    for (int l = 0; lay->has_bias && l <= lay->layers; l++)
+        for (int32_t i = 0; i < n; i++) /* b(l) -= eta * sum of gz rows */
+            cblas_saxpy(e, -eta, gz[l] + (size_t)i * e, 1, params + lay->bias[l], 1);
     for (int l = lay->layers; l >= 1; l--) {
         float *theta = params + lay->theta[l];
         /* Head l's contribution to dLoss/dh(l), at the old Theta(l): gz (n,e) x Theta (e,hd). */
@@ -278,7 +302,13 @@ void oml_net_backward(const oml_net_layout *lay, const float *params, const oml_
     float *gh = scratch;              /* dLoss/dh(l), (n, hidden) */
     float *gh_below = scratch + half; /* dLoss/dh(l-1) */
 
-    memset(grad + lay->mu, 0, (size_t)lay->dim * sizeof *grad);
+    memset(grad + lay->mu, 0, (lay->trained - lay->mu) * sizeof *grad); /* fixed */
+    for (int l = 0; lay->has_bias && l <= lay->layers; l++) {
+        float *gb = grad + lay->bias[l]; /* dLoss/db(l): the sum of gz rows */
+        memset(gb, 0, (size_t)e * sizeof *gb);
+        for (int32_t i = 0; i < n; i++)
+            cblas_saxpy(e, 1.0f, gz[l] + (size_t)i * e, 1, gb, 1);
+    }
     for (int l = lay->layers; l >= 1; l--) {
         const float *theta = params + lay->theta[l];
         /* Every head j >= l adds to dLoss/dh(l) (Eq. 22 read as j = l..L). */

@@ -1,7 +1,9 @@
 /* net.h - the OAHU network over one contiguous parameter block.
  *
- * x (d) -> centred x - mu -> h(l) = ReLU(W(l) h(l-1)), l = 1..L   (OAHU Eq. 1)
+ * x (d) -> centred x - mu (times 1/sd when the config standardises)
+ *       -> h(l) = ReLU(W(l) h(l-1)), l = 1..L   (OAHU Eq. 1)
  * head l (l = 0..L): z(l) = Theta(l) h(l), f(l) = z(l) / ||z(l)||  (unit sphere, Eq. 3)
+ *                    (+ b(l) inside the norm when the config has an offset)
  *
  * All parameters (mu, every W and Theta) live in one float block described by
  * an oml_net_layout of offsets, so a snapshot is one memcpy, a model file is
@@ -19,8 +21,14 @@
 typedef struct oml_net_layout {
     int32_t dim, layers, hidden, emb;
     size_t mu;                             /* offset of mu (dim) */
+    int32_t has_scale;                     /* config standardize: the input is scaled */
+    size_t scale;                          /* ... by 1/sd (dim), right after mu */
+    size_t trained;                        /* the first trained float: mu and the
+                                              scale are fixed at the start */
     size_t w[OML_MAX_LAYERS + 1];          /* w[l], l = 1..L */
     size_t theta[OML_MAX_LAYERS + 1];      /* theta[l], l = 0..L */
+    int32_t has_bias;                      /* config offset > 0: heads have b(l) */
+    size_t bias[OML_MAX_LAYERS + 1];       /* b(l) (emb), l = 0..L, after every Theta */
     size_t count;                          /* floats in the block */
 } oml_net_layout;
 
@@ -64,7 +72,8 @@ void oml_net_backward_sgd(const oml_net_layout *lay, float *params, const oml_ne
                           int32_t n, float *const *gz, float eta, float *scratch);
 
 /* The same backward without the step: grad (lay->count floats) receives
- * dLoss/dparams (overwritten; the mu entries are zero, mu is not trained),
+ * dLoss/dparams (overwritten; the entries below lay->trained, mu and the
+ * input scale, are zero: they are not trained),
  * for optimisers that keep state (Adam) and for mini-batches. scratch as
  * for oml_net_backward_sgd. */
 void oml_net_backward(const oml_net_layout *lay, const float *params, const oml_net_acts *a,

@@ -132,8 +132,9 @@ static void usage(FILE *f)
             " overrides of the preset (ablations):\n"
             "  --eta X --tau X --prox X --eta-decay X --beta X --s X\n"
             "  --layers N --hidden N --emb N --init random|pca|pca-white --center 0|1\n"
-            "  --hedge abtl|margin|hard|local|violation --init ...|std|mixed\n"
+            "  --hedge abtl|margin|hard|local|violation|equal --init ...|std|mixed\n"
             "  --loss abtl|margin --batch N --rehearse X --replay N --equal-heads 0|1\n"
+            "  --offset X          head offsets (0: angles; default preset 10: Euclidean start)\n"
             "                      (the live model's steps and rehearsal)\n"
             " batch trainers and baselines (issue 4):\n"
             "  --method M          oahu (default) | raw | std | triplet | lanml | danml |\n"
@@ -178,7 +179,7 @@ static int parse_args(int argc, char **argv, eval_opts *o)
     o->epochs = o->depth = o->batch_m = o->batch_k = o->patience = o->optim = -1;
     oml_config *v = &o->overrides;
     v->eta = v->tau = v->prox = v->eta_decay = v->beta = v->s = NAN;
-    v->margin = v->rehearse = NAN;
+    v->margin = v->rehearse = v->offset = NAN;
     v->loss = v->optim = v->batch = v->replay = v->equal_heads = -1;
     v->layers = v->hidden = v->emb = v->init = v->center = v->hedge_signal = -1;
     for (int i = 1; i < argc; i++) {
@@ -277,7 +278,7 @@ static int parse_args(int argc, char **argv, eval_opts *o)
         } else if (OPT("--lambda2")) {
             o->lambda2 = strtof(val, NULL);
         } else if (OPT("--margin")) {
-            o->margin = strtof(val, NULL);
+            o->margin = v->margin = strtof(val, NULL);
         } else if (OPT("--lreg")) {
             o->lreg = strtof(val, NULL);
         } else if (OPT("--scale")) {
@@ -352,7 +353,7 @@ static int parse_args(int argc, char **argv, eval_opts *o)
                       : strcmp(val, "mixed") == 0   ? OML_INIT_MIXED
                                                     : 99;
         } else if (OPT("--hedge")) {
-            v->hedge_signal = strcmp(val, "margin") == 0 ? OML_HEDGE_MARGIN : strcmp(val, "abtl") == 0 ? OML_HEDGE_ABTL : strcmp(val, "hard") == 0 ? OML_HEDGE_HARD : strcmp(val, "local") == 0 ? OML_HEDGE_LOCAL : strcmp(val, "violation") == 0 ? OML_HEDGE_VIOLATION : 99;
+            v->hedge_signal = strcmp(val, "margin") == 0 ? OML_HEDGE_MARGIN : strcmp(val, "abtl") == 0 ? OML_HEDGE_ABTL : strcmp(val, "hard") == 0 ? OML_HEDGE_HARD : strcmp(val, "local") == 0 ? OML_HEDGE_LOCAL : strcmp(val, "violation") == 0 ? OML_HEDGE_VIOLATION : strcmp(val, "equal") == 0 ? OML_HEDGE_EQUAL : 99;
         } else if (OPT("--loss")) {
             v->loss = strcmp(val, "abtl") == 0 ? OML_LOSS_ABTL : strcmp(val, "margin") == 0 ? OML_LOSS_MARGIN : 99;
         } else if (OPT("--batch")) {
@@ -361,6 +362,8 @@ static int parse_args(int argc, char **argv, eval_opts *o)
             v->rehearse = strtof(val, NULL);
         } else if (OPT("--replay")) {
             v->replay = atoi(val);
+        } else if (OPT("--offset")) {
+            v->offset = strtof(val, NULL);
         } else if (OPT("--equal-heads")) {
             v->equal_heads = atoi(val);
         } else {
@@ -410,7 +413,7 @@ static void apply_overrides(oml_config *c, const oml_config *v)
 #define OVR_I(f) if (v->f >= 0) c->f = v->f
     OVR_F(eta); OVR_F(tau); OVR_F(prox); OVR_F(eta_decay); OVR_F(beta); OVR_F(s);
     OVR_I(layers); OVR_I(hidden); OVR_I(emb); OVR_I(init); OVR_I(center); OVR_I(hedge_signal);
-    OVR_F(margin); OVR_F(rehearse);
+    OVR_F(margin); OVR_F(rehearse); OVR_F(offset);
     OVR_I(loss); OVR_I(optim); OVR_I(batch); OVR_I(replay); OVR_I(equal_heads);
 #undef OVR_F
 #undef OVR_I

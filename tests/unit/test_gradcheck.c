@@ -34,7 +34,7 @@ static void ref_forward(const oml_net_layout *lay, const double *p, const double
     double h[MAXW], nh[MAXW];
     int32_t d = lay->dim, hd = lay->hidden, e = lay->emb;
     for (int j = 0; j < d; j++)
-        h[j] = x[j] - p[lay->mu + j];
+        h[j] = (x[j] - p[lay->mu + j]) * (lay->has_scale ? p[lay->scale + j] : 1.0);
     for (int l = 0; l <= lay->layers; l++) {
         int32_t w = oml_net_width(lay, l);
         if (l > 0) {
@@ -55,6 +55,8 @@ static void ref_forward(const oml_net_layout *lay, const double *p, const double
             z[r] = 0;
             for (int c = 0; c < w; c++)
                 z[r] += T[r * w + c] * h[c];
+            if (lay->has_bias)
+                z[r] += p[lay->bias[l] + (size_t)r];
             nrm += z[r] * z[r];
         }
         nrm = sqrt(nrm);
@@ -110,7 +112,7 @@ static void gradcheck(const oml_config *cfg, int prepare)
             X[i] = oml_rng_normal(&rng) + 0.5f;
         assert_int_equal(oml_learner_prepare(l, X, 40), OML_OK);
         /* Break the PCA start's exact symmetries so every parameter matters. */
-        for (size_t i = lay->mu + (size_t)d; i < lay->count; i++)
+        for (size_t i = lay->trained; i < lay->count; i++)
             l->params[i] += 0.05f * oml_rng_normal(&rng);
     }
     /* A non-uniform alpha checks that each head's gradient is weighted by it. */
@@ -167,8 +169,8 @@ static void gradcheck(const oml_config *cfg, int prepare)
     int checked = 0, skipped = 0;
     for (size_t i = 0; i < lay->count; i++) {
         double analytic = (double)p[i] - (double)l->params[i]; /* eta = 1 */
-        if (i < lay->mu + (size_t)d) {
-            assert_true(analytic == 0.0); /* mu is not trained */
+        if (i < lay->trained) {
+            assert_true(analytic == 0.0); /* mu and the input scale are not trained */
             continue;
         }
         double keep = p[i];
@@ -189,7 +191,7 @@ static void gradcheck(const oml_config *cfg, int prepare)
             fail_msg("param %zu: analytic %.8g numeric %.8g", i, analytic, numeric);
         checked++;
     }
-    assert_true(checked > (int)(lay->count - lay->mu - (size_t)d) * 9 / 10);
+    assert_true(checked > (int)(lay->count - lay->trained) * 9 / 10);
     (void)skipped;
     free(p);
     oml_learner_destroy(l);
@@ -224,6 +226,11 @@ static void test_gradcheck_centred_pca_start(void **state)
     oml_config c = small_config();
     c.center = 1;
     c.init = OML_INIT_PCA;
+    gradcheck(&c, 1);
+    c.init = OML_INIT_STD; /* with head offsets b(l), trained like Theta; small, */
+    c.offset = 0.25f;      /* as the step is read off float weights (eta = 1) */
+    gradcheck(&c, 1);
+    c.standardize = 1; /* ... and the input scaled by 1/sd */
     gradcheck(&c, 1);
 }
 
@@ -309,7 +316,7 @@ static oml_learner *batch_setup(const oml_config *cfg, int prepare, int n, doubl
         for (int i = 0; i < 40 * d; i++)
             X[i] = oml_rng_normal(&rng) + 0.5f;
         assert_int_equal(oml_learner_prepare(l, X, 40), OML_OK);
-        for (size_t i = lay->mu + (size_t)d; i < lay->count; i++)
+        for (size_t i = lay->trained; i < lay->count; i++)
             l->params[i] += 0.05f * oml_rng_normal(&rng);
     }
     float asum = 0;
@@ -370,7 +377,7 @@ static double batch_numeric(const oml_net_layout *lay, double *p, const double *
     size_t nact = (size_t)b->n * b->heads * 2;
     double base = batch_loss(lay, p, x, b, s0, a0);
     const double h = 1e-6;
-    for (size_t i = lay->mu + (size_t)lay->dim; i < lay->count; i++) {
+    for (size_t i = lay->trained; i < lay->count; i++) {
         double keep = p[i];
         p[i] = keep + h;
         double up = batch_loss(lay, p, x, b, s1, a1);
@@ -409,10 +416,10 @@ static void batch_gradcheck(const oml_config *cfg, int prepare, int n)
     assert_int_equal(l->stats.steps, 1);
     assert_int_equal(l->stats.updates, n);
     int checked = 0, nonzero = 0;
-    size_t trained = lay->count - lay->mu - (size_t)lay->dim;
+    size_t trained = lay->count - lay->trained;
     for (size_t i = 0; i < lay->count; i++) {
         double analytic = p[i] - (double)l->params[i];
-        if (i < lay->mu + (size_t)lay->dim) {
+        if (i < lay->trained) {
             assert_true(analytic == 0.0); /* mu is not trained */
             continue;
         }
@@ -456,6 +463,11 @@ static void test_batch_gradcheck_margin(void **state)
     c.init = OML_INIT_STD;
     c.seed = 14;
     batch_gradcheck(&c, 1, 4); /* from the standardised start */
+    c.offset = 2.0f;
+    c.seed = 15;
+    batch_gradcheck(&c, 1, 4); /* ... with head offsets */
+    c.standardize = 1;
+    batch_gradcheck(&c, 1, 4); /* ... and the input scaled by 1/sd */
     c = batch_config(OML_LOSS_MARGIN, 0, 4);
     c.layers = 0; /* the linear model alone */
     batch_gradcheck(&c, 0, 4);
@@ -515,7 +527,7 @@ static void adam_first_step(int loss, int equal_heads, int batch, int n, float e
     double c1 = 1.0f - ADAM_B1, c2 = 1.0f - ADAM_B2; /* float, as the learner has them */
     double scale = lr * sqrt(c2) / c1;
     int signs = 0, zeros = 0;
-    for (size_t i = lay->mu + (size_t)lay->dim; i < lay->count; i++) {
+    for (size_t i = lay->trained; i < lay->count; i++) {
         double g = (p[i] - (double)s->params[i]) / n; /* SGD: eta 1, n x the mean */
         double moved = p[i] - (double)a->params[i];
         double m = (1.0f - ADAM_B1) * g, v = (1.0f - ADAM_B2) * g * g;
@@ -542,7 +554,7 @@ static void adam_first_step(int loss, int equal_heads, int batch, int n, float e
             signs++;
         }
     }
-    assert_true(signs > (int)(lay->count - lay->mu - (size_t)lay->dim) / 4);
+    assert_true(signs > (int)(lay->count - lay->trained) / 4);
     (void)zeros;
     free(p);
     free(numeric);

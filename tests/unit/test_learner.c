@@ -49,6 +49,9 @@ static void pin_white(oml_config *c)
     c->rehearse = 0.0f;
     c->replay = 0;
     c->equal_heads = 0;
+    c->standardize = 0;
+    c->offset = 0.0f;
+    c->margin = 0.2f;
 }
 
 static oml_config cfg_white(void)
@@ -161,6 +164,8 @@ static void test_pca_start_heads_agree(void **state)
     (void)state;
     oml_config c = cfg("default");
     c.init = OML_INIT_PCA;
+    c.standardize = 0; /* the PCA starts project the raw centred input */
+    c.offset = 0.0f;
     oml_learner *l = NULL;
     assert_int_equal(oml_learner_create(&l, &c, NULL), OML_OK);
     oml_rng r;
@@ -391,7 +396,7 @@ static void test_local_hedge_tracks_neighbourhoods(void **state)
     oml_learner_destroy(l);
 }
 
-/* Sets field `which` (0..9) of the issue-11 levers out of range in c and
+/* Sets field `which` (0..13) of the issue-11 levers out of range in c and
  * returns the field's name, as a diag names it. */
 static const char *spoil(oml_config *c, int which)
 {
@@ -423,8 +428,20 @@ static const char *spoil(oml_config *c, int which)
     case 8:
         c->init = OML_INIT_MIXED + 1;
         return "init";
+    case 10:
+        c->standardize = 2;
+        return "standardize";
+    case 11:
+        c->init = OML_INIT_PCA_WHITE; /* projects the raw input: no scaled one */
+        return "standardize";
+    case 12:
+        c->offset = -1.0f;
+        return "offset";
+    case 13:
+        c->offset = NAN;
+        return "offset";
     default:
-        c->hedge_signal = OML_HEDGE_VIOLATION + 1;
+        c->hedge_signal = OML_HEDGE_EQUAL + 1;
         return "hedge_signal";
     }
 }
@@ -453,6 +470,7 @@ static void test_config_validation_names_field(void **state)
     for (int i = 0; i < 4; i++) {
         c = cfg("default");
         c.init = inits[i];
+        c.standardize = inits[i] == OML_INIT_STD;
         c.hidden = 2 * c.emb - 1;
         memset(&d, 0, sizeof d);
         assert_int_equal(oml_learner_create(&l, &c, &d), OML_EINVAL);
@@ -470,7 +488,7 @@ static void test_config_validation_names_field(void **state)
     oml_learner_destroy(l);
     l = NULL;
     /* The levers of issue 11. */
-    for (int i = 0; i < 10; i++) {
+    for (int i = 0; i < 14; i++) {
         c = cfg("default");
         const char *field = spoil(&c, i);
         memset(&d, 0, sizeof d);
@@ -553,15 +571,16 @@ static void column_stats(const float *x, int n, int dim, double *mean, double *s
     }
 }
 
-/* With dim <= emb the default starts at the standardised features
- * themselves: every head embeds x as (x - mean) / sd, zero-padded to emb,
- * then L2-normalised, so kNN on the start is kNN on standardised features
- * (cosine). The default preset accepts any such dim (it refused dim < 64
- * before issue 11). */
+/* With dim < emb the default starts at the standardised features
+ * themselves: every head embeds x as ((x - mean) / sd, 0..., c) with the
+ * offset c = 10 x the RMS norm of the standardised rows in coordinate dim,
+ * then L2-normalised, so kNN on the start is Euclidean kNN on standardised
+ * features to ~1%. The default preset accepts any such dim (it refused
+ * dim < 64 before issue 11). */
 static void test_std_start_small_dim(void **state)
 {
     (void)state;
-    const int dims[] = {1, 9, 16, 32, 64};
+    const int dims[] = {1, 9, 16, 32, 63};
     for (int t = 0; t < 5; t++) {
         int dim = dims[t];
         oml_config c;
@@ -583,8 +602,14 @@ static void test_std_start_small_dim(void **state)
         int heads = oml_snapshot_heads(s), e = c.emb;
         float *out = malloc(sizeof(float) * (size_t)heads * N * (size_t)e);
         assert_int_equal(oml_snapshot_embed(s, x, N, out), OML_OK);
+        double ss = 0;
+        for (int i = 0; i < N; i++)
+            for (int j = 0; j < dim; j++)
+                ss += pow((x[i * dim + j] - mean[j]) / sd[j], 2);
+        double offset = 10.0 * sqrt(ss / N);
+        assert_true(c.offset == 10.0f);
         for (int i = 0; i < N; i++) {
-            double z[64], nrm = 0;
+            double z[64], nrm = offset * offset;
             for (int j = 0; j < dim; j++) {
                 z[j] = (x[i * dim + j] - mean[j]) / sd[j];
                 nrm += z[j] * z[j];
@@ -592,7 +617,7 @@ static void test_std_start_small_dim(void **state)
             nrm = sqrt(nrm);
             for (int h = 0; h < heads; h++)
                 for (int j = 0; j < e; j++) {
-                    double want = j < dim && nrm > 0 ? z[j] / nrm : 0.0;
+                    double want = j < dim ? z[j] / nrm : j == dim ? offset / nrm : 0.0;
                     double got = out[((size_t)h * N + (size_t)i) * (size_t)e + (size_t)j];
                     if (fabs(got - want) > 2e-5)
                         fail_msg("dim %d head %d row %d [%d]: %.7f, standardised %.7f", dim, h, i,
@@ -695,6 +720,8 @@ static void test_std_start_pca_of_standardised(void **state)
     oml_config c = cfg("default");
     assert_int_equal(c.init, OML_INIT_STD);
     assert_int_equal(c.emb, E);
+    c.offset = 0.0f;     /* all E coordinates for components (offsets: above) */
+    c.standardize = 0;   /* 1/sd folded into T (the default's scaled input: above) */
     oml_learner *l = NULL;
     assert_int_equal(oml_learner_create(&l, &c, NULL), OML_OK);
     assert_int_equal(oml_learner_prepare(l, x, N), OML_OK);

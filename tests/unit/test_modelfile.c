@@ -99,23 +99,53 @@ static void test_round_trip_bit_exact(void **state)
 /* A default learner mid-way through mini-batch training (Adam moments,
  * step, rehearsal and skip counters, the recent window past its size):
  * saved and loaded, it goes on bit-identically under the same batches. */
-static void test_round_trip_mid_training(void **state)
+/* A small default learner (batches of 8) started on 64 uniform rows x. */
+static oml_learner *small_default(const oml_config *c, uint64_t seed, float *x)
 {
-    (void)state;
+    oml_learner *l = NULL;
+    assert_int_equal(oml_learner_create(&l, c, NULL), OML_OK);
+    oml_rng r;
+    oml_rng_seed(&r, seed);
+    for (int i = 0; i < 64 * D; i++)
+        x[i] = oml_rng_uniform(&r);
+    assert_int_equal(oml_learner_prepare(l, x, 64), OML_OK);
+    return l;
+}
+
+/* a and b take the same `steps` batches of random rows of x; then they
+ * must still be the same learner. */
+static void go_on_together(oml_learner *a, oml_learner *b, const float *x, oml_rng *r, int steps)
+{
+    assert_same_learner(a, b);
+    const float *rows[3 * 8];
+    for (int step = 0; step < steps; step++) {
+        for (int i = 0; i < 3 * 8; i++)
+            rows[i] = x + (size_t)oml_rng_below(r, 64) * D;
+        oml_learner_train(a, rows, 8, 4, NULL);
+        oml_learner_train(b, rows, 8, 4, NULL);
+    }
+    assert_same_learner(a, b);
+}
+
+static oml_config small_default_config(void)
+{
     oml_config c;
     assert_int_equal(oml_config_preset(&c, "default", D), OML_OK);
     c.layers = 2;
     c.hidden = 16;
     c.emb = 6;
     c.batch = 8;
-    oml_learner *a = NULL;
-    assert_int_equal(oml_learner_create(&a, &c, NULL), OML_OK);
-    oml_rng r;
-    oml_rng_seed(&r, 3);
+    return c;
+}
+
+static void test_round_trip_mid_training(void **state)
+{
+    (void)state;
+    oml_config c = small_default_config();
     float x[64 * D];
-    for (int i = 0; i < 64 * D; i++)
-        x[i] = oml_rng_uniform(&r);
-    assert_int_equal(oml_learner_prepare(a, x, 64), OML_OK);
+    oml_learner *a = small_default(&c, 3, x);
+    oml_rng r;
+    oml_rng_seed(&r, 33);
     const float *rows[3 * 8];
     float big[D];
     for (int j = 0; j < D; j++)
@@ -139,13 +169,7 @@ static void test_round_trip_mid_training(void **state)
     oml_diag diag = {0};
     assert_int_equal(oml_model_decode(&b, buf, len, &diag), OML_OK);
     assert_same_learner(a, b);
-    for (int step = 0; step < 30; step++) {
-        for (int i = 0; i < 3 * 8; i++)
-            rows[i] = x + (size_t)oml_rng_below(&r, 64) * D;
-        oml_learner_train(a, rows, 8, 4, NULL);
-        oml_learner_train(b, rows, 8, 4, NULL);
-    }
-    assert_same_learner(a, b);
+    go_on_together(a, b, x, &r, 30);
     free(buf);
     oml_learner_destroy(a);
     oml_learner_destroy(b);
@@ -153,13 +177,17 @@ static void test_round_trip_mid_training(void **state)
 
 /* Byte offsets in a format-2 file (modelfile.c's field lists). */
 #define V2_CONFIG_AT 76   /* after magic, version, reserved and the version-1 fields */
-#define V2_CONFIG_BYTES 28 /* loss margin optim batch rehearse replay equal_heads */
-#define V2_STATS_AT 196   /* after the version-1 counters (3 u64 + 17 loss averages) */
+#define V3_CONFIG_AT 104  /* ... the version-2 ones: loss margin optim batch rehearse
+                             replay equal_heads */
+#define V3_CONFIG_BYTES 8 /* standardize offset */
+#define V2_CONFIG_BYTES (28 + V3_CONFIG_BYTES) /* every field after version 1's */
+#define V2_STATS_AT 204   /* after the version-1 counters (3 u64 + 17 loss averages) */
 #define V2_STATS_BYTES (3 * 8 + 2 * 4 + (OML_RECENT_WINDOW + 7) / 8)
 
-/* The version-1 file of l (no Adam: its configuration is the paper's in
- * every field version 2 added): l's format-2 file without the version-2
- * fields, counters and Adam section, version 1, its own checksum. */
+/* The version-1 file of l (no Adam, no offsets: its configuration is the
+ * paper's in every field versions 2 and 3 added): l's file without those
+ * fields, the version-2 counters and the Adam section, version 1, its own
+ * checksum. */
 static uint8_t *as_version1(const oml_learner *l, size_t *len1)
 {
     assert_null(l->adam_m);
@@ -212,6 +240,8 @@ static void test_version1_still_read(void **state)
             c.rehearse = 0.0f;
             c.replay = 0;
             c.equal_heads = 0;
+            c.offset = 0.0f;
+            c.standardize = 0;
         }
         oml_learner *a = NULL;
         assert_int_equal(oml_learner_create(&a, &c, NULL), OML_OK);
@@ -248,6 +278,47 @@ static void test_version1_still_read(void **state)
         free(v1);
         oml_learner_destroy(a);
     }
+}
+
+/* Version 2 files (issue 11 before head offsets) are still read: the
+ * default of that time (standardised start without offsets, Adam) loads as
+ * the same learner and goes on bit-identically. The version-2 file is the
+ * version-3 one without its offset field. */
+static void test_version2_still_read(void **state)
+{
+    (void)state;
+    oml_config c = small_default_config();
+    c.offset = 0.0f;
+    c.standardize = 0;
+    c.margin = 0.2f;
+    float x[64 * D];
+    oml_learner *a = small_default(&c, 2, x);
+    oml_rng r;
+    oml_rng_seed(&r, 22);
+    const float *rows[3 * 8];
+    for (int t = 0; t < 3 * 8; t++)
+        rows[t] = x + ((t * 11 + 3) % 64) * D;
+    for (int s = 0; s < 5; s++)
+        oml_learner_train(a, rows, 8, 8, NULL);
+    uint8_t *v3;
+    size_t len;
+    assert_int_equal(oml_model_encode(a, &v3, &len), OML_OK);
+    uint8_t *v2 = malloc(len);
+    memcpy(v2, v3, V3_CONFIG_AT);
+    memcpy(v2 + V3_CONFIG_AT, v3 + V3_CONFIG_AT + V3_CONFIG_BYTES,
+           len - 4 - V3_CONFIG_AT - V3_CONFIG_BYTES);
+    size_t n = len - 4 - V3_CONFIG_BYTES;
+    uint32_t version = 2, crc = (uint32_t)crc32(0L, (memcpy(v2 + 8, &version, 4), v2), (uInt)n);
+    memcpy(v2 + n, &crc, sizeof crc);
+    oml_learner *b = NULL;
+    oml_diag diag = {0};
+    if (oml_model_decode(&b, v2, n + 4, &diag) != OML_OK)
+        fail_msg("version 2 file refused: %s", diag.msg);
+    go_on_together(a, b, x, &r, 5);
+    free(v2);
+    free(v3);
+    oml_learner_destroy(b);
+    oml_learner_destroy(a);
 }
 
 /* Every truncation and every single-byte alteration is refused. */
@@ -294,7 +365,9 @@ static void test_other_version_refused(void **state)
     oml_learner *b = NULL;
     oml_diag diag = {0};
     assert_int_equal(oml_model_decode(&b, buf, len, &diag), OML_EVERSION);
-    assert_non_null(strstr(diag.msg, "version 2"));
+    char want[32];
+    snprintf(want, sizeof want, "version %u", OML_MODELFILE_VERSION);
+    assert_non_null(strstr(diag.msg, want));
     free(buf);
     oml_learner_destroy(a);
 }
@@ -314,6 +387,7 @@ int main(void)
         cmocka_unit_test(test_round_trip_bit_exact),
         cmocka_unit_test(test_round_trip_mid_training),
         cmocka_unit_test(test_version1_still_read),
+        cmocka_unit_test(test_version2_still_read),
         cmocka_unit_test(test_damaged_files_refused),
         cmocka_unit_test(test_other_version_refused),
         cmocka_unit_test(test_missing_file),
