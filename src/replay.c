@@ -155,10 +155,9 @@ int oml_replay_flush(oml_replay *r, oml_learner *l)
     return m > 0 ? learn_batch(r, l, r->_pending_rows, r->_pending_slots, m) : 0;
 }
 
-int oml_replay_learn(oml_replay *r, oml_learner *l, const oml_store *s,
+int oml_replay_learn(oml_replay *r, oml_learner *l,
                      const float *const *rows, const uint32_t *slots, int32_t n)
 {
-    (void)s;
     int refused = oml_replay_add(r, l, rows, slots, n);
     return refused + oml_replay_flush(r, l);
 }

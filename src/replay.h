@@ -60,7 +60,7 @@ void oml_replay_forget_slot(oml_replay *r, uint32_t slot);
  * per new one are owed (at most OML_REPLAY_MAX_OWED batches).
  * Returns the number of steps refused as not finite. */
 #define OML_REPLAY_MAX_OWED 4096
-int oml_replay_learn(oml_replay *r, oml_learner *l, const oml_store *s,
+int oml_replay_learn(oml_replay *r, oml_learner *l,
                      const float *const *rows, const uint32_t *slots, int32_t n);
 
 /* The same, except that a last part batch is not learned yet: it waits,

@@ -115,7 +115,7 @@ static double in_process_rate(const data *d, const char *preset)
                 slots[3 * k + j] = (uint32_t)mem[j];
             }
         }
-        oml_replay_learn(&ring, l, NULL, rows, slots, m);
+        oml_replay_learn(&ring, l, rows, slots, m);
     }
     double rate = d->stream.n / (now_s() - t0);
     oml_replay_free(&ring);

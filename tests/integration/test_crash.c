@@ -43,7 +43,7 @@
  * the library alone, record by record, as daemon/apply.c and engine.c do:
  * PutItems into an oml_store; on the first triplet the learner is prepared
  * from every live item in slot order; each AddTriplets resolves ids to
- * slots and goes through oml_replay_learn(ring, learner, store, rows, slots,
+ * slots and goes through oml_replay_learn(ring, learner, rows, slots,
  * n); each rehearsal record is oml_replay_rehearse(ring, learner, store,
  * steps). The log is read from LSN 1, so the checkpoints of the ckpt trials
  * must not have trimmed it: the log is one 64 MB segment here and only
@@ -212,7 +212,7 @@ static uint8_t *reference_plain(int n, size_t *len)
             for (int k = 0; k < 3; k++)
                 rows[3 * t + k] = X[m[k]];
         }
-        oml_replay_learn(&ring, l, NULL, rows, NULL, b);
+        oml_replay_learn(&ring, l, rows, NULL, b);
     }
     uint8_t *buf = NULL;
     assert_int_equal(oml_model_encode(l, &buf, len), 0);
@@ -422,7 +422,7 @@ static void ref_request(ref *r, const rec *g)
             }
         }
         ref_prepare(r);
-        oml_replay_learn(&r->ring, r->l, r->store, rows, slots, (int32_t)n);
+        oml_replay_learn(&r->ring, r->l, rows, slots, (int32_t)n);
         r->triplets += (int)n;
         r->idle += (double)n * REHEARSE_IDLE;
         free(rows);

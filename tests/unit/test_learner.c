@@ -1173,7 +1173,7 @@ static void ls_learn(oml_config c, uint64_t seed, double *before, double *after)
                 slots[3 * t + k] = (uint32_t)mem[k];
             }
         }
-        assert_int_equal(oml_replay_learn(&ring, l, s, rows, slots, m), 0);
+        assert_int_equal(oml_replay_learn(&ring, l, rows, slots, m), 0);
         oml_replay_rehearse(&ring, l, s, oml_replay_owed(&ring, l));
         done += m;
     }

@@ -90,7 +90,7 @@ static void learn(oml_replay *r, oml_learner *l, const oml_store *s, int from, i
         for (int i = 0; i < 3; i++)
             rows[3 * (k - from) + i] = oml_store_features(s, slots[3 * (k - from) + i]);
     }
-    assert_int_equal(oml_replay_learn(r, l, s, rows, slots, to - from), 0);
+    assert_int_equal(oml_replay_learn(r, l, rows, slots, to - from), 0);
 }
 
 /* The ring's entries, oldest first (dropped ones included): out (n, 3). */
@@ -204,8 +204,8 @@ static void test_ring_keeps_newest(void **state)
                             oml_store_features(s, 3), oml_store_features(s, 4),
                             oml_store_features(s, 5), oml_store_features(s, 6)};
     uint32_t slots[6] = {1, OML_REPLAY_NONE, 3, 4, 5, OML_REPLAY_NONE};
-    assert_int_equal(oml_replay_learn(&r, l, s, rows, slots, 2), 0);
-    assert_int_equal(oml_replay_learn(&r, l, s, rows, NULL, 2), 0);
+    assert_int_equal(oml_replay_learn(&r, l, rows, slots, 2), 0);
+    assert_int_equal(oml_replay_learn(&r, l, rows, NULL, 2), 0);
     assert_memory_equal(before, r.slots, sizeof before);
     assert_int_equal(r.next, learned % CAP);
     assert_int_equal(l->stats.updates, learned + 4);
@@ -377,7 +377,7 @@ static void test_owed(void **state)
 
     const float *rows[3] = {oml_store_features(s, 0), oml_store_features(s, 1),
                             oml_store_features(s, 2)};
-    assert_int_equal(oml_replay_learn(&r, l, s, rows, NULL, 1), 0); /* kept nowhere */
+    assert_int_equal(oml_replay_learn(&r, l, rows, NULL, 1), 0); /* kept nowhere */
     assert_true(r.credit == 3.0);
     assert_int_equal(oml_replay_owed(&r, l), 0); /* the ring is empty */
 
@@ -553,7 +553,7 @@ static void test_check_against_store(void **state)
     const float *rows[3] = {oml_store_features(s20, 0), oml_store_features(s20, 1),
                             oml_store_features(s20, 2)};
     uint32_t far[3] = {0, 1000, 2}; /* a slot past any store, from a damaged ring */
-    assert_int_equal(oml_replay_learn(&r, l, s20, rows, far, 1), 0);
+    assert_int_equal(oml_replay_learn(&r, l, rows, far, 1), 0);
     assert_int_equal(oml_replay_check(&r, s20), OML_EFORMAT);
     oml_replay_free(&r);
     oml_learner_destroy(l);
