@@ -49,6 +49,7 @@
 #include "history.h"
 #include "http.h"
 #include "log.h"
+#include "notify.h"
 #include "metrics.h"
 #include "options.h"
 #include "server.h"
@@ -85,6 +86,8 @@ typedef struct omld_main {
     int recovering;
     pthread_t rec_thread;
     uv_async_t rec_done;
+    uv_timer_t rec_tick;         /* the recovery's progress to systemd, each second */
+    uint64_t rec_notified;       /* ... the replayed count last sent */
     omld_engine *rec_engine;     /* written by the thread, read after the join */
     int rec_rc;
     char rec_err[1536];
@@ -306,6 +309,7 @@ static void shutdown_begin(omld_main *m)
     if (m->draining)
         return;
     m->draining = 1;
+    omld_notify_stopping();
     if (m->server)
         omld_server_drain(m->server, on_drained, m); /* on_drained runs when it is done */
     else
@@ -405,6 +409,7 @@ static void on_recovered(uv_async_t *h)
     m->recovering = 0;
     atomic_store(&m->metrics.recovering, 0);
     uv_close((uv_handle_t *)&m->rec_done, NULL);
+    uv_close((uv_handle_t *)&m->rec_tick, NULL);
     if (m->rec_rc != 0) {
         LOG_ERROR("main", "%s", m->rec_err);
         m->exit_code = 1;
@@ -424,6 +429,13 @@ static void on_recovered(uv_async_t *h)
         return;
     }
     LOG_INFO("main", "ready");
+    omld_notify_ready();
+}
+
+static void on_recovery_tick(uv_timer_t *t)
+{
+    omld_main *m = t->data;
+    omld_notify_recovering(omld_read(&m->metrics.recovery_replayed), &m->rec_notified);
 }
 
 /* ------------------------------------------------------------ start */
@@ -510,12 +522,16 @@ static int start(omld_main *m)
         return -1;
     }
     m->rec_done.data = m;
+    uv_timer_init(&m->loop, &m->rec_tick);
+    m->rec_tick.data = m;
+    uv_timer_start(&m->rec_tick, on_recovery_tick, 0, 1000);
     m->recovering = 1;
     atomic_store(&m->metrics.recovering, 1);
     if (pthread_create(&m->rec_thread, NULL, recover_main, m) != 0) {
         m->recovering = 0;
         atomic_store(&m->metrics.recovering, 0);
         uv_close((uv_handle_t *)&m->rec_done, NULL);
+        uv_close((uv_handle_t *)&m->rec_tick, NULL);
         LOG_ERROR("main", "cannot start the recovery thread");
         return -1;
     }

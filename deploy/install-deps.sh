@@ -4,7 +4,7 @@
 set -eu
 
 PKGS="build-essential cmake pkg-config
-libopenblas-dev libcmocka-dev libuv1-dev zlib1g-dev
+libopenblas-dev libcmocka-dev libuv1-dev zlib1g-dev libsystemd-dev
 libprotobuf-c-dev protobuf-c-compiler libhttp-parser-dev
 python3-protobuf protobuf-compiler
 prometheus shellcheck

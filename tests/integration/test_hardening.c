@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -166,6 +167,61 @@ static int occupy_port(char *host_port, size_t cap)
     assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
     snprintf(host_port, cap, "127.0.0.1:%u", (unsigned)ntohs(a.sin_port));
     return fd;
+}
+
+/* ------------------------------------------------------------ systemd readiness */
+
+/* Reads notify datagrams from fd into `got` (appended, newline-separated)
+ * until one holds `want` or timeout_ms passes. 1 if seen. */
+static int await_notify(int fd, const char *want, char *got, size_t cap, int timeout_ms)
+{
+    for (int waited = 0; waited < timeout_ms; waited += 10) {
+        char buf[512];
+        ssize_t n;
+        while ((n = recv(fd, buf, sizeof buf - 1, MSG_DONTWAIT)) > 0) {
+            buf[n] = '\0';
+            size_t len = strlen(got);
+            snprintf(got + len, cap - len, "%s\n", buf);
+            if (strstr(buf, want))
+                return 1;
+        }
+        usleep(10000);
+    }
+    return 0;
+}
+
+/* omld speaks the sd_notify protocol (Type=notify): recovery progress with
+ * a start-timeout extension, READY=1 once /readyz is 200, STOPPING=1 when a
+ * SIGTERM begins the drain. The test is the service manager: a datagram
+ * socket named by NOTIFY_SOCKET. */
+static void test_systemd_notify(void **state)
+{
+    (void)state;
+    char path[108];
+    snprintf(path, sizeof path, "/tmp/omld-notify-%ld.sock", (long)getpid());
+    unlink(path);
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    setenv("NOTIFY_SOCKET", path, 1);
+    omld_proc *p = new_proc();
+    int rc = omld_proc_start(p, ARGS, TIMEOUT_MS);
+    unsetenv("NOTIFY_SOCKET"); /* only this daemon reports to us */
+    assert_int_equal(rc, 0);
+    char got[4096] = "";
+    assert_true(await_notify(fd, "READY=1", got, sizeof got, TIMEOUT_MS));
+    assert_non_null(strstr(got, "STATUS=recovering"));
+    assert_non_null(strstr(got, "EXTEND_TIMEOUT_USEC="));
+    assert_true(strstr(got, "STATUS=recovering") < strstr(got, "READY=1"));
+    assert_int_equal(omld_http_get(p->http, "/readyz", NULL, NULL), 200);
+    kill(p->pid, SIGTERM);
+    assert_true(await_notify(fd, "STOPPING=1", got, sizeof got, TIMEOUT_MS));
+    assert_int_equal(omld_proc_stop(p, SIGTERM, TIMEOUT_MS), 0);
+    omld_proc_cleanup(p);
+    close(fd);
+    unlink(path);
 }
 
 /* ------------------------------------------------------------ 1. the data_dir lock */
@@ -1131,6 +1187,7 @@ int main(void)
         cmocka_unit_test_teardown(test_damaged_log_message_and_salvage, teardown),
         cmocka_unit_test_teardown(test_persistence_metrics, teardown),
         cmocka_unit_test_teardown(test_probes_answer_during_replay, teardown),
+        cmocka_unit_test_teardown(test_systemd_notify, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
