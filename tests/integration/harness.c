@@ -192,6 +192,12 @@ static int dial(const char *host_port)
 
 int omld_http_get(const char *host_port, const char *path, char **body, size_t *len)
 {
+    return omld_http_get_auth(host_port, path, NULL, body, len);
+}
+
+int omld_http_get_auth(const char *host_port, const char *path, const char *auth, char **body,
+                       size_t *len)
+{
     if (body)
         *body = NULL;
     int fd = dial(host_port);
@@ -199,9 +205,10 @@ int omld_http_get(const char *host_port, const char *path, char **body, size_t *
         return -1;
     struct timeval tv = {10, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    char req[512];
-    int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n",
-                     path, host_port);
+    char req[1024];
+    int n = snprintf(req, sizeof req,
+                     "GET %s HTTP/1.1\r\nHost: %s\r\n%s%s%sConnection: close\r\n\r\n", path,
+                     host_port, auth ? "Authorization: " : "", auth ? auth : "", auth ? "\r\n" : "");
     if (write(fd, req, (size_t)n) != n) {
         close(fd);
         return -1;

@@ -48,6 +48,9 @@ void omld_proc_dump_log(const omld_proc *p);
 /* A blocking HTTP/1.1 GET with Connection: close. Returns the status code
  * and a malloc'd body (*body, may be NULL), or -1. */
 int omld_http_get(const char *host_port, const char *path, char **body, size_t *len);
+/* The same with an Authorization header (its value, e.g. "Bearer T"; NULL: none). */
+int omld_http_get_auth(const char *host_port, const char *path, const char *auth, char **body,
+                       size_t *len);
 
 /* Resident set size of a process in KiB (from /proc), or -1. */
 long omld_proc_rss_kib(pid_t pid);
