@@ -15,6 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "omlclient.h"
+
 #ifndef OMLD_BIN
 #error "OMLD_BIN must name the omld executable"
 #endif
@@ -188,6 +190,17 @@ static int dial(const char *host_port)
     }
     freeaddrinfo(ai);
     return fd;
+}
+
+omlc *omld_proc_dial(const omld_proc *p, int timeout_ms)
+{
+    omlc *c = NULL;
+    omlc_error err;
+    if (omlc_connect(&c, p->rpc, timeout_ms, &err) != 0) {
+        fprintf(stderr, "connect %s: %s\n", p->rpc, err.message);
+        return NULL;
+    }
+    return c;
 }
 
 int omld_http_get(const char *host_port, const char *path, char **body, size_t *len)

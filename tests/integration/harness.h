@@ -30,6 +30,11 @@ int omld_proc_start(omld_proc *p, const char *const *extra_args, int timeout_ms)
 int omld_proc_start_fsize(omld_proc *p, const char *const *extra_args, int timeout_ms,
                           long fsize_bytes);
 
+/* A client connection to p's RPC port (libomlclient, timeout_ms per call),
+ * or NULL with the reason on stderr. */
+struct omlc;
+struct omlc *omld_proc_dial(const omld_proc *p, int timeout_ms);
+
 /* Starts omld again on p's data directory (after a stop or a kill), same
  * arguments as given here, new ports. 0 or -1. */
 int omld_proc_restart(omld_proc *p, const char *const *extra_args, int timeout_ms);

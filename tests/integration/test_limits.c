@@ -117,12 +117,8 @@ static int closed_within(int fd, int wait_ms)
 
 static omlc *dial(const omld_proc *p)
 {
-    omlc *c = NULL;
-    omlc_error err;
-    int rc = omlc_connect(&c, p->rpc, TIMEOUT_MS, &err);
-    if (rc != 0)
-        fprintf(stderr, "connect %s: %s\n", p->rpc, err.message);
-    assert_int_equal(rc, 0);
+    omlc *c = omld_proc_dial(p, TIMEOUT_MS);
+    assert_non_null(c);
     return c;
 }
 
