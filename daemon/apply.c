@@ -431,9 +431,9 @@ static int apply_delete(omld_engine *e, const Omld__DeleteItemsRequest *rq, omld
 
 /* Promote (see omld.proto TRAINER): oml_promote (src/promote.h) puts the
  * batch model into the learner. The learner before the promote is kept
- * (encoded) for Rollback. Live requests
- * name a registered model; log records carry its bytes (model_data), so
- * replay depends on nothing but the record. */
+ * (encoded) for Rollback. Live requests name a registered model; log
+ * records carry its bytes (model_data), so replay depends on nothing but
+ * the record. */
 static int apply_promote(omld_engine *e, const Omld__PromoteRequest *p, omld_reply *r)
 {
     const uint8_t *buf;
