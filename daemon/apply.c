@@ -8,9 +8,9 @@
 #include <string.h>
 
 #include "engine_int.h"
-#include "hedge.h"
 #include "log.h"
 #include "modelfile.h"
+#include "promote.h"
 #include "validate.h"
 
 /* ------------------------------------------------------------ applying */
@@ -429,31 +429,11 @@ static int apply_delete(omld_engine *e, const Omld__DeleteItemsRequest *rq, omld
 
 /* ------------------------------------------------------------ promote / rollback */
 
-/* Re-embeds the local hedge's reference sample through every head of the
- * current parameters (what the learner does every REF_REFRESH updates). */
-static void ref_reembed(oml_learner *l)
-{
-    if (l->ref_n <= 0)
-        return;
-    oml_net_acts a;
-    if (oml_net_acts_init(&a, &l->lay, l->ref_n) != OML_OK)
-        return; /* keeps the previous embedding, as the learner does on OOM */
-    oml_net_forward(&l->lay, l->params, l->ref_x, l->ref_n, &a);
-    size_t per = (size_t)l->ref_n * (size_t)l->lay.emb;
-    for (int k = 0; k <= l->lay.layers; k++)
-        memcpy(l->ref_emb + (size_t)k * per, a.f[k], per * sizeof(float));
-    oml_net_acts_free(&a);
-    l->ref_at = l->stats.updates;
-}
-
-/* Promote (see omld.proto TRAINER): the batch model's mu, W(1..d) and head
- * become the live trunk and Theta(d); the other heads keep their weights;
- * alpha resets to uniform. The proximal pull's start weights (`default`
- * preset) take the promoted blocks too, so the pull keeps the learner near
- * the promoted model rather than dragging it back to the old start. The
- * learner before the promote is kept (encoded) for Rollback. Live requests
- * name a registered model; log records carry its bytes (model_data), so
- * replay depends on nothing but the record. */
+/* Promote (see omld.proto TRAINER): oml_promote (src/promote.h) puts the
+ * batch model into the learner. The learner before the promote is kept
+ * (encoded) for Rollback. Live requests name a registered model; log
+ * records carry its bytes (model_data), so replay depends on nothing but
+ * the record. */
 static int apply_promote(omld_engine *e, const Omld__PromoteRequest *p, omld_reply *r)
 {
     const uint8_t *buf;
@@ -484,7 +464,7 @@ static int apply_promote(omld_engine *e, const Omld__PromoteRequest *p, omld_rep
         free(owned);
         return 0;
     }
-    if (omld_models_compatible(&e->model_cfg, &bm->lay, why, sizeof why) != 0) {
+    if (oml_promote_compatible(&e->model_cfg, &bm->lay, why, sizeof why) != 0) {
         omld_reply_error(r, OMLD__STATUS__CODE__INVALID_ARGUMENT, "promote.name", "%s", why);
         oml_batch_model_destroy(bm);
         free(owned);
@@ -501,33 +481,8 @@ static int apply_promote(omld_engine *e, const Omld__PromoteRequest *p, omld_rep
         free(owned);
         return 0;
     }
-    const oml_batch_layout *bl = &bm->lay;
-    const oml_net_layout *lay = &l->lay;
-    int32_t dd = bl->depth;
-    typedef struct { size_t to, from, n; } copy_blk;
-    copy_blk blk[OML_MAX_LAYERS + 2];
-    int nb = 0;
-    blk[nb++] = (copy_blk){lay->mu, bl->mu, (size_t)bl->dim};
-    for (int k = 1; k <= dd; k++)
-        blk[nb++] = (copy_blk){lay->w[k], bl->w[k],
-                                     (size_t)bl->hidden * (size_t)oml_batch_width(bl, k - 1)};
-    blk[nb++] = (copy_blk){lay->theta[dd], bl->theta,
-                                 (size_t)bl->emb * (size_t)oml_batch_width(bl, dd)};
-    for (int i = 0; i < nb; i++) {
-        memcpy(l->params + blk[i].to, bm->params + blk[i].from, blk[i].n * sizeof(float));
-        if (l->start)
-            memcpy(l->start + blk[i].to, bm->params + blk[i].from, blk[i].n * sizeof(float));
-    }
-    /* A batch net reads the centred input unscaled and its head has no
-     * offset: the live input scale becomes 1 and the promoted head's offset 0. */
-    for (float *w = l->params; w; w = w == l->params ? l->start : NULL) {
-        for (int32_t j = 0; lay->has_scale && j < lay->dim; j++)
-            w[lay->scale + j] = 1.0f;
-        if (lay->has_bias)
-            memset(w + lay->bias[dd], 0, (size_t)lay->emb * sizeof(float));
-    }
-    oml_hedge_init(l->alpha, oml_learner_heads(l));
-    ref_reembed(l);
+    int32_t dd = bm->lay.depth;
+    oml_promote(l, bm);
     oml_batch_model_destroy(bm);
 
     free(e->rb_buf);

@@ -41,10 +41,12 @@
 #include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 #include <uv.h>
 
+#include "atomic_file.h"
 #include "engine.h"
 #include "history.h"
 #include "http.h"
@@ -128,24 +130,14 @@ static int make_dirs(const char *path, char *err, size_t errlen)
     return 0;
 }
 
-/* Writes text to path through a temp file and rename, so a reader never
+/* Writes text to path atomically (src/atomic_file.h), so a reader never
  * sees half a file. 0 or -1 with err. */
 static int write_file_atomic(const char *path, const char *text, char *err, size_t errlen)
 {
-    char tmp[OMLD_STR_MAX + 64];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (f == NULL) {
-        snprintf(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
-        return -1;
-    }
-    int ok = fputs(text, f) >= 0;
-    ok &= fflush(f) == 0;
-    ok &= fsync(fileno(f)) == 0;
-    ok &= fclose(f) == 0;
-    if (!ok || rename(tmp, path) != 0) {
+    struct iovec part = {(void *)text, strlen(text)};
+    enum oml_atomic_stage stage;
+    if (oml_atomic_write(path, &part, 1, 0666, &stage) != 0 && stage != OML_ATOMIC_DIR) {
         snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
-        unlink(tmp);
         return -1;
     }
     return 0;

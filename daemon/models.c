@@ -13,8 +13,6 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,11 +21,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "batchfile.h"
 #include "err.h"
 #include "log.h"
-#include "net.h"
-
-#define FILE_MAGIC "OMLDMDL1"
+#include "promote.h"
 
 typedef struct model_entry {
     omld_model_info info;
@@ -51,28 +48,6 @@ struct omld_models {
 
 /* ------------------------------------------------------------ helpers */
 
-static uint32_t crc32_of(const uint8_t *p, size_t n)
-{
-    uint32_t c = 0xffffffffu;
-    for (size_t i = 0; i < n; i++) {
-        c ^= p[i];
-        for (int k = 0; k < 8; k++)
-            c = (c >> 1) ^ (0xedb88320u & (0u - (c & 1u)));
-    }
-    return ~c;
-}
-
-static void put_u32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get_u32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
 int omld_model_name_ok(const char *name)
 {
     size_t n = name ? strlen(name) : 0;
@@ -85,46 +60,6 @@ int omld_model_name_ok(const char *name)
             return 0;
     }
     return 1;
-}
-
-int omld_models_compatible(const oml_config *live, const oml_batch_layout *lay, char *err,
-                           size_t errlen)
-{
-    if (lay->dim != live->dim || lay->emb != live->emb ||
-        (lay->depth > 0 && lay->hidden != live->hidden) || lay->depth > live->layers) {
-        snprintf(err, errlen, "the model (dim %d, depth %d, hidden %d, emb %d) does not fit the "
-                 "live model (dim %d, L %d, hidden %d, emb %d): dim, hidden and emb must be equal "
-                 "and depth <= L", lay->dim, lay->depth, lay->hidden, lay->emb, live->dim,
-                 live->layers, live->hidden, live->emb);
-        return -1;
-    }
-    return 0;
-}
-
-oml_snapshot *omld_models_snapshot(const oml_config *live, const oml_batch_model *bm,
-                                   uint64_t version)
-{
-    const oml_batch_layout *bl = &bm->lay;
-    oml_config cfg = *live;
-    cfg.layers = bl->depth;
-    cfg.standardize = 0; /* a batch net: unscaled centred input, heads without offsets */
-    cfg.offset = 0.0f;
-    oml_net_layout lay;
-    oml_net_layout_init(&lay, &cfg);
-    float *p = calloc(lay.count, sizeof(float));
-    if (p == NULL)
-        return NULL;
-    memcpy(p + lay.mu, bm->params + bl->mu, (size_t)bl->dim * sizeof(float));
-    for (int l = 1; l <= bl->depth; l++)
-        memcpy(p + lay.w[l], bm->params + bl->w[l],
-               (size_t)bl->hidden * (size_t)oml_batch_width(bl, l - 1) * sizeof(float));
-    memcpy(p + lay.theta[bl->depth], bm->params + bl->theta,
-           (size_t)bl->emb * (size_t)oml_batch_width(bl, bl->depth) * sizeof(float));
-    float alpha[OML_MAX_LAYERS + 1] = {0};
-    alpha[bl->depth] = 1.0f;
-    oml_snapshot *s = oml_snapshot_create(&cfg, p, alpha, version, 0);
-    free(p);
-    return s;
 }
 
 static void entry_free(model_entry *m)
@@ -154,161 +89,58 @@ static void model_path(const omld_models *reg, const char *name, char *out, size
 
 static int write_file(const omld_models *reg, const model_entry *m, char *err, size_t errlen)
 {
-    char meta[1024];
-    int ml = snprintf(meta, sizeof meta,
-                      "name=%s\nmethod=%s\nvariant=%s\ncreated_ms=%llu\njob_id=%llu\n"
-                      "trained_items=%u\n",
-                      m->info.name, m->info.method, m->info.variant,
-                      (unsigned long long)m->info.created_ms, (unsigned long long)m->info.job_id,
-                      m->info.trained_items);
-    if (ml < 0 || (size_t)ml >= sizeof meta) {
-        snprintf(err, errlen, "model metadata too long");
-        return -1;
-    }
-    size_t total = 8 + 4 + (size_t)ml + 4 + m->len;
-    uint8_t *b = malloc(total);
-    if (b == NULL) {
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
-    memcpy(b, FILE_MAGIC, 8);
-    put_u32(b + 8, (uint32_t)ml);
-    memcpy(b + 12, meta, (size_t)ml);
-    put_u32(b + 12 + ml, crc32_of((const uint8_t *)meta, (size_t)ml));
-    memcpy(b + 16 + ml, m->bytes, m->len);
-
-    char path[1024], tmp[1100];
+    oml_batchfile_meta meta = {.created_ms = m->info.created_ms, .job_id = m->info.job_id,
+                               .trained_items = m->info.trained_items};
+    snprintf(meta.name, sizeof meta.name, "%s", m->info.name);
+    snprintf(meta.method, sizeof meta.method, "%s", m->info.method);
+    snprintf(meta.variant, sizeof meta.variant, "%s", m->info.variant);
+    char path[1024];
     model_path(reg, m->info.name, path, sizeof path);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
-    int ok = fd >= 0;
-    size_t off = 0;
-    while (ok && off < total) {
-        ssize_t w = write(fd, b + off, total - off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            ok = 0;
-        else
-            off += (size_t)w;
-    }
-    ok = ok && fsync(fd) == 0;
-    if (fd >= 0 && close(fd) != 0)
-        ok = 0;
-    ok = ok && rename(tmp, path) == 0;
-    free(b);
-    if (!ok) {
-        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
-        unlink(tmp);
+    oml_diag d = {0};
+    if (oml_batchfile_write(path, &meta, m->bytes, m->len, &d) != OML_OK) {
+        snprintf(err, errlen, "%s", d.msg);
         return -1;
-    }
-    int dfd = open(reg->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        fsync(dfd);
-        close(dfd);
     }
     return 0;
-}
-
-static void meta_get(const char *meta, size_t n, const char *key, char *out, size_t cap)
-{
-    size_t kl = strlen(key);
-    out[0] = '\0';
-    for (size_t i = 0; i < n;) {
-        size_t j = i;
-        while (j < n && meta[j] != '\n')
-            j++;
-        if (j - i > kl && memcmp(meta + i, key, kl) == 0 && meta[i + kl] == '=') {
-            size_t vl = j - i - kl - 1;
-            if (vl >= cap)
-                vl = cap - 1;
-            memcpy(out, meta + i + kl + 1, vl);
-            out[vl] = '\0';
-            return;
-        }
-        i = j + 1;
-    }
 }
 
 /* Reads and checks one file; a new entry (without views) or NULL + why. */
 static model_entry *read_file(const omld_models *reg, const char *path, char *why, size_t cap)
 {
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) {
-        snprintf(why, cap, "%s", strerror(errno));
+    oml_batchfile_meta meta;
+    uint8_t *mb = NULL;
+    size_t mlen = 0;
+    oml_diag d = {0};
+    if (oml_batchfile_read(path, &meta, &mb, &mlen, &d) != OML_OK) {
+        snprintf(why, cap, "%s", d.msg);
         return NULL;
     }
-    uint8_t *b = NULL;
-    size_t n = 0, capb = 0;
-    for (;;) {
-        if (n == capb) {
-            capb = capb ? 2 * capb : 65536;
-            uint8_t *nb = realloc(b, capb);
-            if (nb == NULL) {
-                free(b);
-                fclose(f);
-                snprintf(why, cap, "out of memory");
-                return NULL;
-            }
-            b = nb;
-        }
-        size_t r = fread(b + n, 1, capb - n, f);
-        if (r == 0)
-            break;
-        n += r;
-    }
-    fclose(f);
-    model_entry *m = NULL;
-    if (n < 16 || memcmp(b, FILE_MAGIC, 8) != 0) {
-        snprintf(why, cap, "not a model file (bad magic)");
-        goto out;
-    }
-    uint32_t ml = get_u32(b + 8);
-    if ((size_t)ml + 16 > n || crc32_of(b + 12, ml) != get_u32(b + 12 + ml)) {
-        snprintf(why, cap, "damaged metadata");
-        goto out;
-    }
     oml_batch_model *bm = NULL;
-    oml_diag d = {0};
-    const uint8_t *mb = b + 16 + ml;
-    size_t mlen = n - 16 - ml;
     if (oml_batch_model_decode(mb, mlen, &bm, &d) != OML_OK) {
         snprintf(why, cap, "damaged model: %s", d.msg);
-        goto out;
+        free(mb);
+        return NULL;
     }
     char msg[256];
-    if (omld_models_compatible(&reg->live, &bm->lay, msg, sizeof msg) != 0) {
+    model_entry *m = NULL;
+    if (oml_promote_compatible(&reg->live, &bm->lay, msg, sizeof msg) != 0)
         snprintf(why, cap, "%s", msg);
-        oml_batch_model_destroy(bm);
-        goto out;
-    }
-    m = calloc(1, sizeof *m);
-    uint8_t *copy = malloc(mlen);
-    if (m == NULL || copy == NULL) {
-        free(m);
-        free(copy);
-        m = NULL;
-        oml_batch_model_destroy(bm);
+    else if ((m = calloc(1, sizeof *m)) == NULL)
         snprintf(why, cap, "out of memory");
-        goto out;
+    if (m == NULL) {
+        oml_batch_model_destroy(bm);
+        free(mb);
+        return NULL;
     }
-    memcpy(copy, mb, mlen);
     m->bm = bm;
-    m->bytes = copy;
+    m->bytes = mb;
     m->len = mlen;
-    const char *meta = (const char *)b + 12;
-    char v[300];
-    meta_get(meta, ml, "name", m->info.name, sizeof m->info.name);
-    meta_get(meta, ml, "method", m->info.method, sizeof m->info.method);
-    meta_get(meta, ml, "variant", m->info.variant, sizeof m->info.variant);
-    meta_get(meta, ml, "created_ms", v, sizeof v);
-    m->info.created_ms = strtoull(v, NULL, 10);
-    meta_get(meta, ml, "job_id", v, sizeof v);
-    m->info.job_id = strtoull(v, NULL, 10);
-    meta_get(meta, ml, "trained_items", v, sizeof v);
-    m->info.trained_items = (uint32_t)strtoul(v, NULL, 10);
-out:
-    free(b);
+    snprintf(m->info.name, sizeof m->info.name, "%s", meta.name);
+    snprintf(m->info.method, sizeof m->info.method, "%s", meta.method);
+    snprintf(m->info.variant, sizeof m->info.variant, "%s", meta.variant);
+    m->info.created_ms = meta.created_ms;
+    m->info.job_id = meta.job_id;
+    m->info.trained_items = meta.trained_items;
     return m;
 }
 
@@ -324,7 +156,7 @@ static int entry_start(omld_models *reg, model_entry *m, int take_lock)
     if (omld_views_create(&m->views, reg->store, reg->lock, reg->metrics, NULL, NULL) != 0)
         return -1;
     m->gen = 1;
-    oml_snapshot *s = omld_models_snapshot(&reg->live, m->bm, m->gen);
+    oml_snapshot *s = oml_promote_snapshot(&reg->live, m->bm, m->gen);
     if (s == NULL)
         return -1;
     if (take_lock)
@@ -443,7 +275,7 @@ int omld_models_add(omld_models *reg, const omld_model_info *meta, oml_batch_mod
     }
     m->info = *meta;
     m->bm = bm;
-    if (omld_models_compatible(&reg->live, &bm->lay, err, errlen) != 0)
+    if (oml_promote_compatible(&reg->live, &bm->lay, err, errlen) != 0)
         goto fail;
     if (oml_batch_model_encode(bm, &m->bytes, &m->len) != OML_OK) {
         snprintf(err, errlen, "out of memory encoding the model");
@@ -541,7 +373,7 @@ void omld_models_store_changed(omld_models *reg)
     pthread_mutex_lock(&reg->mu);
     for (int i = 0; i < reg->n; i++) {
         model_entry *m = reg->e[i];
-        oml_snapshot *s = omld_models_snapshot(&reg->live, m->bm, m->gen + 1);
+        oml_snapshot *s = oml_promote_snapshot(&reg->live, m->bm, m->gen + 1);
         if (s == NULL) {
             LOG_ERROR("models", "out of memory rebuilding model %s", m->info.name);
             continue;

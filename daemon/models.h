@@ -1,10 +1,8 @@
 /* models.h - the registry of named batch models and their serving views.
  *
  * A batch model (src/batch.h: a trunk of `depth` ReLU layers and one head at
- * that depth) is served with ALL the live serving code: it is expressed as
- * an oml_snapshot of the live layout with L = depth, whose head `depth` is
- * the batch model's head, whose other heads are zero (they embed every item
- * to the zero vector) and whose alpha is one-hot on head `depth`. Each model
+ * that depth) is served with ALL the live serving code, as the live-layout
+ * snapshot oml_promote_snapshot makes of it (src/promote.h). Each model
  * owns an omld_views (its own indexer thread) over the same store, so its
  * index covers every stored item; the engine calls
  * omld_models_store_changed() when it publishes a live view after items
@@ -16,10 +14,8 @@
  * (omld_models_acquire); DeleteModel removes the entry and stops its
  * indexer, and a view still held by a query stays alive until released.
  *
- * Files: <data_dir>/models/NAME.omlb, written atomically (temp + fsync +
- * rename + fsync of the directory): "OMLDMDL1" | u32 meta length | meta
- * (key=value lines) | u32 CRC-32 of the meta | the oml_batch_model encoding
- * (its own CRC). Loaded at startup; a damaged or incompatible file is
+ * Files: <data_dir>/models/NAME.omlb in the format of src/batchfile.h,
+ * written atomically. Loaded at startup; a damaged or incompatible file is
  * skipped with a warning (renamed NAME.omlb.bad). Thread-safe. */
 #ifndef OMLD_MODELS_H
 #define OMLD_MODELS_H
@@ -28,13 +24,14 @@
 #include <stdint.h>
 
 #include "batch.h"
+#include "batchfile.h"
 #include "config.h"
 #include "metrics.h"
 #include "snapshot.h"
 #include "store.h"
 #include "view.h"
 
-#define OMLD_MODEL_NAME_MAX 255
+#define OMLD_MODEL_NAME_MAX OML_BATCHFILE_NAME_MAX
 #define OMLD_MODELS_MAX 64
 
 typedef struct omld_model_info {
@@ -63,16 +60,6 @@ void omld_models_destroy(omld_models *reg);
 /* Loads data_dir/models/\*.omlb. The caller must be able to read the store
  * (holds its read lock or owns it). Returns the number loaded. */
 int omld_models_load(omld_models *reg);
-
-/* 0 if a batch model of layout lay can be served and promoted by a live
- * model of configuration live (same dim, hidden, emb; depth <= L;
- * normalised head); else -1 with a sentence in err. */
-int omld_models_compatible(const oml_config *live, const oml_batch_layout *lay, char *err,
-                           size_t errlen);
-
-/* The live-layout snapshot (L = depth) of a batch model: see above. */
-oml_snapshot *omld_models_snapshot(const oml_config *live, const oml_batch_model *bm,
-                                   uint64_t version);
 
 /* 1 if name is a valid model name: 1..255 bytes of [A-Za-z0-9._-], not
  * starting with '.', not "live". */

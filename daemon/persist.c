@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "bytes.h"
 #include "checkpoint.h"
 #include "engine_int.h"
 #include "log.h"
@@ -45,20 +46,6 @@ enum { SEC_MODEL = 1, SEC_STORE = 2, SEC_CLOSURE = 3, SEC_META = 4, SEC_ROLLBACK
        SEC_COUNTERS = 6, SEC_REPLAY = 7 };
 #define META_BYTES 16     /* u64 view version, u64 reserved */
 #define RETRY_NS 5000000000ull
-
-static void put_u64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get_u64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
 
 static uint64_t wall_ms(void)
 {
@@ -99,10 +86,9 @@ static void parse_counters(const oml_ckpt_section *sec, uint64_t v[N_COUNTERS])
 {
     if (sec->len < 4)
         return;
-    uint32_t n = (uint32_t)sec->data[0] | (uint32_t)sec->data[1] << 8 |
-                 (uint32_t)sec->data[2] << 16 | (uint32_t)sec->data[3] << 24;
+    uint32_t n = oml_le32_load(sec->data);
     for (uint32_t i = 0; i < n && i < N_COUNTERS && 4 + 8 * ((size_t)i + 1) <= sec->len; i++)
-        v[i] = get_u64(sec->data + 4 + 8 * i);
+        v[i] = oml_le64_load(sec->data + 4 + 8 * i);
 }
 
 static void set_counters(omld_engine *e, const uint64_t v[N_COUNTERS])
@@ -123,8 +109,7 @@ static int replay_record(void *arg, uint8_t type, uint64_t lsn, const uint8_t *p
             LOG_ERROR("persist", "log record %" PRIu64 ": a rehearsal record of %zu bytes", lsn, len);
             return OML_EFORMAT;
         }
-        uint32_t steps = (uint32_t)payload[0] | (uint32_t)payload[1] << 8 |
-                         (uint32_t)payload[2] << 16 | (uint32_t)payload[3] << 24;
+        uint32_t steps = oml_le32_load(payload);
         omld_rehearse(e, (int32_t)steps);
         e->replayed++;
         return 0;
@@ -235,7 +220,7 @@ static int load_state(omld_engine *e, char *err, size_t errlen)
             rc = oml_diag_set(&d, OML_EFORMAT, "replay",
                               "the rehearsal ring names a slot the store does not have");
         lsn = ck.lsn;
-        version = get_u64(meta->data);
+        version = oml_le64_load(meta->data);
         const oml_ckpt_section *cs = oml_ckpt_find(&ck, SEC_COUNTERS);
         if (cs) {
             parse_counters(cs, counters);
@@ -247,8 +232,7 @@ static int load_state(omld_engine *e, char *err, size_t errlen)
         e->rb_len = 0;
         e->rb_name[0] = '\0';
         if (rc == OML_OK && rb && rb->len >= 4) {
-            uint32_t nl = (uint32_t)rb->data[0] | (uint32_t)rb->data[1] << 8 |
-                          (uint32_t)rb->data[2] << 16 | (uint32_t)rb->data[3] << 24;
+            uint32_t nl = oml_le32_load(rb->data);
             if (nl <= OMLD_MODEL_NAME_MAX && 4 + (size_t)nl < rb->len &&
                 (e->rb_buf = malloc(rb->len - 4 - nl)) != NULL) {
                 memcpy(e->rb_name, rb->data + 4, nl);
@@ -376,8 +360,7 @@ int omld_persist_log(omld_engine *e, const Omld__Request *q)
 int omld_persist_log_rehearse(omld_engine *e, int32_t steps)
 {
     uint8_t p[4];
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)((uint32_t)steps >> (8 * i));
+    oml_le32_store(p, (uint32_t)steps);
     uint64_t lsn;
     int rc = oml_wal_append(e->wal, REC_REHEARSE, p, sizeof p, &lsn);
     if (rc == OML_OK)
@@ -486,7 +469,7 @@ static int checkpoint_write(omld_engine *e, char *path, size_t path_cap, uint64_
         rc = oml_store_encode(e->store, &store, &ns);
     if (rc == OML_OK)
         rc = oml_closure_encode(e->closure, &closure, &nc);
-    put_u64(meta, e->version);
+    oml_le64_store(meta, e->version);
     uint64_t lsn = oml_wal_last_lsn(e->wal);
     if (rc == OML_OK && e->rb_buf) {
         size_t nl = strlen(e->rb_name);
@@ -495,17 +478,15 @@ static int checkpoint_write(omld_engine *e, char *path, size_t path_cap, uint64_
         if (rbs == NULL) {
             rc = OML_ENOMEM;
         } else {
-            for (int i = 0; i < 4; i++)
-                rbs[i] = (uint8_t)(nl >> (8 * i));
+            oml_le32_store(rbs, (uint32_t)nl);
             memcpy(rbs + 4, e->rb_name, nl);
             memcpy(rbs + 4 + nl, e->rb_buf, e->rb_len);
         }
     }
     uint8_t counters[4 + 8 * N_COUNTERS];
-    counters[0] = N_COUNTERS;
-    counters[1] = counters[2] = counters[3] = 0;
+    oml_le32_store(counters, N_COUNTERS);
     for (int i = 0; i < N_COUNTERS; i++)
-        put_u64(counters + 4 + 8 * i, atomic_load(persisted_counter(e->metrics, i)));
+        oml_le64_store(counters + 4 + 8 * i, atomic_load(persisted_counter(e->metrics, i)));
     if (rc == OML_OK) {
         oml_ckpt_section s[7] = {{SEC_MODEL, model, nm}, {SEC_STORE, store, ns},
                                  {SEC_CLOSURE, closure, nc}, {SEC_META, meta, META_BYTES},

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "bytes.h"
 #include "net.h"
 #include "pca.h"
 
@@ -414,11 +415,10 @@ int oml_batch_model_encode(const oml_batch_model *m, uint8_t **buf, size_t *len)
     h[7] = (uint32_t)m->method;
     h[8] = (uint32_t)m->epochs_run;
     h[9] = vbits;
-    /* Host order is little-endian on every target we build (x86-64, arm64). */
-    memcpy(b, h, sizeof h);
-    memcpy(b + sizeof h, m->params, m->lay.count * sizeof(float));
-    uint32_t crc = (uint32_t)crc32(0L, b, (uInt)body);
-    memcpy(b + body, &crc, 4);
+    oml_writer w = oml_writer_into(b, total);
+    oml_put_le(&w, h, 4, HDR_INTS);
+    oml_put_f32s(&w, m->params, m->lay.count);
+    oml_put_u32(&w, (uint32_t)crc32(0L, b, (uInt)body));
     *buf = b;
     *len = total;
     return OML_OK;
@@ -430,7 +430,8 @@ int oml_batch_model_decode(const uint8_t *buf, size_t len, oml_batch_model **out
     uint32_t h[HDR_INTS];
     if (len < sizeof h + 4)
         return oml_diag_set(diag, OML_EFORMAT, "model", "truncated: %zu bytes", len);
-    memcpy(h, buf, sizeof h);
+    oml_reader r = oml_reader_of(buf, len);
+    oml_get_le(&r, h, 4, HDR_INTS);
     if (h[0] != FORMAT_MAGIC)
         return oml_diag_set(diag, OML_EFORMAT, "model", "not a batch model (bad magic)");
     if (h[1] != FORMAT_VERSION)
@@ -446,9 +447,7 @@ int oml_batch_model_decode(const uint8_t *buf, size_t len, oml_batch_model **out
     if (len != body + 4)
         return oml_diag_set(diag, OML_EFORMAT, "model", "size %zu, header says %zu", len,
                             body + 4);
-    uint32_t crc;
-    memcpy(&crc, buf + body, 4);
-    if (crc != (uint32_t)crc32(0L, buf, (uInt)body))
+    if (oml_le32_load(buf + body) != (uint32_t)crc32(0L, buf, (uInt)body))
         return oml_diag_set(diag, OML_EFORMAT, "model", "CRC mismatch: corrupt model");
     oml_batch_model *m = calloc(1, sizeof *m);
     float *p = malloc(lay.count * sizeof *p);
@@ -457,7 +456,7 @@ int oml_batch_model_decode(const uint8_t *buf, size_t len, oml_batch_model **out
         free(p);
         return OML_ENOMEM;
     }
-    memcpy(p, buf + sizeof h, lay.count * sizeof *p);
+    oml_get_f32s(&r, p, lay.count);
     m->lay = lay;
     m->params = p;
     m->method = (int32_t)h[7];

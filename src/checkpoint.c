@@ -1,46 +1,27 @@
 /* checkpoint.c - atomic, checksummed, versioned checkpoint files (see
- * checkpoint.h). The durability recipe is redis rdb.c's: write a temporary
- * file, fsync it, rename it over the name, fsync the directory. */
+ * checkpoint.h). Written with oml_atomic_write (temporary file, fsync,
+ * rename, fsync of the directory: redis rdb.c's recipe). */
 #include "checkpoint.h"
 
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 #include <zlib.h>
+
+#include "atomic_file.h"
+#include "bytes.h"
 
 #define MAGIC "OMLCKPT1"
 #define HEADER_BYTES (8 + 4 + 4 + 8)
 #define PREFIX "checkpoint-"
 #define SUFFIX ".ckpt"
 #define MAX_FILES 4096
-
-static void put_u32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put_u64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get_u32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t get_u64(const uint8_t *p)
-{
-    return (uint64_t)get_u32(p) | (uint64_t)get_u32(p + 4) << 32;
-}
 
 /* crc32 over a buffer of any size (zlib takes uInt lengths). */
 static uint32_t crc_update(uint32_t crc, const uint8_t *p, uint64_t n)
@@ -52,31 +33,6 @@ static uint32_t crc_update(uint32_t crc, const uint8_t *p, uint64_t n)
         n -= chunk;
     }
     return crc;
-}
-
-static int write_all(int fd, const uint8_t *p, uint64_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n > (1u << 30) ? (1u << 30) : (size_t)n);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        p += w;
-        n -= (uint64_t)w;
-    }
-    return 0;
-}
-
-static int fsync_dir(const char *dir)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (fd < 0)
-        return -1;
-    int rc = fsync(fd);
-    close(fd);
-    return rc;
 }
 
 /* Parses "checkpoint-<16 hex>.ckpt"; 1 and *lsn if it is one. */
@@ -130,53 +86,42 @@ int oml_ckpt_write(const char *dir, uint64_t lsn, const oml_ckpt_section *sectio
 {
     if (n < 0 || n > OML_CKPT_MAX_SECTIONS || keep < 1)
         return oml_diag_set(diag, OML_EINVAL, "sections", "%d sections, keep %d", n, keep);
-    char path[512], tmp[560];
+    char path[512];
     path_of(path, sizeof path, dir, lsn);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
-    if (fd < 0)
-        return oml_diag_set(diag, OML_EIO, "path", "cannot create %s: %s", tmp, strerror(errno));
 
-    uint8_t head[HEADER_BYTES], sec[12], tail[4];
+    /* header | (tag, len, bytes) per section | CRC-32 of all before it */
+    uint8_t head[HEADER_BYTES], sec[OML_CKPT_MAX_SECTIONS][12], tail[4];
+    struct iovec iov[2 * OML_CKPT_MAX_SECTIONS + 2];
+    int k = 0;
     memcpy(head, MAGIC, 8);
-    put_u32(head + 8, OML_CKPT_VERSION);
-    put_u32(head + 12, (uint32_t)n);
-    put_u64(head + 16, lsn);
+    oml_le32_store(head + 8, OML_CKPT_VERSION);
+    oml_le32_store(head + 12, (uint32_t)n);
+    oml_le64_store(head + 16, lsn);
     uint32_t crc = crc_update(0, head, sizeof head);
     uint64_t total = sizeof head + 4;
-    int rc = write_all(fd, head, sizeof head);
-    for (int i = 0; rc == 0 && i < n; i++) {
-        put_u32(sec, sections[i].tag);
-        put_u64(sec + 4, sections[i].len);
-        crc = crc_update(crc, sec, sizeof sec);
+    iov[k++] = (struct iovec){head, sizeof head};
+    for (int i = 0; i < n; i++) {
+        oml_le32_store(sec[i], sections[i].tag);
+        oml_le64_store(sec[i] + 4, sections[i].len);
+        crc = crc_update(crc, sec[i], sizeof sec[i]);
         crc = crc_update(crc, sections[i].data, sections[i].len);
-        rc = write_all(fd, sec, sizeof sec);
-        if (rc == 0)
-            rc = write_all(fd, sections[i].data, sections[i].len);
-        total += sizeof sec + sections[i].len;
+        iov[k++] = (struct iovec){sec[i], sizeof sec[i]};
+        iov[k++] = (struct iovec){(void *)sections[i].data, sections[i].len};
+        total += sizeof sec[i] + sections[i].len;
     }
-    put_u32(tail, crc);
-    if (rc == 0)
-        rc = write_all(fd, tail, sizeof tail);
-    if (rc == 0)
-        rc = fsync(fd);
-    int err = errno;
-    if (close(fd) != 0 && rc == 0) {
-        rc = -1;
-        err = errno;
-    }
-    if (rc == 0 && rename(tmp, path) != 0) {
-        rc = -1;
-        err = errno;
-    }
-    if (rc != 0) {
-        unlink(tmp);
+    oml_le32_store(tail, crc);
+    iov[k++] = (struct iovec){tail, sizeof tail};
+    enum oml_atomic_stage stage;
+    if (oml_atomic_write(path, iov, k, 0640, &stage) != 0) {
+        if (stage == OML_ATOMIC_CREATE)
+            return oml_diag_set(diag, OML_EIO, "path", "cannot create %s.tmp: %s", path,
+                                strerror(errno));
+        if (stage == OML_ATOMIC_DIR)
+            return oml_diag_set(diag, OML_EIO, "path", "cannot fsync directory %s: %s", dir,
+                                strerror(errno));
         return oml_diag_set(diag, OML_EIO, "path", "cannot write checkpoint %s: %s", path,
-                            strerror(err));
-    }
-    if (fsync_dir(dir) != 0)
-        return oml_diag_set(diag, OML_EIO, "path", "cannot fsync directory %s: %s", dir,
                             strerror(errno));
+    }
     if (path_out)
         snprintf(path_out, path_cap, "%s", path);
     if (bytes)
@@ -225,25 +170,25 @@ int oml_ckpt_load_file(const char *path, oml_ckpt *out, oml_diag *diag)
     const uint8_t *p = out->_file;
     if (memcmp(p, MAGIC, 8) != 0)
         return fail_load(out, diag, OML_EFORMAT, path, "not an omld checkpoint (bad magic)");
-    uint32_t version = get_u32(p + 8);
+    uint32_t version = oml_le32_load(p + 8);
     if (version != OML_CKPT_VERSION) {
         char why[160];
         snprintf(why, sizeof why, "format version %u, this omld reads version %u%s", version,
                  OML_CKPT_VERSION, version > OML_CKPT_VERSION ? " (written by a newer omld)" : "");
         return fail_load(out, diag, OML_EVERSION, path, why);
     }
-    if (crc_update(0, p, size - 4) != get_u32(p + size - 4))
+    if (crc_update(0, p, size - 4) != oml_le32_load(p + size - 4))
         return fail_load(out, diag, OML_EFORMAT, path, "checksum mismatch (truncated or altered)");
-    uint32_t n = get_u32(p + 12);
+    uint32_t n = oml_le32_load(p + 12);
     if (n > OML_CKPT_MAX_SECTIONS)
         return fail_load(out, diag, OML_EFORMAT, path, "too many sections");
-    out->lsn = get_u64(p + 16);
+    out->lsn = oml_le64_load(p + 16);
     uint64_t at = HEADER_BYTES, end = size - 4;
     for (uint32_t i = 0; i < n; i++) {
         if (end - at < 12)
             return fail_load(out, diag, OML_EFORMAT, path, "section header past the end");
-        out->s[i].tag = get_u32(p + at);
-        out->s[i].len = get_u64(p + at + 4);
+        out->s[i].tag = oml_le32_load(p + at);
+        out->s[i].len = oml_le64_load(p + at + 4);
         at += 12;
         if (out->s[i].len > end - at)
             return fail_load(out, diag, OML_EFORMAT, path, "section past the end");

@@ -28,39 +28,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NONE UINT32_MAX
+#include "closure_int.h"
+
 #define MIN_NODES 64u
 #define EMAP_MIN_CAP 16u
 
-typedef struct emap_entry {
-    uint64_t key;     /* 0 = empty; real keys have hi >= 1 so are never 0 */
-    uint32_t pos_lo;  /* index of hi in nbr[lo] */
-    uint32_t pos_hi;  /* index of lo in nbr[hi] */
-} emap_entry;
-
-struct oml_closure {
-    uint32_t max_nodes, max_dis_edges;
-    uint32_t n_alloc;   /* nodes with storage; higher ids are untouched singletons */
-    uint32_t *parent;   /* (n_alloc) */
-    uint32_t *size;     /* (n_alloc), valid at roots */
-    uint32_t **members; /* (n_alloc), roots with size >= 2 */
-    uint32_t *mcap;
-    uint32_t **nbr;     /* (n_alloc), dissimilar neighbour roots */
-    uint32_t *deg, *ncap;
-    uint32_t *elig_pos; /* (n_alloc), index in elig or NONE */
-    uint32_t *elig;     /* (n_alloc) */
-    uint32_t n_elig;
-
-    emap_entry *emap;
-    uint32_t emap_cap, n_edges;
-
-    oml_rng rng;
-    oml_closure_stats st;
-};
-
 /* ---- edge map: open addressing on the root pair, backward-shift delete ---- */
 
-static uint64_t edge_key(uint32_t u, uint32_t v)
+uint64_t oml__closure_edge_key(uint32_t u, uint32_t v)
 {
     return u < v ? ((uint64_t)u << 32) | v : ((uint64_t)v << 32) | u;
 }
@@ -73,7 +48,7 @@ static uint32_t emap_home(const oml_closure *c, uint64_t k)
     return (uint32_t)k & (c->emap_cap - 1);
 }
 
-static emap_entry *emap_find(const oml_closure *c, uint64_t k)
+emap_entry *oml__closure_emap_find(const oml_closure *c, uint64_t k)
 {
     if (c->n_edges == 0)
         return NULL;
@@ -86,7 +61,7 @@ static emap_entry *emap_find(const oml_closure *c, uint64_t k)
     }
 }
 
-static int emap_reserve(oml_closure *c, uint32_t extra)
+int oml__closure_emap_reserve(oml_closure *c, uint32_t extra)
 {
     uint64_t need = (uint64_t)c->n_edges + extra, cap = c->emap_cap ? c->emap_cap : EMAP_MIN_CAP;
     while (need > cap / 4 * 3)
@@ -117,7 +92,7 @@ static int emap_reserve(oml_closure *c, uint32_t extra)
 }
 
 /* Room must have been reserved (or an edge removed just before). */
-static void emap_insert(oml_closure *c, uint64_t k, uint32_t pos_lo, uint32_t pos_hi)
+void oml__closure_emap_insert(oml_closure *c, uint64_t k, uint32_t pos_lo, uint32_t pos_hi)
 {
     uint32_t mask = c->emap_cap - 1, i = emap_home(c, k);
     while (c->emap[i].key != 0)
@@ -145,13 +120,13 @@ static void emap_remove(oml_closure *c, emap_entry *e)
 
 static int dis_roots(const oml_closure *c, uint32_t u, uint32_t v)
 {
-    return emap_find(c, edge_key(u, v)) != NULL;
+    return oml__closure_emap_find(c, oml__closure_edge_key(u, v)) != NULL;
 }
 
 /* Records that nbr[r][pos] now holds `other`. */
 static void edge_set_pos(oml_closure *c, uint32_t r, uint32_t other, uint32_t pos)
 {
-    emap_entry *e = emap_find(c, edge_key(r, other));
+    emap_entry *e = oml__closure_emap_find(c, oml__closure_edge_key(r, other));
     if (r < other)
         e->pos_lo = pos;
     else
@@ -207,7 +182,7 @@ static int grow_nodes(oml_closure *c, uint32_t need)
         c->nbr[i] = NULL;
         c->deg[i] = 0;
         c->ncap[i] = 0;
-        c->elig_pos[i] = NONE;
+        c->elig_pos[i] = CLOSURE_NONE;
     }
     c->n_alloc = (uint32_t)want;
     return OML_OK;
@@ -242,14 +217,14 @@ static void elig_update(oml_closure *c, uint32_t r)
 {
     int want = c->parent[r] == r && c->size[r] >= 2 && c->deg[r] >= 1;
     uint32_t pos = c->elig_pos[r];
-    if (want && pos == NONE) {
+    if (want && pos == CLOSURE_NONE) {
         c->elig_pos[r] = c->n_elig;
         c->elig[c->n_elig++] = r;
-    } else if (!want && pos != NONE) {
+    } else if (!want && pos != CLOSURE_NONE) {
         uint32_t last = c->elig[--c->n_elig];
         c->elig[pos] = last;
         c->elig_pos[last] = pos;
-        c->elig_pos[r] = NONE;
+        c->elig_pos[r] = CLOSURE_NONE;
     }
 }
 
@@ -284,7 +259,7 @@ static int reserve_edge(oml_closure *c, uint32_t u, uint32_t v)
     if (reserve_u32(&c->nbr[u], &c->ncap[u], (uint64_t)c->deg[u] + 1) != OML_OK ||
         reserve_u32(&c->nbr[v], &c->ncap[v], (uint64_t)c->deg[v] + 1) != OML_OK)
         return OML_ENOMEM;
-    return emap_reserve(c, 1);
+    return oml__closure_emap_reserve(c, 1);
 }
 
 static void do_edge(oml_closure *c, uint32_t u, uint32_t v)
@@ -293,9 +268,9 @@ static void do_edge(oml_closure *c, uint32_t u, uint32_t v)
     c->nbr[u][pu] = v;
     c->nbr[v][pv] = u;
     if (u < v)
-        emap_insert(c, edge_key(u, v), pu, pv);
+        oml__closure_emap_insert(c, oml__closure_edge_key(u, v), pu, pv);
     else
-        emap_insert(c, edge_key(u, v), pv, pu);
+        oml__closure_emap_insert(c, oml__closure_edge_key(u, v), pv, pu);
     elig_update(c, u);
     elig_update(c, v);
 }
@@ -323,7 +298,7 @@ static void do_merge(oml_closure *c, uint32_t l, uint32_t s)
 
     for (uint32_t i = 0; i < c->deg[s]; i++) {
         uint32_t n = c->nbr[s][i];
-        emap_entry *e = emap_find(c, edge_key(s, n));
+        emap_entry *e = oml__closure_emap_find(c, oml__closure_edge_key(s, n));
         uint32_t pn = s < n ? e->pos_hi : e->pos_lo; /* where s sits in nbr[n] */
         emap_remove(c, e);
         if (dis_roots(c, l, n)) {
@@ -333,9 +308,9 @@ static void do_merge(oml_closure *c, uint32_t l, uint32_t s)
             uint32_t pl = c->deg[l]++;
             c->nbr[l][pl] = n;
             if (l < n)
-                emap_insert(c, edge_key(l, n), pl, pn);
+                oml__closure_emap_insert(c, oml__closure_edge_key(l, n), pl, pn);
             else
-                emap_insert(c, edge_key(l, n), pn, pl);
+                oml__closure_emap_insert(c, oml__closure_edge_key(l, n), pn, pl);
         }
     }
     free(c->nbr[s]);
@@ -610,7 +585,7 @@ static void drop_edges(oml_closure *c, uint32_t r)
 {
     while (c->deg[r] > 0) {
         uint32_t n = c->nbr[r][c->deg[r] - 1];
-        emap_entry *e = emap_find(c, edge_key(r, n));
+        emap_entry *e = oml__closure_emap_find(c, oml__closure_edge_key(r, n));
         uint32_t pn = r < n ? e->pos_hi : e->pos_lo; /* where r sits in nbr[n] */
         emap_remove(c, e);
         nbr_swap_remove(c, n, pn);
@@ -637,19 +612,19 @@ static void move_root(oml_closure *c, uint32_t r, uint32_t y)
     c->deg[y] = c->deg[r];
     for (uint32_t i = 0; i < c->deg[y]; i++) {
         uint32_t n = c->nbr[y][i];
-        emap_entry *e = emap_find(c, edge_key(r, n));
+        emap_entry *e = oml__closure_emap_find(c, oml__closure_edge_key(r, n));
         uint32_t pn = r < n ? e->pos_hi : e->pos_lo;
         emap_remove(c, e);
         c->nbr[n][pn] = y;
         if (y < n)
-            emap_insert(c, edge_key(y, n), i, pn);
+            oml__closure_emap_insert(c, oml__closure_edge_key(y, n), i, pn);
         else
-            emap_insert(c, edge_key(y, n), pn, i);
+            oml__closure_emap_insert(c, oml__closure_edge_key(y, n), pn, i);
     }
-    if (c->elig_pos[r] != NONE) {
+    if (c->elig_pos[r] != CLOSURE_NONE) {
         c->elig[c->elig_pos[r]] = y;
         c->elig_pos[y] = c->elig_pos[r];
-        c->elig_pos[r] = NONE;
+        c->elig_pos[r] = CLOSURE_NONE;
     }
     c->members[r] = NULL;
     c->mcap[r] = 0;
@@ -716,411 +691,4 @@ void oml_closure_get_stats(const oml_closure *c, oml_closure_stats *st)
 {
     *st = c->st;
     st->dis_edges = c->n_edges;
-}
-
-/* ---- serialisation (see closure.h for the format) ----
- *
- * Encoded as it is: the parent array with its path compression, and every
- * array the sampler indexes in its own order (members, neighbours, the
- * eligible list), so a decoded closure draws the same random numbers and
- * maps them to the same nodes. The edge map is not written: it is a pure
- * index (lookups by key, positions derivable from the neighbour arrays), so
- * decode rebuilds it, and its layout cannot change an answer. Capacities
- * (mcap, ncap, emap_cap) only decide when memory grows, so they are not
- * written either; the node count n_alloc is, since grow_nodes steps from it.
- *
- * Decode checks the claimed counts against len before allocating, reads
- * into a closure that is destroyable at every step, and validates the whole
- * structure before returning it (see closure.h). */
-
-_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the closure codec assumes a little-endian host");
-
-static const uint8_t CLOSURE_MAGIC[4] = {'O', 'M', 'L', 'C'};
-#define CODEC_MAX_DEPTH 32u /* union by size keeps paths <= log2(nodes) < 32 */
-
-typedef struct codec_cursor {
-    uint8_t *w;       /* writing: the buffer, or NULL to only count */
-    const uint8_t *r; /* reading */
-    size_t len, pos;
-    int bad;          /* a read ran past the end */
-} codec_cursor;
-
-static void cc_put(codec_cursor *k, const void *v, size_t n)
-{
-    if (k->w != NULL && n > 0)
-        memcpy(k->w + k->pos, v, n);
-    k->pos += n;
-}
-
-static void cc_get(codec_cursor *k, void *v, size_t n)
-{
-    if (n == 0)
-        return;
-    if (k->bad || k->len - k->pos < n) {
-        k->bad = 1;
-        memset(v, 0, n);
-        return;
-    }
-    memcpy(v, k->r + k->pos, n);
-    k->pos += n;
-}
-
-#define CC_PUT(k, v) cc_put(k, &(v), sizeof(v))
-#define CC_GET(k, v) cc_get(k, &(v), sizeof(v))
-
-/* Roots that carry data beyond "singleton, no edges". */
-static int codec_listed(const oml_closure *c, uint32_t i)
-{
-    return c->parent[i] == i && (c->size[i] >= 2 || c->deg[i] >= 1);
-}
-
-static void closure_encode_body(const oml_closure *c, codec_cursor *k)
-{
-    uint32_t version = OML_CLOSURE_CODEC_VERSION, n_roots = 0, reserved = 0;
-    for (uint32_t i = 0; i < c->n_alloc; i++)
-        n_roots += codec_listed(c, i) ? 1 : 0;
-    cc_put(k, CLOSURE_MAGIC, sizeof CLOSURE_MAGIC);
-    CC_PUT(k, version);
-    CC_PUT(k, c->max_nodes);
-    CC_PUT(k, c->max_dis_edges);
-    CC_PUT(k, c->n_alloc);
-    CC_PUT(k, n_roots);
-    CC_PUT(k, c->n_edges);
-    CC_PUT(k, c->n_elig);
-    CC_PUT(k, c->st.components);
-    CC_PUT(k, reserved);
-    cc_put(k, c->rng.s, sizeof c->rng.s);
-    CC_PUT(k, c->st.similar_pairs);
-    CC_PUT(k, c->st.dissimilar_pairs);
-    CC_PUT(k, c->st.conflicts);
-    CC_PUT(k, c->st.derived);
-    cc_put(k, c->parent, (size_t)c->n_alloc * sizeof *c->parent);
-    for (uint32_t i = 0; i < c->n_alloc; i++) {
-        if (!codec_listed(c, i))
-            continue;
-        CC_PUT(k, i);
-        CC_PUT(k, c->size[i]);
-        CC_PUT(k, c->deg[i]);
-        if (c->size[i] >= 2)
-            cc_put(k, c->members[i], (size_t)c->size[i] * sizeof(uint32_t));
-        cc_put(k, c->nbr[i], (size_t)c->deg[i] * sizeof(uint32_t));
-    }
-    cc_put(k, c->elig, (size_t)c->n_elig * sizeof *c->elig);
-}
-
-int oml_closure_encode(const oml_closure *c, uint8_t **buf, size_t *len)
-{
-    if (c == NULL || buf == NULL || len == NULL)
-        return OML_EINVAL;
-    codec_cursor k = {0};
-    closure_encode_body(c, &k); /* sizing pass */
-    size_t n = k.pos;
-    uint8_t *b = malloc(n);
-    if (b == NULL)
-        return OML_ENOMEM;
-    k = (codec_cursor){.w = b};
-    closure_encode_body(c, &k);
-    *buf = b;
-    *len = n;
-    return OML_OK;
-}
-
-/* Node arrays of exactly n entries, each node a singleton (as grow_nodes
- * leaves them). n_alloc moves only once all exist, so destroy stays safe. */
-static int codec_alloc_nodes(oml_closure *c, uint32_t n)
-{
-    if (n == 0)
-        return OML_OK;
-    size_t z = n;
-    if ((c->parent = malloc(z * sizeof *c->parent)) == NULL ||
-        (c->size = malloc(z * sizeof *c->size)) == NULL ||
-        (c->members = calloc(z, sizeof *c->members)) == NULL ||
-        (c->mcap = calloc(z, sizeof *c->mcap)) == NULL ||
-        (c->nbr = calloc(z, sizeof *c->nbr)) == NULL ||
-        (c->deg = calloc(z, sizeof *c->deg)) == NULL ||
-        (c->ncap = calloc(z, sizeof *c->ncap)) == NULL ||
-        (c->elig_pos = malloc(z * sizeof *c->elig_pos)) == NULL ||
-        (c->elig = malloc(z * sizeof *c->elig)) == NULL)
-        return OML_ENOMEM;
-    for (uint32_t i = 0; i < n; i++) {
-        c->parent[i] = i;
-        c->size[i] = 1;
-        c->elig_pos[i] = NONE;
-    }
-    c->n_alloc = n;
-    return OML_OK;
-}
-
-#define CODEC_BAD(...) oml_diag_set(diag, OML_EFORMAT, "closure", __VA_ARGS__)
-
-/* Reads the root records into c and owner[] (the root whose member list
- * holds each node, NONE if none yet). */
-static int codec_read_roots(oml_closure *c, codec_cursor *k, uint32_t n_roots, uint32_t *owner,
-                            oml_diag *diag)
-{
-    uint32_t n = c->n_alloc, prev = 0;
-    for (uint32_t j = 0; j < n_roots; j++) {
-        uint32_t node, size, deg;
-        CC_GET(k, node);
-        CC_GET(k, size);
-        CC_GET(k, deg);
-        if (k->bad)
-            return CODEC_BAD("truncated in root record %u", j);
-        if (node >= n)
-            return CODEC_BAD("root record %u: node %u >= %u nodes", j, node, n);
-        if (j > 0 && node <= prev)
-            return CODEC_BAD("root record %u: node %u after node %u (want ascending)", j, node,
-                             prev);
-        prev = node;
-        if (c->parent[node] != node)
-            return CODEC_BAD("root record %u: node %u is not a root", j, node);
-        if (size == 0 || size > n)
-            return CODEC_BAD("root record %u: size %u (nodes %u)", j, size, n);
-        if (size < 2 && deg == 0)
-            return CODEC_BAD("root record %u: a lone node without edges is listed", j);
-        if (deg >= n)
-            return CODEC_BAD("root record %u: degree %u (nodes %u)", j, deg, n);
-        if (size >= 2) {
-            if ((k->len - k->pos) / sizeof(uint32_t) < size)
-                return CODEC_BAD("truncated in the members of root %u", node);
-            if ((c->members[node] = malloc((size_t)size * sizeof(uint32_t))) == NULL)
-                return oml_diag_set(diag, OML_ENOMEM, "closure", "out of memory");
-            c->mcap[node] = size;
-            cc_get(k, c->members[node], (size_t)size * sizeof(uint32_t));
-            for (uint32_t i = 0; i < size; i++) {
-                uint32_t m = c->members[node][i];
-                if (m >= n)
-                    return CODEC_BAD("root %u: member %u >= %u nodes", node, m, n);
-                if (owner[m] == node)
-                    return CODEC_BAD("root %u lists member %u twice", node, m);
-                if (owner[m] != NONE)
-                    return CODEC_BAD("node %u is in the members of roots %u and %u", m,
-                                     owner[m], node);
-                owner[m] = node;
-            }
-            if (owner[node] != node)
-                return CODEC_BAD("root %u is not among its own members", node);
-        } else {
-            if (owner[node] != NONE)
-                return CODEC_BAD("root %u is in the members of root %u", node, owner[node]);
-            owner[node] = node;
-        }
-        c->size[node] = size;
-        if (deg > 0) {
-            if ((k->len - k->pos) / sizeof(uint32_t) < deg)
-                return CODEC_BAD("truncated in the neighbours of root %u", node);
-            if ((c->nbr[node] = malloc((size_t)deg * sizeof(uint32_t))) == NULL)
-                return oml_diag_set(diag, OML_ENOMEM, "closure", "out of memory");
-            c->ncap[node] = deg;
-            cc_get(k, c->nbr[node], (size_t)deg * sizeof(uint32_t));
-            c->deg[node] = deg;
-        }
-    }
-    return OML_OK;
-}
-
-/* Every node belongs to exactly one component, and its parent chain stays
- * inside it and reaches its root within CODEC_MAX_DEPTH steps: so find()
- * terminates, quickly, on the root the member lists say. */
-static int codec_check_forest(const oml_closure *c, uint32_t *owner, uint8_t *depth,
-                              uint32_t components, oml_diag *diag)
-{
-    uint32_t n = c->n_alloc, comps = 0;
-    for (uint32_t x = 0; x < n; x++) {
-        if (c->parent[x] == x) {
-            if (owner[x] == NONE)
-                owner[x] = x; /* an unlisted singleton */
-            else if (owner[x] != x)
-                return CODEC_BAD("root %u is in the members of root %u", x, owner[x]);
-            comps += c->size[x] >= 2 ? 1 : 0;
-            depth[x] = 0;
-        } else {
-            if (owner[x] == NONE)
-                return CODEC_BAD("node %u has a parent but is in no member list", x);
-            depth[x] = UINT8_MAX;
-        }
-    }
-    if (comps != components)
-        return CODEC_BAD("%u components, the header says %u", comps, components);
-    for (uint32_t x = 0; x < n; x++)
-        if (owner[c->parent[x]] != owner[x])
-            return CODEC_BAD("node %u has parent %u in another component", x, c->parent[x]);
-    for (uint32_t x = 0; x < n; x++) {
-        uint32_t y = x, steps = 0;
-        while (depth[y] == UINT8_MAX) {
-            y = c->parent[y];
-            if (++steps > CODEC_MAX_DEPTH)
-                return CODEC_BAD("the parent chain of node %u is longer than %u (a cycle?)", x,
-                                 CODEC_MAX_DEPTH);
-        }
-        uint32_t d = depth[y] + steps;
-        if (d > CODEC_MAX_DEPTH)
-            return CODEC_BAD("the parent chain of node %u is longer than %u", x, CODEC_MAX_DEPTH);
-        for (y = x; steps > 0; steps--, y = c->parent[y])
-            depth[y] = (uint8_t)d--;
-    }
-    return OML_OK;
-}
-
-/* Rebuilds the edge map from the neighbour arrays, checking that they are
- * symmetric, join distinct roots and hold no edge twice. */
-static int codec_build_edges(oml_closure *c, uint32_t n_edges, oml_diag *diag)
-{
-    uint32_t n = c->n_alloc, matched = 0;
-    if (n_edges > 0 && emap_reserve(c, n_edges) != OML_OK)
-        return oml_diag_set(diag, OML_ENOMEM, "closure", "out of memory");
-    for (uint32_t u = 0; u < n; u++)
-        for (uint32_t i = 0; i < c->deg[u]; i++) {
-            uint32_t v = c->nbr[u][i];
-            if (v >= n || v == u || c->parent[v] != v)
-                return CODEC_BAD("root %u: neighbour %u is not another root", u, v);
-            if (u > v)
-                continue;
-            if (c->n_edges == n_edges)
-                return CODEC_BAD("more than the %u edges the header says", n_edges);
-            if (emap_find(c, edge_key(u, v)) != NULL)
-                return CODEC_BAD("edge %u-%u is listed twice", u, v);
-            emap_insert(c, edge_key(u, v), i, NONE);
-        }
-    for (uint32_t u = 0; u < n; u++)
-        for (uint32_t i = 0; i < c->deg[u]; i++) {
-            uint32_t v = c->nbr[u][i];
-            if (u < v)
-                continue;
-            emap_entry *e = emap_find(c, edge_key(u, v));
-            if (e == NULL)
-                return CODEC_BAD("edge %u-%u is listed at %u only", v, u, u);
-            if (e->pos_hi != NONE)
-                return CODEC_BAD("edge %u-%u is listed twice", v, u);
-            e->pos_hi = i;
-            matched++;
-        }
-    if (c->n_edges != n_edges || matched != n_edges)
-        return CODEC_BAD("edge lists are not symmetric or do not hold the %u edges the header says",
-                         n_edges);
-    return OML_OK;
-}
-
-static int codec_read_elig(oml_closure *c, codec_cursor *k, uint32_t n_elig, oml_diag *diag)
-{
-    uint32_t want = 0;
-    cc_get(k, c->elig, (size_t)n_elig * sizeof *c->elig);
-    if (k->bad)
-        return CODEC_BAD("truncated in the eligible list");
-    for (uint32_t j = 0; j < n_elig; j++) {
-        uint32_t r = c->elig[j];
-        if (r >= c->n_alloc || c->parent[r] != r || c->size[r] < 2 || c->deg[r] < 1)
-            return CODEC_BAD("eligible entry %u: node %u gives no triplets", j, r);
-        if (c->elig_pos[r] != NONE)
-            return CODEC_BAD("eligible entry %u: node %u is listed twice", j, r);
-        c->elig_pos[r] = j;
-    }
-    c->n_elig = n_elig;
-    for (uint32_t x = 0; x < c->n_alloc; x++)
-        want += c->parent[x] == x && c->size[x] >= 2 && c->deg[x] >= 1;
-    if (want != n_elig)
-        return CODEC_BAD("%u roots give triplets, the eligible list has %u", want, n_elig);
-    return OML_OK;
-}
-
-static int closure_decode_into(oml_closure *c, codec_cursor *k, uint32_t n_alloc,
-                               uint32_t n_roots, uint32_t n_edges, uint32_t n_elig,
-                               uint32_t components, oml_diag *diag)
-{
-    if (codec_alloc_nodes(c, n_alloc) != OML_OK)
-        return oml_diag_set(diag, OML_ENOMEM, "closure", "out of memory");
-    cc_get(k, c->parent, (size_t)n_alloc * sizeof *c->parent);
-    if (k->bad)
-        return CODEC_BAD("truncated in the parent array");
-    for (uint32_t x = 0; x < n_alloc; x++)
-        if (c->parent[x] >= n_alloc)
-            return CODEC_BAD("node %u has parent %u >= %u nodes", x, c->parent[x], n_alloc);
-
-    uint32_t *owner = NULL;
-    uint8_t *depth = NULL;
-    int rc = OML_OK;
-    if (n_alloc > 0 && ((owner = malloc((size_t)n_alloc * sizeof *owner)) == NULL ||
-                        (depth = malloc(n_alloc)) == NULL))
-        rc = oml_diag_set(diag, OML_ENOMEM, "closure", "out of memory");
-    if (rc == OML_OK) {
-        for (uint32_t x = 0; x < n_alloc; x++)
-            owner[x] = NONE;
-        rc = codec_read_roots(c, k, n_roots, owner, diag);
-    }
-    if (rc == OML_OK)
-        rc = codec_check_forest(c, owner, depth, components, diag);
-    free(owner);
-    free(depth);
-    if (rc == OML_OK)
-        rc = codec_build_edges(c, n_edges, diag);
-    if (rc == OML_OK)
-        rc = codec_read_elig(c, k, n_elig, diag);
-    if (rc == OML_OK && k->pos != k->len)
-        rc = CODEC_BAD("%zu trailing bytes", k->len - k->pos);
-    return rc;
-}
-
-int oml_closure_decode(oml_closure **out, const uint8_t *buf, size_t len, oml_diag *diag)
-{
-    if (out == NULL || (buf == NULL && len > 0))
-        return oml_diag_set(diag, OML_EINVAL, "closure", "no output or no buffer");
-    if (len < sizeof CLOSURE_MAGIC || memcmp(buf, CLOSURE_MAGIC, sizeof CLOSURE_MAGIC) != 0)
-        return CODEC_BAD("not an encoded closure (bad magic)");
-    codec_cursor k = {.r = buf, .len = len, .pos = sizeof CLOSURE_MAGIC};
-    uint32_t version, max_nodes, max_dis_edges, n_alloc, n_roots, n_edges, n_elig, components,
-        reserved;
-    CC_GET(&k, version);
-    if (k.bad)
-        return CODEC_BAD("truncated header");
-    if (version != OML_CLOSURE_CODEC_VERSION)
-        return oml_diag_set(diag, OML_EVERSION, "closure",
-                            "closure format version %u; this build reads version %u", version,
-                            OML_CLOSURE_CODEC_VERSION);
-    CC_GET(&k, max_nodes);
-    CC_GET(&k, max_dis_edges);
-    CC_GET(&k, n_alloc);
-    CC_GET(&k, n_roots);
-    CC_GET(&k, n_edges);
-    CC_GET(&k, n_elig);
-    CC_GET(&k, components);
-    CC_GET(&k, reserved);
-    oml_rng rng;
-    oml_closure_stats st = {0};
-    cc_get(&k, rng.s, sizeof rng.s);
-    CC_GET(&k, st.similar_pairs);
-    CC_GET(&k, st.dissimilar_pairs);
-    CC_GET(&k, st.conflicts);
-    CC_GET(&k, st.derived);
-    if (k.bad)
-        return CODEC_BAD("truncated header");
-    if (reserved != 0)
-        return CODEC_BAD("reserved header word is %u, want 0", reserved);
-    if (max_nodes == 0 || n_alloc > max_nodes)
-        return CODEC_BAD("%u nodes allocated, max_nodes %u", n_alloc, max_nodes);
-    if (n_edges > max_dis_edges)
-        return CODEC_BAD("%u edges, max_dis_edges %u", n_edges, max_dis_edges);
-    if (n_roots > n_alloc || n_elig > n_alloc || components > n_roots)
-        return CODEC_BAD("%u roots, %u eligible, %u components in %u nodes", n_roots, n_elig,
-                         components, n_alloc);
-    if ((rng.s[0] | rng.s[1] | rng.s[2] | rng.s[3]) == 0)
-        return CODEC_BAD("RNG state is all zero");
-    /* The smallest body the counts allow: refuse before allocating for them. */
-    uint64_t need = 4ull * n_alloc + 12ull * n_roots + 8ull * n_edges + 4ull * n_elig;
-    if (need > len - k.pos)
-        return CODEC_BAD("%u nodes, %u roots and %u edges do not fit in %zu bytes (truncated?)",
-                         n_alloc, n_roots, n_edges, len);
-
-    oml_closure *c;
-    if (oml_closure_create(&c, max_nodes, max_dis_edges, 0) != OML_OK)
-        return oml_diag_set(diag, OML_ENOMEM, "closure", "out of memory");
-    st.components = components;
-    c->rng = rng;
-    c->st = st;
-    int rc = closure_decode_into(c, &k, n_alloc, n_roots, n_edges, n_elig, components, diag);
-    if (rc != OML_OK) {
-        oml_closure_destroy(c);
-        return rc;
-    }
-    *out = c;
-    return OML_OK;
 }

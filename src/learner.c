@@ -789,3 +789,10 @@ oml_snapshot *oml_learner_snapshot(const oml_learner *l, uint64_t version)
 {
     return oml_snapshot_create(&l->cfg, l->params, l->alpha, version, l->stats.updates);
 }
+
+/* ---- for promote.c: new weights from outside the learner ---- */
+
+int oml_learner_refresh_reference(oml_learner *l)
+{
+    return l->ref_n > 0 ? ref_refresh(l) : OML_OK;
+}

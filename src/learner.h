@@ -119,6 +119,12 @@ double oml_learner_recent_accuracy(const oml_learner *l);
 /* Returns an owned snapshot of the current model, or NULL on OOM. */
 oml_snapshot *oml_learner_snapshot(const oml_learner *l, uint64_t version);
 
+/* Re-embeds the OML_HEDGE_LOCAL reference sample through every head of
+ * the current weights (the learner does so every 1000 updates by itself),
+ * after weights were set from outside (oml_promote). OML_ENOMEM keeps the
+ * previous embedding; OML_OK, also when there is no reference. */
+int oml_learner_refresh_reference(oml_learner *l);
+
 /* Internal, for model files: (re)allocates the OML_HEDGE_LOCAL reference
  * for ref_n items, and the floats of it that a file holds (ref_x ..
  * theta0_start, bias0_start, contiguous in that order). */

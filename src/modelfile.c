@@ -6,47 +6,19 @@
 #include "modelfile.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
+#include <sys/uio.h>
 #include <zlib.h>
+
+#include "atomic_file.h"
+#include "bytes.h"
 
 static const char MAGIC[8] = {'O', 'M', 'L', 'M', 'O', 'D', 'E', 'L'};
 
-/* A bounded little-endian writer/reader over one buffer. The host is
- * little-endian (checked at compile time below), so values are memcpy'd. */
-_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "model files assume a little-endian host");
-
-typedef struct cursor {
-    uint8_t *p;
-    const uint8_t *r;
-    size_t len, pos;
-    int bad;
-} cursor;
-
-static void put(cursor *c, const void *v, size_t n)
-{
-    if (c->p)
-        memcpy(c->p + c->pos, v, n);
-    c->pos += n;
-}
-
-static void get(cursor *c, void *v, size_t n)
-{
-    if (c->bad || c->len - c->pos < n) {
-        c->bad = 1;
-        memset(v, 0, n);
-        return;
-    }
-    memcpy(v, c->r + c->pos, n);
-    c->pos += n;
-}
-
-#define PUT(c, v) put(c, &(v), sizeof(v))
-#define GET(c, v) get(c, &(v), sizeof(v))
+#define PUT(c, v) OML_PUT(c, v)
+#define GET(c, v) OML_GET(c, v)
 
 /* The field list is written once and used for both directions. */
 #define CONFIG_FIELDS(X, c)                                                            \
@@ -60,10 +32,10 @@ static void get(cursor *c, void *v, size_t n)
 #define STATS_FIELDS_V2(X, st)                                                         \
     X(st.steps) X(st.rehearsed) X(st.skipped) X(st.recent_n) X(st.recent_hits) X(st.recent)
 
-static void encode_body(const oml_learner *l, cursor *c)
+static void encode_body(const oml_learner *l, oml_writer *c)
 {
     uint32_t version = OML_MODELFILE_VERSION, reserved = 0;
-    put(c, MAGIC, sizeof MAGIC);
+    oml_put_bytes(c, MAGIC, sizeof MAGIC);
     PUT(c, version);
     PUT(c, reserved);
 #define W(f) PUT(c, l->f);
@@ -75,20 +47,20 @@ static void encode_body(const oml_learner *l, cursor *c)
     PUT(c, st->updates);
     PUT(c, st->satisfied);
     PUT(c, st->utilised);
-    put(c, st->loss_ema, sizeof st->loss_ema);
+    oml_put_f32s(c, st->loss_ema, OML_MAX_HEADS);
 #define W(f) PUT(c, f);
     STATS_FIELDS_V2(W, (*st))
 #undef W
-    put(c, l->alpha, sizeof l->alpha);
-    put(c, l->rng.s, sizeof l->rng.s);
+    oml_put_f32s(c, l->alpha, OML_MAX_HEADS);
+    oml_put_le(c, l->rng.s, sizeof l->rng.s[0], sizeof l->rng.s / sizeof l->rng.s[0]);
     int32_t prepared = l->prepared, has_start = l->start != NULL;
     PUT(c, prepared);
     PUT(c, has_start);
     uint64_t count = l->lay.count;
     PUT(c, count);
-    put(c, l->params, count * sizeof(float));
+    oml_put_f32s(c, l->params, count);
     if (has_start)
-        put(c, l->start, count * sizeof(float));
+        oml_put_f32s(c, l->start, count);
     /* The hedge's reference sample (OML_HEDGE_LOCAL), so that a loaded
      * learner continues bit-identically. */
     int32_t ref_n = l->ref_n;
@@ -96,27 +68,26 @@ static void encode_body(const oml_learner *l, cursor *c)
     PUT(c, ref_n);
     PUT(c, ref_at);
     if (ref_n > 0)
-        put(c, l->ref_x, oml__learner_ref_file_floats(&l->lay, ref_n) * sizeof(float));
+        oml_put_f32s(c, l->ref_x, oml__learner_ref_file_floats(&l->lay, ref_n));
     /* Adam's state (OML_OPTIM_ADAM): step count, then both moments. */
     PUT(c, l->adam_t);
     if (l->adam_m) {
-        put(c, l->adam_m, count * sizeof(float));
-        put(c, l->adam_v, count * sizeof(float));
+        oml_put_f32s(c, l->adam_m, count);
+        oml_put_f32s(c, l->adam_v, count);
     }
 }
 
 int oml_model_encode(const oml_learner *l, uint8_t **buf, size_t *len)
 {
-    cursor c = {0};
+    oml_writer c = oml_writer_counting();
     encode_body(l, &c); /* sizing pass */
     size_t n = c.pos + sizeof(uint32_t);
     uint8_t *b = malloc(n);
     if (b == NULL)
         return OML_ENOMEM;
-    c = (cursor){.p = b};
+    c = oml_writer_into(b, n);
     encode_body(l, &c);
-    uint32_t crc = (uint32_t)crc32(0L, b, (uInt)c.pos);
-    PUT(&c, crc);
+    oml_put_u32(&c, (uint32_t)crc32(0L, b, (uInt)c.pos));
     *buf = b;
     *len = n;
     return OML_OK;
@@ -127,8 +98,7 @@ int oml_model_decode(oml_learner **out, const uint8_t *buf, size_t len, oml_diag
     size_t head = sizeof MAGIC + 2 * sizeof(uint32_t);
     if (len < head || memcmp(buf, MAGIC, sizeof MAGIC) != 0)
         return oml_diag_set(diag, OML_EFORMAT, "model", "not an omld model file (bad magic)");
-    uint32_t version;
-    memcpy(&version, buf + sizeof MAGIC, sizeof version);
+    uint32_t version = oml_le32_load(buf + sizeof MAGIC);
     if (version < 1 || version > OML_MODELFILE_VERSION)
         return oml_diag_set(diag, OML_EVERSION, "model",
                             "model file format version %u; this build reads version %u "
@@ -136,13 +106,13 @@ int oml_model_decode(oml_learner **out, const uint8_t *buf, size_t len, oml_diag
                             version, OML_MODELFILE_VERSION);
     if (len < head + sizeof(uint32_t))
         return oml_diag_set(diag, OML_EFORMAT, "model", "model file truncated");
-    uint32_t stored;
-    memcpy(&stored, buf + len - sizeof stored, sizeof stored);
+    uint32_t stored = oml_le32_load(buf + len - sizeof stored);
     if ((uint32_t)crc32(0L, buf, (uInt)(len - sizeof stored)) != stored)
         return oml_diag_set(diag, OML_EFORMAT, "model",
                             "model file checksum mismatch (truncated or altered)");
 
-    cursor c = {.r = buf, .len = len - sizeof stored, .pos = head};
+    oml_reader c = oml_reader_of(buf, len - sizeof stored);
+    c.pos = head;
     /* Version 1 files predate the fields of CONFIG_FIELDS_V2: they were
      * all the paper's (the `paper` preset's values), and had no Adam. */
     oml_config cfg;
@@ -161,16 +131,16 @@ int oml_model_decode(oml_learner **out, const uint8_t *buf, size_t len, oml_diag
     GET(&c, st.updates);
     GET(&c, st.satisfied);
     GET(&c, st.utilised);
-    get(&c, st.loss_ema, sizeof st.loss_ema);
+    oml_get_f32s(&c, st.loss_ema, OML_MAX_HEADS);
     if (version >= 2) {
 #define R(f) GET(&c, f);
         STATS_FIELDS_V2(R, st)
 #undef R
     }
     float alpha[OML_MAX_HEADS];
-    get(&c, alpha, sizeof alpha);
+    oml_get_f32s(&c, alpha, OML_MAX_HEADS);
     uint64_t rng[4];
-    get(&c, rng, sizeof rng);
+    oml_get_le(&c, rng, sizeof rng[0], 4);
     int32_t prepared, has_start;
     uint64_t count;
     GET(&c, prepared);
@@ -191,8 +161,8 @@ int oml_model_decode(oml_learner **out, const uint8_t *buf, size_t len, oml_diag
     /* Peek at the reference header behind the parameters to size everything first. */
     int32_t ref_n;
     uint64_t ref_at;
-    memcpy(&ref_n, c.r + c.pos + params_bytes, sizeof ref_n);
-    memcpy(&ref_at, c.r + c.pos + params_bytes + sizeof ref_n, sizeof ref_at);
+    ref_n = (int32_t)oml_le32_load(c.p + c.pos + params_bytes);
+    ref_at = oml_le64_load(c.p + c.pos + params_bytes + sizeof ref_n);
     size_t ref_bytes = oml__learner_ref_file_floats(&lay, ref_n) * sizeof(float);
     size_t adam_bytes = version < 2 ? 0
                         : sizeof(uint64_t) +
@@ -214,23 +184,23 @@ int oml_model_decode(oml_learner **out, const uint8_t *buf, size_t len, oml_diag
         return oml_diag_set(diag, OML_EFORMAT, "model",
                             "model file parameter block does not match its configuration");
     }
-    get(&c, l->params, count * sizeof(float));
+    oml_get_f32s(&c, l->params, count);
     if (has_start)
-        get(&c, l->start, count * sizeof(float));
+        oml_get_f32s(&c, l->start, count);
     c.pos += sizeof ref_n + sizeof ref_at; /* read above */
     if (ref_n > 0) {
         if (oml__learner_ref_alloc(l, ref_n) != OML_OK) {
             oml_learner_destroy(l);
             return OML_ENOMEM;
         }
-        get(&c, l->ref_x, oml__learner_ref_file_floats(&l->lay, ref_n) * sizeof(float));
+        oml_get_f32s(&c, l->ref_x, oml__learner_ref_file_floats(&l->lay, ref_n));
         l->ref_at = ref_at;
     }
     if (version >= 2) {
         GET(&c, l->adam_t);
         if (l->adam_m) {
-            get(&c, l->adam_m, count * sizeof(float));
-            get(&c, l->adam_v, count * sizeof(float));
+            oml_get_f32s(&c, l->adam_m, count);
+            oml_get_f32s(&c, l->adam_v, count);
         }
     }
     if (c.bad || c.pos != c.len) {
@@ -245,50 +215,22 @@ int oml_model_decode(oml_learner **out, const uint8_t *buf, size_t len, oml_diag
     return OML_OK;
 }
 
-static int write_all(int fd, const uint8_t *b, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, b, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        b += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 int oml_model_save(const oml_learner *l, const char *path, oml_diag *diag)
 {
     uint8_t *buf;
     size_t len;
     if (oml_model_encode(l, &buf, &len) != OML_OK)
         return OML_ENOMEM;
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {
-        free(buf);
-        return oml_diag_set(diag, OML_EINVAL, "path", "path too long");
-    }
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     int rc = OML_OK;
-    if (fd < 0 || write_all(fd, buf, len) != 0 || fsync(fd) != 0) {
-        rc = oml_diag_set(diag, OML_EIO, "path", "cannot write %s: %s", tmp, strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        unlink(tmp);
-    } else if (close(fd) != 0 || rename(tmp, path) != 0) {
-        rc = oml_diag_set(diag, OML_EIO, "path", "cannot replace %s: %s", path, strerror(errno));
-        unlink(tmp);
-    } else {
-        /* Make the rename itself durable. */
-        char dir[4096];
-        snprintf(dir, sizeof dir, "%s", path);
-        int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd >= 0) {
-            fsync(dfd);
-            close(dfd);
-        }
+    enum oml_atomic_stage stage;
+    struct iovec part = {buf, len};
+    if (oml_atomic_write(path, &part, 1, 0644, &stage) != 0 && stage != OML_ATOMIC_DIR) {
+        if (stage == OML_ATOMIC_RENAME)
+            rc = oml_diag_set(diag, OML_EIO, "path", "cannot replace %s: %s", path,
+                              strerror(errno));
+        else
+            rc = oml_diag_set(diag, OML_EIO, "path", "cannot write %s.tmp: %s", path,
+                              strerror(errno));
     }
     free(buf);
     return rc;

@@ -30,7 +30,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
-_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "WAL files assume a little-endian host");
+#include "atomic_file.h"
+#include "bytes.h"
 
 static const char MAGIC[8] = {'O', 'M', 'L', 'W', 'A', 'L', '0', '1'};
 #define HDR 40u  /* segment header */
@@ -93,18 +94,6 @@ static void path_of(const oml_wal *w, char *out, size_t cap, const char *name)
     snprintf(out, cap, "%s/%s", w->dir, name);
 }
 
-static int fsync_dir(const char *dir)
-{
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0)
-        return -1;
-    int rc = fsync(dfd);
-    int e = errno;
-    close(dfd);
-    errno = e;
-    return rc;
-}
-
 static int write_at(int fd, const uint8_t *b, size_t n, uint64_t off)
 {
     while (n > 0) {
@@ -162,15 +151,13 @@ static int read_file(const char *path, uint8_t **buf, size_t *cap, size_t *size)
 
 static void encode_header(uint8_t h[HDR], uint64_t first, uint64_t salt)
 {
-    uint32_t version = OML_WAL_VERSION, hsize = HDR, reserved = 0;
     memcpy(h, MAGIC, 8);
-    memcpy(h + 8, &version, 4);
-    memcpy(h + 12, &hsize, 4);
-    memcpy(h + 16, &first, 8);
-    memcpy(h + 24, &salt, 8);
-    memcpy(h + 32, &reserved, 4);
-    uint32_t crc = (uint32_t)crc32(0L, h, 36);
-    memcpy(h + 36, &crc, 4);
+    oml_le32_store(h + 8, OML_WAL_VERSION);
+    oml_le32_store(h + 12, HDR);
+    oml_le64_store(h + 16, first);
+    oml_le64_store(h + 24, salt);
+    oml_le32_store(h + 32, 0); /* reserved */
+    oml_le32_store(h + 36, (uint32_t)crc32(0L, h, 36));
 }
 
 static uint64_t new_salt(void)
@@ -202,7 +189,7 @@ static int create_segment(oml_wal *w, uint64_t first, int *fd_out, oml_diag *dia
         unlink(tmp);
         return oml_diag_set(diag, OML_EIO, "wal", "cannot create WAL segment %s: %s", path, strerror(e));
     }
-    if (fsync_dir(w->dir) != 0) {
+    if (oml_fsync_dir(w->dir) != 0) {
         int e = errno;
         close(fd);
         return oml_diag_set(diag, OML_EIO, "wal", "cannot fsync WAL directory %s: %s", w->dir, strerror(e));
@@ -235,7 +222,9 @@ static int cmp_seg(const void *a, const void *b)
 
 static uint32_t record_crc(uint64_t salt, const uint8_t *r, uint32_t len)
 {
-    uLong c = crc32(crc32(0L, (const uint8_t *)&salt, 8), r, 4);
+    uint8_t le_salt[8];
+    oml_le64_store(le_salt, salt);
+    uLong c = crc32(crc32(0L, le_salt, 8), r, 4);
     return (uint32_t)crc32(c, r + 8, (uInt)(RHDR - 8 + len));
 }
 
@@ -245,11 +234,8 @@ static const char *check_record(uint64_t salt, const uint8_t *b, size_t size, si
 {
     if (size - off < RHDR)
         return "short record header";
-    uint32_t n, crc;
-    uint64_t lsn;
-    memcpy(&n, b + off, 4);
-    memcpy(&crc, b + off + 4, 4);
-    memcpy(&lsn, b + off + 8, 8);
+    uint32_t n = oml_le32_load(b + off), crc = oml_le32_load(b + off + 4);
+    uint64_t lsn = oml_le64_load(b + off + 8);
     if (n > OML_WAL_MAX_PAYLOAD || n > size - off - RHDR)
         return "record length runs past the end of the file";
     if (record_crc(salt, b + off, n) != crc)
@@ -268,13 +254,10 @@ static int later_valid(uint64_t salt, const uint8_t *b, size_t size, size_t from
 {
     uint64_t span = (size - from) / RHDR + 1;
     for (size_t o = from; o + RHDR <= size; o++) {
-        uint64_t lsn;
-        uint32_t n, crc;
-        memcpy(&lsn, b + o + 8, 8);
+        uint64_t lsn = oml_le64_load(b + o + 8);
         if (lsn < expect || lsn - expect > span)
             continue;
-        memcpy(&n, b + o, 4);
-        memcpy(&crc, b + o + 4, 4);
+        uint32_t n = oml_le32_load(b + o), crc = oml_le32_load(b + o + 4);
         if (n > size - o - RHDR || record_crc(salt, b + o, n) != crc)
             continue;
         *at = o;
@@ -408,19 +391,16 @@ int oml_wal_append(oml_wal *w, uint8_t type, const void *payload, size_t len, ui
         w->cap = nc;
     }
     uint8_t *r = w->buf + w->len;
-    uint32_t n = (uint32_t)len;
-    uint64_t l = w->next_lsn;
-    memcpy(r, &n, 4);
-    memcpy(r + 8, &l, 8);
+    oml_le32_store(r, (uint32_t)len);
+    oml_le64_store(r + 8, w->next_lsn);
     r[16] = type;
     if (len > 0)
         memcpy(r + RHDR, payload, len);
-    uint32_t crc = record_crc(w->salt, r, n);
-    memcpy(r + 4, &crc, 4);
+    oml_le32_store(r + 4, record_crc(w->salt, r, (uint32_t)len));
     w->len = need;
-    w->next_lsn++;
     if (lsn)
-        *lsn = l;
+        *lsn = w->next_lsn;
+    w->next_lsn++;
     return OML_OK;
 }
 
@@ -511,7 +491,7 @@ int oml_wal_truncate_before(oml_wal *w, uint64_t lsn, oml_diag *diag)
         return rc;
     memmove(w->segs, w->segs + k, (w->nseg - k) * sizeof *w->segs);
     w->nseg -= k;
-    if (rc == OML_OK && fsync_dir(w->dir) != 0)
+    if (rc == OML_OK && oml_fsync_dir(w->dir) != 0)
         rc = oml_diag_set(diag, OML_EIO, "wal", "cannot fsync WAL directory %s: %s", w->dir,
                           strerror(errno));
     return rc != OML_OK ? rc : (int)k;
@@ -615,7 +595,7 @@ static int cut(scan *s, uint32_t i, uint64_t off, uint64_t file_size)
         close(fd);
         s->rep->bytes_dropped += file_size - off;
     }
-    if (fsync_dir(w->dir) != 0)
+    if (oml_fsync_dir(w->dir) != 0)
         return oml_diag_set(s->diag, OML_EIO, "wal", "cannot fsync WAL directory %s: %s", w->dir,
                             strerror(errno));
     return OML_OK;
@@ -652,11 +632,11 @@ static int scan_segment(scan *s, uint32_t i, uint64_t *expect, int *stop)
     uint32_t version = 0, hsize = 0, hcrc = 0;
     uint64_t hfirst = 0, salt = 0;
     if (size >= HDR) {
-        memcpy(&version, b + 8, 4);
-        memcpy(&hsize, b + 12, 4);
-        memcpy(&hfirst, b + 16, 8);
-        memcpy(&salt, b + 24, 8);
-        memcpy(&hcrc, b + 36, 4);
+        version = oml_le32_load(b + 8);
+        hsize = oml_le32_load(b + 12);
+        hfirst = oml_le64_load(b + 16);
+        salt = oml_le64_load(b + 24);
+        hcrc = oml_le32_load(b + 36);
     }
     if (size < HDR)
         bad = "short segment header";

@@ -15,6 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "omlclient.h"
+
 #ifndef OMLD_BIN
 #error "OMLD_BIN must name the omld executable"
 #endif
@@ -190,7 +192,24 @@ static int dial(const char *host_port)
     return fd;
 }
 
+omlc *omld_proc_dial(const omld_proc *p, int timeout_ms)
+{
+    omlc *c = NULL;
+    omlc_error err;
+    if (omlc_connect(&c, p->rpc, timeout_ms, &err) != 0) {
+        fprintf(stderr, "connect %s: %s\n", p->rpc, err.message);
+        return NULL;
+    }
+    return c;
+}
+
 int omld_http_get(const char *host_port, const char *path, char **body, size_t *len)
+{
+    return omld_http_get_auth(host_port, path, NULL, body, len);
+}
+
+int omld_http_get_auth(const char *host_port, const char *path, const char *auth, char **body,
+                       size_t *len)
 {
     if (body)
         *body = NULL;
@@ -199,9 +218,10 @@ int omld_http_get(const char *host_port, const char *path, char **body, size_t *
         return -1;
     struct timeval tv = {10, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    char req[512];
-    int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n",
-                     path, host_port);
+    char req[1024];
+    int n = snprintf(req, sizeof req,
+                     "GET %s HTTP/1.1\r\nHost: %s\r\n%s%s%sConnection: close\r\n\r\n", path,
+                     host_port, auth ? "Authorization: " : "", auth ? auth : "", auth ? "\r\n" : "");
     if (write(fd, req, (size_t)n) != n) {
         close(fd);
         return -1;

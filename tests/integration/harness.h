@@ -30,6 +30,11 @@ int omld_proc_start(omld_proc *p, const char *const *extra_args, int timeout_ms)
 int omld_proc_start_fsize(omld_proc *p, const char *const *extra_args, int timeout_ms,
                           long fsize_bytes);
 
+/* A client connection to p's RPC port (libomlclient, timeout_ms per call),
+ * or NULL with the reason on stderr. */
+struct omlc;
+struct omlc *omld_proc_dial(const omld_proc *p, int timeout_ms);
+
 /* Starts omld again on p's data directory (after a stop or a kill), same
  * arguments as given here, new ports. 0 or -1. */
 int omld_proc_restart(omld_proc *p, const char *const *extra_args, int timeout_ms);
@@ -48,6 +53,9 @@ void omld_proc_dump_log(const omld_proc *p);
 /* A blocking HTTP/1.1 GET with Connection: close. Returns the status code
  * and a malloc'd body (*body, may be NULL), or -1. */
 int omld_http_get(const char *host_port, const char *path, char **body, size_t *len);
+/* The same with an Authorization header (its value, e.g. "Bearer T"; NULL: none). */
+int omld_http_get_auth(const char *host_port, const char *path, const char *auth, char **body,
+                       size_t *len);
 
 /* Resident set size of a process in KiB (from /proc), or -1. */
 long omld_proc_rss_kib(pid_t pid);

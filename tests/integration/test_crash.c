@@ -99,6 +99,7 @@
 
 #include <cmocka.h>
 
+#include "blobs.h"
 #include "checkpoint.h"
 #include "config.h"
 #include "harness.h"
@@ -107,6 +108,7 @@
 #include "omlclient.h"
 #include "replay.h"
 #include "store.h"
+#include "testutil.h"
 #include "wal.h"
 
 /* The daemon fixes BLAS threading (daemon/main.c); the reference must too,
@@ -146,12 +148,8 @@ static char LABEL[N_ITEMS][8];
 
 static void make_data(void)
 {
-    unsigned s = 777;
+    oml_test_blobs(&X[0][0], N_ITEMS, DIM, 4, 777, 0.0f, 0.2f);
     for (int i = 0; i < N_ITEMS; i++) {
-        for (int j = 0; j < DIM; j++) {
-            s = s * 1103515245u + 12345u;
-            X[i][j] = (j % 4 == i % 4 ? 1.0f : 0.0f) + (float)((s >> 8) & 0xffff) / 65536.0f * 0.2f;
-        }
         snprintf(ID[i], sizeof ID[i], "item-%d", i);
         snprintf(LABEL[i], sizeof LABEL[i], "c%d", i % 4);
     }
@@ -249,23 +247,6 @@ static void copy_dir(const char *src, const char *dst)
     closedir(d);
 }
 
-static void remove_dir(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (d == NULL)
-        return;
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        char path[1024];
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
-        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-        unlink(path);
-    }
-    closedir(d);
-    rmdir(dir);
-}
-
 typedef struct rec {
     uint8_t type;
     uint64_t lsn;
@@ -303,9 +284,9 @@ static void read_log(const omld_proc *p, const char *tag, reclog *g)
 {
     char src[400], dst[400];
     snprintf(src, sizeof src, "%s/wal", p->dir);
-    snprintf(dst, sizeof dst, "%s/omld-crash-%s-XXXXXX",
-             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", tag);
-    assert_non_null(mkdtemp(dst));
+    char name[64];
+    snprintf(name, sizeof name, "omld-crash-%s", tag);
+    assert_int_equal(oml_test_tmpdir(dst, sizeof dst, name), 0);
     copy_dir(src, dst);
     memset(g, 0, sizeof *g);
     oml_wal *w = NULL;
@@ -315,7 +296,7 @@ static void read_log(const omld_proc *p, const char *tag, reclog *g)
     if (rc != OML_OK)
         fail_msg("reading the log copy %s: %s", dst, d.msg);
     oml_wal_close(w, NULL);
-    remove_dir(dst);
+    oml_test_rmtree(dst);
     if (g->n > 0 && g->rep.first_lsn != 1)
         fail_msg("the log copy %s starts at LSN %llu: a checkpoint trimmed it", dst,
                  (unsigned long long)g->rep.first_lsn);

@@ -22,6 +22,7 @@
 
 #include <cmocka.h>
 
+#include "blobs.h"
 #include "frame.h"
 #include "harness.h"
 #include "omlclient.h"
@@ -41,27 +42,17 @@ static char LABEL[N_ITEMS][8];
 
 static void make_data(void)
 {
-    unsigned s = 12345;
+    oml_test_blobs(&X[0][0], N_ITEMS, DIM, CLASSES, 12345, 0.5f, 0.1f);
     for (int i = 0; i < N_ITEMS; i++) {
-        int c = i % CLASSES;
-        for (int j = 0; j < DIM; j++) {
-            s = s * 1103515245u + 12345u;
-            float noise = ((float)((s >> 8) & 0xffff) / 65536.0f - 0.5f) * 0.1f;
-            X[i][j] = (j % CLASSES == c ? 1.0f : 0.0f) + noise;
-        }
         snprintf(ID[i], sizeof ID[i], "item-%d", i);
-        snprintf(LABEL[i], sizeof LABEL[i], "class-%d", c);
+        snprintf(LABEL[i], sizeof LABEL[i], "class-%d", i % CLASSES);
     }
 }
 
 static omlc *dial(const omld_proc *p)
 {
-    omlc *c = NULL;
-    omlc_error err;
-    int rc = omlc_connect(&c, p->rpc, TIMEOUT_MS, &err);
-    if (rc != 0)
-        fprintf(stderr, "connect %s: %s\n", p->rpc, err.message);
-    assert_int_equal(rc, 0);
+    omlc *c = omld_proc_dial(p, TIMEOUT_MS);
+    assert_non_null(c);
     return c;
 }
 

@@ -84,9 +84,8 @@ static void sleep_ms(int ms)
 
 static omlc *dial(const omld_proc *p)
 {
-    omlc *c = NULL;
-    omlc_error err;
-    assert_int_equal(omlc_connect(&c, p->rpc, TIMEOUT_MS, &err), 0);
+    omlc *c = omld_proc_dial(p, TIMEOUT_MS);
+    assert_non_null(c);
     return c;
 }
 

@@ -35,6 +35,7 @@
 
 #include <cmocka.h>
 
+#include "blobs.h"
 #include "harness.h"
 #include "omlclient.h"
 
@@ -53,13 +54,8 @@ static char LABEL[N_ITEMS][8];
 
 static void make_data(void)
 {
-    unsigned s = 4242;
+    oml_test_blobs(&X[0][0], N_ITEMS, DIM, 4, 4242, 0.0f, 0.4f);
     for (int i = 0; i < N_ITEMS; i++) {
-        for (int j = 0; j < DIM; j++) {
-            s = s * 1103515245u + 12345u;
-            float noise = (float)((s >> 8) & 0xffff) / 65536.0f * 0.4f;
-            X[i][j] = (j % 4 == i % 4 ? 1.0f : 0.0f) + noise;
-        }
         snprintf(ID[i], sizeof ID[i], "item-%d", i);
         snprintf(LABEL[i], sizeof LABEL[i], "c%d", i % 4);
     }
@@ -67,10 +63,9 @@ static void make_data(void)
 
 static omlc *conn(void)
 {
-    omlc *c = NULL;
-    omlc_error err;
-    if (omlc_connect(&c, g_proc.rpc, TIMEOUT_MS, &err) != 0)
-        fail_msg("connect %s: %s", g_proc.rpc, err.message);
+    omlc *c = omld_proc_dial(&g_proc, TIMEOUT_MS);
+    if (c == NULL)
+        fail_msg("cannot connect to %s", g_proc.rpc);
     return c;
 }
 

@@ -117,50 +117,15 @@ static int closed_within(int fd, int wait_ms)
 
 static omlc *dial(const omld_proc *p)
 {
-    omlc *c = NULL;
-    omlc_error err;
-    int rc = omlc_connect(&c, p->rpc, TIMEOUT_MS, &err);
-    if (rc != 0)
-        fprintf(stderr, "connect %s: %s\n", p->rpc, err.message);
-    assert_int_equal(rc, 0);
+    omlc *c = omld_proc_dial(p, TIMEOUT_MS);
+    assert_non_null(c);
     return c;
 }
 
 /* HTTP GET with an optional Authorization header; status code, body in *body. */
 static int http_get(const char *host_port, const char *path, const char *auth, char **body)
 {
-    if (body)
-        *body = NULL;
-    int fd = dial_raw(host_port);
-    struct timeval tv = {10, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    char req[1024];
-    int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: %s\r\n%s%s%sConnection: close\r\n\r\n",
-                     path, host_port, auth ? "Authorization: " : "", auth ? auth : "",
-                     auth ? "\r\n" : "");
-    assert_int_equal(write(fd, req, (size_t)n), n);
-    size_t cap = 1 << 16, got = 0;
-    char *buf = malloc(cap + 1);
-    assert_non_null(buf);
-    ssize_t r;
-    while ((r = read(fd, buf + got, cap - got)) > 0) {
-        got += (size_t)r;
-        if (got == cap) {
-            cap *= 2;
-            buf = realloc(buf, cap + 1);
-            assert_non_null(buf);
-        }
-    }
-    close(fd);
-    buf[got] = 0;
-    int code = -1;
-    if (sscanf(buf, "HTTP/1.%*d %d", &code) != 1)
-        code = -1;
-    char *b = strstr(buf, "\r\n\r\n");
-    if (body && b)
-        *body = strdup(b + 4);
-    free(buf);
-    return code;
+    return omld_http_get_auth(host_port, path, auth, body, NULL);
 }
 
 /* The unsigned value of "key" inside the JSON object "obj" of /status. */

@@ -28,4 +28,10 @@ oml_test_http_server *oml_test_http_start(omld_http_gather_fn gather,
  * the loop closes with no handle left. */
 void oml_test_http_stop(oml_test_http_server *s);
 
+/* Sends req (a whole HTTP request; with Connection: close) to 127.0.0.1:port
+ * on a connection of its own and reads until the server closes it: the
+ * whole answer, NUL-terminated and malloc'd, its length in *len (may be
+ * NULL). Fails the test on a socket error or after 5 s of silence. */
+char *oml_test_http_exchange(int port, const char *req, size_t *len);
+
 #endif

@@ -1,6 +1,7 @@
 /* testutil.c - temp files and whole-file I/O for the unit tests. */
 #include "testutil.h"
 
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,25 @@ int oml_test_tmpfile(char *buf, size_t cap)
         return -1;
     close(fd);
     return 0;
+}
+
+int oml_test_tmpdir(char *buf, size_t cap, const char *name)
+{
+    const char *dir = getenv("TMPDIR");
+    if (snprintf(buf, cap, "%s/%s.XXXXXX", dir && *dir ? dir : "/tmp", name) >= (int)cap)
+        return -1;
+    return mkdtemp(buf) ? 0 : -1;
+}
+
+static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+int oml_test_rmtree(const char *dir)
+{
+    return nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 unsigned char *oml_test_read_file(const char *path, size_t *len)

@@ -11,6 +11,14 @@
  * buf; the file exists and is empty. Returns 0 or -1. */
 int oml_test_tmpfile(char *buf, size_t cap);
 
+/* Creates a fresh temporary directory (mkdtemp of $TMPDIR/NAME.XXXXXX or
+ * /tmp/...) and writes its path into buf. Returns 0 or -1. */
+int oml_test_tmpdir(char *buf, size_t cap, const char *name);
+
+/* Removes a directory and everything below it (a test's temporary
+ * directory). Returns 0 or -1. */
+int oml_test_rmtree(const char *dir);
+
 /* Reads a whole file into a malloc'd buffer; returns NULL on error. */
 unsigned char *oml_test_read_file(const char *path, size_t *len);
 

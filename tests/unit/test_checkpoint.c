@@ -18,15 +18,12 @@ static char g_dir[256];
 
 static int setup(void **state)
 {
-    snprintf(g_dir, sizeof g_dir, "/tmp/omld-test-ckpt-XXXXXX");
-    return mkdtemp(g_dir) ? 0 : -1;
+    return oml_test_tmpdir(g_dir, sizeof g_dir, "omld-test-ckpt");
 }
 
 static int teardown(void **state)
 {
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return oml_test_rmtree(g_dir);
 }
 
 static void write_one(uint64_t lsn, uint8_t fill, int keep, char *path)

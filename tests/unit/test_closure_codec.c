@@ -19,6 +19,8 @@
 #include <string.h>
 
 #include "closure.h"
+#include "bytes.h"
+#include "damage.h"
 #include "rng.h"
 
 #define MAXN 80     /* max_nodes: node ids 64.. make the node arrays grow */
@@ -316,8 +318,9 @@ static void test_truncation(void **state)
 
 /* A damaged buffer is refused with a format error, or decodes canonically
  * to a closure that goes on working (queries, facts, samples). */
-static int check_damaged(const uint8_t *buf, size_t len, uint64_t seed)
+static int check_damaged(const uint8_t *buf, size_t len, void *arg, uint64_t seed)
 {
+    (void)arg;
     oml_closure *c = NULL;
     oml_diag d = {0};
     int rc = oml_closure_decode(&c, buf, len, &d);
@@ -343,6 +346,13 @@ static int check_damaged(const uint8_t *buf, size_t len, uint64_t seed)
     return 1;
 }
 
+/* Small values make plausible node ids, so more damage gets deep. */
+static uint8_t small_or_any(oml_rng *r, void *arg)
+{
+    (void)arg;
+    return oml_rng_below(r, 2) ? (uint8_t)oml_rng_below(r, MAXN) : (uint8_t)oml_rng_next(r);
+}
+
 static void test_bit_flips(void **state)
 {
     (void)state;
@@ -350,36 +360,12 @@ static void test_bit_flips(void **state)
     uint8_t *buf;
     size_t len;
     encode(a, &buf, &len);
-    uint8_t *copy = malloc(len);
-    int accepted = 0;
-    for (size_t bit = 0; bit < len * 8; bit++) {
-        memcpy(copy, buf, len);
-        copy[bit / 8] ^= (uint8_t)(1u << (bit % 8));
-        accepted += check_damaged(copy, len, bit);
-    }
+    /* Every bit flip, then 3000 rounds of random multi-byte damage. */
+    int accepted = oml_test_damage(buf, len, 1234, 3000, small_or_any, check_damaged, NULL);
     /* Flips in the RNG state, the counters and some bounds are valid. */
     assert_true(accepted >= 8 * 64);
-    oml_rng r;
-    oml_rng_seed(&r, 1234);
-    for (int k = 0; k < 3000; k++) {
-        memcpy(copy, buf, len);
-        int n = 1 + (int)oml_rng_below(&r, 4);
-        for (int j = 0; j < n; j++) {
-            size_t at = (size_t)oml_rng_below(&r, len);
-            /* Small values make plausible node ids, so more damage gets deep. */
-            copy[at] = oml_rng_below(&r, 2) ? (uint8_t)oml_rng_below(&r, MAXN)
-                                            : (uint8_t)oml_rng_next(&r);
-        }
-        check_damaged(copy, len, (uint64_t)k);
-    }
-    free(copy);
     free(buf);
     oml_closure_destroy(a);
-}
-
-static void put_u32(uint8_t *b, size_t off, uint32_t v)
-{
-    memcpy(b + off, &v, sizeof v);
 }
 
 static void expect_refused(const uint8_t *buf, size_t len, int want, const char *what)
@@ -425,60 +411,60 @@ static void test_hostile(void **state)
         expect_refused(c, len, want, what); \
     } while (0)
     CASE("bad magic", OML_EFORMAT, c[3] = 'X');
-    CASE("newer version", OML_EVERSION, put_u32(c, 4, OML_CLOSURE_CODEC_VERSION + 1));
-    CASE("max_nodes 0", OML_EFORMAT, put_u32(c, 8, 0));
-    CASE("nodes > max_nodes", OML_EFORMAT, put_u32(c, 16, 9));
-    CASE("edges > max_dis_edges", OML_EFORMAT, put_u32(c, 12, 0));
+    CASE("newer version", OML_EVERSION, oml_le32_store(c + 4, OML_CLOSURE_CODEC_VERSION + 1));
+    CASE("max_nodes 0", OML_EFORMAT, oml_le32_store(c + 8, 0));
+    CASE("nodes > max_nodes", OML_EFORMAT, oml_le32_store(c + 16, 9));
+    CASE("edges > max_dis_edges", OML_EFORMAT, oml_le32_store(c + 12, 0));
     CASE("huge node count", OML_EFORMAT, {
-        put_u32(c, 8, UINT32_MAX);
-        put_u32(c, 16, UINT32_MAX - 1);
+        oml_le32_store(c + 8, UINT32_MAX);
+        oml_le32_store(c + 16, UINT32_MAX - 1);
     });
     CASE("huge edge count", OML_EFORMAT, {
-        put_u32(c, 12, UINT32_MAX);
-        put_u32(c, 24, UINT32_MAX);
+        oml_le32_store(c + 12, UINT32_MAX);
+        oml_le32_store(c + 24, UINT32_MAX);
     });
-    CASE("roots > nodes", OML_EFORMAT, put_u32(c, 20, 9));
-    CASE("eligible > nodes", OML_EFORMAT, put_u32(c, 28, 9));
-    CASE("wrong component count", OML_EFORMAT, put_u32(c, 32, 0));
-    CASE("reserved word", OML_EFORMAT, put_u32(c, 36, 1));
+    CASE("roots > nodes", OML_EFORMAT, oml_le32_store(c + 20, 9));
+    CASE("eligible > nodes", OML_EFORMAT, oml_le32_store(c + 28, 9));
+    CASE("wrong component count", OML_EFORMAT, oml_le32_store(c + 32, 0));
+    CASE("reserved word", OML_EFORMAT, oml_le32_store(c + 36, 1));
     CASE("zero RNG state", OML_EFORMAT, memset(c + 40, 0, 32));
-    CASE("parent out of range", OML_EFORMAT, put_u32(c, PAR + 5 * 4, 8));
+    CASE("parent out of range", OML_EFORMAT, oml_le32_store(c + (PAR + 5 * 4), 8));
     CASE("two-node parent cycle", OML_EFORMAT, {
-        put_u32(c, PAR + 1 * 4, 2);
-        put_u32(c, PAR + 2 * 4, 1);
+        oml_le32_store(c + (PAR + 1 * 4), 2);
+        oml_le32_store(c + (PAR + 2 * 4), 1);
     });
     CASE("three-node parent cycle", OML_EFORMAT, {
-        put_u32(c, PAR + 1 * 4, 2);
-        put_u32(c, PAR + 2 * 4, 3);
-        put_u32(c, PAR + 3 * 4, 1);
+        oml_le32_store(c + (PAR + 1 * 4), 2);
+        oml_le32_store(c + (PAR + 2 * 4), 3);
+        oml_le32_store(c + (PAR + 3 * 4), 1);
     });
-    CASE("parent in another component", OML_EFORMAT, put_u32(c, PAR + 3 * 4, 4));
-    CASE("non-root in no member list", OML_EFORMAT, put_u32(c, PAR + 5 * 4, 0));
-    CASE("root inside another's members", OML_EFORMAT, put_u32(c, PAR + 3 * 4, 3));
-    CASE("listed root is not a root", OML_EFORMAT, put_u32(c, PAR, 1));
-    CASE("member twice", OML_EFORMAT, put_u32(c, MEM + 12, 2));
-    CASE("member out of range", OML_EFORMAT, put_u32(c, MEM + 12, 8));
-    CASE("root not among its members", OML_EFORMAT, put_u32(c, MEM, 5));
-    CASE("size too large", OML_EFORMAT, put_u32(c, 140, 9));
-    CASE("size smaller than component", OML_EFORMAT, put_u32(c, 140, 3));
-    CASE("lone root listed", OML_EFORMAT, put_u32(c, R4 + 8, 0));
-    CASE("roots out of order", OML_EFORMAT, put_u32(c, R4, 0));
-    CASE("self loop", OML_EFORMAT, put_u32(c, NBR4, 4));
-    CASE("edge to a non-root", OML_EFORMAT, put_u32(c, NBR4, 1));
-    CASE("asymmetric edge", OML_EFORMAT, put_u32(c, NBR4, 5));
+    CASE("parent in another component", OML_EFORMAT, oml_le32_store(c + (PAR + 3 * 4), 4));
+    CASE("non-root in no member list", OML_EFORMAT, oml_le32_store(c + (PAR + 5 * 4), 0));
+    CASE("root inside another's members", OML_EFORMAT, oml_le32_store(c + (PAR + 3 * 4), 3));
+    CASE("listed root is not a root", OML_EFORMAT, oml_le32_store(c + PAR, 1));
+    CASE("member twice", OML_EFORMAT, oml_le32_store(c + (MEM + 12), 2));
+    CASE("member out of range", OML_EFORMAT, oml_le32_store(c + (MEM + 12), 8));
+    CASE("root not among its members", OML_EFORMAT, oml_le32_store(c + MEM, 5));
+    CASE("size too large", OML_EFORMAT, oml_le32_store(c + 140, 9));
+    CASE("size smaller than component", OML_EFORMAT, oml_le32_store(c + 140, 3));
+    CASE("lone root listed", OML_EFORMAT, oml_le32_store(c + (R4 + 8), 0));
+    CASE("roots out of order", OML_EFORMAT, oml_le32_store(c + R4, 0));
+    CASE("self loop", OML_EFORMAT, oml_le32_store(c + NBR4, 4));
+    CASE("edge to a non-root", OML_EFORMAT, oml_le32_store(c + NBR4, 1));
+    CASE("asymmetric edge", OML_EFORMAT, oml_le32_store(c + NBR4, 5));
     CASE("asymmetric edge (counted)", OML_EFORMAT, {
-        put_u32(c, NBR4, 5);
-        put_u32(c, 24, 2);
+        oml_le32_store(c + NBR4, 5);
+        oml_le32_store(c + 24, 2);
     });
     /* Root 4 with degree 2 and neighbours 0 0 (the second one overwrites
      * the eligible list, which is then missing: the duplicate is found first). */
     CASE("edge listed twice", OML_EFORMAT, {
-        put_u32(c, 24, 2);
-        put_u32(c, R4 + 8, 2);
+        oml_le32_store(c + 24, 2);
+        oml_le32_store(c + (R4 + 8), 2);
         memcpy(c + NBR4 + 4, c + NBR4, 4);
     });
-    CASE("eligible entry gives nothing", OML_EFORMAT, put_u32(c, ELIG, 4));
-    CASE("eligible list too short", OML_EFORMAT, put_u32(c, 28, 0));
+    CASE("eligible entry gives nothing", OML_EFORMAT, oml_le32_store(c + ELIG, 4));
+    CASE("eligible list too short", OML_EFORMAT, oml_le32_store(c + 28, 0));
 #undef CASE
     free(c);
     free(buf);
@@ -503,7 +489,7 @@ static void test_parent_chains(void **state)
         uint8_t *c = malloc(len);
         memcpy(c, buf, len);
         for (uint32_t i = 1; i <= depth; i++)
-            put_u32(c, HEAD + 4 * i, i - 1);
+            oml_le32_store(c + (HEAD + 4 * i), i - 1);
         if (depth <= 32) {
             oml_closure *b = decode_canonical(c, len);
             /* Same answers and the same sampled triplets: the parent shape

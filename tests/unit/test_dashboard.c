@@ -98,48 +98,6 @@ static void fake_gather(void *arg, omld_status_input *in)
     in->ready = 1;
 }
 
-
-
-
-/* One request on its own connection (Connection: close); the whole answer,
- * NUL-terminated, owned by the caller. */
-static char *exchange(int port, const char *req, size_t *len)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(fd >= 0);
-    struct timeval tv = {5, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
-    assert_int_equal(send(fd, req, strlen(req), MSG_NOSIGNAL), (ssize_t)strlen(req));
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    assert_non_null(buf);
-    for (;;) {
-        if (n + 1 == cap) {
-            cap *= 2;
-            buf = realloc(buf, cap);
-            assert_non_null(buf);
-        }
-        ssize_t r = recv(fd, buf + n, cap - n - 1, 0);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0)
-            fail_msg("recv: %s", strerror(errno));
-        if (r == 0)
-            break;
-        n += (size_t)r;
-    }
-    close(fd);
-    buf[n] = '\0';
-    *len = n;
-    return buf;
-}
-
 static const char *body_of(const char *resp)
 {
     const char *e = strstr(resp, "\r\n\r\n");
@@ -157,7 +115,7 @@ static void test_route(void **state)
     snprintf(cl, sizeof cl, "Content-Length: %zu\r\n", a->len);
     size_t n;
 
-    char *r = exchange(s->port, "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &n);
+    char *r = oml_test_http_exchange(s->port, "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &n);
     assert_true(strncmp(r, "HTTP/1.1 200 OK\r\n", 17) == 0);
     assert_non_null(strstr(r, "Content-Type: text/html; charset=utf-8\r\n"));
     assert_non_null(strstr(r, cl));
@@ -166,27 +124,27 @@ static void test_route(void **state)
     assert_non_null(strstr(body_of(r), "<canvas id=\"canvas-hedge\">"));
     free(r);
 
-    r = exchange(s->port, "GET /dashboard/?since=1 HTTP/1.1\r\nConnection: close\r\n\r\n", &n);
+    r = oml_test_http_exchange(s->port, "GET /dashboard/?since=1 HTTP/1.1\r\nConnection: close\r\n\r\n", &n);
     assert_true(strncmp(r, "HTTP/1.1 200 OK\r\n", 17) == 0);
     assert_int_equal((size_t)(r + n - body_of(r)), a->len);
     free(r);
 
-    r = exchange(s->port, "HEAD / HTTP/1.1\r\nConnection: close\r\n\r\n", &n);
+    r = oml_test_http_exchange(s->port, "HEAD / HTTP/1.1\r\nConnection: close\r\n\r\n", &n);
     assert_true(strncmp(r, "HTTP/1.1 200 OK\r\n", 17) == 0);
     assert_non_null(strstr(r, cl));
     assert_string_equal(body_of(r), ""); /* no body for HEAD */
     free(r);
 
-    r = exchange(s->port, "POST / HTTP/1.1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", &n);
+    r = oml_test_http_exchange(s->port, "POST / HTTP/1.1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", &n);
     assert_true(strncmp(r, "HTTP/1.1 405 ", 13) == 0);
     free(r);
 
-    r = exchange(s->port, "GET /dashboard/nope.js HTTP/1.1\r\nConnection: close\r\n\r\n", &n);
+    r = oml_test_http_exchange(s->port, "GET /dashboard/nope.js HTTP/1.1\r\nConnection: close\r\n\r\n", &n);
     assert_true(strncmp(r, "HTTP/1.1 404 ", 13) == 0);
     free(r);
 
     /* The other routes are untouched. */
-    r = exchange(s->port, "GET /status HTTP/1.1\r\nConnection: close\r\n\r\n", &n);
+    r = oml_test_http_exchange(s->port, "GET /status HTTP/1.1\r\nConnection: close\r\n\r\n", &n);
     assert_true(strncmp(r, "HTTP/1.1 200 OK\r\n", 17) == 0);
     assert_non_null(strstr(r, "application/json"));
     free(r);

@@ -72,9 +72,10 @@ static void start_in(fixture *f, const char *preset, int64_t capacity, const cha
     omld_log_set_level(OMLD_LOG_WARN);
     assert_int_equal(uv_loop_init(&f->loop), 0);
     omld_config_defaults(&f->cfg);
-    snprintf(f->dir, sizeof f->dir, "%s", dir ? dir : "/tmp/omld-test-engine-XXXXXX");
     if (dir == NULL)
-        assert_non_null(mkdtemp(f->dir));
+        assert_int_equal(oml_test_tmpdir(f->dir, sizeof f->dir, "omld-test-engine"), 0);
+    else
+        snprintf(f->dir, sizeof f->dir, "%s", dir);
     snprintf(f->cfg.data_dir, sizeof f->cfg.data_dir, "%s", f->dir);
     snprintf(f->cfg.preset, sizeof f->cfg.preset, "%s", preset);
     f->cfg.dim = DIM;
@@ -110,9 +111,7 @@ static void stop(fixture *f)
         omld_reply_free(f->last);
         free(f->last);
     }
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", f->dir);
-    assert_int_equal(system(cmd), 0);
+    assert_int_equal(oml_test_rmtree(f->dir), 0);
 }
 
 /* Submits req and runs the loop until its answer arrives; returns the code. */

@@ -33,7 +33,6 @@
 
 #include "json_check.h"
 
-
 /* ---- helpers ---- */
 
 static omld_history_sample mk(uint64_t t)
@@ -369,47 +368,14 @@ static oml_test_http_server *server_start(const omld_history *hist, const omld_t
     return oml_test_http_start(fake_gather, configure, &c);
 }
 
-
-
-
-
-
 /* One request with Connection: close; the whole answer (malloc'd), or
  * fails. *code: the status code; *body: where the body starts. */
 static char *exchange(int port, const char *target, const char *auth, int *code, char **body)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(fd >= 0);
-    struct timeval tv = {5, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
     char req[1024];
-    int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: x\r\n%s%s%sConnection: close\r\n\r\n",
-                     target, auth ? "Authorization: Bearer " : "", auth ? auth : "",
-                     auth ? "\r\n" : "");
-    assert_int_equal(write(fd, req, (size_t)n), n);
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    assert_non_null(buf);
-    for (;;) {
-        if (len + 1 >= cap) {
-            cap *= 2;
-            buf = realloc(buf, cap);
-            assert_non_null(buf);
-        }
-        ssize_t r = read(fd, buf + len, cap - len - 1);
-        assert_true(r >= 0);
-        if (r == 0)
-            break;
-        len += (size_t)r;
-    }
-    close(fd);
-    buf[len] = '\0';
+    snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: x\r\n%s%s%sConnection: close\r\n\r\n",
+             target, auth ? "Authorization: Bearer " : "", auth ? auth : "", auth ? "\r\n" : "");
+    char *buf = oml_test_http_exchange(port, req, NULL);
     assert_true(sscanf(buf, "HTTP/1.1 %d", code) == 1);
     char *sep = strstr(buf, "\r\n\r\n");
     assert_non_null(sep);

@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bytes.h"
+#include "damage.h"
 #include "rng.h"
 #include "store.h"
 
@@ -415,8 +417,9 @@ static void test_truncation(void **state)
 /* A damaged buffer is refused with a format error or, if the damage left a
  * valid store (e.g. a flip inside a feature), decodes canonically to a store
  * that works. */
-static int check_damaged(const uint8_t *buf, size_t len, const pool *p, uint64_t seed)
+static int check_damaged(const uint8_t *buf, size_t len, void *arg, uint64_t seed)
 {
+    const pool *p = arg;
     oml_store *s = NULL;
     oml_diag d = {0};
     int rc = oml_store_decode(&s, buf, len, MAX_ITEMS, &d);
@@ -448,33 +451,12 @@ static void test_bit_flips(void **state)
     uint8_t *buf;
     size_t len;
     encode(a, &buf, &len);
-    uint8_t *copy = malloc(len);
-    int accepted = 0;
-    for (size_t bit = 0; bit < len * 8; bit++) {
-        memcpy(copy, buf, len);
-        copy[bit / 8] ^= (uint8_t)(1u << (bit % 8));
-        accepted += check_damaged(copy, len, &p, bit);
-    }
+    /* Every bit flip, then 3000 rounds of random multi-byte damage. */
+    int accepted = oml_test_damage(buf, len, 99, 3000, NULL, check_damaged, &p);
     /* Flips in features, live flags and label ids can be valid. */
     assert_true(accepted > 0);
-    /* Random multi-byte damage. */
-    oml_rng r;
-    oml_rng_seed(&r, 99);
-    for (int k = 0; k < 3000; k++) {
-        memcpy(copy, buf, len);
-        int n = 1 + (int)oml_rng_below(&r, 4);
-        for (int j = 0; j < n; j++)
-            copy[oml_rng_below(&r, len)] = (uint8_t)oml_rng_next(&r);
-        check_damaged(copy, len, &p, (uint64_t)k);
-    }
-    free(copy);
     free(buf);
     oml_store_destroy(a);
-}
-
-static void put_u32(uint8_t *b, size_t off, uint32_t v)
-{
-    memcpy(b + off, &v, sizeof v);
 }
 
 static void expect_refused(const uint8_t *buf, size_t len, int want, const char *what)
@@ -523,33 +505,33 @@ static void test_hostile(void **state)
         expect_refused(c, len, want, what); \
     } while (0)
     CASE("bad magic", OML_EFORMAT, c[0] = 'X');
-    CASE("newer version", OML_EVERSION, put_u32(c, 4, OML_STORE_CODEC_VERSION + 1));
-    CASE("version 0", OML_EVERSION, put_u32(c, 4, 0));
-    CASE("dim 0", OML_EFORMAT, put_u32(c, 8, 0));
-    CASE("dim < 0", OML_EFORMAT, put_u32(c, 8, (uint32_t)-2));
-    CASE("huge dim", OML_EFORMAT, put_u32(c, 8, INT32_MAX));
-    CASE("huge slots", OML_EFORMAT, put_u32(c, 12, UINT32_MAX));
-    CASE("live > slots", OML_EFORMAT, put_u32(c, 16, 3));
-    CASE("live count low", OML_EFORMAT, put_u32(c, 16, 0));
-    CASE("huge labels", OML_EFORMAT, put_u32(c, 20, UINT32_MAX));
-    CASE("labels > max_items", OML_EFORMAT, put_u32(c, 20, MAX_ITEMS + 1));
-    CASE("empty label", OML_EFORMAT, put_u32(c, LAB0, 0));
-    CASE("long label", OML_EFORMAT, put_u32(c, LAB0, OML_ID_MAX + 1));
+    CASE("newer version", OML_EVERSION, oml_le32_store(c + 4, OML_STORE_CODEC_VERSION + 1));
+    CASE("version 0", OML_EVERSION, oml_le32_store(c + 4, 0));
+    CASE("dim 0", OML_EFORMAT, oml_le32_store(c + 8, 0));
+    CASE("dim < 0", OML_EFORMAT, oml_le32_store(c + 8, (uint32_t)-2));
+    CASE("huge dim", OML_EFORMAT, oml_le32_store(c + 8, INT32_MAX));
+    CASE("huge slots", OML_EFORMAT, oml_le32_store(c + 12, UINT32_MAX));
+    CASE("live > slots", OML_EFORMAT, oml_le32_store(c + 16, 3));
+    CASE("live count low", OML_EFORMAT, oml_le32_store(c + 16, 0));
+    CASE("huge labels", OML_EFORMAT, oml_le32_store(c + 20, UINT32_MAX));
+    CASE("labels > max_items", OML_EFORMAT, oml_le32_store(c + 20, MAX_ITEMS + 1));
+    CASE("empty label", OML_EFORMAT, oml_le32_store(c + LAB0, 0));
+    CASE("long label", OML_EFORMAT, oml_le32_store(c + LAB0, OML_ID_MAX + 1));
     CASE("NUL in label", OML_EFORMAT, c[LAB0 + 4] = 0);
     CASE("duplicate label", OML_EFORMAT, c[LAB0 + 9] = 'L');
     CASE("live flag 2", OML_EFORMAT, c[SLOT0] = 2);
     CASE("two live slots with one id", OML_EFORMAT, c[SLOT0] = 1);
     CASE("two live slots with one id (counted)", OML_EFORMAT, {
         c[SLOT0] = 1;
-        put_u32(c, 16, 2);
+        oml_le32_store(c + 16, 2);
     });
-    CASE("label id out of range", OML_EFORMAT, put_u32(c, SLOT0 + 1, 2));
-    CASE("label id < -1", OML_EFORMAT, put_u32(c, SLOT0 + 1, (uint32_t)-2));
-    CASE("empty id", OML_EFORMAT, put_u32(c, SLOT0 + 5, 0));
-    CASE("id past the end", OML_EFORMAT, put_u32(c, SLOT0 + 5, UINT32_MAX));
+    CASE("label id out of range", OML_EFORMAT, oml_le32_store(c + (SLOT0 + 1), 2));
+    CASE("label id < -1", OML_EFORMAT, oml_le32_store(c + (SLOT0 + 1), (uint32_t)-2));
+    CASE("empty id", OML_EFORMAT, oml_le32_store(c + (SLOT0 + 5), 0));
+    CASE("id past the end", OML_EFORMAT, oml_le32_store(c + (SLOT0 + 5), UINT32_MAX));
     CASE("NUL in id", OML_EFORMAT, c[SLOT1 + 9] = 0);
-    CASE("NaN feature", OML_EFORMAT, put_u32(c, FEAT, 0x7fc00000u));
-    CASE("infinite feature", OML_EFORMAT, put_u32(c, FEAT + 12, 0xff800000u));
+    CASE("NaN feature", OML_EFORMAT, oml_le32_store(c + FEAT, 0x7fc00000u));
+    CASE("infinite feature", OML_EFORMAT, oml_le32_store(c + (FEAT + 12), 0xff800000u));
 #undef CASE
     /* Valid variants: a tombstoned id may equal a live one (it does here),
      * a tombstone may be revived by the flags if no live slot has its id. */
@@ -563,9 +545,9 @@ static void test_hostile(void **state)
     oml_store_destroy(b);
     /* A huge slot count with a matching live count, in a short buffer. */
     memcpy(c, buf, len);
-    put_u32(c, 12, 0x40000000u);
-    put_u32(c, 16, 0x40000000u);
-    put_u32(c, 8, 1);
+    oml_le32_store(c + 12, 0x40000000u);
+    oml_le32_store(c + 16, 0x40000000u);
+    oml_le32_store(c + 8, 1);
     expect_refused(c, len, OML_EFORMAT, "2^30 slots");
     free(c);
     free(buf);

@@ -19,6 +19,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "testutil.h"
 #include "wal.h"
 
 #define RHDR 17
@@ -80,26 +81,7 @@ static void append_n(oml_wal *w, uint64_t n, uint32_t group)
 
 static void make_dir(char *dir, size_t cap)
 {
-    const char *t = getenv("TMPDIR");
-    snprintf(dir, cap, "%s/test_wal.XXXXXX", t && *t ? t : "/tmp");
-    assert_non_null(mkdtemp(dir));
-}
-
-static void rm_dir(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (d == NULL)
-        return;
-    struct dirent *e;
-    char p[4096];
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        unlink(p);
-    }
-    closedir(d);
-    rmdir(dir);
+    assert_int_equal(oml_test_tmpdir(dir, cap, "test_wal"), 0);
 }
 
 /* The directory's files: names (sorted) and contents. */
@@ -154,7 +136,7 @@ static void files_free(files *f)
 /* Replaces the directory's contents with f (file i cut to len[i]). */
 static void files_restore(const files *f, const char *dir)
 {
-    rm_dir(dir);
+    oml_test_rmtree(dir);
     assert_int_equal(mkdir(dir, 0700), 0);
     for (int i = 0; i < f->n; i++) {
         char p[4096];
@@ -247,7 +229,7 @@ static void test_round_trip_rollover(void **state)
     assert_int_equal(rep.records, last + 5);
     assert_int_equal(rep.replayed, last + 5 - 1234);
     assert_int_equal(c.bad, 0);
-    rm_dir(dir);
+    oml_test_rmtree(dir);
 }
 
 static void test_group_larger_than_segment(void **state)
@@ -273,7 +255,7 @@ static void test_group_larger_than_segment(void **state)
     assert_int_equal(reopen(dir, 0, &c, &rep, NULL), OML_OK);
     assert_int_equal(c.n, 41);
     assert_int_equal(c.bad, 1); /* record 41 is ours, not pfill's */
-    rm_dir(dir);
+    oml_test_rmtree(dir);
 }
 
 static void test_callback_abort_and_bad_args(void **state)
@@ -299,7 +281,7 @@ static void test_callback_abort_and_bad_args(void **state)
     assert_int_equal(reopen(dir, 0, &c, NULL, NULL), OML_OK);
     assert_int_equal(c.n, 30);
     assert_int_equal(oml_wal_close(NULL, NULL), OML_OK);
-    rm_dir(dir);
+    oml_test_rmtree(dir);
 }
 
 /* A log of several segments; returns the last LSN. */
@@ -358,7 +340,7 @@ static void test_torn_tail_every_offset(void **state)
         assert_int_equal(rep.torn, 0);
     }
     files_free(&f);
-    rm_dir(dir);
+    oml_test_rmtree(dir);
 }
 
 static void test_bitflip_last_record_is_torn(void **state)
@@ -390,7 +372,7 @@ static void test_bitflip_last_record_is_torn(void **state)
         }
     }
     files_free(&f);
-    rm_dir(dir);
+    oml_test_rmtree(dir);
 }
 
 /* A payload carrying a well-formed record (as one would be without the salt)
@@ -429,7 +411,7 @@ static void test_fake_record_in_payload(void **state)
         assert_int_equal(rep.torn, 1);
         files_free(&f);
     }
-    rm_dir(dir);
+    oml_test_rmtree(dir);
 }
 
 static void assert_files_equal(const files *a, const char *dir)
@@ -486,7 +468,7 @@ static void test_damage_in_the_middle(void **state)
 
     /* Several segments: damage (a flipped bit, or a cut) in one that is not
      * the last is never a torn tail. */
-    rm_dir(dir);
+    oml_test_rmtree(dir);
     assert_int_equal(mkdir(dir, 0700), 0);
     uint64_t n = build(dir, 60);
     files_load(&f, dir, ".log");
@@ -528,7 +510,7 @@ static void test_damage_in_the_middle(void **state)
     assert_int_equal(c.bad, 0);
     assert_int_equal(rep.torn, 0);
     files_free(&f);
-    rm_dir(dir);
+    oml_test_rmtree(dir);
 }
 
 static void test_missing_and_foreign_segments(void **state)
@@ -587,7 +569,7 @@ static void test_missing_and_foreign_segments(void **state)
     assert_int_equal(c.n, 60);
     assert_int_equal(access(p, F_OK), -1);
     files_free(&f);
-    rm_dir(dir);
+    oml_test_rmtree(dir);
 }
 
 static void test_truncate_before(void **state)
@@ -636,7 +618,7 @@ static void test_truncate_before(void **state)
     assert_int_equal(c.n, 2);
     assert_int_equal(c.first, n + 1);
     files_free(&f);
-    rm_dir(dir);
+    oml_test_rmtree(dir);
 }
 
 static void test_behind_checkpoint(void **state)
@@ -662,7 +644,7 @@ static void test_behind_checkpoint(void **state)
     oml_diag d = {0};
     assert_int_equal(reopen(dir, 5, &c, &rep, NULL), OML_EFORMAT); /* 11..20 are gone */
     (void)d;
-    rm_dir(dir);
+    oml_test_rmtree(dir);
 }
 
 static void test_failing_write(void **state)
@@ -713,7 +695,7 @@ static void test_failing_write(void **state)
     assert_int_equal(c.bad, 0);
     assert_int_equal(rep.torn, 0);
     files_free(&f);
-    rm_dir(dir);
+    oml_test_rmtree(dir);
 }
 
 static int fail_sync(int fd)
@@ -762,7 +744,7 @@ static void test_failing_fsync_is_sticky(void **state)
         assert_int_equal(oml_wal_last_lsn(w), kept);
         assert_int_equal(oml_wal_close(w, NULL), OML_OK);
     }
-    rm_dir(dir);
+    oml_test_rmtree(dir);
 }
 
 static void test_fsync_policies(void **state)
@@ -792,45 +774,7 @@ static void test_fsync_policies(void **state)
         assert_int_equal(reopen(dir, 0, &c, NULL, NULL), OML_OK);
         assert_int_equal(c.n, 107);
         assert_int_equal(c.bad, 0);
-        rm_dir(dir);
-    }
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* Not an assertion: append+commit throughput, 256-record groups of 200 bytes. */
-static void test_throughput(void **state)
-{
-    (void)state;
-    const char *names[] = {"everysec", "always", "no"};
-    uint8_t b[200];
-    memset(b, 0x5a, sizeof b);
-    for (int policy = OML_WAL_FSYNC_EVERYSEC; policy <= OML_WAL_FSYNC_NO; policy++) {
-        char dir[256];
-        make_dir(dir, sizeof dir);
-        oml_wal *w = NULL;
-        oml_wal_options o = {.fsync = policy};
-        assert_int_equal(oml_wal_open(&w, dir, &o, NULL, NULL, NULL, NULL), OML_OK);
-        double t0 = now_s(), t = t0;
-        uint64_t groups = 0;
-        while (t - t0 < 1.0 && groups < 4000) {
-            for (int i = 0; i < 256; i++)
-                assert_int_equal(oml_wal_append(w, 1, b, sizeof b, NULL), OML_OK);
-            assert_int_equal(oml_wal_commit(w, NULL), OML_OK);
-            groups++;
-            t = now_s();
-        }
-        double recs = (double)groups * 256;
-        printf("[ wal bench ] fsync=%-8s %6llu groups  %10.0f records/s  %7.1f MB/s  %7.1f us/commit\n",
-               names[policy], (unsigned long long)groups, recs / (t - t0),
-               recs * (RHDR + 200) / (t - t0) / 1e6, (t - t0) / (double)groups * 1e6);
-        assert_int_equal(oml_wal_close(w, NULL), OML_OK);
-        rm_dir(dir);
+        oml_test_rmtree(dir);
     }
 }
 
@@ -850,7 +794,6 @@ int main(void)
         cmocka_unit_test(test_failing_write),
         cmocka_unit_test(test_failing_fsync_is_sticky),
         cmocka_unit_test(test_fsync_policies),
-        cmocka_unit_test(test_throughput),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

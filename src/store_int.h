@@ -1,0 +1,36 @@
+/* store_int.h - the store's representation, shared by store.c (items,
+ * ids, labels) and store_codec.c (its encoding). Not part of the API: only
+ * these two files include it. See store.c's DESIGN for the invariants. */
+#ifndef OML_STORE_INT_H
+#define OML_STORE_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "idmap.h"
+#include "store.h"
+
+struct oml_store {
+    int32_t dim;
+    uint32_t max_items;
+    uint32_t n_slots, cap, n_live;
+    float *x;          /* (cap, dim) */
+    char **ids;        /* (cap), owned NUL-terminated copies */
+    uint32_t *id_len;  /* (cap) */
+    int32_t *label;    /* (cap) */
+    uint8_t *live;     /* (cap) */
+    uint32_t *gen;     /* (cap) deletes of each slot: its generation */
+    uint32_t *free_heap; /* (cap) dead slots, min-heap */
+    uint32_t n_free;
+    oml_idmap id_map;  /* live id -> slot */
+
+    char **label_names; /* (label_cap), owned NUL-terminated copies */
+    uint32_t *label_len;
+    int32_t n_labels, label_cap;
+    oml_idmap label_map; /* name -> label id */
+};
+
+/* An owned NUL-terminated copy of b (n bytes), or NULL (store.c). */
+char *oml__store_dup(const char *b, size_t n);
+
+#endif
