@@ -73,6 +73,38 @@ int omld_engine_model_config(const omld_config *o, oml_config *c, char *err, siz
     return 0;
 }
 
+int omld_engine_model_adopt(const omld_config *o, const oml_config *stored, oml_config *cfg,
+                            char *err, size_t errlen)
+{
+    /* What the operator set must agree; the rest the model keeps. */
+    const char *field = NULL;
+    if (stored->dim != (int32_t)o->dim) field = "dim";
+    else if (stored->seed != (uint64_t)o->seed) field = "seed";
+    else if (o->layers >= 0 && stored->layers != (int32_t)o->layers) field = "layers";
+    else if (o->hidden >= 0 && stored->hidden != (int32_t)o->hidden) field = "hidden";
+    else if (o->emb >= 0 && stored->emb != (int32_t)o->emb) field = "emb";
+    else if (!isnan(o->eta) && stored->eta != (float)o->eta) field = "eta";
+    else if (!isnan(o->tau) && stored->tau != (float)o->tau) field = "tau";
+    else if (!isnan(o->beta) && stored->beta != (float)o->beta) field = "beta";
+    else if (!isnan(o->s) && stored->s != (float)o->s) field = "s";
+    else if (!isnan(o->prox) && stored->prox != (float)o->prox) field = "prox";
+    else if (!isnan(o->rehearse) && stored->rehearse != (float)o->rehearse) field = "rehearse";
+    else if (o->replay >= 0 && stored->replay != (int32_t)o->replay) field = "replay";
+    if (field) {
+        snprintf(err, errlen, "option '%s' differs from the stored model's (dim %d, L %d, hidden "
+                 "%d, emb %d, seed %llu, ...): start with the options it was created with, or "
+                 "with another data_dir", field, stored->dim, stored->layers, stored->hidden,
+                 stored->emb, (unsigned long long)stored->seed);
+        return -1;
+    }
+    if (!oml_config_equal(stored, cfg))
+        LOG_WARN("engine", "the stored model keeps the settings it was created with, which "
+                 "differ from preset '%s' as this release defines it (an earlier release, or "
+                 "another preset); a new data_dir starts with today's", o->preset);
+    *cfg = *stored;
+    return 0;
+}
+
 /* ------------------------------------------------------------ publishing */
 
 /* Until the first triplet the learner has not taken its data-dependent
@@ -615,6 +647,7 @@ int omld_engine_create(omld_engine **out, const omld_config *opts, omld_metrics 
     /* The durable state: newest checkpoint + the log after it. */
     if (omld_persist_open(e, err, errlen) != 0)
         goto fail;
+    e->stats.cfg = e->model_cfg; /* a recovered model's own settings (omld_engine_model_adopt) */
     e->publish_now = 0; /* replayed promotes: the first view below shows them */
     /* Batch models (data_dir/models) index the recovered store. */
     if (omld_models_create(&e->models, opts->data_dir, &e->model_cfg, e->store, &e->lock) != 0) {

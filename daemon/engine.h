@@ -76,6 +76,14 @@ typedef struct omld_model_stats {
  * overrides) and validates it; -1 with err naming the option. */
 int omld_engine_model_config(const omld_config *opts, oml_config *out, char *err, size_t errlen);
 
+/* A recovered model's configuration `stored` against the options: every
+ * option the operator set (dim, seed, sizes, rates) must agree, else -1
+ * with err naming the option. What was left to the preset the model keeps
+ * (an earlier release's preset, say: upgrading keeps the model as it was),
+ * with a warning when that differs from *cfg; *cfg becomes `stored`. */
+int omld_engine_model_adopt(const omld_config *opts, const oml_config *stored, oml_config *cfg,
+                            char *err, size_t errlen);
+
 /* Creates the store, closure and learner, recovers data_dir (newest
  * checkpoint + log replay), publishes the first view, starts the thread.
  * 0 or -1 with err. create + run in one call (tests). */

@@ -199,15 +199,19 @@ static int load_state(omld_engine *e, char *err, size_t errlen)
             return -1;
         }
         rc = oml_model_decode(&learner, m->data, m->len, &d);
-        if (rc == OML_OK && !oml_config_equal(&learner->cfg, &e->model_cfg)) {
-            snprintf(err, errlen, "%s holds a model configured differently from the options "
-                     "(dim %d, L %d, hidden %d, emb %d, seed %llu, ...): start with the options it "
-                     "was created with, or with another data_dir", ck.path, learner->cfg.dim,
-                     learner->cfg.layers, learner->cfg.hidden, learner->cfg.emb,
-                     (unsigned long long)learner->cfg.seed);
+        char why[400];
+        if (rc == OML_OK &&
+            omld_engine_model_adopt(&e->opts, &learner->cfg, &e->model_cfg, why, sizeof why)) {
+            snprintf(err, errlen, "%s: %s", ck.path, why);
             oml_learner_destroy(learner);
+            oml_replay_free(&replay);
             oml_ckpt_free(&ck);
             return -1;
+        }
+        if (rc == OML_OK && replay.cap != (uint32_t)e->model_cfg.replay) {
+            oml_replay_free(&replay); /* the adopted model's own ring size */
+            if (oml_replay_init(&replay, (uint32_t)e->model_cfg.replay) != OML_OK)
+                rc = OML_ENOMEM;
         }
         if (rc == OML_OK)
             rc = oml_store_decode(&store, s->data, s->len, (uint32_t)e->opts.max_items, &d);

@@ -111,6 +111,9 @@ static void test_checkpoint_disk_full(void **state)
     assert_int_equal(rc, 9 /* INTERNAL */);
     assert_non_null(strstr(err.message, "checkpoint failed"));
     printf("    checkpoint on a full disk: %s\n", err.message);
+    char cmd[600]; /* no partial checkpoint left behind */
+    snprintf(cmd, sizeof cmd, "ls '%s' | grep -q '\\.tmp$'", p.dir);
+    assert_int_not_equal(system(cmd), 0);
     assert_int_equal(put_batch(c, 1, &err), 0); /* the log still takes writes */
     assert_int_equal(status_items(c), 2 * BATCH);
     omlc_close(c);
@@ -121,6 +124,52 @@ static void test_checkpoint_disk_full(void **state)
     assert_int_equal(status_items(c), 2 * BATCH);
     omlc_close(c);
     assert_int_equal(omld_proc_stop(&p, SIGTERM, TIMEOUT_MS), 0);
+    omld_proc_cleanup(&p);
+}
+
+/* A data_dir keeps its model's settings: what the operator left to the
+ * preset the recovered model keeps (so upgrading to a release whose preset
+ * changed serves and learns on as before, with a warning), while an option
+ * the operator sets must agree with the stored model (else refused by
+ * name). Simulated with eta: set at creation, then left to the preset. */
+static void test_stored_model_keeps_its_settings(void **state)
+{
+    (void)state;
+    static const char *const made[] = {"--dim=16", "--preset=paper", "--layers=1", "--hidden=16",
+                                       "--emb=8", "--eta=0.05", NULL};
+    static const char *const later[] = {"--dim=16", "--preset=paper", "--layers=1",
+                                        "--hidden=16", "--emb=8", NULL};
+    static const char *const other[] = {"--dim=16", "--preset=paper", "--layers=1",
+                                        "--hidden=16", "--emb=8", "--eta=0.07", NULL};
+    omld_proc p;
+    assert_int_equal(omld_proc_start(&p, made, TIMEOUT_MS), 0);
+    omlc *c = NULL;
+    omlc_error err;
+    assert_int_equal(omlc_connect(&c, p.rpc, TIMEOUT_MS, &err), 0);
+    assert_int_equal(put_batch(c, 0, &err), 0);
+    Omld__Response *r = NULL;
+    assert_int_equal(omlc_checkpoint(c, &r, &err), 0);
+    omld__response__free_unpacked(r, NULL);
+    omlc_close(c);
+    assert_int_equal(omld_proc_stop(&p, SIGTERM, TIMEOUT_MS), 0);
+
+    assert_int_equal(omld_proc_restart(&p, later, TIMEOUT_MS), 0);
+    char *body = NULL;
+    size_t len = 0;
+    assert_int_equal(omld_http_get(p.http, "/status", &body, &len), 200);
+    assert_non_null(strstr(body, "\"eta\":0.05"));
+    free(body);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "grep -q 'the stored model keeps the settings' '%s'", p.log);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(omlc_connect(&c, p.rpc, TIMEOUT_MS, &err), 0);
+    assert_int_equal(status_items(c), BATCH);
+    omlc_close(c);
+    assert_int_equal(omld_proc_stop(&p, SIGTERM, TIMEOUT_MS), 0);
+
+    assert_int_equal(omld_proc_restart(&p, other, 5000), -1);
+    snprintf(cmd, sizeof cmd, "grep -q \"option 'eta' differs from the stored model\" '%s'", p.log);
+    assert_int_equal(system(cmd), 0);
     omld_proc_cleanup(&p);
 }
 
@@ -177,6 +226,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_disk_full_refuses_writes_keeps_reads),
         cmocka_unit_test(test_checkpoint_disk_full),
+        cmocka_unit_test(test_stored_model_keeps_its_settings),
         cmocka_unit_test(test_damaged_checkpoint_falls_back),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

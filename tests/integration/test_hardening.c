@@ -1079,58 +1079,6 @@ static void test_persistence_metrics(void **state)
     omld_proc_cleanup(p);
 }
 
-/* Chaos: the disk fills while a checkpoint is written (the file size
- * limit: the log's segments stay under it, a checkpoint of the whole store
- * does not). The checkpoint fails with a clear error, is counted, and
- * leaves no partial file; omld goes on acknowledging (the log keeps
- * everything), and after a SIGKILL every acked item is there. */
-static void test_disk_fills_during_checkpoint(void **state)
-{
-    omld_proc *p = new_proc();
-    assert_int_equal(omld_proc_start_fsize(p, ARGS, TIMEOUT_MS, 256 * 1024), 0);
-    omlc *c = dial(p);
-    omlc_error err;
-    Omld__Response *r = NULL;
-    int items = 0, failed = 0;
-    /* Batches of items, a checkpoint after each (it rolls the log over):
-     * the store outgrows the limit before any log segment does. */
-    for (int b = 0; b < 60 && !failed; b++) {
-        for (int k = 0; k < 4; k++, items += 50)
-            assert_int_equal(put_n(c, "f", items, 50, &err), 0);
-        int rc = omlc_checkpoint(c, &r, &err);
-        if (r)
-            omld__response__free_unpacked(r, NULL);
-        r = NULL;
-        if (rc != 0) {
-            failed = 1;
-            assert_int_equal(rc, OMLD__STATUS__CODE__INTERNAL);
-            if (strstr(err.message, "checkpoint failed") == NULL ||
-                strstr(err.message, "File too large") == NULL)
-                fail_msg("the failed checkpoint said: %s", err.message);
-        }
-    }
-    assert_true(failed);
-    assert_true(metric(p, "omld_checkpoints_failed_total") >= 1);
-    /* No partial checkpoint is left where recovery would look. */
-    char cmd[700];
-    snprintf(cmd, sizeof cmd, "ls '%s' | grep -q '\\.tmp$'", p->dir);
-    assert_int_not_equal(system(cmd), 0);
-    /* Still acknowledging, and nothing acknowledged is lost. */
-    assert_int_equal(put_n(c, "f", items, 50, &err), 0);
-    items += 50;
-    omlc_close(c);
-    assert_int_equal(omld_proc_stop(p, SIGKILL, TIMEOUT_MS), 128 + SIGKILL);
-    p->fsize_limit = 0;
-    assert_int_equal(omld_proc_restart(p, ARGS, TIMEOUT_MS), 0);
-    c = dial(p);
-    fprintf(stderr, "    disk full during a checkpoint: %d items acked, %llu after the restart\n",
-            items, (unsigned long long)status_items(c));
-    assert_int_equal(status_items(c), items);
-    omlc_close(c);
-    assert_int_equal(omld_proc_stop(p, SIGTERM, TIMEOUT_MS), 0);
-    omld_proc_cleanup(p);
-}
-
 /* ------------------------------------------------------------ probes during recovery */
 
 typedef struct prober {
@@ -1294,7 +1242,6 @@ int main(void)
         cmocka_unit_test_teardown(test_probes_answer_during_replay, teardown),
         cmocka_unit_test_teardown(test_systemd_notify, teardown),
         cmocka_unit_test_teardown(test_read_only_data_dir, teardown),
-        cmocka_unit_test_teardown(test_disk_fills_during_checkpoint, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
