@@ -78,6 +78,14 @@ static void promote(oml_learner *l, const oml_batch_model *bm)
         if (l->start)
             memcpy(l->start + to[i], bm->params + from[i], n[i] * sizeof(float));
     }
+#if OML_MODELFILE_VERSION >= 3 /* issue 11's input scale and head offsets, in apply.c */
+    for (float *w = l->params; w; w = w == l->params ? l->start : NULL) {
+        for (int32_t j = 0; lay->has_scale && j < lay->dim; j++)
+            w[lay->scale + j] = 1.0f;
+        if (lay->has_bias)
+            memset(w + lay->bias[dd], 0, (size_t)lay->emb * sizeof(float));
+    }
+#endif
     oml_hedge_init(l->alpha, oml_learner_heads(l));
     if (l->ref_n > 0) {
         oml_net_acts a;

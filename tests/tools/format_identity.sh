@@ -3,12 +3,13 @@
 # and the working tree: builds tests/tools/format_bytes.c against both (the
 # library and the daemon core only), writes each format from the same
 # inputs with each, and compares the files byte for byte.
-# Usage: tests/tools/format_identity.sh [BASE_REV]   (default 1a8d103, the
-#        tree before issue 13 moved the codecs; from the repository root)
+# Usage: tests/tools/format_identity.sh [BASE_REV]   (default 7b927da, the
+#        tree before issue 13 moved the codecs, with issue 11's model file
+#        format 3; 1a8d103 before it writes format 2; from the repository root)
 # Exit 0 and "identical" when every file matches, 1 with the differing files.
 set -eu
 cd "$(dirname "$0")/../.."
-base=${1:-1a8d103}
+base=${1:-7b927da}
 work=${FORMAT_WORK:-$PWD/build-formats}
 rm -rf "$work/out-old" "$work/out-new" "$work/base"
 mkdir -p "$work/base"
