@@ -47,6 +47,7 @@
 
 #include "dashboard.h"
 #include "history.h"
+#include "hostport.h"
 #include "log.h"
 #include "metrics.h"
 
@@ -745,25 +746,14 @@ static void on_connection(uv_stream_t *server, int status)
 /* "HOST:PORT" / "[V6]:PORT" -> a bound, listening, non-blocking socket. */
 static int listen_socket(const char *host_port, int *fd_out, char *err, size_t errlen)
 {
-    char host[256];
-    const char *colon = strrchr(host_port, ':');
-    if (!colon || colon[1] == '\0') {
-        snprintf(err, errlen, "http: '%s' is not HOST:PORT", host_port);
+    char host[256], why[300], port[8];
+    int p;
+    if (omld_hostport_split(host_port, host, sizeof host, &p, why, sizeof why) != 0) {
+        snprintf(err, errlen, "http: %s", why);
         return -1;
     }
-    size_t hl = (size_t)(colon - host_port);
-    const char *hs = host_port;
-    if (hl >= 2 && hs[0] == '[' && hs[hl - 1] == ']') {
-        hs++;
-        hl -= 2;
-    }
-    if (hl >= sizeof host) {
-        snprintf(err, errlen, "http: host in '%s' is too long", host_port);
-        return -1;
-    }
-    memcpy(host, hs, hl);
-    host[hl] = '\0';
-    const char *port = colon + 1;
+    snprintf(port, sizeof port, "%d", p);
+    size_t hl = strlen(host); /* empty or "*": every address */
 
     struct addrinfo hints, *res = NULL;
     memset(&hints, 0, sizeof hints);

@@ -6,6 +6,8 @@
  * startup on the main thread. */
 #include "options.h"
 
+#include "hostport.h"
+
 #include <errno.h>
 #include <stdarg.h>
 #include <math.h>
@@ -238,15 +240,12 @@ int omld_config_parse_args(omld_config *c, int argc, char **argv, int *help, int
 static int tokens_parse_list(omld_tokens *t, const char *list, const char *where, char *err,
                              size_t errlen);
 
-/* HOST:PORT with a non-empty host and a port in 1..65535 (0 allowed: any). */
+/* HOST:PORT with a non-empty host and a port in 0..65535 (0: any). */
 static int valid_hostport(const char *s)
 {
-    const char *colon = strrchr(s, ':');
-    if (colon == NULL || colon == s || colon[1] == '\0')
-        return 0;
-    char *end;
-    long port = strtol(colon + 1, &end, 10);
-    return *end == '\0' && port >= 0 && port <= 65535;
+    char host[OMLD_STR_MAX], why[OMLD_STR_MAX + 64];
+    int port;
+    return omld_hostport_split(s, host, sizeof host, &port, why, sizeof why) == 0 && host[0];
 }
 
 int omld_config_validate(const omld_config *c, char *err, size_t errlen)

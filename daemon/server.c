@@ -76,6 +76,7 @@
 
 #include "err.h"
 #include "frame.h"
+#include "hostport.h"
 #include "log.h"
 #include "query.h"
 #include "reply.h"
@@ -1500,33 +1501,18 @@ void omld_server_set_engine(omld_server *s, omld_engine *engine)
 int omld_addr_resolve(const char *host_port, struct sockaddr_storage *out, char *err,
                       size_t errlen)
 {
-    const char *colon = strrchr(host_port, ':');
-    if (colon == NULL || colon == host_port) {
-        snprintf(err, errlen, "'%s' is not HOST:PORT", host_port);
-        return -1;
-    }
     char host[OMLD_STR_MAX];
-    size_t hl = (size_t)(colon - host_port);
-    if (hl >= sizeof host) {
-        snprintf(err, errlen, "'%s': host too long", host_port);
+    int port;
+    if (omld_hostport_split(host_port, host, sizeof host, &port, err, errlen) != 0)
         return -1;
-    }
-    memcpy(host, host_port, hl);
-    host[hl] = '\0';
-    if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']') {
-        memmove(host, host + 1, hl - 2);
-        host[hl - 2] = '\0';
-    }
-    char *end;
-    long port = strtol(colon + 1, &end, 10);
-    if (colon[1] == '\0' || *end != '\0' || port < 0 || port > 65535) {
-        snprintf(err, errlen, "'%s': bad port", host_port);
+    if (host[0] == '\0') {
+        snprintf(err, errlen, "'%s' is not HOST:PORT (no host)", host_port);
         return -1;
     }
     memset(out, 0, sizeof *out);
-    if (uv_ip4_addr(host, (int)port, (struct sockaddr_in *)out) == 0)
+    if (uv_ip4_addr(host, port, (struct sockaddr_in *)out) == 0)
         return 0;
-    if (uv_ip6_addr(host, (int)port, (struct sockaddr_in6 *)out) == 0)
+    if (uv_ip6_addr(host, port, (struct sockaddr_in6 *)out) == 0)
         return 0;
     struct addrinfo hints, *res = NULL;
     memset(&hints, 0, sizeof hints);
