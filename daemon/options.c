@@ -274,6 +274,10 @@ int omld_config_validate(const omld_config *c, char *err, size_t errlen)
                     "option 'max_conn_input_bytes' (%lld) must be at least max_frame_bytes + 4 "
                     "(%lld), or a largest frame could never be read",
                     (long long)c->max_conn_input_bytes, (long long)c->max_frame_bytes + 4);
+    if (c->default_k > c->max_k)
+        return fail(err, errlen, NULL,
+                    "option 'default_k' (%lld) must not exceed max_k (%lld): a query without k "
+                    "would be refused", (long long)c->default_k, (long long)c->max_k);
     if (c->tokens[0]) { /* syntax only: the file is read at startup */
         omld_tokens t;
         memset(&t, 0, sizeof t);

@@ -156,6 +156,13 @@ static void test_limits(void **state)
     assert_int_equal(omld_config_validate(&c, err, sizeof err), 0);
     assert_int_equal(omld_config_set(&c, "idle_timeout_ms", "0", NULL, err, sizeof err), 0);
     assert_int_equal(omld_config_set(&c, "request_timeout_ms", "-1", NULL, err, sizeof err), -1);
+    /* A default k above max_k would refuse every query that gives none. */
+    assert_int_equal(omld_config_set(&c, "max_k", "10", NULL, err, sizeof err), 0);
+    assert_int_equal(omld_config_set(&c, "default_k", "11", NULL, err, sizeof err), 0);
+    assert_int_equal(omld_config_validate(&c, err, sizeof err), -1);
+    assert_non_null(strstr(err, "'default_k' (11) must not exceed max_k (10)"));
+    assert_int_equal(omld_config_set(&c, "default_k", "10", NULL, err, sizeof err), 0);
+    assert_int_equal(omld_config_validate(&c, err, sizeof err), 0);
 }
 
 static void test_tokens(void **state)
