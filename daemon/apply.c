@@ -7,9 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "apply.h"
 #include "engine_int.h"
 #include "log.h"
 #include "modelfile.h"
+#include "ops.h"
 #include "promote.h"
 #include "validate.h"
 
@@ -152,8 +154,9 @@ int omld_rehearse(omld_engine *e, int32_t steps)
     return taken;
 }
 
-static int apply_triplets(omld_engine *e, const Omld__AddTripletsRequest *rq, omld_reply *r)
+int omld_apply_add_triplets(omld_engine *e, const Omld__Request *req, omld_reply *r)
 {
+    const Omld__AddTripletsRequest *rq = req->add_triplets;
     size_t n = rq->n_triplets;
     /* Resolve every member first: an unknown id refuses the whole batch. */
     static const char *const member[3] = {"anchor", "positive", "negative"};
@@ -218,8 +221,9 @@ static int apply_triplets(omld_engine *e, const Omld__AddTripletsRequest *rq, om
  * A contradiction that only arises between pairs of the same batch is
  * found when its pair is added; the pairs before it then stay (reported in
  * the message). */
-static int apply_pairs(omld_engine *e, const Omld__AddPairsRequest *rq, omld_reply *r)
+int omld_apply_add_pairs(omld_engine *e, const Omld__Request *req, omld_reply *r)
 {
+    const Omld__AddPairsRequest *rq = req->add_pairs;
     size_t n = rq->n_pairs;
     uint32_t *slots = malloc(2 * n * sizeof *slots);
     int changed = 0;
@@ -312,8 +316,9 @@ out:
     return changed;
 }
 
-static int apply_put(omld_engine *e, const Omld__PutItemsRequest *rq, omld_reply *r)
+int omld_apply_put_items(omld_engine *e, const Omld__Request *req, omld_reply *r)
 {
+    const Omld__PutItemsRequest *rq = req->put_items;
     size_t n = rq->n_items;
     for (size_t i = 0; i < n; i++) {
         const Omld__Item *it = rq->items[i];
@@ -383,8 +388,9 @@ static int apply_put(omld_engine *e, const Omld__PutItemsRequest *rq, omld_reply
     return 1;
 }
 
-static int apply_delete(omld_engine *e, const Omld__DeleteItemsRequest *rq, omld_reply *r)
+int omld_apply_delete_items(omld_engine *e, const Omld__Request *req, omld_reply *r)
 {
+    const Omld__DeleteItemsRequest *rq = req->delete_items;
     uint32_t s;
     if (!rq->missing_ok)
         for (size_t i = 0; i < rq->n_ids; i++)
@@ -434,8 +440,9 @@ static int apply_delete(omld_engine *e, const Omld__DeleteItemsRequest *rq, omld
  * (encoded) for Rollback. Live requests name a registered model; log
  * records carry its bytes (model_data), so replay depends on nothing but
  * the record. */
-static int apply_promote(omld_engine *e, const Omld__PromoteRequest *p, omld_reply *r)
+int omld_apply_promote(omld_engine *e, const Omld__Request *req, omld_reply *r)
 {
+    const Omld__PromoteRequest *p = req->promote;
     const uint8_t *buf;
     size_t len;
     uint8_t *owned = NULL;
@@ -512,8 +519,9 @@ static int apply_promote(omld_engine *e, const Omld__PromoteRequest *p, omld_rep
 /* Rollback: the learner exactly as it was before the last promote (its
  * weights, hedge, RNG, reference), with the running counters kept, so
  * updates and the counters derived from them only grow. */
-static int apply_rollback(omld_engine *e, omld_reply *r)
+int omld_apply_rollback(omld_engine *e, const Omld__Request *req, omld_reply *r)
 {
+    (void)req;
     if (e->rb_buf == NULL) {
         omld_reply_error(r, OMLD__STATUS__CODE__CONFLICT, "rollback",
                          "nothing to roll back: no promote since the last rollback");
@@ -554,22 +562,16 @@ static int apply_rollback(omld_engine *e, omld_reply *r)
 
 int omld_apply(omld_engine *e, const Omld__Request *q, omld_reply *r)
 {
-    int changed = 0;
     /* New triplets waiting for a full mini-batch borrow store rows and
      * belong to the learner: learn them before either can change. */
     if (q->body_case != OMLD__REQUEST__BODY_ADD_TRIPLETS &&
         q->body_case != OMLD__REQUEST__BODY_ADD_PAIRS)
         oml_replay_flush(&e->replay, e->learner);
-    switch (q->body_case) {
-    case OMLD__REQUEST__BODY_PUT_ITEMS: changed = apply_put(e, q->put_items, r); break;
-    case OMLD__REQUEST__BODY_DELETE_ITEMS: changed = apply_delete(e, q->delete_items, r); break;
-    case OMLD__REQUEST__BODY_ADD_TRIPLETS: changed = apply_triplets(e, q->add_triplets, r); break;
-    case OMLD__REQUEST__BODY_ADD_PAIRS: changed = apply_pairs(e, q->add_pairs, r); break;
-    case OMLD__REQUEST__BODY_PROMOTE: changed = apply_promote(e, q->promote, r); break;
-    case OMLD__REQUEST__BODY_ROLLBACK: changed = apply_rollback(e, r); break;
-    default:
+    const omld_op *op = omld_op_of(q);
+    if (op == NULL || op->route != OMLD_ROUTE_MUTATION || op->handle.apply == NULL) {
         omld_reply_error(r, OMLD__STATUS__CODE__INVALID_ARGUMENT, "body",
                          "this operation does not change state");
+        return 0;
     }
-    return changed;
+    return op->handle.apply(e, q, r);
 }

@@ -27,6 +27,7 @@
 
 #include "history.h"
 #include "options.h"
+#include "tokens.h"
 #include "status.h"
 
 typedef struct omld_http omld_http;

@@ -11,6 +11,8 @@
  * that observing (in ns) and exposing (in s) use the very same numbers. */
 #include "metrics.h"
 
+#include "ops.h"
+
 #include <time.h>
 
 #define NFINITE (OMLD_HIST_BUCKETS - 1)
@@ -91,13 +93,15 @@ double omld_hist_quantile(const omld_histogram *h, double q)
     return BOUND_S[NFINITE - 1]; /* not reached: the last non-empty bucket qualifies */
 }
 
+/* The label of a query kind is the name of its row in the operation table. */
 const char *omld_query_kind_name(int kind)
 {
-    static const char *const NAMES[OMLD_Q_KINDS] = {"classify", "verify", "retrieve", "embed",
-                                                    "get_items"};
-    if (kind < 0 || kind >= OMLD_Q_KINDS)
-        return "unknown";
-    return NAMES[kind];
+    int n;
+    const omld_op *ops = omld_ops(&n);
+    for (int i = 0; i < n; i++)
+        if (ops[i].route == OMLD_ROUTE_QUERY && ops[i].metric == kind)
+            return ops[i].name;
+    return "unknown";
 }
 
 uint64_t omld_now_ns(void)

@@ -6,6 +6,7 @@
  * startup on the main thread. */
 #include "options.h"
 
+#include "tokens.h"
 #include "hostport.h"
 
 #include <errno.h>
@@ -74,11 +75,7 @@ static const omld_option *find(const char *name, size_t len)
     return NULL;
 }
 
-static int fail(char *err, size_t errlen, const char *where, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-/* Writes "WHERE: message" into err and returns -1. */
-static int fail(char *err, size_t errlen, const char *where, const char *fmt, ...)
+int omld_config_fail(char *err, size_t errlen, const char *where, const char *fmt, ...)
 {
     int n = where ? snprintf(err, errlen, "%s: ", where) : 0;
     if (n < 0 || (size_t)n >= errlen)
@@ -96,7 +93,7 @@ static int set_option(omld_config *c, const omld_option *o, const char *value, c
     char *field = (char *)c + o->offset;
     if (o->type == OMLD_OPT_STR) {
         if (strlen(value) > (size_t)o->max)
-            return fail(err, errlen, where, "option '%s': value too long (max %d bytes)", o->name,
+            return omld_config_fail(err, errlen, where, "option '%s': value too long (max %d bytes)", o->name,
                         OMLD_STR_MAX - 1);
         memcpy(field, value, strlen(value) + 1);
         return 0;
@@ -112,9 +109,9 @@ static int set_option(omld_config *c, const omld_option *o, const char *value, c
     errno = 0;
     double v = o->type == OMLD_OPT_INT ? (double)strtoll(value, &end, 10) : strtod(value, &end);
     if (errno != 0 || end == value || *end != '\0' || !isfinite(v))
-        return fail(err, errlen, where, "option '%s': '%s' is not a number", o->name, value);
+        return omld_config_fail(err, errlen, where, "option '%s': '%s' is not a number", o->name, value);
     if (v < o->min || v > o->max) {
-        return fail(err, errlen, where, "option '%s': '%s' is outside [%g, %g]", o->name, value,
+        return omld_config_fail(err, errlen, where, "option '%s': '%s' is outside [%g, %g]", o->name, value,
                     o->min, o->max);
     }
     if (o->type == OMLD_OPT_INT)
@@ -137,7 +134,7 @@ int omld_config_set(omld_config *c, const char *name, const char *value, const c
 {
     const omld_option *o = find(name, strlen(name));
     if (o == NULL)
-        return fail(err, errlen, where, "unknown option '%s'%s (omld --help lists them)", name, "");
+        return omld_config_fail(err, errlen, where, "unknown option '%s'%s (omld --help lists them)", name, "");
     return set_option(c, o, value, where, err, errlen);
 }
 
@@ -155,14 +152,14 @@ int omld_config_load_file(omld_config *c, const char *path, char *err, size_t er
 {
     FILE *f = fopen(path, "r");
     if (f == NULL)
-        return fail(err, errlen, NULL, "cannot open config file %s: %s", path, strerror(errno));
+        return omld_config_fail(err, errlen, NULL, "cannot open config file %s: %s", path, strerror(errno));
     char line[1024], where[320];
     int lineno = 0, rc = 0;
     while (rc == 0 && fgets(line, sizeof line, f)) {
         lineno++;
         snprintf(where, sizeof where, "%s:%d", path, lineno);
         if (strchr(line, '\n') == NULL && !feof(f)) {
-            rc = fail(err, errlen, where, "line longer than %d bytes", (int)sizeof line - 1);
+            rc = omld_config_fail(err, errlen, where, "line longer than %d bytes", (int)sizeof line - 1);
             break;
         }
         char *hash = strchr(line, '#');
@@ -173,7 +170,7 @@ int omld_config_load_file(omld_config *c, const char *path, char *err, size_t er
             continue;
         char *eq = strchr(s, '=');
         if (eq == NULL) {
-            rc = fail(err, errlen, where, "expected 'name = value', got '%s'", s);
+            rc = omld_config_fail(err, errlen, where, "expected 'name = value', got '%s'", s);
             break;
         }
         *eq = '\0';
@@ -193,7 +190,7 @@ int omld_config_parse_args(omld_config *c, int argc, char **argv, int *help, int
         if (strcmp(a, "--config") == 0 || strncmp(a, "--config=", 9) == 0) {
             const char *path = a[8] == '=' ? a + 9 : (i + 1 < argc ? argv[++i] : NULL);
             if (path == NULL)
-                return fail(err, errlen, NULL, "option '%s' needs a value", "config");
+                return omld_config_fail(err, errlen, NULL, "option '%s' needs a value", "config");
             if (omld_config_load_file(c, path, err, errlen) != 0)
                 return -1;
         }
@@ -209,7 +206,7 @@ int omld_config_parse_args(omld_config *c, int argc, char **argv, int *help, int
             continue;
         }
         if (strncmp(a, "--", 2) != 0)
-            return fail(err, errlen, NULL, "unexpected argument '%s'", a);
+            return omld_config_fail(err, errlen, NULL, "unexpected argument '%s'", a);
         const char *name = a + 2, *eq = strchr(name, '='), *value;
         size_t len = eq ? (size_t)(eq - name) : strlen(name);
         if (len == 6 && strncmp(name, "config", 6) == 0) {
@@ -221,11 +218,11 @@ int omld_config_parse_args(omld_config *c, int argc, char **argv, int *help, int
         } else if (i + 1 < argc) {
             value = argv[++i];
         } else {
-            return fail(err, errlen, NULL, "option '%s' needs a value", name);
+            return omld_config_fail(err, errlen, NULL, "option '%s' needs a value", name);
         }
         char key[64];
         if (len >= sizeof key)
-            return fail(err, errlen, NULL, "unknown option '%s'", name);
+            return omld_config_fail(err, errlen, NULL, "unknown option '%s'", name);
         memcpy(key, name, len);
         key[len] = '\0';
         for (char *p = key; *p; p++) /* --max-frame-bytes == --max_frame_bytes */
@@ -236,9 +233,6 @@ int omld_config_parse_args(omld_config *c, int argc, char **argv, int *help, int
     }
     return 0;
 }
-
-static int tokens_parse_list(omld_tokens *t, const char *list, const char *where, char *err,
-                             size_t errlen);
 
 /* HOST:PORT with a non-empty host and a port in 0..65535 (0: any). */
 static int valid_hostport(const char *s)
@@ -251,181 +245,41 @@ static int valid_hostport(const char *s)
 int omld_config_validate(const omld_config *c, char *err, size_t errlen)
 {
     if (!valid_hostport(c->listen))
-        return fail(err, errlen, NULL, "option 'listen': '%s' is not HOST:PORT", c->listen);
+        return omld_config_fail(err, errlen, NULL, "option 'listen': '%s' is not HOST:PORT", c->listen);
     if (!valid_hostport(c->http))
-        return fail(err, errlen, NULL, "option 'http': '%s' is not HOST:PORT", c->http);
+        return omld_config_fail(err, errlen, NULL, "option 'http': '%s' is not HOST:PORT", c->http);
     if (strcmp(c->preset, "default") != 0 && strcmp(c->preset, "paper") != 0)
-        return fail(err, errlen, NULL, "option 'preset': '%s' is not default or paper", c->preset);
+        return omld_config_fail(err, errlen, NULL, "option 'preset': '%s' is not default or paper", c->preset);
     const char *levels[] = {"error", "warn", "info", "debug"};
     int ok = 0;
     for (int i = 0; i < 4; i++)
         ok |= strcmp(c->log_level, levels[i]) == 0;
     if (!ok)
-        return fail(err, errlen, NULL, "option 'log_level': '%s' is not error, warn, info or debug",
+        return omld_config_fail(err, errlen, NULL, "option 'log_level': '%s' is not error, warn, info or debug",
                     c->log_level);
     if (strcmp(c->fsync, "always") != 0 && strcmp(c->fsync, "everysec") != 0 &&
         strcmp(c->fsync, "no") != 0)
-        return fail(err, errlen, NULL, "option 'fsync': '%s' is not always, everysec or no",
+        return omld_config_fail(err, errlen, NULL, "option 'fsync': '%s' is not always, everysec or no",
                     c->fsync);
     if (c->data_dir[0] == '\0')
-        return fail(err, errlen, NULL, "option '%s' must not be empty", "data_dir");
+        return omld_config_fail(err, errlen, NULL, "option '%s' must not be empty", "data_dir");
     if (c->max_conn_input_bytes < c->max_frame_bytes + 4)
-        return fail(err, errlen, NULL,
+        return omld_config_fail(err, errlen, NULL,
                     "option 'max_conn_input_bytes' (%lld) must be at least max_frame_bytes + 4 "
                     "(%lld), or a largest frame could never be read",
                     (long long)c->max_conn_input_bytes, (long long)c->max_frame_bytes + 4);
     if (c->default_k > c->max_k)
-        return fail(err, errlen, NULL,
+        return omld_config_fail(err, errlen, NULL,
                     "option 'default_k' (%lld) must not exceed max_k (%lld): a query without k "
                     "would be refused", (long long)c->default_k, (long long)c->max_k);
     if (c->tokens[0]) { /* syntax only: the file is read at startup */
         omld_tokens t;
         memset(&t, 0, sizeof t);
-        if (tokens_parse_list(&t, c->tokens, "option 'tokens'", err, errlen) != 0)
+        if (omld_tokens_parse_list(&t, c->tokens, "option 'tokens'", err, errlen) != 0)
             return -1;
         omld_tokens_wipe(&t);
     }
     return 0;
-}
-
-/* ------------------------------------------------------------ tokens */
-
-void omld_tokens_wipe(omld_tokens *t)
-{
-    volatile unsigned char *p = (volatile unsigned char *)t;
-    for (size_t i = 0; i < sizeof *t; i++)
-        p[i] = 0;
-}
-
-/* One "rw:SECRET" / "ro:SECRET" (len bytes at s) into t. where names the
- * source for errors; the secret itself never appears in a message. */
-static int tokens_add(omld_tokens *t, const char *s, size_t len, const char *where, int idx,
-                      char *err, size_t errlen)
-{
-    while (len > 0 && (*s == ' ' || *s == '\t'))
-        s++, len--;
-    while (len > 0 && (s[len - 1] == ' ' || s[len - 1] == '\t' || s[len - 1] == '\r' ||
-                       s[len - 1] == '\n'))
-        len--;
-    if (len == 0)
-        return fail(err, errlen, NULL, "%s: token %d is empty", where, idx);
-    int rw;
-    if (len > 3 && strncmp(s, "rw:", 3) == 0)
-        rw = 1;
-    else if (len > 3 && strncmp(s, "ro:", 3) == 0)
-        rw = 0;
-    else
-        return fail(err, errlen, NULL, "%s: token %d does not start with rw: or ro: (followed by "
-                    "the secret)", where, idx);
-    s += 3;
-    len -= 3;
-    if (len > OMLD_TOKEN_MAX)
-        return fail(err, errlen, NULL, "%s: token %d is longer than %d bytes", where, idx,
-                    OMLD_TOKEN_MAX);
-    for (size_t i = 0; i < len; i++)
-        if ((unsigned char)s[i] <= 0x20 || (unsigned char)s[i] >= 0x7f || s[i] == ',')
-            return fail(err, errlen, NULL, "%s: token %d has a character that is not printable "
-                        "ASCII (or is a comma or a blank)", where, idx);
-    if (t->n >= OMLD_TOKENS_MAX)
-        return fail(err, errlen, NULL, "%s: more than %d tokens", where, OMLD_TOKENS_MAX);
-    omld_token *k = &t->t[t->n++];
-    memset(k->secret, 0, sizeof k->secret);
-    memcpy(k->secret, s, len);
-    k->len = len;
-    k->read_write = rw;
-    if (rw)
-        t->n_rw++;
-    else
-        t->n_ro++;
-    return 0;
-}
-
-static int tokens_parse_list(omld_tokens *t, const char *list, const char *where, char *err,
-                             size_t errlen)
-{
-    int idx = 1;
-    for (const char *p = list;; idx++) {
-        const char *comma = strchr(p, ',');
-        size_t n = comma ? (size_t)(comma - p) : strlen(p);
-        if (tokens_add(t, p, n, where, idx, err, errlen) != 0)
-            return -1;
-        if (!comma)
-            return 0;
-        p = comma + 1;
-    }
-}
-
-int omld_tokens_load(const omld_config *c, omld_tokens *t, char *err, size_t errlen)
-{
-    omld_tokens_wipe(t);
-    if (c->tokens[0] && tokens_parse_list(t, c->tokens, "option 'tokens'", err, errlen) != 0)
-        goto fail;
-    if (c->tokens_file[0]) {
-        FILE *f = fopen(c->tokens_file, "r");
-        if (f == NULL) {
-            fail(err, errlen, NULL, "option 'tokens_file': cannot open %s: %s", c->tokens_file,
-                 strerror(errno));
-            goto fail;
-        }
-        char line[OMLD_TOKEN_MAX + 64], where[OMLD_STR_MAX + 32];
-        int lineno = 0, rc = 0;
-        while (rc == 0 && fgets(line, sizeof line, f)) {
-            lineno++;
-            snprintf(where, sizeof where, "%s:%d", c->tokens_file, lineno);
-            if (strchr(line, '\n') == NULL && !feof(f)) {
-                rc = fail(err, errlen, NULL, "%s: line longer than %d bytes", where,
-                          (int)sizeof line - 2);
-                break;
-            }
-            const char *s = line;
-            while (*s == ' ' || *s == '\t')
-                s++;
-            if (*s == '#' || *s == '\n' || *s == '\r' || *s == '\0')
-                continue;
-            rc = tokens_parse_list(t, s, where, err, errlen);
-        }
-        volatile char *vl = line;
-        for (size_t i = 0; i < sizeof line; i++)
-            vl[i] = 0;
-        fclose(f);
-        if (rc != 0)
-            goto fail;
-        if (t->n == 0) {
-            fail(err, errlen, NULL, "option 'tokens_file': %s holds no token", c->tokens_file);
-            goto fail;
-        }
-    }
-    return 0;
-fail:
-    omld_tokens_wipe(t);
-    return -1;
-}
-
-int omld_tokens_check(const omld_tokens *t, const char *token, size_t len)
-{
-    if (t == NULL || t->n == 0)
-        return 1;
-    if (token == NULL || len == 0 || len > OMLD_TOKEN_MAX)
-        return -1; /* depends on the length only, never on a secret */
-    unsigned char cand[OMLD_TOKEN_MAX + 1];
-    memset(cand, 0, sizeof cand);
-    memcpy(cand, token, len);
-    /* Every byte of every token is compared, whatever matches: the time
-     * depends on the number of tokens only. */
-    unsigned match_rw = 0, match_ro = 0;
-    for (int i = 0; i < t->n; i++) {
-        const omld_token *k = &t->t[i];
-        unsigned diff = (unsigned)(k->len ^ len);
-        for (size_t j = 0; j < sizeof cand; j++)
-            diff |= (unsigned)(k->secret[j] ^ cand[j]);
-        unsigned eq = (unsigned)(((uint64_t)diff - 1u) >> 63); /* 1 iff diff == 0 */
-        match_rw |= eq & (unsigned)k->read_write;
-        match_ro |= eq & (unsigned)!k->read_write;
-    }
-    volatile unsigned char *vc = cand;
-    for (size_t j = 0; j < sizeof cand; j++)
-        vc[j] = 0;
-    return match_rw ? 1 : match_ro ? 0 : -1;
 }
 
 static void print_value(FILE *f, const omld_option *o, const omld_config *c)

@@ -76,32 +76,10 @@ int omld_config_parse_args(omld_config *c, int argc, char **argv, int *help, int
 /* Cross-option checks (e.g. a HOST:PORT that is not one). 0 or -1 with err. */
 int omld_config_validate(const omld_config *c, char *err, size_t errlen);
 
-/* ---- authorisation tokens ---- */
-
-#define OMLD_TOKEN_MAX 255  /* bytes of one secret */
-#define OMLD_TOKENS_MAX 64
-
-typedef struct omld_token {
-    unsigned char secret[OMLD_TOKEN_MAX + 1]; /* zero-padded: compared whole */
-    size_t len;
-    int read_write;                           /* 1 rw, 0 ro */
-} omld_token;
-
-typedef struct omld_tokens {
-    int n, n_rw, n_ro;
-    omld_token t[OMLD_TOKENS_MAX];
-} omld_tokens;
-
-/* Reads c->tokens and c->tokens_file into t (t->n == 0: none configured,
- * authorisation off). 0, or -1 with err naming the option / file:line and
- * the token's position, never its secret. */
-int omld_tokens_load(const omld_config *c, omld_tokens *t, char *err, size_t errlen);
-/* Which token `token` (len bytes, not NUL-terminated) is, in time that does
- * not depend on the secrets: 1 read-write, 0 read-only, -1 none. With no
- * tokens configured (t NULL or empty) every token is read-write. */
-int omld_tokens_check(const omld_tokens *t, const char *token, size_t len);
-/* Zeroes t (secrets included) in a way the compiler keeps. */
-void omld_tokens_wipe(omld_tokens *t);
+/* Writes "WHERE: message" (WHERE may be NULL) into err and returns -1:
+ * the one way the daemon's start-up code reports a bad setting. */
+int omld_config_fail(char *err, size_t errlen, const char *where, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /* `omld --help`: every option with default, bounds and description. */
 void omld_config_print_help(FILE *f);

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "err.h"
+#include "ops.h"
 #include "serve.h"
 
 #define FIELD_CAP 128
@@ -102,9 +103,10 @@ static int resolve(const omld_query_ctx *q, const omld_view *v, const Omld__Item
     return 0;
 }
 
-static int run_classify(const omld_query_ctx *q, omld_view *v, const Omld__ClassifyRequest *m,
+static int run_classify(const omld_query_ctx *q, omld_view *v, const Omld__Request *req,
                         omld_reply *r)
 {
+    const Omld__ClassifyRequest *m = req->classify;
     int rc;
     int32_t k = (int32_t)(m->k_opt_case == OMLD__CLASSIFY_REQUEST__K_OPT_K ? m->k
                                                                            : q->lim->default_k);
@@ -144,9 +146,10 @@ static int run_classify(const omld_query_ctx *q, omld_view *v, const Omld__Class
     return 0;
 }
 
-static int run_verify(const omld_query_ctx *q, omld_view *v, const Omld__VerifyRequest *m,
+static int run_verify(const omld_query_ctx *q, omld_view *v, const Omld__Request *req,
                       omld_reply *r)
 {
+    const Omld__VerifyRequest *m = req->verify;
     int rc;
     float t = m->threshold_opt_case == OMLD__VERIFY_REQUEST__THRESHOLD_OPT_THRESHOLD
                   ? m->threshold
@@ -188,9 +191,10 @@ static int run_verify(const omld_query_ctx *q, omld_view *v, const Omld__VerifyR
     return 0;
 }
 
-static int run_retrieve(const omld_query_ctx *q, omld_view *v, const Omld__RetrieveRequest *m,
+static int run_retrieve(const omld_query_ctx *q, omld_view *v, const Omld__Request *req,
                         omld_reply *r)
 {
+    const Omld__RetrieveRequest *m = req->retrieve;
     int rc;
     int32_t k = (int32_t)(m->k_opt_case == OMLD__RETRIEVE_REQUEST__K_OPT_K ? m->k
                                                                            : q->lim->default_k);
@@ -233,9 +237,10 @@ static int run_retrieve(const omld_query_ctx *q, omld_view *v, const Omld__Retri
     return 0;
 }
 
-static int run_embed(const omld_query_ctx *q, omld_view *v, const Omld__EmbedRequest *m,
+static int run_embed(const omld_query_ctx *q, omld_view *v, const Omld__Request *req,
                      omld_reply *r)
 {
+    const Omld__EmbedRequest *m = req->embed;
     int rc;
     query_item qi;
     if ((rc = resolve(q, v, m->item, "embed.item", &qi, r)) != 0)
@@ -346,81 +351,93 @@ static int run_get_items(const omld_query_ctx *q, const Omld__GetItemsRequest *m
     return 0;
 }
 
-/* The model a query names: NULL for the live one ("" and "live" too). */
-static const char *named_model(const Omld__Request *req, const char **op)
+/* The view a query answers from: the live one (v) unless it names a batch
+ * model (not "" or "live"), whose own view is then referenced in *held (the
+ * reference keeps it alive even if DeleteModel runs meanwhile). NULL with
+ * NOT_FOUND in r if there is no such model. */
+static omld_view *model_view(const omld_query_ctx *q, omld_view *v, int named, const char *model,
+                             const char *op, omld_view **held, omld_reply *r)
 {
-    const char *m = NULL;
-    switch (req->body_case) {
-    case OMLD__REQUEST__BODY_CLASSIFY:
-        *op = "classify";
-        if (req->classify->model_opt_case == OMLD__CLASSIFY_REQUEST__MODEL_OPT_MODEL)
-            m = req->classify->model;
-        break;
-    case OMLD__REQUEST__BODY_VERIFY:
-        *op = "verify";
-        if (req->verify->model_opt_case == OMLD__VERIFY_REQUEST__MODEL_OPT_MODEL)
-            m = req->verify->model;
-        break;
-    case OMLD__REQUEST__BODY_RETRIEVE:
-        *op = "retrieve";
-        if (req->retrieve->model_opt_case == OMLD__RETRIEVE_REQUEST__MODEL_OPT_MODEL)
-            m = req->retrieve->model;
-        break;
-    case OMLD__REQUEST__BODY_EMBED:
-        *op = "embed";
-        if (req->embed->model_opt_case == OMLD__EMBED_REQUEST__MODEL_OPT_MODEL)
-            m = req->embed->model;
-        break;
-    default:
-        break;
-    }
-    if (m == NULL || m[0] == '\0' || strcmp(m, "live") == 0)
+    *held = NULL;
+    if (!named || model == NULL || model[0] == '\0' || strcmp(model, "live") == 0)
+        return v;
+    omld_view *mv = q->models ? omld_models_acquire(q->models, model) : NULL;
+    if (mv == NULL) {
+        char field[FIELD_CAP], qn[200];
+        snprintf(field, sizeof field, "%s.model", op);
+        omld_reply_error(r, OMLD__STATUS__CODE__NOT_FOUND, field,
+                         "model %s does not exist; the live model is \"live\" and batch "
+                         "models are listed by ListModels",
+                         omld_reply_quote(qn, sizeof qn, model, strlen(model)));
         return NULL;
-    return m;
+    }
+    r->msg.model_version = mv->version;
+    return *held = mv;
+}
+
+typedef int (*query_fn)(const omld_query_ctx *q, omld_view *v, const Omld__Request *req,
+                        omld_reply *r);
+
+/* Runs fn against the view the query names (model_view). */
+static void answer(const omld_query_ctx *q, omld_view *live, int named, const char *model,
+                   const char *op, query_fn fn, const Omld__Request *req, omld_reply *r)
+{
+    omld_view *held, *v = model_view(q, live, named, model, op, &held, r);
+    if (v != NULL)
+        fn(q, v, req, r);
+    omld_view_release(held);
+}
+
+void omld_query_classify(const omld_query_ctx *q, omld_view *live, const Omld__Request *req,
+                         omld_reply *r)
+{
+    const Omld__ClassifyRequest *m = req->classify;
+    answer(q, live, m->model_opt_case == OMLD__CLASSIFY_REQUEST__MODEL_OPT_MODEL, m->model,
+           "classify", run_classify, req, r);
+}
+
+void omld_query_verify(const omld_query_ctx *q, omld_view *live, const Omld__Request *req,
+                       omld_reply *r)
+{
+    const Omld__VerifyRequest *m = req->verify;
+    answer(q, live, m->model_opt_case == OMLD__VERIFY_REQUEST__MODEL_OPT_MODEL, m->model,
+           "verify", run_verify, req, r);
+}
+
+void omld_query_retrieve(const omld_query_ctx *q, omld_view *live, const Omld__Request *req,
+                         omld_reply *r)
+{
+    const Omld__RetrieveRequest *m = req->retrieve;
+    answer(q, live, m->model_opt_case == OMLD__RETRIEVE_REQUEST__MODEL_OPT_MODEL, m->model,
+           "retrieve", run_retrieve, req, r);
+}
+
+void omld_query_embed(const omld_query_ctx *q, omld_view *live, const Omld__Request *req,
+                      omld_reply *r)
+{
+    const Omld__EmbedRequest *m = req->embed;
+    answer(q, live, m->model_opt_case == OMLD__EMBED_REQUEST__MODEL_OPT_MODEL, m->model, "embed",
+           run_embed, req, r);
+}
+
+/* Reads the store only: answered with or without a published view. */
+void omld_query_get_items(const omld_query_ctx *q, omld_view *live, const Omld__Request *req,
+                          omld_reply *r)
+{
+    (void)live;
+    run_get_items(q, req->get_items, r);
 }
 
 void omld_query_run(const omld_query_ctx *q, omld_view *v, const Omld__Request *req,
                     omld_reply *r)
 {
-    r->msg.model_version = v->version;
-    /* A batch model answers from its own view (models.h); the reference
-     * keeps it alive even if DeleteModel runs meanwhile. */
-    const char *op = NULL, *model = named_model(req, &op);
-    omld_view *mv = NULL;
-    if (model != NULL) {
-        mv = q->models ? omld_models_acquire(q->models, model) : NULL;
-        if (mv == NULL) {
-            char field[FIELD_CAP], qn[200];
-            snprintf(field, sizeof field, "%s.model", op);
-            omld_reply_error(r, OMLD__STATUS__CODE__NOT_FOUND, field,
-                             "model %s does not exist; the live model is \"live\" and batch "
-                             "models are listed by ListModels",
-                             omld_reply_quote(qn, sizeof qn, model, strlen(model)));
-            return;
-        }
-        v = mv;
+    if (v != NULL)
         r->msg.model_version = v->version;
-    }
-    switch (req->body_case) {
-    case OMLD__REQUEST__BODY_CLASSIFY:
-        run_classify(q, v, req->classify, r);
-        break;
-    case OMLD__REQUEST__BODY_VERIFY:
-        run_verify(q, v, req->verify, r);
-        break;
-    case OMLD__REQUEST__BODY_RETRIEVE:
-        run_retrieve(q, v, req->retrieve, r);
-        break;
-    case OMLD__REQUEST__BODY_EMBED:
-        run_embed(q, v, req->embed, r);
-        break;
-    case OMLD__REQUEST__BODY_GET_ITEMS:
-        run_get_items(q, req->get_items, r);
-        break;
-    default:
+    const omld_op *op = omld_op_of(req);
+    if (op == NULL || op->route != OMLD_ROUTE_QUERY || (op->needs_model && v == NULL)) {
         omld_reply_error(r, OMLD__STATUS__CODE__INTERNAL, "body",
                          "operation %d is not a query (a routing bug)", (int)req->body_case);
-        break;
+        return;
     }
-    omld_view_release(mv);
+    op->handle.query(q, v, req, r);
 }

@@ -26,8 +26,22 @@ typedef struct omld_query_ctx {
     omld_models *models;         /* batch models (NULL: only the live model) */
 } omld_query_ctx;
 
-/* Fills r (body or error) for req (a QUERY route) against v (non-NULL). */
+/* Fills r (body or error) for req (a QUERY route) against v by the row's
+ * handler (ops.h); v may be NULL only for a row that does not need the
+ * model. */
 void omld_query_run(const omld_query_ctx *q, omld_view *v, const Omld__Request *req,
                     omld_reply *r);
+
+/* The handlers of the query rows (ops.c): req has passed its check. */
+void omld_query_classify(const omld_query_ctx *q, omld_view *live, const Omld__Request *req,
+                         omld_reply *r);
+void omld_query_verify(const omld_query_ctx *q, omld_view *live, const Omld__Request *req,
+                       omld_reply *r);
+void omld_query_retrieve(const omld_query_ctx *q, omld_view *live, const Omld__Request *req,
+                         omld_reply *r);
+void omld_query_embed(const omld_query_ctx *q, omld_view *live, const Omld__Request *req,
+                      omld_reply *r);
+void omld_query_get_items(const omld_query_ctx *q, omld_view *live, const Omld__Request *req,
+                          omld_reply *r);
 
 #endif

@@ -22,8 +22,10 @@
 #include <uv.h>
 
 #include "engine.h"
+#include "hostport.h"
 #include "metrics.h"
 #include "options.h"
+#include "tokens.h"
 
 #ifdef OML_VERSION
 #define OMLD_VERSION OML_VERSION /* project(omld VERSION ...) in CMakeLists.txt */
@@ -76,16 +78,5 @@ int omld_server_draining(const omld_server *s);
  * handle is closed, done(arg) runs on the loop thread and the server frees
  * itself: s is invalid after done. Call once. */
 void omld_server_drain(omld_server *s, void (*done)(void *arg), void *arg);
-
-/* --- address helpers, shared with main.c --- */
-
-/* Resolves "HOST:PORT" (HOST may be an IPv4/IPv6 literal, "[v6]" or a
- * name; resolved once, synchronously: startup only). 0 or -1 with err. */
-int omld_addr_resolve(const char *host_port, struct sockaddr_storage *out, char *err,
-                      size_t errlen);
-/* "HOST:PORT" ("[v6]:PORT" for IPv6) into buf. */
-void omld_addr_format(const struct sockaddr_storage *a, char *buf, size_t len);
-/* 1 if a is a loopback address (127.0.0.0/8, ::1). */
-int omld_addr_is_loopback(const struct sockaddr_storage *a);
 
 #endif

@@ -31,6 +31,7 @@
 #include "damlrrm.h"
 #include "err.h"
 #include "log.h"
+#include "ops.h"
 #include "validate.h"
 
 #define INVALID OMLD__STATUS__CODE__INVALID_ARGUMENT
@@ -821,27 +822,40 @@ static void handle_delete(omld_trainer *t, const char *name, omld_reply *r)
     r->msg.delete_model = b;
 }
 
+void omld_trainer_train_start(omld_trainer *t, const Omld__Request *req, omld_reply *r)
+{
+    handle_start(t, req->train_start, r);
+}
+
+void omld_trainer_train_status(omld_trainer *t, const Omld__Request *req, omld_reply *r)
+{
+    handle_status(t, req->train_status->job_id, 0, r);
+}
+
+void omld_trainer_train_cancel(omld_trainer *t, const Omld__Request *req, omld_reply *r)
+{
+    handle_status(t, req->train_cancel->job_id, 1, r);
+}
+
+void omld_trainer_list_models(omld_trainer *t, const Omld__Request *req, omld_reply *r)
+{
+    (void)req;
+    handle_list(t, r);
+}
+
+void omld_trainer_delete_model(omld_trainer *t, const Omld__Request *req, omld_reply *r)
+{
+    handle_delete(t, req->delete_model->name, r);
+}
+
 void omld_trainer_handle(omld_trainer *t, const Omld__Request *req, omld_reply *r)
 {
-    switch (req->body_case) {
-    case OMLD__REQUEST__BODY_TRAIN_START:
-        handle_start(t, req->train_start, r);
-        break;
-    case OMLD__REQUEST__BODY_TRAIN_STATUS:
-        handle_status(t, req->train_status->job_id, 0, r);
-        break;
-    case OMLD__REQUEST__BODY_TRAIN_CANCEL:
-        handle_status(t, req->train_cancel->job_id, 1, r);
-        break;
-    case OMLD__REQUEST__BODY_LIST_MODELS:
-        handle_list(t, r);
-        break;
-    case OMLD__REQUEST__BODY_DELETE_MODEL:
-        handle_delete(t, req->delete_model->name, r);
-        break;
-    default:
+    const omld_op *op = omld_op_of(req);
+    if (op == NULL || op->route != OMLD_ROUTE_ADMIN) {
         omld_reply_error(r, OMLD__STATUS__CODE__INTERNAL, "body",
                          "operation %d is not a trainer request (a routing bug)",
                          (int)req->body_case);
+        return;
     }
+    op->handle.admin(t, req, r);
 }

@@ -76,8 +76,16 @@ int omld_trainer_start(omld_trainer **out, omld_models *models, const oml_config
 void omld_trainer_stop(omld_trainer *t);
 
 /* Answers one ADMIN request (train_start, train_status, train_cancel,
- * list_models, delete_model) into r. Any thread. */
+ * list_models, delete_model) into r by its row's handler (ops.h). Any
+ * thread. */
 void omld_trainer_handle(omld_trainer *t, const Omld__Request *req, omld_reply *r);
+
+/* The handlers of the ADMIN rows (ops.c); req has passed its check. */
+void omld_trainer_train_start(omld_trainer *t, const Omld__Request *req, omld_reply *r);
+void omld_trainer_train_status(omld_trainer *t, const Omld__Request *req, omld_reply *r);
+void omld_trainer_train_cancel(omld_trainer *t, const Omld__Request *req, omld_reply *r);
+void omld_trainer_list_models(omld_trainer *t, const Omld__Request *req, omld_reply *r);
+void omld_trainer_delete_model(omld_trainer *t, const Omld__Request *req, omld_reply *r);
 
 /* Up to cap jobs (newest first) for /status; returns how many were written. */
 int omld_trainer_jobs(omld_trainer *t, omld_job_info *out, int cap);

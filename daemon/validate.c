@@ -26,6 +26,7 @@
 #include "err.h"
 #include "idmap.h"
 #include "models.h"
+#include "ops.h"
 #include "trainer.h"
 
 #define INVALID OMLD__STATUS__CODE__INVALID_ARGUMENT
@@ -223,8 +224,9 @@ static int check_model(int set, const char *model, const char *field, omld_reply
     return set ? check_name(model, "model name", 1, field, r) : 0;
 }
 
-static int check_put_items(const Omld__PutItemsRequest *m, const omld_limits *lim, omld_reply *r)
+int omld_check_put_items(const Omld__Request *req, const omld_limits *lim, omld_reply *r)
 {
+    const Omld__PutItemsRequest *m = req->put_items;
     size_t n = m ? m->n_items : 0;
     int rc = check_batch(n, lim, "items", "put_items.items", r);
     if (rc)
@@ -291,9 +293,9 @@ static int same_ref(const Omld__ItemRef *x, const Omld__ItemRef *y)
     return 1;
 }
 
-static int check_triplets(const Omld__AddTripletsRequest *m, const omld_limits *lim,
-                          omld_reply *r)
+int omld_check_add_triplets(const Omld__Request *req, const omld_limits *lim, omld_reply *r)
 {
+    const Omld__AddTripletsRequest *m = req->add_triplets;
     size_t n = m ? m->n_triplets : 0;
     int rc = check_batch(n, lim, "triplets", "add_triplets.triplets", r);
     char path[PATH_CAP];
@@ -318,8 +320,9 @@ static int check_triplets(const Omld__AddTripletsRequest *m, const omld_limits *
     return rc;
 }
 
-static int check_pairs(const Omld__AddPairsRequest *m, const omld_limits *lim, omld_reply *r)
+int omld_check_add_pairs(const Omld__Request *req, const omld_limits *lim, omld_reply *r)
 {
+    const Omld__AddPairsRequest *m = req->add_pairs;
     size_t n = m ? m->n_pairs : 0;
     int rc = check_batch(n, lim, "pairs", "add_pairs.pairs", r);
     char path[PATH_CAP];
@@ -345,8 +348,9 @@ static int check_pairs(const Omld__AddPairsRequest *m, const omld_limits *lim, o
     return rc;
 }
 
-static int check_classify(const Omld__ClassifyRequest *m, const omld_limits *lim, omld_reply *r)
+int omld_check_classify(const Omld__Request *req, const omld_limits *lim, omld_reply *r)
 {
+    const Omld__ClassifyRequest *m = req->classify;
     if (m == NULL)
         return omld_validate_ref(NULL, lim, "classify.query", r);
     int rc = omld_validate_ref(m->query, lim, "classify.query", r);
@@ -358,8 +362,9 @@ static int check_classify(const Omld__ClassifyRequest *m, const omld_limits *lim
     return rc;
 }
 
-static int check_verify(const Omld__VerifyRequest *m, const omld_limits *lim, omld_reply *r)
+int omld_check_verify(const Omld__Request *req, const omld_limits *lim, omld_reply *r)
 {
+    const Omld__VerifyRequest *m = req->verify;
     if (m == NULL)
         return omld_validate_ref(NULL, lim, "verify.a", r);
     int rc = omld_validate_ref(m->a, lim, "verify.a", r);
@@ -375,8 +380,9 @@ static int check_verify(const Omld__VerifyRequest *m, const omld_limits *lim, om
     return rc;
 }
 
-static int check_retrieve(const Omld__RetrieveRequest *m, const omld_limits *lim, omld_reply *r)
+int omld_check_retrieve(const Omld__Request *req, const omld_limits *lim, omld_reply *r)
 {
+    const Omld__RetrieveRequest *m = req->retrieve;
     if (m == NULL)
         return omld_validate_ref(NULL, lim, "retrieve.query", r);
     int rc = omld_validate_ref(m->query, lim, "retrieve.query", r);
@@ -388,8 +394,9 @@ static int check_retrieve(const Omld__RetrieveRequest *m, const omld_limits *lim
     return rc;
 }
 
-static int check_embed(const Omld__EmbedRequest *m, const omld_limits *lim, omld_reply *r)
+int omld_check_embed(const Omld__Request *req, const omld_limits *lim, omld_reply *r)
 {
+    const Omld__EmbedRequest *m = req->embed;
     if (m == NULL)
         return omld_validate_ref(NULL, lim, "embed.item", r);
     int rc = omld_validate_ref(m->item, lim, "embed.item", r);
@@ -407,8 +414,10 @@ static int check_finite_opt(int set, float v, const char *field, omld_reply *r)
     return 0;
 }
 
-static int check_train_start(const Omld__TrainStartRequest *m, omld_reply *r)
+int omld_check_train_start(const Omld__Request *req, const omld_limits *lim, omld_reply *r)
 {
+    (void)lim;
+    const Omld__TrainStartRequest *m = req->train_start;
     if (m == NULL || m->method == NULL || m->method[0] == '\0')
         return omld_reply_error(r, INVALID, "train_start.method",
                                 "the method is missing; one of: %s", omld_trainer_method_list());
@@ -495,112 +504,77 @@ static int check_model_name(const char *name, const char *field, omld_reply *r)
     return rc;
 }
 
+/* The ids of DeleteItems and GetItems. */
+int omld_check_delete_items(const Omld__Request *req, const omld_limits *lim, omld_reply *r)
+{
+    const Omld__DeleteItemsRequest *m = req->delete_items;
+    return check_ids(m ? m->ids : NULL, m ? m->n_ids : 0, 1, "delete_items", lim, r);
+}
+
+/* A GetItems whose features alone would not fit in one answer is refused
+ * before any work. */
+int omld_check_get_items(const Omld__Request *req, const omld_limits *lim, omld_reply *r)
+{
+    const Omld__GetItemsRequest *m = req->get_items;
+    uint64_t n = m ? m->n_ids : 0;
+    int rc = check_ids(m ? m->ids : NULL, (size_t)n, 1, "get_items", lim, r);
+    if (rc == 0 && lim->max_answer > 0 && n * (uint64_t)lim->dim * 4 > lim->max_answer)
+        rc = omld_reply_error(r, OMLD__STATUS__CODE__RESOURCE_EXHAUSTED, "get_items.ids",
+                              "%llu items of %d features do not fit in one answer "
+                              "(max_frame_bytes %u); ask for fewer at a time",
+                              (unsigned long long)n, (int)lim->dim, (unsigned)lim->max_answer);
+    return rc;
+}
+
+int omld_check_train_status(const Omld__Request *req, const omld_limits *lim, omld_reply *r)
+{
+    (void)lim;
+    const Omld__TrainStatusRequest *m = req->train_status;
+    return check_job_id(m, m ? m->job_id : 0, "train_status.job_id", r);
+}
+
+int omld_check_train_cancel(const Omld__Request *req, const omld_limits *lim, omld_reply *r)
+{
+    (void)lim;
+    const Omld__TrainCancelRequest *m = req->train_cancel;
+    return check_job_id(m, m ? m->job_id : 0, "train_cancel.job_id", r);
+}
+
+int omld_check_delete_model(const Omld__Request *req, const omld_limits *lim, omld_reply *r)
+{
+    (void)lim;
+    return check_model_name(req->delete_model ? req->delete_model->name : NULL,
+                            "delete_model.name", r);
+}
+
+int omld_check_promote(const Omld__Request *req, const omld_limits *lim, omld_reply *r)
+{
+    (void)lim;
+    int rc = check_model_name(req->promote ? req->promote->name : NULL, "promote.name", r);
+    if (rc == 0 && req->promote->model_data.len > 0)
+        rc = omld_reply_error(r, INVALID, "promote.model_data",
+                              "model_data is written by the daemon into its log; leave it "
+                              "empty and name the model");
+    return rc;
+}
+
 int omld_validate(const Omld__Request *req, const omld_limits *lim, omld_reply *r, int *route,
                   uint64_t *cost)
 {
-    int rc = 0, rt = OMLD_ROUTE_QUERY;
-    uint64_t c = 1;
-    switch (req ? req->body_case : OMLD__REQUEST__BODY__NOT_SET) {
-    case OMLD__REQUEST__BODY_PUT_ITEMS:
-        rt = OMLD_ROUTE_MUTATION;
-        rc = check_put_items(req->put_items, lim, r);
-        c = req->put_items ? req->put_items->n_items : 0;
-        break;
-    case OMLD__REQUEST__BODY_DELETE_ITEMS: {
-        const Omld__DeleteItemsRequest *m = req->delete_items;
-        rt = OMLD_ROUTE_MUTATION;
-        c = m ? m->n_ids : 0;
-        rc = check_ids(m ? m->ids : NULL, (size_t)c, 1, "delete_items", lim, r);
-        break;
-    }
-    case OMLD__REQUEST__BODY_GET_ITEMS: {
-        const Omld__GetItemsRequest *m = req->get_items;
-        c = m ? m->n_ids : 0;
-        rc = check_ids(m ? m->ids : NULL, (size_t)c, 1, "get_items", lim, r);
-        if (rc == 0 && lim->max_answer > 0 && c * (uint64_t)lim->dim * 4 > lim->max_answer)
-            rc = omld_reply_error(r, OMLD__STATUS__CODE__RESOURCE_EXHAUSTED, "get_items.ids",
-                                  "%llu items of %d features do not fit in one answer "
-                                  "(max_frame_bytes %u); ask for fewer at a time",
-                                  (unsigned long long)c, (int)lim->dim,
-                                  (unsigned)lim->max_answer);
-        break;
-    }
-    case OMLD__REQUEST__BODY_ADD_TRIPLETS:
-        rt = OMLD_ROUTE_MUTATION;
-        rc = check_triplets(req->add_triplets, lim, r);
-        c = req->add_triplets ? req->add_triplets->n_triplets : 0;
-        break;
-    case OMLD__REQUEST__BODY_ADD_PAIRS:
-        rt = OMLD_ROUTE_MUTATION;
-        rc = check_pairs(req->add_pairs, lim, r);
-        c = req->add_pairs ? req->add_pairs->n_pairs : 0;
-        break;
-    case OMLD__REQUEST__BODY_CHECKPOINT:
-        rt = OMLD_ROUTE_MUTATION;
-        break;
-    case OMLD__REQUEST__BODY_CLASSIFY:
-        rc = check_classify(req->classify, lim, r);
-        break;
-    case OMLD__REQUEST__BODY_VERIFY:
-        rc = check_verify(req->verify, lim, r);
-        break;
-    case OMLD__REQUEST__BODY_RETRIEVE:
-        rc = check_retrieve(req->retrieve, lim, r);
-        break;
-    case OMLD__REQUEST__BODY_EMBED:
-        rc = check_embed(req->embed, lim, r);
-        break;
-    case OMLD__REQUEST__BODY_STATUS:
-    case OMLD__REQUEST__BODY_HEALTH:
-        rt = OMLD_ROUTE_INLINE;
-        break;
-    case OMLD__REQUEST__BODY_TRAIN_START:
-        rt = OMLD_ROUTE_ADMIN;
-        rc = check_train_start(req->train_start, r);
-        break;
-    case OMLD__REQUEST__BODY_TRAIN_STATUS:
-        rt = OMLD_ROUTE_ADMIN;
-        rc = check_job_id(req->train_status,
-                          req->train_status ? req->train_status->job_id : 0,
-                          "train_status.job_id", r);
-        break;
-    case OMLD__REQUEST__BODY_TRAIN_CANCEL:
-        rt = OMLD_ROUTE_ADMIN;
-        rc = check_job_id(req->train_cancel,
-                          req->train_cancel ? req->train_cancel->job_id : 0,
-                          "train_cancel.job_id", r);
-        break;
-    case OMLD__REQUEST__BODY_LIST_MODELS:
-        rt = OMLD_ROUTE_ADMIN;
-        break;
-    case OMLD__REQUEST__BODY_DELETE_MODEL:
-        rt = OMLD_ROUTE_ADMIN;
-        rc = check_model_name(req->delete_model ? req->delete_model->name : NULL,
-                              "delete_model.name", r);
-        break;
-    case OMLD__REQUEST__BODY_PROMOTE:
-        rt = OMLD_ROUTE_MUTATION;
-        rc = check_model_name(req->promote ? req->promote->name : NULL, "promote.name", r);
-        if (rc == 0 && req->promote->model_data.len > 0)
-            rc = omld_reply_error(r, INVALID, "promote.model_data",
-                                  "model_data is written by the daemon into its log; leave it "
-                                  "empty and name the model");
-        break;
-    case OMLD__REQUEST__BODY_ROLLBACK:
-        rt = OMLD_ROUTE_MUTATION;
-        break;
-    case OMLD__REQUEST__BODY__NOT_SET:
+    if (req == NULL || req->body_case == OMLD__REQUEST__BODY__NOT_SET)
         return omld_reply_error(r, INVALID, "body",
                                 "the request has no body; set one operation, e.g. put_items");
-    default:
+    const omld_op *op = omld_op_of(req);
+    if (op == NULL)
         return omld_reply_error(r, INVALID, "body",
                                 "the request's body is operation %d, which this daemon does not "
                                 "know",
                                 (int)req->body_case);
-    }
+    int rc = op->check ? op->check(req, lim, r) : 0;
     if (rc)
         return rc;
-    *route = rt;
+    uint64_t c = op->entries ? op->entries(req) : 1;
+    *route = (int)op->route;
     *cost = c ? c : 1;
     return 0;
 }

@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "omld.pb-c.h"
+#include "ops.h"
 #include "reply.h"
 
 #define OMLD_ID_MAX 255 /* bytes in an id, a label or a model name (omld.proto) */
@@ -37,21 +38,11 @@ typedef struct omld_limits {
  * branch-free over a vector that passes. Thread-safe. */
 size_t omld_first_bad_feature(const float *x, size_t n, float max_abs);
 
-/* What a request is, for routing. */
-enum omld_route {
-    OMLD_ROUTE_MUTATION = 0, /* put/delete items, triplets, pairs, checkpoint, promote,
-                                rollback: the engine */
-    OMLD_ROUTE_QUERY,        /* classify, verify, retrieve, embed, get_items: the threadpool */
-    OMLD_ROUTE_INLINE,       /* status, health: answered on the loop thread */
-    OMLD_ROUTE_ADMIN         /* train_start/status/cancel, list_models, delete_model:
-                                the threadpool, trainer.c (omld_trainer_handle) */
-};
-
-/* Checks req (a GetItems whose features alone would not fit in
- * max_answer is RESOURCE_EXHAUSTED). On success returns 0 and sets *route and *cost (entries the
- * request carries, >= 1: items, triplets, pairs or ids). On failure fills r
- * with the error (code, field path such as "put_items.items[3].features",
- * message) and returns the code (> 0). */
+/* Checks req by its row's check (ops.h). On success returns 0 and sets
+ * *route (enum omld_route) and *cost (entries the request carries, >= 1:
+ * items, triplets, pairs or ids). On failure fills r with the error (code,
+ * field path such as "put_items.items[3].features", message) and returns
+ * the code (> 0). */
 int omld_validate(const Omld__Request *req, const omld_limits *lim, omld_reply *r,
                   int *route, uint64_t *cost);
 
@@ -59,5 +50,23 @@ int omld_validate(const Omld__Request *req, const omld_limits *lim, omld_reply *
  * values. field is the path used in errors. 0 or the code (r filled). */
 int omld_validate_ref(const Omld__ItemRef *ref, const omld_limits *lim, const char *field,
                       omld_reply *r);
+
+/* The checks of the operation table's rows, one per request kind that
+ * carries something to check (a GetItems whose features alone would not
+ * fit in max_answer is RESOURCE_EXHAUSTED): 0, or the code with r filled. */
+int omld_check_put_items(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
+int omld_check_delete_items(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
+int omld_check_get_items(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
+int omld_check_add_triplets(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
+int omld_check_add_pairs(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
+int omld_check_classify(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
+int omld_check_verify(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
+int omld_check_retrieve(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
+int omld_check_embed(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
+int omld_check_train_start(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
+int omld_check_train_status(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
+int omld_check_train_cancel(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
+int omld_check_delete_model(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
+int omld_check_promote(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
 
 #endif

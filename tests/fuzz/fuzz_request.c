@@ -1,9 +1,11 @@
 /* fuzz_request.c - hostile Request payloads through envelope decoding and
  * every request handler, in process.
  *
- * The input is one Request payload (no frame header). It is decoded with
- * omld__request__unpack, checked by omld_validate (dim 8, max_batch 64,
- * max_k 16) and, when valid, handled where the daemon would handle it:
+ * The input is one Request payload (no frame header). It goes through
+ * omld_dispatch_payload, the daemon's own sequence (unpack, NUL scan,
+ * authorisation with the state the first byte picks, the row's check with
+ * dim 8, max_batch 64, max_k 16, route) and, when routed, is handled where
+ * the daemon would handle it:
  *   QUERY    omld_query_run against a fixed view: a store of labelled items,
  *            a tiny random model and its index, built once at startup; the
  *            store also holds an item newer than the view and lacks one the
@@ -32,7 +34,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dispatch.h"
 #include "engine_int.h"
+#include "local.h"
 #include "log.h"
 #include "omld.pb-c.h"
 #include "query.h"
@@ -315,29 +319,43 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char nul_path[128];
     int nul = oml_wire_find_nul_string(data, size, &omld__request__descriptor, nul_path,
                                        sizeof nul_path);
-    Omld__Request *req = omld__request__unpack(NULL, size, data);
-    if (req == NULL)
-        return 0; /* MALFORMED: answered by the server with request_id 0 */
-    if (nul < 0)
-        abort();
-    if (nul == 1) { /* refused by the server before validation */
-        omld__request__free_unpacked(req, NULL);
+    /* The daemon's own sequence: unpack, NUL scan, authorisation, check,
+     * route. The connection's authorisation comes from bits 32-33 of the
+     * request id, so every refusal is reachable and the corpus (small ids)
+     * runs with tokens off: 0 off, 1 none yet, 2 read-only, 3 read-write. */
+    Omld__Request *peek = omld__request__unpack(NULL, size, data);
+    int mode = peek ? (int)((peek->request_id >> 32) & 3) : 0;
+    omld__request__free_unpacked(peek, NULL);
+    static const int RIGHTS[4] = {OMLD_RIGHTS_NONE, OMLD_RIGHTS_NONE, OMLD_RIGHTS_READ_ONLY,
+                                  OMLD_RIGHTS_READ_WRITE};
+    omld_dispatch_in in = {.lim = &LIM, .auth_required = mode > 0, .rights = RIGHTS[mode]};
+    omld_dispatch dp;
+    int refused = omld_dispatch_payload(data, size, &in, &dp);
+    Omld__Request *req = dp.req;
+    omld_reply *r = &dp.reply; /* self-referencing: never copied */
+    int route = -1;
+    int body_expected = 0;
+    if (req == NULL) {
+        CHECK(refused == OMLD_REFUSED_MALFORMED);
+        omld_reply_free(r); /* answered by the server with request_id 0 */
         return 0;
     }
-    omld_reply r;
-    omld_reply_init(&r, req->request_id);
-    int route = -1;
-    uint64_t cost = 0;
-    int body_expected = 0;
-    int rc = omld_validate(req, &LIM, &r, &route, &cost);
-    if (rc != 0) {
-        CHECK(rc > 0 && (int)r.status.code == rc);
+    if (nul < 0)
+        abort();
+    CHECK((nul == 1) == (refused == OMLD_REFUSED_NUL));
+    if (refused) {
+        CHECK(dp.op == NULL && r->status.code != OMLD__STATUS__CODE__OK);
+        if (refused == OMLD_REFUSED_PERMISSION)
+            CHECK(omld_op_of(req)->writes && mode == 2);
+        if (refused == OMLD_REFUSED_UNAUTHENTICATED)
+            CHECK(mode == 1);
     } else {
-        CHECK(cost >= 1);
-        switch (route) {
+        CHECK(dp.cost >= 1 && dp.op == omld_op_of(req));
+        route = (int)dp.op->route;
+        switch (dp.op->route) {
         case OMLD_ROUTE_QUERY:
-            omld_query_run(&Q.q, &Q.view, req, &r);
-            CHECK(r.msg.model_version == VIEW_VERSION);
+            omld_query_run(&Q.q, &Q.view, req, r);
+            CHECK(r->msg.model_version == VIEW_VERSION);
             body_expected = 1;
             break;
         case OMLD_ROUTE_MUTATION: {
@@ -346,8 +364,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (req->body_case == OMLD__REQUEST__BODY_ADD_TRIPLETS)
                 atomic_fetch_add(&e->queued_triplets, req->add_triplets->n_triplets);
             uint32_t slots = oml_store_slots(e->store);
-            int changed = omld_apply(e, req, &r);
-            if (r.status.code != OMLD__STATUS__CODE__OK && !changed)
+            int changed = omld_apply(e, req, r);
+            if (r->status.code != OMLD__STATUS__CODE__OK && !changed)
                 CHECK(oml_store_slots(e->store) == slots); /* a refusal changes nothing */
             CHECK(atomic_load(&e->queued_triplets) == 0);
             body_expected = 1;
@@ -355,18 +373,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             break;
         }
         default:
-            /* INLINE (status, health) and ADMIN (trainer jobs, the model
-             * registry) need the server's or the trainer's state: nothing
-             * to run in process; the OK reply must still pack. */
+            /* INLINE (status, health, auth) and ADMIN (trainer jobs, the
+             * model registry) need the server's or the trainer's state:
+             * nothing to run in process; the OK reply must still pack. */
             break;
         }
     }
     if (Verbose)
-        printf("  route %d: code %d field '%s' body %d: %s\n", route, (int)r.status.code,
-               r.status.field ? r.status.field : "", (int)r.msg.body_case,
-               r.status.message ? r.status.message : "");
-    check_reply(&r, req, body_expected);
-    omld_reply_free(&r);
+        printf("  route %d: code %d field '%s' body %d: %s\n", route, (int)r->status.code,
+               r->status.field ? r->status.field : "", (int)r->msg.body_case,
+               r->status.message ? r->status.message : "");
+    check_reply(r, req, body_expected);
+    omld_reply_free(r);
     omld__request__free_unpacked(req, NULL);
     return 0;
 }

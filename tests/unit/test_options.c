@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "options.h"
+#include "tokens.h"
 #include "testutil.h"
 
 static void test_defaults(void **state)
