@@ -46,74 +46,11 @@
 #include <unistd.h>
 
 #include "dashboard.h"
+#include "http_int.h"
 #include "history.h"
 #include "hostport.h"
 #include "log.h"
 #include "metrics.h"
-
-#define MAX_HEADER_BYTES 8192
-#define MAX_CONNS 64
-#define READ_BUF 65536
-#define IDLE_MS 60000
-#define REQUEST_MS 30000
-#define LINGER_MS 2000
-#define WRITE_HIGH (1u << 20)
-#define WRITE_LOW (256u << 10)
-
-typedef struct http_conn http_conn;
-
-struct omld_http {
-    uv_loop_t *loop;
-    uv_tcp_t listener;
-    omld_http_gather_fn gather;
-    void *arg;
-    const omld_tokens *tokens;      /* NULL or empty: no authorisation */
-    atomic_uint_fast64_t *unauthorized;
-    const omld_history *history;    /* NULL: /status/history is 404 */
-    http_conn *conns;   /* doubly linked */
-    int nconns;
-    int closing;
-    int listener_open;
-    char rbuf[READ_BUF]; /* shared: every read is consumed before the next alloc */
-};
-
-struct http_conn {
-    uv_tcp_t tcp;
-    uv_timer_t timer;
-    uv_shutdown_t shutdown;
-    http_parser parser;
-    omld_http *srv;
-    http_conn *prev, *next;
-    int handles;        /* handles still to be closed (2 -> 0) */
-    int closed;         /* uv_close called */
-    int finishing;      /* no more requests: shut down, drain, close */
-    int reading;
-    int eof;            /* the peer will send nothing more */
-    int shut_done;      /* our FIN is out (every answer was written) */
-    int paused;         /* parser paused for backpressure */
-    int reject;         /* HTTP status decided in a callback (413, 414), 0 if none */
-    uint64_t since_ns;  /* accepted, or its last request answered (eviction order) */
-    char *pending;      /* unparsed input held while paused */
-    size_t pending_len;
-    size_t url_len;
-    char url[MAX_HEADER_BYTES + 1];
-    /* the current header field (only "authorization" matters) and the value */
-    char field[16];
-    size_t field_len;   /* may exceed sizeof field: then it is not ours */
-    int in_value;       /* the last callback was a value (a new field starts next) */
-    int auth_field;     /* the current field is Authorization */
-    int auth_seen;
-    size_t auth_len;    /* may exceed the buffer: then it matches nothing */
-    char auth[OMLD_TOKEN_MAX + 32];
-};
-
-typedef struct http_write {
-    uv_write_t req;
-    http_conn *conn;
-    char *body;         /* owned, may be NULL */
-    size_t head_len;
-    char head[512];
-} http_write;
 
 static int on_message_begin(http_parser *p);
 static int on_url(http_parser *p, const char *at, size_t n);
@@ -134,7 +71,6 @@ static const http_parser_settings g_settings = {
 static void conn_close(http_conn *c);
 static void conn_finish(http_conn *c);
 static void conn_feed(http_conn *c, const char *data, size_t n);
-static int authorized(const http_conn *c);
 
 /* ---- lifetime ---- */
 
@@ -232,7 +168,7 @@ static const char *reason(int code)
 
 /* Queues one answer. body is owned (taken) and may be NULL; with head_only
  * the Content-Length is body_len but no body is sent (HEAD). */
-static void send_response(http_conn *c, int code, const char *ctype, char *body, size_t body_len,
+void omld_http_send_response(http_conn *c, int code, const char *ctype, char *body, size_t body_len,
                           int head_only, int keep_alive)
 {
     if (c->closed) {
@@ -272,22 +208,22 @@ static void send_response(http_conn *c, int code, const char *ctype, char *body,
     }
 }
 
-static void send_text(http_conn *c, int code, const char *text, int head_only, int keep_alive)
+void omld_http_send_text(http_conn *c, int code, const char *text, int head_only, int keep_alive)
 {
     size_t n = strlen(text);
     char *body = malloc(n + 1);
     if (body)
         memcpy(body, text, n + 1);
-    send_response(c, code, "text/plain; charset=utf-8", body, body ? n : 0, head_only,
+    omld_http_send_response(c, code, "text/plain; charset=utf-8", body, body ? n : 0, head_only,
                   keep_alive);
 }
 
 /* An error answer that ends the connection. */
-static void send_error_and_finish(http_conn *c, int code)
+void omld_http_send_error_and_finish(http_conn *c, int code)
 {
     char text[64];
     snprintf(text, sizeof text, "%d %s\n", code, reason(code));
-    send_text(c, code, text, 0, 0);
+    omld_http_send_text(c, code, text, 0, 0);
     conn_finish(c);
 }
 
@@ -333,184 +269,6 @@ static void conn_finish(http_conn *c)
 }
 
 /* ---- requests ---- */
-
-/* Path of the request target: "/status?x" and "http://h/status" -> "/status". */
-static int url_path(const http_conn *c, const char **path, size_t *len)
-{
-    struct http_parser_url u;
-    http_parser_url_init(&u);
-    if (c->url_len == 0 || http_parser_parse_url(c->url, c->url_len, 0, &u) != 0)
-        return -1;
-    if (!(u.field_set & (1 << UF_PATH))) {
-        *path = "/";
-        *len = 1;
-        return 0;
-    }
-    *path = c->url + u.field_data[UF_PATH].off;
-    *len = u.field_data[UF_PATH].len;
-    return 0;
-}
-
-static int path_is(const char *p, size_t n, const char *want)
-{
-    return strlen(want) == n && memcmp(p, want, n) == 0;
-}
-
-/* The query string's "since=MS" (MS decimal, at most 19 digits): 1 with
- * *since set, 0 if absent, -1 if malformed. Other parameters are ignored;
- * a repeated since takes the last. */
-static int query_since(const http_conn *c, uint64_t *since)
-{
-    struct http_parser_url u;
-    http_parser_url_init(&u);
-    if (http_parser_parse_url(c->url, c->url_len, 0, &u) != 0 ||
-        !(u.field_set & (1 << UF_QUERY)))
-        return 0;
-    const char *q = c->url + u.field_data[UF_QUERY].off;
-    const char *end = q + u.field_data[UF_QUERY].len;
-    int found = 0;
-    while (q < end) {
-        const char *amp = memchr(q, '&', (size_t)(end - q));
-        const char *pe = amp ? amp : end;
-        if (pe - q >= 6 && memcmp(q, "since=", 6) == 0) {
-            const char *d = q + 6;
-            if (d == pe || pe - d > 19)
-                return -1;
-            uint64_t v = 0;
-            for (; d < pe; d++) {
-                if (*d < '0' || *d > '9')
-                    return -1;
-                v = v * 10 + (uint64_t)(*d - '0');
-            }
-            *since = v;
-            found = 1;
-        }
-        q = pe + (amp ? 1 : 0);
-    }
-    return found;
-}
-
-static void answer(http_conn *c, int keep_alive)
-{
-    omld_http *h = c->srv;
-    int method = c->parser.method;
-    int head = method == HTTP_HEAD;
-    const char *path;
-    size_t plen;
-    if (url_path(c, &path, &plen) != 0) {
-        send_error_and_finish(c, 400);
-        return;
-    }
-    int route = path_is(path, plen, "/status")    ? 1
-                : path_is(path, plen, "/metrics") ? 2
-                : path_is(path, plen, "/livez")   ? 3
-                : path_is(path, plen, "/readyz")  ? 4
-                : path_is(path, plen, "/status/history") ? 5
-                                                  : 0;
-    if (method != HTTP_GET && !head) {
-        send_text(c, 405, "405 Method Not Allowed\n", 0, keep_alive);
-        return;
-    }
-    if (route != 3 && route != 4 && !authorized(c)) {
-        if (h->unauthorized)
-            atomic_fetch_add_explicit(h->unauthorized, 1, memory_order_relaxed);
-        send_text(c, 401,
-                  "401 Unauthorized: send Authorization: Bearer TOKEN (/livez and /readyz "
-                  "are open)\n",
-                  head, keep_alive);
-        return;
-    }
-    if (route == 0) {
-        /* GET / and /dashboard/...: the embedded dashboard (dashboard.h). */
-        const omld_dashboard_asset *a = omld_dashboard_lookup(path, plen);
-        if (!a) {
-            send_text(c, 404, "404 Not Found\n", head, keep_alive);
-            return;
-        }
-        char *body = head ? NULL : malloc(a->len);
-        if (body)
-            memcpy(body, a->data, a->len);
-        else if (!head) {
-            send_text(c, 500, "500 out of memory\n", 0, keep_alive);
-            return;
-        }
-        send_response(c, 200, a->content_type, body, a->len, head, keep_alive);
-        return;
-    }
-    if (route == 3) {
-        send_text(c, 200, "ok\n", head, keep_alive);
-        return;
-    }
-    if (route == 5) {
-        if (!h->history) {
-            send_text(c, 404, "404 Not Found (no history kept)\n", head, keep_alive);
-            return;
-        }
-        uint64_t since = 0;
-        int has_since = query_since(c, &since);
-        if (has_since < 0) {
-            send_text(c, 400, "400 Bad Request: since= takes milliseconds (digits)\n", head,
-                      keep_alive);
-            return;
-        }
-        size_t len = 0;
-        char *body = omld_history_json(h->history, has_since, since,
-                                       omld_history_now_ms(h->history), &len);
-        if (!body) {
-            send_text(c, 500, "500 out of memory\n", head, keep_alive);
-            return;
-        }
-        send_response(c, 200, "application/json", body, len, head, keep_alive);
-        return;
-    }
-    omld_status_input in;
-    memset(&in, 0, sizeof in);
-    h->gather(h->arg, &in);
-    if (route == 4) {
-        int ok = in.ready && !in.draining;
-        char text[320];
-        if (ok || in.draining || !in.not_ready || !in.not_ready[0])
-            snprintf(text, sizeof text, "%s", ok ? "ready\n" : in.draining ? "draining\n"
-                                                                         : "not ready\n");
-        else
-            snprintf(text, sizeof text, "not ready: %s\n", in.not_ready);
-        send_text(c, ok ? 200 : 503, text, head, keep_alive);
-        return;
-    }
-    size_t len = 0;
-    char *body = route == 1 ? omld_status_json(&in, &len) : omld_metrics_text(&in, &len);
-    if (!body) {
-        send_text(c, 500, "500 out of memory\n", head, keep_alive);
-        return;
-    }
-    const char *ctype =
-        route == 1 ? "application/json" : "text/plain; version=0.0.4; charset=utf-8";
-    send_response(c, 200, ctype, body, len, head, keep_alive);
-}
-
-/* 1 if no tokens are configured or the request carried "Bearer TOKEN" with
- * a configured token. */
-static int authorized(const http_conn *c)
-{
-    const omld_tokens *t = c->srv->tokens;
-    if (t == NULL || t->n == 0)
-        return 1;
-    if (!c->auth_seen || c->auth_len > sizeof c->auth)
-        return 0;
-    const char *v = c->auth;
-    size_t n = c->auth_len;
-    while (n > 0 && (*v == ' ' || *v == '\t'))
-        v++, n--;
-    if (n < 7 || strncasecmp(v, "bearer ", 7) != 0)
-        return 0;
-    v += 7;
-    n -= 7;
-    while (n > 0 && (*v == ' ' || *v == '\t'))
-        v++, n--;
-    while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == '\t'))
-        n--;
-    return omld_tokens_check(t, v, n) >= 0;
-}
 
 static int on_header_field(http_parser *p, const char *at, size_t n)
 {
@@ -593,7 +351,7 @@ static int on_message_complete(http_parser *p)
 {
     http_conn *c = p->data;
     int keep_alive = http_should_keep_alive(p) && !c->srv->closing;
-    answer(c, keep_alive);
+    omld_http_answer(c, keep_alive);
     c->since_ns = omld_now_ns();
     memset(c->auth, 0, sizeof c->auth); /* the bearer token is not kept */
     c->auth_len = 0;
@@ -644,7 +402,7 @@ static void conn_feed(http_conn *c, const char *data, size_t n)
         }
         if (e != HPE_OK) {
             int code = c->reject ? c->reject : e == HPE_HEADER_OVERFLOW ? 431 : 400;
-            send_error_and_finish(c, code);
+            omld_http_send_error_and_finish(c, code);
             return;
         }
         if (c->parser.upgrade) { /* Upgrade / CONNECT: answered already, nothing more */
