@@ -448,7 +448,7 @@ static int eval_run(omlc *c, const eval_opts *o, const oml_dataset *ds, const fl
         for (int p = 0; p < o->n_curve; p++)
             printf("  %12d  %10.4f\n", o->curve[p], curve_err[p]);
     }
-    printf("{\"error_rate\":%.5f,\"macro_f1\":%.5f,\"utilization\":%.5f,"
+    printf("{\"error_rate\":%.5f,\"macro_f1\":%.5f,\"utilisation\":%.5f,"
            "\"test_then_train_accuracy\":%.5f,\"alpha\":[",
            error, f1, s->utilisation, s->triplet_accuracy);
     for (size_t h = 0; h < s->n_alpha; h++)

@@ -1271,7 +1271,7 @@ int main(int argc, char **argv)
             printf("  %12d  %10.4f\n", o.curve[c], sum.curve[c]);
     }
 
-    printf("{\"error_rate\":%.5f,\"macro_f1\":%.5f,\"utilization\":%.5f,"
+    printf("{\"error_rate\":%.5f,\"macro_f1\":%.5f,\"utilisation\":%.5f,"
            "\"test_then_train_accuracy\":%.5f,\"alpha\":[",
            sum.error / R, sum.f1 / R, sum.utilisation / R, sum.accuracy / R);
     for (int h = 0; h < heads; h++)
