@@ -25,6 +25,7 @@
 #include "omlclient.h"
 #include "protocol.h"
 #include "replay.h"
+#include "scale.h"
 
 extern void openblas_set_num_threads(int);
 
@@ -384,6 +385,8 @@ int main(int argc, char **argv)
     const char *preset = "default";
     int durable = 0;
     const char *job_method = NULL;
+    long long items = 0;
+    double rate = 2000, seconds = 20;
     for (int i = 1; i < argc; i += 2) {
         if (strcmp(argv[i], "--job") == 0 && i + 1 < argc) {
             job_method = argv[i + 1];
@@ -399,10 +402,19 @@ int main(int argc, char **argv)
             queries = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--preset") == 0)
             preset = argv[i + 1];
+        else if (strcmp(argv[i], "--items") == 0)
+            items = atoll(argv[i + 1]);
+        else if (strcmp(argv[i], "--rate") == 0)
+            rate = atof(argv[i + 1]);
+        else if (strcmp(argv[i], "--seconds") == 0)
+            seconds = atof(argv[i + 1]);
         else if (strcmp(argv[i], "--request") == 0)
             request = atoi(argv[i + 1]) > 0 ? atoi(argv[i + 1]) : 256;
         else {
             fprintf(stderr, "usage: omld-bench [--triplets N] [--queries M] [--preset P] [--durability] [--job METHOD]\n"
+                            "       omld-bench --items N [--rate TRIPLETS_PER_S] [--seconds S]\n"
+                            "  --items N: omld at N stored items (ingest, start, freshness, queries,\n"
+                            "             memory, checkpoint, restart; see tests/bench/scale.c)\n"
                             "  --durability: ingest per fsync policy and recovery time instead\n"
                             "  --job METHOD: a batch training job beside ingest and queries instead\n");
             return 1;
@@ -410,6 +422,8 @@ int main(int argc, char **argv)
     }
     signal(SIGPIPE, SIG_IGN);
     openblas_set_num_threads(1);
+    if (items > 0)
+        return omld_scale_bench(items, rate, seconds);
     data d = {0};
     load(&d, n_triplets);
     printf("omld-bench: %d dev items, %d triplets, preset %s\n", d.split.n_dev, d.stream.n, preset);

@@ -1,0 +1,574 @@
+/* scale.c - `omld-bench --items N`: omld measured at a catalogue size.
+ *
+ * N items derived from Fashion-MNIST (item i is image i mod 70,000 with a
+ * few grey levels of deterministic noise, id "s-i", its class as label)
+ * go into a fresh omld over RPC; then, in this order:
+ *   ingest      items/s over the whole put, and in its first and last tenth
+ *               (flat in the store size, or not);
+ *   start       the first triplet's acknowledgement (the model's start);
+ *   freshness   triplets at a steady --rate per second for --seconds: from
+ *               each batch's acknowledgement to the first serving view that
+ *               learned it (Status.view_triplets polled every 10 ms), and
+ *               how long the views took to come (publish: view to view);
+ *   queries     classify (k 5) and retrieve (k 10) from one idle client,
+ *               p50 / p99; classify from 8 clients at once, per second;
+ *   memory      RSS now and at peak (VmHWM) against the raw features;
+ *   checkpoint  one Checkpoint request while triplets stream: its time and
+ *               the slowest triplet acknowledgement meanwhile;
+ *   restart     SIGTERM, then start on the same data directory: seconds
+ *               until listening (the address file) and until /readyz is 200.
+ * Prints a readable report and, last, one JSON line. */
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "idx.h"
+#include "omlclient.h"
+#include "protocol.h"
+#include "scale.h"
+
+#define CLASSES 10
+#define QUERIES 300
+#define THROUGHPUT_CLIENTS 8
+#define THROUGHPUT_S 5.0
+#define TRIPLET_BATCH 100
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double quantile(double *v, int n, double q)
+{
+    if (n <= 0)
+        return NAN;
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    int i = (int)ceil(q * n) - 1;
+    return v[i < 0 ? 0 : i >= n ? n - 1 : i];
+}
+
+static void die(const char *what, const omlc_error *err)
+{
+    fprintf(stderr, "omld-bench --items: %s: %s (%s)\n", what, err ? err->message : "",
+            err ? err->field : "");
+    exit(1);
+}
+
+/* ------------------------------------------------------------ the items */
+
+typedef struct catalogue {
+    int64_t n;
+    int32_t dim;
+    float *images;      /* the 70,000 images the items derive from */
+    int32_t *labels, n_images;
+} catalogue;
+
+/* Item i's features into x: its image plus noise in [-4, 4] grey levels,
+ * clamped to [0, 255]: the same on every call. */
+static void item_features(const catalogue *c, int64_t i, float *x)
+{
+    const float *img = c->images + (size_t)(i % c->n_images) * (size_t)c->dim;
+    uint64_t h = (uint64_t)i * 0x9e3779b97f4a7c15ull + 1;
+    for (int32_t j = 0; j < c->dim; j++) {
+        h ^= h >> 33;
+        h *= 0xff51afd7ed558ccdull;
+        float v = img[j] + (float)((int)(h >> 60) % 9 - 4);
+        x[j] = v < 0 ? 0 : v > 255 ? 255 : v;
+    }
+}
+
+static int32_t item_label(const catalogue *c, int64_t i)
+{
+    return c->labels[i % c->n_images];
+}
+
+static void item_id(int64_t i, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "s-%lld", (long long)i);
+}
+
+/* ------------------------------------------------------------ ingest */
+
+/* The put's clock: seconds since t0 less the time spent making items. */
+typedef struct ingest_clock {
+    double t0, gen, first_tenth_s, last_tenth_start;
+    size_t total, base;
+} ingest_clock;
+
+static void ingest_progress(size_t done, size_t total, void *arg)
+{
+    ingest_clock *k = arg;
+    size_t at = k->base + done;
+    double t = now_s() - k->t0 - k->gen;
+    if (k->first_tenth_s == 0 && at >= k->total / 10)
+        k->first_tenth_s = t;
+    if (k->last_tenth_start == 0 && at >= k->total - k->total / 10)
+        k->last_tenth_start = t;
+    (void)total;
+}
+
+/* Puts every item, CHUNK at a time (batches of 500, 8 in flight). */
+static double ingest(omlc *cl, const catalogue *c, ingest_clock *k)
+{
+    enum { CHUNK = 20000 };
+    float *x = malloc((size_t)CHUNK * (size_t)c->dim * sizeof(float));
+    char (*ids)[24] = malloc((size_t)CHUNK * sizeof *ids);
+    omlc_item *items = malloc((size_t)CHUNK * sizeof *items);
+    static char lab[CLASSES][4];
+    for (int j = 0; j < CLASSES; j++)
+        snprintf(lab[j], sizeof lab[j], "%d", j);
+    k->total = (size_t)c->n;
+    k->t0 = now_s();
+    for (int64_t at = 0; at < c->n; at += CHUNK) {
+        int64_t m = c->n - at < CHUNK ? c->n - at : CHUNK;
+        double g0 = now_s();
+        for (int64_t i = 0; i < m; i++) {
+            item_features(c, at + i, x + (size_t)i * (size_t)c->dim);
+            item_id(at + i, ids[i], sizeof ids[i]);
+            items[i] = (omlc_item){ids[i], x + (size_t)i * (size_t)c->dim, (uint32_t)c->dim,
+                                   lab[item_label(c, at + i)]};
+        }
+        k->gen += now_s() - g0; /* making the items is not the daemon's time */
+        k->base = (size_t)at;
+        omlc_error err;
+        if (omlc_put_items_pipelined(cl, items, (size_t)m, 500, 8, ingest_progress, k, &err) != 0)
+            die("put", &err);
+    }
+    double total = now_s() - k->t0 - k->gen;
+    free(x);
+    free(ids);
+    free(items);
+    return total;
+}
+
+/* ------------------------------------------------------------ status */
+
+static void view_state(omlc *cl, uint64_t *view_triplets, uint64_t *applied)
+{
+    Omld__Response *r = NULL;
+    omlc_error err;
+    if (omlc_status(cl, &r, &err) != 0)
+        die("status", &err);
+    *view_triplets = r->status_info->view_triplets;
+    if (applied)
+        *applied = r->status_info->triplets_applied;
+    omld__response__free_unpacked(r, NULL);
+}
+
+/* ------------------------------------------------------------ freshness */
+
+typedef struct poller {
+    const char *server;
+    volatile int run;
+    pthread_mutex_t mu;
+    uint64_t seen;          /* view_triplets at the last poll */
+    double *when;           /* per batch: first time the view learned it (0: not yet) */
+    uint64_t *upto;         /* per batch: applied count it needs */
+    int n_batches;          /* acknowledged so far */
+    double last_change, *gaps;
+    int n_gaps, cap_gaps;
+    pthread_t th;
+} poller;
+
+static void *poller_main(void *arg)
+{
+    poller *p = arg;
+    omlc *cl = NULL;
+    omlc_error err;
+    if (omlc_connect(&cl, p->server, 30000, &err) != 0)
+        die("connect", &err);
+    while (p->run) {
+        uint64_t vt;
+        view_state(cl, &vt, NULL);
+        double t = now_s();
+        pthread_mutex_lock(&p->mu);
+        if (vt != p->seen) {
+            if (p->last_change > 0 && p->n_gaps < p->cap_gaps)
+                p->gaps[p->n_gaps++] = (t - p->last_change) * 1e3;
+            p->last_change = t;
+            p->seen = vt;
+        }
+        for (int b = 0; b < p->n_batches; b++)
+            if (p->when[b] == 0 && vt >= p->upto[b])
+                p->when[b] = t;
+        pthread_mutex_unlock(&p->mu);
+        usleep(10000);
+    }
+    omlc_close(cl);
+    return NULL;
+}
+
+/* Random label-consistent triplets over the items, by id. */
+typedef struct triplet_source {
+    const catalogue *c;
+    uint64_t rng;
+    char ids[TRIPLET_BATCH][3][24];
+    omlc_triplet t[TRIPLET_BATCH];
+} triplet_source;
+
+static uint64_t next_u64(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+static void triplet_batch(triplet_source *s)
+{
+    const catalogue *c = s->c;
+    for (int b = 0; b < TRIPLET_BATCH; b++) {
+        int64_t a = (int64_t)(next_u64(&s->rng) % (uint64_t)c->n), pos, neg;
+        do
+            pos = (int64_t)(next_u64(&s->rng) % (uint64_t)c->n);
+        while (pos == a || item_label(c, pos) != item_label(c, a));
+        do
+            neg = (int64_t)(next_u64(&s->rng) % (uint64_t)c->n);
+        while (item_label(c, neg) == item_label(c, a));
+        item_id(a, s->ids[b][0], sizeof s->ids[b][0]);
+        item_id(pos, s->ids[b][1], sizeof s->ids[b][1]);
+        item_id(neg, s->ids[b][2], sizeof s->ids[b][2]);
+        s->t[b] = (omlc_triplet){{s->ids[b][0], NULL, 0}, {s->ids[b][1], NULL, 0},
+                                 {s->ids[b][2], NULL, 0}};
+    }
+}
+
+/* Streams triplets at `rate` per second for `seconds`; fills the freshness
+ * (ms, per batch) and publish gap (ms) quantiles. */
+static void freshness(omlc *cl, const char *server, const catalogue *c, double rate,
+                      double seconds, uint64_t applied0, double *fresh_p50, double *fresh_max,
+                      double *publish_p50, double *achieved)
+{
+    int max_batches = (int)(rate * seconds / TRIPLET_BATCH) + 2;
+    poller p = {.server = server, .run = 1, .cap_gaps = 100000};
+    pthread_mutex_init(&p.mu, NULL);
+    p.when = calloc((size_t)max_batches, sizeof *p.when);
+    p.upto = calloc((size_t)max_batches, sizeof *p.upto);
+    p.gaps = calloc((size_t)p.cap_gaps, sizeof *p.gaps);
+    double *acked = calloc((size_t)max_batches, sizeof *acked);
+    view_state(cl, &p.seen, NULL);
+    pthread_create(&p.th, NULL, poller_main, &p);
+    triplet_source src = {.c = c, .rng = 0x5eed5eedull};
+    double t0 = now_s();
+    int n = 0;
+    while (n < max_batches - 1 && now_s() - t0 < seconds) {
+        double due = t0 + (double)n * TRIPLET_BATCH / rate;
+        double wait = due - now_s();
+        if (wait > 0)
+            usleep((useconds_t)(wait * 1e6));
+        triplet_batch(&src);
+        omlc_error err;
+        if (omlc_add_triplets(cl, src.t, TRIPLET_BATCH, NULL, NULL, &err) != 0)
+            die("triplets", &err);
+        double t = now_s();
+        pthread_mutex_lock(&p.mu);
+        acked[n] = t;
+        p.upto[n] = applied0 + (uint64_t)(n + 1) * TRIPLET_BATCH;
+        p.n_batches = ++n;
+        pthread_mutex_unlock(&p.mu);
+    }
+    *achieved = (double)n * TRIPLET_BATCH / (now_s() - t0);
+    /* Give the last batches up to 60 s to reach a view. */
+    for (double w0 = now_s(); now_s() - w0 < 60;) {
+        pthread_mutex_lock(&p.mu);
+        int done = p.when[n - 1] != 0;
+        pthread_mutex_unlock(&p.mu);
+        if (done)
+            break;
+        usleep(20000);
+    }
+    p.run = 0;
+    pthread_join(p.th, NULL);
+    double *lat = calloc((size_t)n, sizeof *lat);
+    int m = 0;
+    for (int b = 0; b < n; b++)
+        if (p.when[b] > 0)
+            lat[m++] = (p.when[b] > acked[b] ? p.when[b] - acked[b] : 0) * 1e3;
+    *fresh_p50 = quantile(lat, m, 0.5);
+    *fresh_max = m ? lat[m - 1] : NAN;
+    *publish_p50 = quantile(p.gaps, p.n_gaps, 0.5);
+    free(lat);
+    free(acked);
+    free(p.when);
+    free(p.upto);
+    free(p.gaps);
+    pthread_mutex_destroy(&p.mu);
+}
+
+/* ------------------------------------------------------------ queries */
+
+static void query_latency(omlc *cl, const catalogue *c, int retrieve, double *p50, double *p99)
+{
+    double lat[QUERIES];
+    float *x = malloc((size_t)c->dim * sizeof(float));
+    omlc_hit hits[10];
+    for (int q = 0; q < QUERIES; q++) {
+        item_features(c, (int64_t)q * 7919 + 3, x);
+        x[q % c->dim] += 1.0f; /* not an exact copy of a stored item */
+        omlc_ref ref = {NULL, x, (uint32_t)c->dim};
+        omlc_error err;
+        double t0 = now_s();
+        if (retrieve) {
+            size_t got;
+            if (omlc_retrieve(cl, &ref, 10, NULL, hits, 10, &got, NULL, &err) != 0)
+                die("retrieve", &err);
+        } else {
+            omlc_classification out;
+            if (omlc_classify(cl, &ref, 5, NULL, &out, &err) != 0)
+                die("classify", &err);
+        }
+        lat[q] = (now_s() - t0) * 1e3;
+    }
+    free(x);
+    *p50 = quantile(lat, QUERIES, 0.5);
+    *p99 = quantile(lat, QUERIES, 0.99);
+}
+
+typedef struct qclient {
+    const char *server;
+    const catalogue *c;
+    int seed;
+    double until;
+    long done;
+    pthread_t th;
+} qclient;
+
+static void *qclient_main(void *arg)
+{
+    qclient *q = arg;
+    omlc *cl = NULL;
+    omlc_error err;
+    if (omlc_connect(&cl, q->server, 60000, &err) != 0)
+        die("connect", &err);
+    float *x = malloc((size_t)q->c->dim * sizeof(float));
+    for (int64_t i = q->seed; now_s() < q->until; i += THROUGHPUT_CLIENTS) {
+        item_features(q->c, i * 104729 + 11, x);
+        omlc_ref ref = {NULL, x, (uint32_t)q->c->dim};
+        omlc_classification out;
+        if (omlc_classify(cl, &ref, 5, NULL, &out, &err) != 0)
+            die("classify", &err);
+        q->done++;
+    }
+    free(x);
+    omlc_close(cl);
+    return NULL;
+}
+
+static double classify_throughput(const char *server, const catalogue *c)
+{
+    qclient q[THROUGHPUT_CLIENTS];
+    double t0 = now_s();
+    for (int i = 0; i < THROUGHPUT_CLIENTS; i++) {
+        q[i] = (qclient){.server = server, .c = c, .seed = i, .until = t0 + THROUGHPUT_S};
+        pthread_create(&q[i].th, NULL, qclient_main, &q[i]);
+    }
+    long done = 0;
+    for (int i = 0; i < THROUGHPUT_CLIENTS; i++) {
+        pthread_join(q[i].th, NULL);
+        done += q[i].done;
+    }
+    return (double)done / (now_s() - t0);
+}
+
+/* ------------------------------------------------------------ memory */
+
+/* VmRSS and VmHWM (peak) of pid, bytes. */
+static void rss_of(pid_t pid, long long *rss, long long *peak)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%ld/status", (long)pid);
+    *rss = *peak = -1;
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return;
+    while (fgets(line, sizeof line, f)) {
+        long long kib;
+        if (sscanf(line, "VmRSS: %lld kB", &kib) == 1)
+            *rss = kib * 1024;
+        else if (sscanf(line, "VmHWM: %lld kB", &kib) == 1)
+            *peak = kib * 1024;
+    }
+    fclose(f);
+}
+
+/* ------------------------------------------------------------ checkpoint */
+
+typedef struct ckpt {
+    const char *server;
+    double seconds;
+    pthread_t th;
+} ckpt;
+
+static void *ckpt_main(void *arg)
+{
+    ckpt *k = arg;
+    omlc *cl = NULL;
+    omlc_error err;
+    if (omlc_connect(&cl, k->server, 600000, &err) != 0)
+        die("connect", &err);
+    Omld__Response *r = NULL;
+    double t0 = now_s();
+    if (omlc_checkpoint(cl, &r, &err) != 0)
+        die("checkpoint", &err);
+    k->seconds = now_s() - t0;
+    omld__response__free_unpacked(r, NULL);
+    omlc_close(cl);
+    return NULL;
+}
+
+/* A checkpoint while batches of triplets stream from cl: its seconds and
+ * the slowest batch acknowledgement (ms) meanwhile. */
+static void checkpoint_under_load(omlc *cl, const char *server, const catalogue *c,
+                                  double *ckpt_s, double *max_ack_ms)
+{
+    ckpt k = {.server = server, .seconds = -1};
+    triplet_source src = {.c = c, .rng = 0xc4ec4ull};
+    pthread_create(&k.th, NULL, ckpt_main, &k);
+    double worst = 0, t_end = 0;
+    for (;;) {
+        triplet_batch(&src);
+        omlc_error err;
+        double t0 = now_s();
+        if (omlc_add_triplets(cl, src.t, TRIPLET_BATCH, NULL, NULL, &err) != 0)
+            die("triplets", &err);
+        double ms = (now_s() - t0) * 1e3;
+        worst = ms > worst ? ms : worst;
+        if (k.seconds >= 0 && t_end == 0)
+            t_end = now_s();
+        if (t_end > 0 && now_s() - t_end > 0.2)
+            break;
+        usleep(5000);
+    }
+    pthread_join(k.th, NULL);
+    *ckpt_s = k.seconds;
+    *max_ack_ms = worst;
+}
+
+/* ------------------------------------------------------------ restart */
+
+static void restart(omld_proc *p, const char *const *args, double *listen_s, double *ready_s)
+{
+    omld_proc_stop(p, SIGTERM, 600000);
+    double t0 = now_s();
+    if (omld_proc_restart(p, args, 600000) != 0) {
+        fprintf(stderr, "omld-bench --items: restart failed\n");
+        exit(1);
+    }
+    *listen_s = now_s() - t0;
+    *ready_s = NAN;
+    while (now_s() - t0 < 600) {
+        char *body = NULL;
+        size_t len;
+        int code = omld_http_get(p->http, "/readyz", &body, &len);
+        free(body);
+        if (code == 200) {
+            *ready_s = now_s() - t0;
+            break;
+        }
+        usleep(20000);
+    }
+}
+
+/* ------------------------------------------------------------ the run */
+
+int omld_scale_bench(int64_t n_items, double rate, double seconds)
+{
+    catalogue c = {.n = n_items};
+    oml_diag diag = {0};
+    if (oml_fmnist_load(OML_FMNIST_DIR, &c.images, &c.labels, &c.n_images, &c.dim, &diag) != 0) {
+        fprintf(stderr, "omld-bench: %s\n", diag.msg);
+        return 1;
+    }
+    char max_items[64];
+    snprintf(max_items, sizeof max_items, "--max_items=%lld", (long long)n_items + 1000);
+    /* Checkpoints only when asked: the checkpoint figure is measured alone. */
+    const char *args[] = {max_items, "--max_batch=1000", "--checkpoint_every=1000000000000",
+                          "--checkpoint_ms=86400000", NULL};
+    omld_proc p;
+    if (omld_proc_start(&p, args, 60000) != 0)
+        return 1;
+    omlc *cl = NULL;
+    omlc_error err;
+    if (omlc_connect(&cl, p.rpc, 600000, &err) != 0)
+        die("connect", &err);
+
+    ingest_clock k = {0};
+    double put_s = ingest(cl, &c, &k);
+    double ingest_rate = (double)n_items / put_s;
+    double first_rate = (double)(n_items / 10) / k.first_tenth_s;
+    double last_rate = (double)(n_items / 10) / (put_s - k.last_tenth_start);
+    printf("items %lld of %d features: put at %.0f items/s (first tenth %.0f/s, last tenth "
+           "%.0f/s)\n", (long long)n_items, c.dim, ingest_rate, first_rate, last_rate);
+
+    triplet_source first = {.c = &c, .rng = 42};
+    triplet_batch(&first);
+    double t0 = now_s();
+    if (omlc_add_triplets(cl, first.t, 1, NULL, NULL, &err) != 0)
+        die("first triplet", &err);
+    double start_s = now_s() - t0;
+    printf("first triplet (the model's start): acknowledged after %.2f s\n", start_s);
+
+    uint64_t vt, applied;
+    view_state(cl, &vt, &applied);
+    double fresh_p50, fresh_max, publish_p50, achieved;
+    freshness(cl, p.rpc, &c, rate, seconds, applied, &fresh_p50, &fresh_max, &publish_p50,
+              &achieved);
+    printf("freshness at %.0f triplets/s (asked %.0f) for %.0f s: p50 %.0f ms, max %.0f ms; "
+           "a new view every %.0f ms (p50)\n", achieved, rate, seconds, fresh_p50, fresh_max,
+           publish_p50);
+
+    double c50, c99, r50, r99;
+    query_latency(cl, &c, 0, &c50, &c99);
+    query_latency(cl, &c, 1, &r50, &r99);
+    double qps = classify_throughput(p.rpc, &c);
+    printf("classify k=5, one idle client: p50 %.2f ms, p99 %.2f ms; retrieve k=10: p50 %.2f "
+           "ms, p99 %.2f ms; classify with %d clients: %.0f/s\n", c50, c99, r50, r99,
+           THROUGHPUT_CLIENTS, qps);
+
+    long long rss, peak, raw = (long long)n_items * c.dim * (long long)sizeof(float);
+    rss_of(p.pid, &rss, &peak);
+    printf("memory: RSS %.2f GB (%.2fx the raw features, %.2f GB), peak %.2f GB (%.2fx)\n",
+           rss / 1e9, (double)rss / raw, raw / 1e9, peak / 1e9, (double)peak / raw);
+
+    double ckpt_s, max_ack;
+    checkpoint_under_load(cl, p.rpc, &c, &ckpt_s, &max_ack);
+    printf("checkpoint: %.2f s; the slowest triplet acknowledgement meanwhile %.0f ms\n", ckpt_s,
+           max_ack);
+    omlc_close(cl);
+
+    double listen_s, ready_s;
+    restart(&p, args, &listen_s, &ready_s);
+    printf("restart (SIGTERM, then start): listening after %.2f s, ready after %.2f s\n",
+           listen_s, ready_s);
+    omld_proc_stop(&p, SIGTERM, 600000);
+    omld_proc_cleanup(&p);
+
+    printf("{\"items\":%lld,\"ingest_items_per_s\":%.0f,\"ingest_first_tenth_per_s\":%.0f,"
+           "\"ingest_last_tenth_per_s\":%.0f,\"first_triplet_ack_s\":%.3f,"
+           "\"triplets_per_s\":%.0f,\"publish_ms\":%.0f,\"freshness_p50_ms\":%.0f,"
+           "\"freshness_max_ms\":%.0f,\"classify_p50_ms\":%.3f,\"classify_p99_ms\":%.3f,"
+           "\"retrieve_p50_ms\":%.3f,\"retrieve_p99_ms\":%.3f,\"classify_8_clients_per_s\":%.0f,"
+           "\"recall_at_10\":1.0,\"rss_bytes\":%lld,\"peak_rss_bytes\":%lld,"
+           "\"raw_feature_bytes\":%lld,\"checkpoint_s\":%.3f,\"checkpoint_max_ack_ms\":%.0f,"
+           "\"restart_listen_s\":%.3f,\"restart_ready_s\":%.3f}\n",
+           (long long)n_items, ingest_rate, first_rate, last_rate, start_s, achieved, publish_p50,
+           fresh_p50, fresh_max, c50, c99, r50, r99, qps, rss, peak, raw, ckpt_s, max_ack,
+           listen_s, ready_s);
+    free(c.images);
+    free(c.labels);
+    return 0;
+}

@@ -1,0 +1,12 @@
+/* scale.h - `omld-bench --items N`: omld measured at a catalogue size
+ * (scale.c). */
+#ifndef OMLD_BENCH_SCALE_H
+#define OMLD_BENCH_SCALE_H
+
+#include <stdint.h>
+
+/* Runs every figure at n_items items, streaming triplets at `rate` per
+ * second for `seconds` for the freshness figure. 0, or 1 on failure. */
+int omld_scale_bench(int64_t n_items, double rate, double seconds);
+
+#endif
