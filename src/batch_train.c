@@ -269,7 +269,28 @@ static int split_items(const oml_batch_spec *sp, const int32_t *labels, int32_t 
     return OML_OK;
 }
 
+/* One run: what it reads (borrowed), the choices made at its start, and
+ * every buffer it owns, so that each step of the run is a function of it. */
 typedef struct train_ctx {
+    const oml_batch_spec *sp;
+    const float *X;        /* (n, dim) borrowed */
+    const int32_t *labels; /* (n) borrowed */
+    int32_t dim;
+    oml_diag *diag;
+    oml_batch_layout lay;
+    int use_pca;
+    oml_batch_loss_fn loss; /* the spec's loss, or the method's ... */
+    const void *hp;         /* ... with its hyperparameters, maybe thp/lhp/dhp below */
+    oml_triplet_hp thp;
+    oml_lanml_hp lhp;
+    oml_danml_hp dhp;
+    int32_t bsz, cap; /* batch size (sets the epoch length); rows one batch may hold */
+    oml_rng rng;
+    oml_batch_model *model;
+    int32_t n_train, n_val;
+    int32_t pos, bad; /* random sampler position; epochs without a better Recall@1 */
+    oml_batch_progress pr;
+    double t0;
     oml_batch_classes cls;
     oml__batch_ws ws;
     optim_state opt;
@@ -295,232 +316,324 @@ static void ctx_free(train_ctx *c)
     free(c->Ev);
 }
 
-int oml_batch_train(const oml_batch_spec *sp, const float *X, const int32_t *labels, int32_t n,
-                    int32_t dim, oml_batch_model **out, oml_diag *diag)
+/* Refuses a spec that cannot run on n items, lays out the network and
+ * decides on the PCA start. Allocates nothing. */
+static int check_run(train_ctx *c, int32_t n)
 {
+    const oml_batch_spec *sp = c->sp;
+    oml_diag *diag = c->diag;
     int rc = check_spec(sp, diag);
     if (rc != OML_OK)
         return rc;
     if (n < OML_BATCH_MIN_ITEMS)
         return oml_diag_set(diag, OML_EEMPTY, "items",
                             "too few items to train: %d, need at least %d", n, OML_BATCH_MIN_ITEMS);
-    oml_batch_layout lay;
-    int32_t emb = sp->emb > 0 ? sp->emb : dim;
+    int32_t emb = sp->emb > 0 ? sp->emb : c->dim;
     if (sp->init_identity && sp->depth != 0)
         return oml_diag_set(diag, OML_EINVAL, "init_identity", "identity start needs depth 0");
-    if ((rc = oml_batch_layout_init(&lay, dim, sp->depth, sp->hidden, emb, sp->normalize,
+    if ((rc = oml_batch_layout_init(&c->lay, c->dim, sp->depth, sp->hidden, emb, sp->normalize,
                                     diag)) != OML_OK)
         return rc;
-    int use_pca = 0;
     if (sp->init == NULL && sp->init_pca != OML_BATCH_PCA_OFF) {
         if (sp->init_pca != OML_BATCH_PCA_ON && sp->init_pca != OML_BATCH_PCA_AUTO)
             return oml_diag_set(diag, OML_EINVAL, "init_pca", "unknown init_pca %d", sp->init_pca);
         if (sp->init_identity)
             return oml_diag_set(diag, OML_EINVAL, "init_pca",
                                 "init_pca and init_identity are two different starts");
-        use_pca = oml_pca_passthrough_fits(lay.dim, lay.depth, lay.hidden, lay.emb);
-        if (!use_pca && sp->init_pca == OML_BATCH_PCA_ON)
-            return oml_batch_pca_check(&lay, diag); /* says which condition fails */
+        c->use_pca = oml_pca_passthrough_fits(c->lay.dim, c->lay.depth, c->lay.hidden, c->lay.emb);
+        if (!c->use_pca && sp->init_pca == OML_BATCH_PCA_ON)
+            return oml_batch_pca_check(&c->lay, diag); /* says which condition fails */
     }
-    oml_batch_loss_fn loss = sp->loss;
-    const void *hp = sp->loss_hp;
-    oml_triplet_hp thp = {0.2f, 0};
-    oml_lanml_hp lhp;
-    oml_danml_hp dhp;
-    oml_lanml_hp_default(&lhp);
-    oml_danml_hp_default(&dhp);
-    if (loss == NULL) {
-        loss = sp->method == OML_BATCH_TRIPLET ? oml_triplet_loss
-               : sp->method == OML_BATCH_LANML ? oml_lanml_loss
-                                               : oml_danml_loss;
-        if (hp == NULL)
-            hp = sp->method == OML_BATCH_TRIPLET ? (const void *)&thp
-                 : sp->method == OML_BATCH_LANML ? (const void *)&lhp
-                                                 : (const void *)&dhp;
+    return OML_OK;
+}
+
+/* The loss of a step: the spec's, else the method's, with the method's
+ * default hyperparameters (kept in c) unless the spec gives its own. */
+static void choose_loss(train_ctx *c)
+{
+    const oml_batch_spec *sp = c->sp;
+    c->loss = sp->loss;
+    c->hp = sp->loss_hp;
+    c->thp = (oml_triplet_hp){0.2f, 0};
+    oml_lanml_hp_default(&c->lhp);
+    oml_danml_hp_default(&c->dhp);
+    if (c->loss == NULL) {
+        c->loss = sp->method == OML_BATCH_TRIPLET ? oml_triplet_loss
+                  : sp->method == OML_BATCH_LANML ? oml_lanml_loss
+                                                  : oml_danml_loss;
+        if (c->hp == NULL)
+            c->hp = sp->method == OML_BATCH_TRIPLET ? (const void *)&c->thp
+                    : sp->method == OML_BATCH_LANML ? (const void *)&c->lhp
+                                                    : (const void *)&c->dhp;
     }
-    int32_t bsz = sp->sampler == OML_BATCH_SAMPLE_MK ? sp->m * sp->k : sp->batch;
+}
+
+/* Sizes a batch and allocates the buffers every run needs (the item split,
+ * one batch, the gradient and the optimiser's moments). */
+static int alloc_buffers(train_ctx *c, int32_t n)
+{
+    const oml_batch_spec *sp = c->sp;
+    c->bsz = sp->sampler == OML_BATCH_SAMPLE_MK ? sp->m * sp->k : sp->batch;
     /* Rows of one batch: the sampler hook may compose more than bsz (the
      * epoch length stays n_train / bsz steps). */
-    int32_t cap = sp->sample != NULL && sp->batch_cap > 0 ? sp->batch_cap : bsz;
-    oml_rng rng;
-    oml_rng_seed(&rng, sp->seed);
-    train_ctx c;
-    memset(&c, 0, sizeof c);
-    oml_batch_model *model = NULL;
-    c.train = malloc((size_t)n * sizeof *c.train);
-    c.val = malloc((size_t)n * sizeof *c.val);
-    c.batch_idx = malloc((size_t)cap * sizeof *c.batch_idx);
-    c.yb = malloc((size_t)cap * sizeof *c.yb);
-    c.Xb = malloc((size_t)cap * (size_t)dim * sizeof *c.Xb);
-    c.grad = malloc(lay.count * sizeof *c.grad);
-    c.opt.v = calloc(lay.count, sizeof *c.opt.v);
-    c.opt.s = calloc(lay.count, sizeof *c.opt.s);
-    if (!c.train || !c.val || !c.batch_idx || !c.yb || !c.Xb || !c.grad || !c.opt.v || !c.opt.s) {
-        rc = OML_ENOMEM;
-        goto done;
-    }
-    int32_t n_train = 0, n_val = 0;
-    if ((rc = split_items(sp, labels, n, &rng, c.train, &n_train, c.val, &n_val)) != OML_OK)
-        goto done;
-    if (n_val < 2)
-        n_val = 0;
-    if ((rc = oml_batch_classes_init(&c.cls, labels, c.train, n_train)) != OML_OK)
-        goto done;
+    c->cap = sp->sample != NULL && sp->batch_cap > 0 ? sp->batch_cap : c->bsz;
+    size_t count = c->lay.count;
+    c->train = malloc((size_t)n * sizeof *c->train);
+    c->val = malloc((size_t)n * sizeof *c->val);
+    c->batch_idx = malloc((size_t)c->cap * sizeof *c->batch_idx);
+    c->yb = malloc((size_t)c->cap * sizeof *c->yb);
+    c->Xb = malloc((size_t)c->cap * (size_t)c->dim * sizeof *c->Xb);
+    c->grad = malloc(count * sizeof *c->grad);
+    c->opt.v = calloc(count, sizeof *c->opt.v);
+    c->opt.s = calloc(count, sizeof *c->opt.s);
+    if (!c->train || !c->val || !c->batch_idx || !c->yb || !c->Xb || !c->grad || !c->opt.v ||
+        !c->opt.s)
+        return OML_ENOMEM;
+    return OML_OK;
+}
+
+/* Holds out the validation items (none if fewer than two) and groups the
+ * training ones by class, refusing data the samplers cannot draw from. */
+static int split_train_val(train_ctx *c, int32_t n)
+{
+    int rc = split_items(c->sp, c->labels, n, &c->rng, c->train, &c->n_train, c->val, &c->n_val);
+    if (rc != OML_OK)
+        return rc;
+    if (c->n_val < 2)
+        c->n_val = 0;
+    if ((rc = oml_batch_classes_init(&c->cls, c->labels, c->train, c->n_train)) != OML_OK)
+        return rc;
     int32_t usable = 0;
-    for (int32_t q = 0; q < c.cls.n_classes; q++)
-        usable += c.cls.start[q + 1] - c.cls.start[q] >= 2;
-    if (usable < 2) {
-        rc = oml_diag_set(diag, OML_EEMPTY, "labels",
-                          "training needs at least two classes with two items each; "
-                          "the data has %d such class(es) among %d",
-                          usable, c.cls.n_classes);
-        goto done;
+    for (int32_t q = 0; q < c->cls.n_classes; q++)
+        usable += c->cls.start[q + 1] - c->cls.start[q] >= 2;
+    if (usable < 2)
+        return oml_diag_set(c->diag, OML_EEMPTY, "labels",
+                            "training needs at least two classes with two items each; "
+                            "the data has %d such class(es) among %d",
+                            usable, c->cls.n_classes);
+    return OML_OK;
+}
+
+/* Input centring: mu = mean of the training items (OAHU's centring). */
+static int center_inputs(train_ctx *c)
+{
+    int32_t dim = c->dim;
+    double *acc = calloc((size_t)dim, sizeof *acc);
+    if (acc == NULL)
+        return OML_ENOMEM;
+    for (int32_t i = 0; i < c->n_train; i++) {
+        const float *x = c->X + (size_t)c->train[i] * dim;
+        for (int32_t j = 0; j < dim; j++)
+            acc[j] += x[j];
     }
-    if ((rc = oml_batch_model_create(&model, &lay, sp->seed ^ 0x9e3779b97f4a7c15ull, diag)) != OML_OK)
-        goto done;
-    model->method = sp->method;
+    for (int32_t j = 0; j < dim; j++)
+        c->model->params[c->lay.mu + j] = (float)(acc[j] / c->n_train);
+    free(acc);
+    return OML_OK;
+}
+
+/* Creates the model at its start: the spec's initial model, the identity
+ * (M = I), or the random init, then centred and PCA-started as asked. */
+static int start_model(train_ctx *c)
+{
+    const oml_batch_spec *sp = c->sp;
+    const oml_batch_layout *lay = &c->lay;
+    int rc = oml_batch_model_create(&c->model, lay, sp->seed ^ 0x9e3779b97f4a7c15ull, c->diag);
+    if (rc != OML_OK)
+        return rc;
+    c->model->method = sp->method;
     if (sp->init != NULL) {
         const oml_batch_layout *il = &sp->init->lay;
-        if (il->dim != lay.dim || il->depth != lay.depth || il->hidden != lay.hidden
-            || il->emb != lay.emb || il->normalize != lay.normalize) {
-            rc = oml_diag_set(diag, OML_EINVAL, "init",
-                              "the initial model's network differs from the spec's");
-            goto done;
-        }
-        memcpy(model->params, sp->init->params, lay.count * sizeof *model->params);
+        if (il->dim != lay->dim || il->depth != lay->depth || il->hidden != lay->hidden
+            || il->emb != lay->emb || il->normalize != lay->normalize)
+            return oml_diag_set(c->diag, OML_EINVAL, "init",
+                                "the initial model's network differs from the spec's");
+        memcpy(c->model->params, sp->init->params, lay->count * sizeof *c->model->params);
     } else if (sp->init_identity) {
-        float *T = model->params + lay.theta;
-        memset(T, 0, (size_t)lay.emb * (size_t)dim * sizeof *T);
-        for (int32_t r = 0; r < lay.emb && r < dim; r++)
-            T[(size_t)r * dim + r] = 1.0f;
+        float *T = c->model->params + lay->theta;
+        memset(T, 0, (size_t)lay->emb * (size_t)c->dim * sizeof *T);
+        for (int32_t r = 0; r < lay->emb && r < c->dim; r++)
+            T[(size_t)r * c->dim + r] = 1.0f;
     }
-    if (sp->center && sp->init == NULL) {
-        /* Input centring: mu = mean of the training items (OAHU's centring). */
-        double *acc = calloc((size_t)dim, sizeof *acc);
-        if (acc == NULL) {
-            rc = OML_ENOMEM;
-            goto done;
-        }
-        for (int32_t i = 0; i < n_train; i++) {
-            const float *x = X + (size_t)c.train[i] * dim;
-            for (int32_t j = 0; j < dim; j++)
-                acc[j] += x[j];
-        }
-        for (int32_t j = 0; j < dim; j++)
-            model->params[lay.mu + j] = (float)(acc[j] / n_train);
-        free(acc);
-    }
+    if (sp->center && sp->init == NULL && (rc = center_inputs(c)) != OML_OK)
+        return rc;
     /* The PCA pass-through start, from the training items (never the
      * validation ones), centred at mu (the origin without centring). */
-    if (use_pca && (rc = oml_batch_model_init_pca(model, X, c.train, n_train, diag)) != OML_OK)
-        goto done;
-    if (sp->step == NULL && (rc = oml__batch_ws_init(&c.ws, &lay, cap)) != OML_OK)
-        goto done;
-    if (n_val > 0) {
-        c.best = malloc(lay.count * sizeof *c.best);
-        c.vy = malloc((size_t)n_val * sizeof *c.vy);
-        c.Xv = malloc((size_t)n_val * (size_t)dim * sizeof *c.Xv);
-        c.Ev = malloc((size_t)n_val * (size_t)lay.emb * sizeof *c.Ev);
-        if (!c.best || !c.vy || !c.Xv || !c.Ev) {
-            rc = OML_ENOMEM;
-            goto done;
-        }
-        for (int32_t i = 0; i < n_val; i++) {
-            c.vy[i] = labels[c.val[i]];
-            memcpy(c.Xv + (size_t)i * dim, X + (size_t)c.val[i] * dim, (size_t)dim * sizeof *X);
-        }
-    }
+    if (c->use_pca &&
+        (rc = oml_batch_model_init_pca(c->model, c->X, c->train, c->n_train, c->diag)) != OML_OK)
+        return rc;
+    return OML_OK;
+}
 
-    int32_t steps_epoch = (n_train + bsz - 1) / bsz;
-    oml_batch_progress pr = {0};
-    pr.epochs = sp->epochs;
-    pr.steps_total = (int64_t)steps_epoch * sp->epochs;
-    pr.val_r1 = pr.best_val_r1 = NAN;
-    double t0 = now_s();
-    int32_t bad = 0, pos = n_train; /* random sampler position (reshuffle at the end) */
+/* Copies the validation items out once, with room for their embeddings
+ * and for the best parameters seen. */
+static int prepare_validation(train_ctx *c)
+{
+    if (c->n_val == 0)
+        return OML_OK;
+    int32_t n_val = c->n_val, dim = c->dim;
+    c->best = malloc(c->lay.count * sizeof *c->best);
+    c->vy = malloc((size_t)n_val * sizeof *c->vy);
+    c->Xv = malloc((size_t)n_val * (size_t)dim * sizeof *c->Xv);
+    c->Ev = malloc((size_t)n_val * (size_t)c->lay.emb * sizeof *c->Ev);
+    if (!c->best || !c->vy || !c->Xv || !c->Ev)
+        return OML_ENOMEM;
+    for (int32_t i = 0; i < n_val; i++) {
+        c->vy[i] = c->labels[c->val[i]];
+        memcpy(c->Xv + (size_t)i * dim, c->X + (size_t)c->val[i] * dim,
+               (size_t)dim * sizeof *c->X);
+    }
+    return OML_OK;
+}
+
+/* The rows of the next batch into batch_idx: the sampler hook's, an m x k
+ * draw, or the next bsz of a pass over the training items (reshuffled at
+ * its end). */
+static int draw_batch(train_ctx *c, int32_t *rows)
+{
+    const oml_batch_spec *sp = c->sp;
+    int32_t b;
+    if (sp->sample != NULL) {
+        b = sp->sample(sp->sample_ctx, &c->cls, sp->m, sp->k, &c->rng, c->batch_idx);
+        if (b < 2 || b > c->cap)
+            return oml_diag_set(c->diag, OML_EEMPTY, "labels",
+                                "the batch sampler could not draw a batch (%d rows)", b);
+    } else if (sp->sampler == OML_BATCH_SAMPLE_MK) {
+        b = oml_batch_sample_mk(&c->cls, sp->m, sp->k, &c->rng, c->batch_idx);
+    } else {
+        if (c->pos + c->bsz > c->n_train) {
+            shuffle(c->train, c->n_train, &c->rng);
+            c->pos = 0;
+        }
+        b = c->n_train < c->bsz ? c->n_train : c->bsz;
+        memcpy(c->batch_idx, c->train + c->pos, (size_t)b * sizeof *c->batch_idx);
+        c->pos += b;
+    }
+    *rows = b;
+    return OML_OK;
+}
+
+/* One step (st of epoch ep): draw and gather a batch, its loss and
+ * gradient (the step hook's, or the loss's through the network), the
+ * optimiser update, and the epoch's running mean loss. */
+static int train_step(train_ctx *c, int32_t ep, int32_t st, double *sum)
+{
+    const oml_batch_spec *sp = c->sp;
+    if (sp->cancel != NULL && atomic_load(sp->cancel))
+        return OML_ECANCELED;
+    int32_t b = 0, dim = c->dim;
+    int rc = draw_batch(c, &b);
+    if (rc != OML_OK)
+        return rc;
+    for (int32_t i = 0; i < b; i++) {
+        c->yb[i] = c->labels[c->batch_idx[i]];
+        memcpy(c->Xb + (size_t)i * dim, c->X + (size_t)c->batch_idx[i] * dim,
+               (size_t)dim * sizeof *c->X);
+    }
+    float *params = c->model->params;
+    double L = sp->step != NULL
+                   ? sp->step(sp->step_ctx, &c->lay, params, c->Xb, c->yb, b, ep, c->pr.step,
+                              &c->rng, c->grad)
+                   : oml__batch_loss_grad_ws(&c->lay, params, c->loss, c->hp, c->Xb, c->yb, b,
+                                             &c->rng, c->grad, &c->ws);
+    if (!isfinite(L))
+        return oml_diag_set(c->diag, OML_ENONFINITE, "loss",
+                            "the loss diverged at epoch %d step %d: lower the learning rate", ep,
+                            st);
+    optim_step(sp, &c->opt, params, c->grad, (size_t)dim, c->lay.count);
+    *sum += L;
+    c->pr.step++;
+    c->pr.loss = *sum / (st + 1);
+    if (sp->progress && sp->progress_every > 0 && c->pr.step % sp->progress_every == 0) {
+        c->pr.elapsed_s = now_s() - c->t0;
+        sp->progress(sp->progress_ctx, &c->pr);
+    }
+    return OML_OK;
+}
+
+/* End of an epoch with validation: Recall@1 of the held-out items; keeps
+ * the best parameters, and sets *stop after `patience` epochs without a
+ * better one (early stopping). */
+static int validate(train_ctx *c, int *stop)
+{
+    oml_batch_progress *pr = &c->pr;
+    int rc = oml_batch_model_embed(c->model, c->Xv, c->n_val, c->Ev);
+    if (rc != OML_OK)
+        return rc;
+    pr->val_r1 = oml_batch_recall1(c->Ev, c->vy, c->n_val, c->lay.emb);
+    if (!(pr->val_r1 <= pr->best_val_r1)) { /* first, or better (NaN-safe) */
+        pr->best_val_r1 = pr->val_r1;
+        memcpy(c->best, c->model->params, c->lay.count * sizeof *c->best);
+        c->bad = 0;
+    } else if (++c->bad >= c->sp->patience && c->sp->patience > 0) {
+        *stop = 1;
+    }
+    return OML_OK;
+}
+
+/* The epochs: n_train / bsz steps each, then validation and a progress
+ * report, until the epoch cap or early stopping. */
+static int run_epochs(train_ctx *c)
+{
+    const oml_batch_spec *sp = c->sp;
+    int32_t steps_epoch = (c->n_train + c->bsz - 1) / c->bsz;
+    c->pr.epochs = sp->epochs;
+    c->pr.steps_total = (int64_t)steps_epoch * sp->epochs;
+    c->pr.val_r1 = c->pr.best_val_r1 = NAN;
+    c->t0 = now_s();
+    c->bad = 0;
+    c->pos = c->n_train; /* the random sampler shuffles before its first batch */
     for (int32_t ep = 1; ep <= sp->epochs; ep++) {
-        pr.epoch = ep;
-        pr.epoch_end = 0;
+        c->pr.epoch = ep;
+        c->pr.epoch_end = 0;
         double sum = 0.0;
-        for (int32_t st = 0; st < steps_epoch; st++) {
-            if (sp->cancel != NULL && atomic_load(sp->cancel)) {
-                rc = OML_ECANCELED;
-                goto done;
-            }
-            int32_t b;
-            if (sp->sample != NULL) {
-                b = sp->sample(sp->sample_ctx, &c.cls, sp->m, sp->k, &rng, c.batch_idx);
-                if (b < 2 || b > cap) {
-                    rc = oml_diag_set(diag, OML_EEMPTY, "labels",
-                                      "the batch sampler could not draw a batch (%d rows)", b);
-                    goto done;
-                }
-            } else if (sp->sampler == OML_BATCH_SAMPLE_MK) {
-                b = oml_batch_sample_mk(&c.cls, sp->m, sp->k, &rng, c.batch_idx);
-            } else {
-                if (pos + bsz > n_train) {
-                    shuffle(c.train, n_train, &rng);
-                    pos = 0;
-                }
-                b = n_train < bsz ? n_train : bsz;
-                memcpy(c.batch_idx, c.train + pos, (size_t)b * sizeof *c.batch_idx);
-                pos += b;
-            }
-            for (int32_t i = 0; i < b; i++) {
-                c.yb[i] = labels[c.batch_idx[i]];
-                memcpy(c.Xb + (size_t)i * dim, X + (size_t)c.batch_idx[i] * dim,
-                       (size_t)dim * sizeof *X);
-            }
-            double L = sp->step != NULL
-                           ? sp->step(sp->step_ctx, &lay, model->params, c.Xb, c.yb, b, ep,
-                                      pr.step, &rng, c.grad)
-                           : oml__batch_loss_grad_ws(&lay, model->params, loss, hp, c.Xb, c.yb, b,
-                                                     &rng, c.grad, &c.ws);
-            if (!isfinite(L)) {
-                rc = oml_diag_set(diag, OML_ENONFINITE, "loss",
-                                  "the loss diverged at epoch %d step %d: lower the learning rate",
-                                  ep, st);
-                goto done;
-            }
-            optim_step(sp, &c.opt, model->params, c.grad, (size_t)dim, lay.count);
-            sum += L;
-            pr.step++;
-            pr.loss = sum / (st + 1);
-            if (sp->progress && sp->progress_every > 0 && pr.step % sp->progress_every == 0) {
-                pr.elapsed_s = now_s() - t0;
-                sp->progress(sp->progress_ctx, &pr);
-            }
-        }
-        model->epochs_run = ep;
-        int stop = 0;
-        if (n_val > 0) {
-            if ((rc = oml_batch_model_embed(model, c.Xv, n_val, c.Ev)) != OML_OK)
-                goto done;
-            pr.val_r1 = oml_batch_recall1(c.Ev, c.vy, n_val, lay.emb);
-            if (!(pr.val_r1 <= pr.best_val_r1)) { /* first, or better (NaN-safe) */
-                pr.best_val_r1 = pr.val_r1;
-                memcpy(c.best, model->params, lay.count * sizeof *c.best);
-                bad = 0;
-            } else if (++bad >= sp->patience && sp->patience > 0) {
-                stop = 1;
-            }
-        }
-        pr.epoch_end = 1;
-        pr.elapsed_s = now_s() - t0;
+        int rc, stop = 0;
+        for (int32_t st = 0; st < steps_epoch; st++)
+            if ((rc = train_step(c, ep, st, &sum)) != OML_OK)
+                return rc;
+        c->model->epochs_run = ep;
+        if (c->n_val > 0 && (rc = validate(c, &stop)) != OML_OK)
+            return rc;
+        c->pr.epoch_end = 1;
+        c->pr.elapsed_s = now_s() - c->t0;
         if (sp->progress)
-            sp->progress(sp->progress_ctx, &pr);
+            sp->progress(sp->progress_ctx, &c->pr);
         if (stop)
             break;
     }
-    if (n_val > 0) {
-        memcpy(model->params, c.best, lay.count * sizeof *c.best);
-        model->val_r1 = (float)pr.best_val_r1;
+    return OML_OK;
+}
+
+int oml_batch_train(const oml_batch_spec *sp, const float *X, const int32_t *labels, int32_t n,
+                    int32_t dim, oml_batch_model **out, oml_diag *diag)
+{
+    train_ctx c;
+    memset(&c, 0, sizeof c);
+    c.sp = sp;
+    c.X = X;
+    c.labels = labels;
+    c.dim = dim;
+    c.diag = diag;
+    int rc = check_run(&c, n);
+    if (rc != OML_OK)
+        return rc;
+    choose_loss(&c);
+    oml_rng_seed(&c.rng, sp->seed);
+    if ((rc = alloc_buffers(&c, n)) != OML_OK || (rc = split_train_val(&c, n)) != OML_OK ||
+        (rc = start_model(&c)) != OML_OK)
+        goto done;
+    if (sp->step == NULL && (rc = oml__batch_ws_init(&c.ws, &c.lay, c.cap)) != OML_OK)
+        goto done;
+    if ((rc = prepare_validation(&c)) != OML_OK || (rc = run_epochs(&c)) != OML_OK)
+        goto done;
+    if (c.n_val > 0) { /* the model is the one with the best validation Recall@1 */
+        memcpy(c.model->params, c.best, c.lay.count * sizeof *c.best);
+        c.model->val_r1 = (float)c.pr.best_val_r1;
     }
-    *out = model;
-    model = NULL;
-    rc = OML_OK;
+    *out = c.model;
+    c.model = NULL;
 done:
-    oml_batch_model_destroy(model);
+    oml_batch_model_destroy(c.model);
     ctx_free(&c);
     return rc;
 }

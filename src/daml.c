@@ -120,68 +120,76 @@ static int32_t draw_row(const int32_t *y, int32_t n, int32_t i, int same, int32_
     return -1;
 }
 
-int32_t oml_daml_plan_build(oml_daml_plan *pl, const oml_daml_hp *hp, const int32_t *y, int32_t n,
-                            int synthetic, oml_rng *rng)
+/* The N-pair plan (Eq. 12): classes with two items or more, in order of
+ * first appearance; tuple group g of class c is its (2g)-th item as anchor,
+ * its (2g+1)-th as positive and the (2g+1)-th of every other class as the
+ * negatives. Returns T. */
+static int32_t plan_npair(oml_daml_plan *pl, const int32_t *y, int32_t n)
 {
-    pl->n = n;
-    pl->T = pl->G = pl->P = 0;
     int32_t T = 0, G = 0;
-    if (pl->term == OML_DAML_NPAIR) {
-        /* Classes in order of first appearance; items of class c in order. */
-        int32_t *cls = pl->_rowarg; /* (n) first row of each class */
-        int32_t C = 0, pairs = INT32_MAX;
-        for (int32_t r = 0; r < n; r++) {
-            int32_t c = 0;
-            while (c < C && y[cls[c]] != y[r])
-                c++;
-            if (c == C)
-                cls[C++] = r;
-        }
-        int32_t keep = 0;
-        for (int32_t c = 0; c < C; c++) {
-            int32_t cnt = 0;
-            for (int32_t r = 0; r < n; r++)
-                cnt += y[r] == y[cls[c]];
-            if (cnt >= 2) {
-                cls[keep++] = cls[c];
-                pairs = cnt / 2 < pairs ? cnt / 2 : pairs;
-            }
-        }
-        C = keep;
-        if (C < 2)
-            return 0;
-        /* The (2g)-th and (2g+1)-th item of each class form N-pair tuple g. */
-        for (int32_t g = 0; g < pairs; g++) {
-            for (int32_t c = 0; c < C; c++) {
-                int32_t anc = -1, pos = -1, seen = 0;
-                for (int32_t r = 0; r < n && pos < 0; r++)
-                    if (y[r] == y[cls[c]]) {
-                        if (seen == 2 * g)
-                            anc = r;
-                        else if (seen == 2 * g + 1)
-                            pos = r;
-                        seen++;
-                    }
-                pl->gs[G++] = T;
-                for (int32_t c2 = 0; c2 < C; c2++) {
-                    if (c2 == c)
-                        continue;
-                    int32_t seen2 = 0, neg = -1;
-                    for (int32_t r = 0; r < n && neg < 0; r++)
-                        if (y[r] == y[cls[c2]] && seen2++ == 2 * g + 1)
-                            neg = r; /* x_c'+ */
-                    pl->a[T] = anc;
-                    pl->p[T] = pos;
-                    pl->j[T] = neg;
-                    T++;
-                }
-            }
-        }
-        pl->gs[G] = T;
-        pl->T = T;
-        pl->G = G;
-        return T;
+    int32_t *cls = pl->_rowarg; /* (n) first row of each class */
+    int32_t C = 0, pairs = INT32_MAX;
+    for (int32_t r = 0; r < n; r++) {
+        int32_t c = 0;
+        while (c < C && y[cls[c]] != y[r])
+            c++;
+        if (c == C)
+            cls[C++] = r;
     }
+    int32_t keep = 0;
+    for (int32_t c = 0; c < C; c++) {
+        int32_t cnt = 0;
+        for (int32_t r = 0; r < n; r++)
+            cnt += y[r] == y[cls[c]];
+        if (cnt >= 2) {
+            cls[keep++] = cls[c];
+            pairs = cnt / 2 < pairs ? cnt / 2 : pairs;
+        }
+    }
+    C = keep;
+    if (C < 2)
+        return 0;
+    /* The (2g)-th and (2g+1)-th item of each class form N-pair tuple g. */
+    for (int32_t g = 0; g < pairs; g++) {
+        for (int32_t c = 0; c < C; c++) {
+            int32_t anc = -1, pos = -1, seen = 0;
+            for (int32_t r = 0; r < n && pos < 0; r++)
+                if (y[r] == y[cls[c]]) {
+                    if (seen == 2 * g)
+                        anc = r;
+                    else if (seen == 2 * g + 1)
+                        pos = r;
+                    seen++;
+                }
+            pl->gs[G++] = T;
+            for (int32_t c2 = 0; c2 < C; c2++) {
+                if (c2 == c)
+                    continue;
+                int32_t seen2 = 0, neg = -1;
+                for (int32_t r = 0; r < n && neg < 0; r++)
+                    if (y[r] == y[cls[c2]] && seen2++ == 2 * g + 1)
+                        neg = r; /* x_c'+ */
+                pl->a[T] = anc;
+                pl->p[T] = pos;
+                pl->j[T] = neg;
+                T++;
+            }
+        }
+    }
+    pl->gs[G] = T;
+    pl->T = T;
+    pl->G = G;
+    return T;
+}
+
+/* The tuples of every anchor i, one group each: all its negatives (plain
+ * lifted), or a drawn positive with gen_per_anchor (lifted) or one drawn
+ * negative. Anchors without a positive or a negative get an empty group.
+ * Returns T. */
+static int32_t plan_anchors(oml_daml_plan *pl, const oml_daml_hp *hp, const int32_t *y,
+                            int32_t n, int synthetic, oml_rng *rng)
+{
+    int32_t T = 0, G = 0;
     for (int32_t i = 0; i < n; i++) {
         int32_t same = 0, other = 0;
         for (int32_t r = 0; r < n; r++) {
@@ -209,20 +217,35 @@ int32_t oml_daml_plan_build(oml_daml_plan *pl, const oml_daml_hp *hp, const int3
         }
     }
     pl->gs[G] = T;
-    if (pl->term == OML_DAML_LIFTED) {
-        int32_t P = 0;
-        for (int32_t i = 0; i < n; i++)
-            for (int32_t r = i + 1; r < n; r++)
-                if (y[r] == y[i]) {
-                    pl->pi[P] = i;
-                    pl->pj[P++] = r;
-                }
-        pl->P = P;
-        if (P == 0)
-            T = 0;
-    }
-    pl->T = T;
     pl->G = G;
+    return T;
+}
+
+/* The positive pairs (i < r, same label) of the lifted term (Eq. 10). */
+static int32_t plan_lifted_pairs(oml_daml_plan *pl, const int32_t *y, int32_t n)
+{
+    int32_t P = 0;
+    for (int32_t i = 0; i < n; i++)
+        for (int32_t r = i + 1; r < n; r++)
+            if (y[r] == y[i]) {
+                pl->pi[P] = i;
+                pl->pj[P++] = r;
+            }
+    pl->P = P;
+    return P;
+}
+
+int32_t oml_daml_plan_build(oml_daml_plan *pl, const oml_daml_hp *hp, const int32_t *y, int32_t n,
+                            int synthetic, oml_rng *rng)
+{
+    pl->n = n;
+    pl->T = pl->G = pl->P = 0;
+    if (pl->term == OML_DAML_NPAIR)
+        return plan_npair(pl, y, n);
+    int32_t T = plan_anchors(pl, hp, y, n, synthetic, rng);
+    if (pl->term == OML_DAML_LIFTED && plan_lifted_pairs(pl, y, n) == 0)
+        T = 0;
+    pl->T = T;
     return T;
 }
 
@@ -268,6 +291,125 @@ static void add_dist(const double *F, int32_t e, int32_t r, int32_t s, double d,
         add_diff(F, e, r, s, c / d, gF);
 }
 
+/* The row of tuple t's negative in F: the synthetic row n + t, or the real j[t]. */
+static int32_t neg_row(const oml_daml_plan *pl, int synthetic, int32_t t)
+{
+    return synthetic ? pl->n + t : pl->j[t];
+}
+
+static double jm_contrastive(double alpha, const oml_daml_plan *pl, const double *F, int32_t e,
+                             int synthetic, double *gF)
+{
+    /* Eq. 8: sum_i D(x_i+, x_i)^2 + sum_j [alpha - D(x~_j-, x_j)^2]_+, over T. */
+    int32_t T = pl->T;
+    double inv = 1.0 / T, J = 0.0;
+    for (int32_t t = 0; t < T; t++) {
+        int32_t a = pl->a[t], p = pl->p[t], ng = neg_row(pl, synthetic, t);
+        J += sqdist(F, e, a, p);
+        add_diff(F, e, a, p, 2.0 * inv, gF);
+        double dn = sqdist(F, e, a, ng);
+        if (alpha - dn > 0) {
+            J += alpha - dn;
+            add_diff(F, e, a, ng, -2.0 * inv, gF);
+        }
+    }
+    return J * inv;
+}
+
+static double jm_triplet(double alpha, const oml_daml_plan *pl, const double *F, int32_t e,
+                         int synthetic, double *gF)
+{
+    /* Eq. 9: sum_i [D(x_i+, x_i)^2 - D(x~_i-, x_i)^2 + alpha]_+, over T. */
+    int32_t T = pl->T;
+    double inv = 1.0 / T, J = 0.0;
+    for (int32_t t = 0; t < T; t++) {
+        int32_t a = pl->a[t], p = pl->p[t], ng = neg_row(pl, synthetic, t);
+        double x = sqdist(F, e, a, p) - sqdist(F, e, a, ng) + alpha;
+        if (x <= 0)
+            continue;
+        J += x;
+        add_diff(F, e, a, p, 2.0 * inv, gF);
+        add_diff(F, e, a, ng, -2.0 * inv, gF);
+    }
+    return J * inv;
+}
+
+static double jm_lifted(double alpha, const oml_daml_plan *pl, const double *F, int32_t e,
+                        int synthetic, double *gF)
+{
+    /* Eq. 11: J_{i+,i} = max( max_k alpha - D~(x_i+)_k, max_l alpha - D~(x_i)_l )
+     *                   + D(x_i+, x_i);  Eq. 10: J = 1/(2 N_i) sum max(0, J_{i+,i}).
+     * max_k (alpha - D_k) = alpha - min_k D_k: one pass per row. */
+    for (int32_t q = 0; q < pl->G; q++) {
+        double best = INFINITY;
+        int32_t arg = -1;
+        for (int32_t t = pl->gs[q]; t < pl->gs[q + 1]; t++) {
+            double d = sqrt(sqdist(F, e, pl->a[t], neg_row(pl, synthetic, t)));
+            if (d < best) {
+                best = d;
+                arg = t;
+            }
+        }
+        pl->_rowmax[q] = alpha - best; /* -inf when the row has no negative */
+        pl->_rowarg[q] = arg;
+    }
+    if (pl->P == 0)
+        return 0.0;
+    double inv = 1.0 / (2.0 * pl->P), J = 0.0;
+    for (int32_t k = 0; k < pl->P; k++) {
+        int32_t i = pl->pi[k], ip = pl->pj[k];
+        double mi = pl->_rowmax[i], mp = pl->_rowmax[ip];
+        if (!isfinite(mi) && !isfinite(mp))
+            continue;
+        int32_t side = mi >= mp ? i : ip, t = pl->_rowarg[side];
+        double dpos = sqrt(sqdist(F, e, i, ip)), x = (mi >= mp ? mi : mp) + dpos;
+        if (x <= 0)
+            continue;
+        J += x;
+        add_dist(F, e, i, ip, dpos, inv, gF);
+        add_dist(F, e, pl->a[t], neg_row(pl, synthetic, t), alpha - pl->_rowmax[side], -inv, gF);
+    }
+    return J * inv;
+}
+
+static double jm_npair(const oml_daml_plan *pl, const double *F, int32_t e, int synthetic,
+                       double *gF)
+{
+    /* Eq. 12: (1/C) sum_c log(1 + sum_c' exp(f_c.f~_c' - f_c.f_c+)), D = f_i^T f_j. */
+    if (pl->G == 0)
+        return 0.0;
+    double inv = 1.0 / pl->G, J = 0.0;
+    for (int32_t q = 0; q < pl->G; q++) {
+        int32_t t0 = pl->gs[q], t1 = pl->gs[q + 1];
+        if (t1 == t0)
+            continue;
+        int32_t a = pl->a[t0], p = pl->p[t0];
+        double sp = dot(F, e, a, p), mx = 0.0; /* the "1" is exp(0) */
+        for (int32_t t = t0; t < t1; t++) {
+            double s = dot(F, e, a, neg_row(pl, synthetic, t)) - sp;
+            mx = s > mx ? s : mx;
+        }
+        double Z = exp(-mx);
+        for (int32_t t = t0; t < t1; t++)
+            Z += exp(dot(F, e, a, neg_row(pl, synthetic, t)) - sp - mx);
+        J += mx + log(Z);
+        double *ga = gF + (size_t)a * e, *gp = gF + (size_t)p * e;
+        const double *fa = F + (size_t)a * e, *fp = F + (size_t)p * e;
+        for (int32_t t = t0; t < t1; t++) {
+            int32_t ng = neg_row(pl, synthetic, t);
+            double w = exp(dot(F, e, a, ng) - sp - mx) / Z * inv;
+            const double *fn = F + (size_t)ng * e;
+            double *gn = gF + (size_t)ng * e;
+            for (int32_t k = 0; k < e; k++) {
+                ga[k] += w * (fn[k] - fp[k]);
+                gn[k] += w * fa[k];
+                gp[k] -= w * fa[k];
+            }
+        }
+    }
+    return J * inv;
+}
+
 double oml_daml_jm(const oml_daml_hp *hp, const oml_daml_plan *pl, const double *F, int32_t e,
                    int synthetic, double *gF)
 {
@@ -276,112 +418,19 @@ double oml_daml_jm(const oml_daml_hp *hp, const oml_daml_plan *pl, const double 
     memset(gF, 0, rows * (size_t)e * sizeof *gF);
     if (T == 0)
         return 0.0;
-    double alpha = hp->alpha, J = 0.0;
-#define NEG(t) (synthetic ? n + (t) : pl->j[t])
+    double alpha = hp->alpha;
     switch (pl->term) {
-    case OML_DAML_CONTRASTIVE: {
-        /* Eq. 8: sum_i D(x_i+, x_i)^2 + sum_j [alpha - D(x~_j-, x_j)^2]_+, over T. */
-        double inv = 1.0 / T;
-        for (int32_t t = 0; t < T; t++) {
-            int32_t a = pl->a[t], p = pl->p[t], ng = NEG(t);
-            J += sqdist(F, e, a, p);
-            add_diff(F, e, a, p, 2.0 * inv, gF);
-            double dn = sqdist(F, e, a, ng);
-            if (alpha - dn > 0) {
-                J += alpha - dn;
-                add_diff(F, e, a, ng, -2.0 * inv, gF);
-            }
-        }
-        return J * inv;
-    }
-    case OML_DAML_TRIPLET: {
-        /* Eq. 9: sum_i [D(x_i+, x_i)^2 - D(x~_i-, x_i)^2 + alpha]_+, over T. */
-        double inv = 1.0 / T;
-        for (int32_t t = 0; t < T; t++) {
-            int32_t a = pl->a[t], p = pl->p[t], ng = NEG(t);
-            double x = sqdist(F, e, a, p) - sqdist(F, e, a, ng) + alpha;
-            if (x <= 0)
-                continue;
-            J += x;
-            add_diff(F, e, a, p, 2.0 * inv, gF);
-            add_diff(F, e, a, ng, -2.0 * inv, gF);
-        }
-        return J * inv;
-    }
-    case OML_DAML_LIFTED: {
-        /* Eq. 11: J_{i+,i} = max( max_k alpha - D~(x_i+)_k, max_l alpha - D~(x_i)_l )
-         *                   + D(x_i+, x_i);  Eq. 10: J = 1/(2 N_i) sum max(0, J_{i+,i}).
-         * max_k (alpha - D_k) = alpha - min_k D_k: one pass per row. */
-        for (int32_t q = 0; q < pl->G; q++) {
-            double best = INFINITY;
-            int32_t arg = -1;
-            for (int32_t t = pl->gs[q]; t < pl->gs[q + 1]; t++) {
-                double d = sqrt(sqdist(F, e, pl->a[t], NEG(t)));
-                if (d < best) {
-                    best = d;
-                    arg = t;
-                }
-            }
-            pl->_rowmax[q] = alpha - best; /* -inf when the row has no negative */
-            pl->_rowarg[q] = arg;
-        }
-        if (pl->P == 0)
-            return 0.0;
-        double inv = 1.0 / (2.0 * pl->P);
-        for (int32_t k = 0; k < pl->P; k++) {
-            int32_t i = pl->pi[k], ip = pl->pj[k];
-            double mi = pl->_rowmax[i], mp = pl->_rowmax[ip];
-            if (!isfinite(mi) && !isfinite(mp))
-                continue;
-            int32_t side = mi >= mp ? i : ip, t = pl->_rowarg[side];
-            double dpos = sqrt(sqdist(F, e, i, ip)), x = (mi >= mp ? mi : mp) + dpos;
-            if (x <= 0)
-                continue;
-            J += x;
-            add_dist(F, e, i, ip, dpos, inv, gF);
-            add_dist(F, e, pl->a[t], NEG(t), alpha - pl->_rowmax[side], -inv, gF);
-        }
-        return J * inv;
-    }
-    case OML_DAML_NPAIR: {
-        /* Eq. 12: (1/C) sum_c log(1 + sum_c' exp(f_c.f~_c' - f_c.f_c+)), D = f_i^T f_j. */
-        if (pl->G == 0)
-            return 0.0;
-        double inv = 1.0 / pl->G;
-        for (int32_t q = 0; q < pl->G; q++) {
-            int32_t t0 = pl->gs[q], t1 = pl->gs[q + 1];
-            if (t1 == t0)
-                continue;
-            int32_t a = pl->a[t0], p = pl->p[t0];
-            double sp = dot(F, e, a, p), mx = 0.0; /* the "1" is exp(0) */
-            for (int32_t t = t0; t < t1; t++) {
-                double s = dot(F, e, a, NEG(t)) - sp;
-                mx = s > mx ? s : mx;
-            }
-            double Z = exp(-mx);
-            for (int32_t t = t0; t < t1; t++)
-                Z += exp(dot(F, e, a, NEG(t)) - sp - mx);
-            J += mx + log(Z);
-            double *ga = gF + (size_t)a * e, *gp = gF + (size_t)p * e;
-            const double *fa = F + (size_t)a * e, *fp = F + (size_t)p * e;
-            for (int32_t t = t0; t < t1; t++) {
-                int32_t ng = NEG(t);
-                double w = exp(dot(F, e, a, ng) - sp - mx) / Z * inv;
-                const double *fn = F + (size_t)ng * e;
-                double *gn = gF + (size_t)ng * e;
-                for (int32_t k = 0; k < e; k++) {
-                    ga[k] += w * (fn[k] - fp[k]);
-                    gn[k] += w * fa[k];
-                    gp[k] -= w * fa[k];
-                }
-            }
-        }
-        return J * inv;
-    }
+    case OML_DAML_CONTRASTIVE:
+        return jm_contrastive(alpha, pl, F, e, synthetic, gF);
+    case OML_DAML_TRIPLET:
+        return jm_triplet(alpha, pl, F, e, synthetic, gF);
+    case OML_DAML_LIFTED:
+        return jm_lifted(alpha, pl, F, e, synthetic, gF);
+    case OML_DAML_NPAIR:
+        return jm_npair(pl, F, e, synthetic, gF);
     default:
         return NAN;
     }
-#undef NEG
 }
 
 double oml_daml_jgen(const oml_daml_hp *hp, const oml_daml_plan *pl, const double *Xs,

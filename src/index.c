@@ -207,9 +207,7 @@ int32_t oml_index_row_of_slot(const oml_index *ix, uint32_t slot)
     return lo < ix->n && ix->slots[lo] == slot ? lo : -1;
 }
 
-/* Embeds the rows of the live slots into ix->emb_all (heads, n, emb). One
- * call straight on the store's matrix when the live slots are contiguous;
- * otherwise GATHER_ROWS rows at a time, copying only chunks with holes. */
+/* ix->emb_cols (heads, emb, n): each head's rows of emb_all, transposed. */
 static void transpose_heads(oml_index *ix)
 {
     size_t n = (size_t)ix->n, e = (size_t)ix->emb;
@@ -222,6 +220,9 @@ static void transpose_heads(oml_index *ix)
     }
 }
 
+/* Embeds the rows of the live slots into ix->emb_all (heads, n, emb). One
+ * call straight on the store's matrix when the live slots are contiguous;
+ * otherwise GATHER_ROWS rows at a time, copying only chunks with holes. */
 static int embed_rows(oml_index *ix, const oml_store *store)
 {
     int32_t n = ix->n, e = ix->emb, dim = oml_store_dim(store);
@@ -257,48 +258,43 @@ static int embed_rows(oml_index *ix, const oml_store *store)
     return rc;
 }
 
-int oml_index_build(oml_index **out, oml_snapshot *snap, const oml_store *store)
+/* The live items, and the bytes their ids and the label names take as
+ * NUL-terminated copies. */
+static size_t count_live(const oml_store *store, size_t *bytes)
 {
-    if (out == NULL || snap == NULL || store == NULL)
-        return OML_EINVAL;
-    if (oml_store_dim(store) != snap->cfg.dim)
-        return OML_EDIM;
     uint32_t slots = oml_store_slots(store);
     int32_t n_labels = oml_store_label_count(store);
-    size_t n = 0, bytes = 0;
+    size_t n = 0;
+    *bytes = 0;
     for (uint32_t s = 0; s < slots; s++) {
         if (!oml_store_is_live(store, s))
             continue;
         size_t len;
         oml_store_id(store, s, &len);
-        bytes += len + 1;
+        *bytes += len + 1;
         n++;
     }
     for (int32_t l = 0; l < n_labels; l++) {
         size_t len;
         oml_store_label_name(store, l, &len);
-        bytes += len + 1;
+        *bytes += len + 1;
     }
-    if (n > INT32_MAX)
-        return OML_EINVAL;
+    return n;
+}
 
-    oml_index *ix = calloc(1, sizeof *ix);
-    if (ix == NULL)
-        return OML_ENOMEM;
-    ix->n = (int32_t)n;
-    ix->heads = oml_snapshot_heads(snap);
-    ix->emb = snap->cfg.emb;
-    ix->n_labels = n_labels;
-    size_t nl = (size_t)n_labels, ne = (size_t)ix->heads * n * (size_t)ix->emb;
+/* Allocates the arena for ix->n items and `bytes` characters and points
+ * the columns into it; returns where the characters go, NULL on OOM. */
+static char *alloc_arena(oml_index *ix, size_t bytes)
+{
+    size_t n = (size_t)ix->n, nl = (size_t)ix->n_labels;
+    size_t ne = (size_t)ix->heads * n * (size_t)ix->emb;
     /* Arena, largest alignment first: ids, label_names, id_lens, emb_all,
      * slots, labels, then the characters. */
     size_t total = (n + nl) * sizeof(char *) + n * sizeof(size_t) + 2 * ne * sizeof(float)
                    + n * (sizeof(uint32_t) + sizeof(int32_t)) + bytes + 1;
     char *p = malloc(total);
-    if (p == NULL) {
-        free(ix);
-        return OML_ENOMEM;
-    }
+    if (p == NULL)
+        return NULL;
     ix->_arena = p;
     ix->ids = (const char **)(void *)p;
     p += n * sizeof(char *);
@@ -314,7 +310,14 @@ int oml_index_build(oml_index **out, oml_snapshot *snap, const oml_store *store)
     p += n * sizeof(uint32_t);
     ix->labels = (int32_t *)(void *)p;
     p += n * sizeof(int32_t);
+    return p;
+}
 
+/* Copies each live item's id, slot and label, in ascending slot order, and
+ * the label names, with their characters at p. */
+static void copy_items(oml_index *ix, const oml_store *store, char *p)
+{
+    uint32_t slots = oml_store_slots(store);
     size_t row = 0;
     for (uint32_t s = 0; s < slots; s++) {
         if (!oml_store_is_live(store, s))
@@ -330,7 +333,7 @@ int oml_index_build(oml_index **out, oml_snapshot *snap, const oml_store *store)
         p += len + 1;
         row++;
     }
-    for (int32_t l = 0; l < n_labels; l++) {
+    for (int32_t l = 0; l < ix->n_labels; l++) {
         size_t len;
         const char *name = oml_store_label_name(store, l, &len);
         memcpy(p, name, len);
@@ -338,6 +341,32 @@ int oml_index_build(oml_index **out, oml_snapshot *snap, const oml_store *store)
         ix->label_names[l] = p;
         p += len + 1;
     }
+}
+
+int oml_index_build(oml_index **out, oml_snapshot *snap, const oml_store *store)
+{
+    if (out == NULL || snap == NULL || store == NULL)
+        return OML_EINVAL;
+    if (oml_store_dim(store) != snap->cfg.dim)
+        return OML_EDIM;
+    size_t bytes;
+    size_t n = count_live(store, &bytes);
+    if (n > INT32_MAX)
+        return OML_EINVAL;
+
+    oml_index *ix = calloc(1, sizeof *ix);
+    if (ix == NULL)
+        return OML_ENOMEM;
+    ix->n = (int32_t)n;
+    ix->heads = oml_snapshot_heads(snap);
+    ix->emb = snap->cfg.emb;
+    ix->n_labels = oml_store_label_count(store);
+    char *chars = alloc_arena(ix, bytes);
+    if (chars == NULL) {
+        free(ix);
+        return OML_ENOMEM;
+    }
+    copy_items(ix, store, chars);
 
     ix->snap = oml_snapshot_retain(snap);
     int rc = embed_rows(ix, store);

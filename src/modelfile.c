@@ -93,124 +93,162 @@ int oml_model_encode(const oml_learner *l, uint8_t **buf, size_t *len)
     return OML_OK;
 }
 
-int oml_model_decode(oml_learner **out, const uint8_t *buf, size_t len, oml_diag *diag)
+#define FILE_HEAD (sizeof MAGIC + 2 * sizeof(uint32_t)) /* magic, version, reserved */
+
+/* What a file says before its parameter blocks: configuration, counters,
+ * hedge weights, RNG state, the block sizes and the reference header. */
+typedef struct model_head {
+    oml_config cfg;
+    oml_learner_stats st;
+    float alpha[OML_MAX_HEADS];
+    uint64_t rng[4];
+    int32_t prepared, has_start, ref_n;
+    uint64_t count, ref_at;
+} model_head;
+
+/* The envelope: magic, a format version this build reads, and the CRC of
+ * everything before the trailing u32. */
+static int check_envelope(const uint8_t *buf, size_t len, uint32_t *version, oml_diag *diag)
 {
-    size_t head = sizeof MAGIC + 2 * sizeof(uint32_t);
-    if (len < head || memcmp(buf, MAGIC, sizeof MAGIC) != 0)
+    if (len < FILE_HEAD || memcmp(buf, MAGIC, sizeof MAGIC) != 0)
         return oml_diag_set(diag, OML_EFORMAT, "model", "not an omld model file (bad magic)");
-    uint32_t version = oml_le32_load(buf + sizeof MAGIC);
-    if (version < 1 || version > OML_MODELFILE_VERSION)
+    *version = oml_le32_load(buf + sizeof MAGIC);
+    if (*version < 1 || *version > OML_MODELFILE_VERSION)
         return oml_diag_set(diag, OML_EVERSION, "model",
                             "model file format version %u; this build reads version %u "
                             "(HINT: load it with the omld release that wrote it)",
-                            version, OML_MODELFILE_VERSION);
-    if (len < head + sizeof(uint32_t))
+                            *version, OML_MODELFILE_VERSION);
+    if (len < FILE_HEAD + sizeof(uint32_t))
         return oml_diag_set(diag, OML_EFORMAT, "model", "model file truncated");
     uint32_t stored = oml_le32_load(buf + len - sizeof stored);
     if ((uint32_t)crc32(0L, buf, (uInt)(len - sizeof stored)) != stored)
         return oml_diag_set(diag, OML_EFORMAT, "model",
                             "model file checksum mismatch (truncated or altered)");
+    return OML_OK;
+}
 
-    oml_reader c = oml_reader_of(buf, len - sizeof stored);
-    c.pos = head;
+/* Reads the fields before the parameter blocks, as encode_body wrote them. */
+static int read_head(oml_reader *c, uint32_t version, model_head *h, oml_diag *diag)
+{
     /* Version 1 files predate the fields of CONFIG_FIELDS_V2: they were
      * all the paper's (the `paper` preset's values), and had no Adam. */
-    oml_config cfg;
-    oml_config_preset(&cfg, "paper", 1);
-#define R(f) GET(&c, f);
-    CONFIG_FIELDS(R, cfg)
+    oml_config_preset(&h->cfg, "paper", 1);
+#define R(f) GET(c, f);
+    CONFIG_FIELDS(R, h->cfg)
     if (version >= 2) {
-        CONFIG_FIELDS_V2(R, cfg)
+        CONFIG_FIELDS_V2(R, h->cfg)
     }
     if (version >= 3) { /* before, no offsets: the preset's 0 stays */
-        CONFIG_FIELDS_V3(R, cfg)
+        CONFIG_FIELDS_V3(R, h->cfg)
     }
 #undef R
-    oml_learner_stats st;
-    memset(&st, 0, sizeof st);
-    GET(&c, st.updates);
-    GET(&c, st.satisfied);
-    GET(&c, st.utilised);
-    oml_get_f32s(&c, st.loss_ema, OML_MAX_HEADS);
+    GET(c, h->st.updates);
+    GET(c, h->st.satisfied);
+    GET(c, h->st.utilised);
+    oml_get_f32s(c, h->st.loss_ema, OML_MAX_HEADS);
     if (version >= 2) {
-#define R(f) GET(&c, f);
-        STATS_FIELDS_V2(R, st)
+#define R(f) GET(c, f);
+        STATS_FIELDS_V2(R, h->st)
 #undef R
     }
-    float alpha[OML_MAX_HEADS];
-    oml_get_f32s(&c, alpha, OML_MAX_HEADS);
-    uint64_t rng[4];
-    oml_get_le(&c, rng, sizeof rng[0], 4);
-    int32_t prepared, has_start;
-    uint64_t count;
-    GET(&c, prepared);
-    GET(&c, has_start);
-    GET(&c, count);
-    if (c.bad)
+    oml_get_f32s(c, h->alpha, OML_MAX_HEADS);
+    oml_get_le(c, h->rng, sizeof h->rng[0], 4);
+    GET(c, h->prepared);
+    GET(c, h->has_start);
+    GET(c, h->count);
+    if (c->bad)
         return oml_diag_set(diag, OML_EFORMAT, "model", "model file header truncated");
+    return OML_OK;
+}
 
-    /* Check sizes against the configuration before allocating anything. */
-    if (oml_config_validate(&cfg, NULL) != OML_OK)
+/* Checks the sizes of the rest against the configuration before anything
+ * is allocated, peeking at the reference header behind the parameters. */
+static int check_sizes(const oml_reader *c, uint32_t version, model_head *h, oml_diag *diag)
+{
+    if (oml_config_validate(&h->cfg, NULL) != OML_OK)
         return oml_diag_set(diag, OML_EFORMAT, "model", "model file holds an invalid configuration");
     oml_net_layout lay;
-    oml_net_layout_init(&lay, &cfg);
-    size_t params_bytes = count * sizeof(float) * (has_start ? 2 : 1);
-    if (count != lay.count || c.len - c.pos < params_bytes + sizeof(int32_t) + sizeof(uint64_t))
+    oml_net_layout_init(&lay, &h->cfg);
+    size_t params_bytes = h->count * sizeof(float) * (h->has_start ? 2 : 1);
+    if (h->count != lay.count ||
+        c->len - c->pos < params_bytes + sizeof(int32_t) + sizeof(uint64_t))
         return oml_diag_set(diag, OML_EFORMAT, "model",
                             "model file parameter block does not match its configuration");
-    /* Peek at the reference header behind the parameters to size everything first. */
-    int32_t ref_n;
-    uint64_t ref_at;
-    ref_n = (int32_t)oml_le32_load(c.p + c.pos + params_bytes);
-    ref_at = oml_le64_load(c.p + c.pos + params_bytes + sizeof ref_n);
-    size_t ref_bytes = oml__learner_ref_file_floats(&lay, ref_n) * sizeof(float);
+    h->ref_n = (int32_t)oml_le32_load(c->p + c->pos + params_bytes);
+    h->ref_at = oml_le64_load(c->p + c->pos + params_bytes + sizeof h->ref_n);
+    size_t ref_bytes = oml__learner_ref_file_floats(&lay, h->ref_n) * sizeof(float);
     size_t adam_bytes = version < 2 ? 0
-                        : sizeof(uint64_t) +
-                              (cfg.optim == OML_OPTIM_ADAM ? 2 * count * sizeof(float) : 0);
-    if (ref_n < 0 || ref_n > 65536 || st.recent_n > OML_RECENT_WINDOW ||
-        st.recent_hits > st.recent_n ||
-        c.len - c.pos != params_bytes + sizeof ref_n + sizeof ref_at + ref_bytes + adam_bytes)
+                        : sizeof(uint64_t) + (h->cfg.optim == OML_OPTIM_ADAM
+                                                  ? 2 * h->count * sizeof(float)
+                                                  : 0);
+    if (h->ref_n < 0 || h->ref_n > 65536 || h->st.recent_n > OML_RECENT_WINDOW ||
+        h->st.recent_hits > h->st.recent_n ||
+        c->len - c->pos !=
+            params_bytes + sizeof h->ref_n + sizeof h->ref_at + ref_bytes + adam_bytes)
         return oml_diag_set(diag, OML_EFORMAT, "model",
                             "model file size does not match its configuration");
+    return OML_OK;
+}
+
+/* Reads the blocks into the learner made from the configuration: the
+ * parameters, the proximal start, the hedge's reference sample and Adam's
+ * state. The caller destroys l on an error. */
+static int read_blocks(oml_reader *c, uint32_t version, const model_head *h, oml_learner *l,
+                       oml_diag *diag)
+{
+    if (h->count != l->lay.count || (h->has_start != 0) != (l->start != NULL))
+        return oml_diag_set(diag, OML_EFORMAT, "model",
+                            "model file parameter block does not match its configuration");
+    oml_get_f32s(c, l->params, h->count);
+    if (h->has_start)
+        oml_get_f32s(c, l->start, h->count);
+    c->pos += sizeof h->ref_n + sizeof h->ref_at; /* read by check_sizes */
+    if (h->ref_n > 0) {
+        if (oml__learner_ref_alloc(l, h->ref_n) != OML_OK)
+            return OML_ENOMEM;
+        oml_get_f32s(c, l->ref_x, oml__learner_ref_file_floats(&l->lay, h->ref_n));
+        l->ref_at = h->ref_at;
+    }
+    if (version >= 2) {
+        GET(c, l->adam_t);
+        if (l->adam_m) {
+            oml_get_f32s(c, l->adam_m, h->count);
+            oml_get_f32s(c, l->adam_v, h->count);
+        }
+    }
+    if (c->bad || c->pos != c->len)
+        return oml_diag_set(diag, OML_EFORMAT, "model", "model file size does not match its contents");
+    return OML_OK;
+}
+
+int oml_model_decode(oml_learner **out, const uint8_t *buf, size_t len, oml_diag *diag)
+{
+    uint32_t version = 0;
+    int rc = check_envelope(buf, len, &version, diag);
+    if (rc != OML_OK)
+        return rc;
+    oml_reader c = oml_reader_of(buf, len - sizeof(uint32_t));
+    c.pos = FILE_HEAD;
+    model_head h;
+    memset(&h, 0, sizeof h);
+    if ((rc = read_head(&c, version, &h, diag)) != OML_OK ||
+        (rc = check_sizes(&c, version, &h, diag)) != OML_OK)
+        return rc;
 
     oml_learner *l = NULL;
-    int rc = oml_learner_create(&l, &cfg, diag);
+    rc = oml_learner_create(&l, &h.cfg, diag);
     if (rc != OML_OK)
         return rc == OML_ENOMEM ? rc
                                 : oml_diag_set(diag, OML_EFORMAT, "model",
                                                "model file holds an invalid configuration");
-    if (count != l->lay.count || (has_start != 0) != (l->start != NULL)) {
+    if ((rc = read_blocks(&c, version, &h, l, diag)) != OML_OK) {
         oml_learner_destroy(l);
-        return oml_diag_set(diag, OML_EFORMAT, "model",
-                            "model file parameter block does not match its configuration");
+        return rc;
     }
-    oml_get_f32s(&c, l->params, count);
-    if (has_start)
-        oml_get_f32s(&c, l->start, count);
-    c.pos += sizeof ref_n + sizeof ref_at; /* read above */
-    if (ref_n > 0) {
-        if (oml__learner_ref_alloc(l, ref_n) != OML_OK) {
-            oml_learner_destroy(l);
-            return OML_ENOMEM;
-        }
-        oml_get_f32s(&c, l->ref_x, oml__learner_ref_file_floats(&l->lay, ref_n));
-        l->ref_at = ref_at;
-    }
-    if (version >= 2) {
-        GET(&c, l->adam_t);
-        if (l->adam_m) {
-            oml_get_f32s(&c, l->adam_m, count);
-            oml_get_f32s(&c, l->adam_v, count);
-        }
-    }
-    if (c.bad || c.pos != c.len) {
-        oml_learner_destroy(l);
-        return oml_diag_set(diag, OML_EFORMAT, "model", "model file size does not match its contents");
-    }
-    l->stats = st;
-    memcpy(l->alpha, alpha, sizeof alpha);
-    memcpy(l->rng.s, rng, sizeof rng);
-    l->prepared = prepared;
+    l->stats = h.st;
+    memcpy(l->alpha, h.alpha, sizeof h.alpha);
+    memcpy(l->rng.s, h.rng, sizeof h.rng);
+    l->prepared = h.prepared;
     *out = l;
     return OML_OK;
 }

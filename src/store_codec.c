@@ -84,9 +84,8 @@ static int store_read_name(oml_reader *c, char **name, uint32_t *name_len, const
     return OML_OK;
 }
 
-/* The body of oml_store_decode: fills the empty store s from c. */
-static int store_decode_into(oml_store *s, oml_reader *c, uint32_t version, uint32_t n_slots,
-                             uint32_t n_live, uint32_t n_labels, oml_diag *diag)
+/* The label table: n_labels distinct names, in label id order. */
+static int decode_labels(oml_store *s, oml_reader *c, uint32_t n_labels, oml_diag *diag)
 {
     if (n_labels > 0) {
         if ((s->label_names = malloc((size_t)n_labels * sizeof *s->label_names)) == NULL ||
@@ -109,7 +108,14 @@ static int store_decode_into(oml_store *s, oml_reader *c, uint32_t version, uint
             return oml_diag_set(diag, OML_EFORMAT, "store", "label %u repeats label %u", i, prev);
         (void)oml_idmap_put(&s->label_map, name, n, i); /* reserved above */
     }
+    return OML_OK;
+}
 
+/* The slot records (live flag, label id, id), rebuilding the id map of the
+ * live slots and the free list of the others. */
+static int decode_slots(oml_store *s, oml_reader *c, uint32_t n_slots, uint32_t n_live,
+                        oml_diag *diag)
+{
     if (n_slots > 0) {
         size_t cap = n_slots;
         if ((s->x = malloc(cap * (size_t)s->dim * sizeof(float))) == NULL ||
@@ -164,7 +170,14 @@ static int store_decode_into(oml_store *s, oml_reader *c, uint32_t version, uint
     if (s->n_live != n_live)
         return oml_diag_set(diag, OML_EFORMAT, "store", "%u live slots, the header says %u",
                             s->n_live, n_live);
+    return OML_OK;
+}
 
+/* The feature block (n_slots, dim) and, since version 2, the generations;
+ * they end the buffer exactly, and every feature is finite. */
+static int decode_features(oml_store *s, oml_reader *c, uint32_t version, uint32_t n_slots,
+                           oml_diag *diag)
+{
     size_t nx = (size_t)n_slots * (size_t)s->dim;
     size_t ng = version >= 2 ? (size_t)n_slots * sizeof(uint32_t) : 0;
     if (c->len - c->pos != nx * sizeof(float) + ng)
@@ -180,6 +193,18 @@ static int store_decode_into(oml_store *s, oml_reader *c, uint32_t version, uint
             return oml_diag_set(diag, OML_EFORMAT, "store", "slot %zu feature %zu is not finite",
                                 i / (size_t)s->dim, i % (size_t)s->dim);
     return OML_OK;
+}
+
+/* The body of oml_store_decode: fills the empty store s from c. */
+static int store_decode_into(oml_store *s, oml_reader *c, uint32_t version, uint32_t n_slots,
+                             uint32_t n_live, uint32_t n_labels, oml_diag *diag)
+{
+    int rc = decode_labels(s, c, n_labels, diag);
+    if (rc == OML_OK)
+        rc = decode_slots(s, c, n_slots, n_live, diag);
+    if (rc == OML_OK)
+        rc = decode_features(s, c, version, n_slots, diag);
+    return rc;
 }
 
 int oml_store_decode(oml_store **out, const uint8_t *buf, size_t len, uint32_t max_items,

@@ -609,12 +609,127 @@ static void note_cut(scan *s, uint32_t i, uint64_t off, uint64_t expect, const c
     snprintf(s->rep->reason, sizeof s->rep->reason, "%s", why);
 }
 
+/* Checks segment i's header. Returns an error for what salvage cannot
+ * skip (not a WAL segment, another format version, a header that disagrees
+ * with the file name); sets *bad for damage (short, checksum) and *salt. */
+static int check_header(scan *s, uint32_t i, const uint8_t *b, size_t size, const char *path,
+                        const char *name, uint64_t *salt, const char **bad)
+{
+    uint64_t first = s->w->segs[i].first;
+    uint32_t version = 0, hsize = 0, hcrc = 0;
+    uint64_t hfirst = 0;
+    if (size >= HDR) {
+        version = oml_le32_load(b + 8);
+        hsize = oml_le32_load(b + 12);
+        hfirst = oml_le64_load(b + 16);
+        *salt = oml_le64_load(b + 24);
+        hcrc = oml_le32_load(b + 36);
+    }
+    if (size < HDR)
+        *bad = "short segment header";
+    else if (memcmp(b, MAGIC, 8) != 0)
+        return oml_diag_set(s->diag, OML_EFORMAT, "wal", "%s is not an omld WAL segment (bad magic)", path);
+    else if ((uint32_t)crc32(0L, b, 36) != hcrc)
+        *bad = "segment header checksum mismatch";
+    else if (version != OML_WAL_VERSION)
+        return oml_diag_set(s->diag, OML_EVERSION, "wal",
+                            "%s has WAL format version %u; this build reads version %u "
+                            "(HINT: replay it with the omld release that wrote it)",
+                            name, version, OML_WAL_VERSION);
+    else if (hsize != HDR || hfirst != first)
+        return oml_diag_set(s->diag, OML_EFORMAT, "wal",
+                            "%s: header says first LSN %" PRIu64 ", its name says %" PRIu64, name,
+                            hfirst, first);
+    return OML_OK;
+}
+
+/* LSN continuity of segment i with the segment before (or the checkpoint):
+ * no overlap, and no gap the checkpoint does not cover. */
+static int check_continuity(scan *s, uint32_t i, const char *name, uint64_t expect)
+{
+    uint64_t first = s->w->segs[i].first, after = s->w->opt.after_lsn;
+    if (first < expect)
+        return oml_diag_set(s->diag, OML_EFORMAT, "wal",
+                            "WAL segment %s overlaps the one before it (LSN %" PRIu64 " expected)",
+                            name, expect);
+    if (first > expect && first - 1 > after)
+        return oml_diag_set(s->diag, OML_EFORMAT, "wal",
+                            "WAL records %" PRIu64 "..%" PRIu64 " are missing before %s "
+                            "(the checkpoint covers up to %" PRIu64 ")",
+                            expect, first - 1, name, after);
+    return OML_OK;
+}
+
+/* Replays the valid records of b from HDR on, those past the checkpoint
+ * through the callback, and counts them all. Stops at the first bad one:
+ * *off is where it starts and *bad says why (NULL: the segment is whole). */
+static int replay_records(scan *s, const uint8_t *b, size_t size, uint64_t salt, uint64_t *expect,
+                          size_t *off, const char **bad)
+{
+    uint64_t after = s->w->opt.after_lsn;
+    *off = HDR;
+    *bad = NULL;
+    while (*off < size) {
+        uint32_t n = 0;
+        *bad = check_record(salt, b, size, *off, *expect, &n);
+        if (*bad)
+            break;
+        if (*expect > after && s->fn) {
+            int rc = s->fn(s->arg, b[*off + 16], *expect, b + *off + RHDR, n);
+            if (rc != 0)
+                return rc;
+            s->rep->replayed++;
+        }
+        if (s->rep->first_lsn == 0)
+            s->rep->first_lsn = *expect;
+        s->rep->last_lsn = *expect;
+        s->rep->records++;
+        (*expect)++;
+        *off += RHDR + n;
+    }
+    return OML_OK;
+}
+
+/* A bad record at off in segment i (the last valid LSN is expect - 1): a
+ * torn tail is cut off; damage in the middle (a later segment, or a valid
+ * record further on) is refused unless salvaging, which cuts it too. */
+static int cut_bad_tail(scan *s, uint32_t i, const char *name, const uint8_t *b, size_t size,
+                        size_t off, uint64_t expect, uint64_t salt, const char *bad, int *stop)
+{
+    oml_wal *w = s->w;
+    note_cut(s, i, off, expect, bad);
+    size_t at = 0;
+    uint64_t at_lsn = 0;
+    int middle = i + 1 < w->nseg || later_valid(salt, b, size, off, expect, &at, &at_lsn);
+    if (middle && !w->opt.salvage) {
+        if (i + 1 < w->nseg) {
+            char next[NAME_LEN + 1];
+            seg_name(next, w->segs[i + 1].first);
+            return oml_diag_set(s->diag, OML_EFORMAT, "wal",
+                                "WAL damaged in the middle: %s offset %zu (LSN %" PRIu64 ", %s), "
+                                "followed by %s (HINT: restore it from a backup; recovering "
+                                "with salvage keeps the records before the damage and sets the "
+                                "later segments aside)",
+                                name, off, expect, bad, next);
+        }
+        return oml_diag_set(s->diag, OML_EFORMAT, "wal",
+                            "WAL damaged in the middle: %s offset %zu (LSN %" PRIu64 ", %s), "
+                            "valid record at offset %zu (HINT: restore it from a backup; "
+                            "recovering with salvage keeps the records before the damage)",
+                            name, off, expect, bad, at);
+    }
+    s->rep->salvaged = middle;
+    *stop = 1;
+    w->segs[i].size = off;
+    w->bytes -= size - off;
+    return cut(s, i, off, size);
+}
+
 /* Reads segment i: replays its records, handles its bad tail. *expect is the
  * LSN the next record must carry; *stop is set if the log was cut here. */
 static int scan_segment(scan *s, uint32_t i, uint64_t *expect, int *stop)
 {
     oml_wal *w = s->w;
-    uint64_t after = w->opt.after_lsn;
     char name[NAME_LEN + 1], path[4096];
     seg_name(name, w->segs[i].first);
     path_of(w, path, sizeof path, name);
@@ -626,33 +741,11 @@ static int scan_segment(scan *s, uint32_t i, uint64_t *expect, int *stop)
                                                strerror(errno));
     s->rep->segments++;
     const uint8_t *b = s->buf;
-    uint64_t first = w->segs[i].first;
+    uint64_t first = w->segs[i].first, salt = 0;
 
     const char *bad = NULL;
-    uint32_t version = 0, hsize = 0, hcrc = 0;
-    uint64_t hfirst = 0, salt = 0;
-    if (size >= HDR) {
-        version = oml_le32_load(b + 8);
-        hsize = oml_le32_load(b + 12);
-        hfirst = oml_le64_load(b + 16);
-        salt = oml_le64_load(b + 24);
-        hcrc = oml_le32_load(b + 36);
-    }
-    if (size < HDR)
-        bad = "short segment header";
-    else if (memcmp(b, MAGIC, 8) != 0)
-        return oml_diag_set(s->diag, OML_EFORMAT, "wal", "%s is not an omld WAL segment (bad magic)", path);
-    else if ((uint32_t)crc32(0L, b, 36) != hcrc)
-        bad = "segment header checksum mismatch";
-    else if (version != OML_WAL_VERSION)
-        return oml_diag_set(s->diag, OML_EVERSION, "wal",
-                            "%s has WAL format version %u; this build reads version %u "
-                            "(HINT: replay it with the omld release that wrote it)",
-                            name, version, OML_WAL_VERSION);
-    else if (hsize != HDR || hfirst != first)
-        return oml_diag_set(s->diag, OML_EFORMAT, "wal",
-                            "%s: header says first LSN %" PRIu64 ", its name says %" PRIu64, name,
-                            hfirst, first);
+    if ((rc = check_header(s, i, b, size, path, name, &salt, &bad)) != OML_OK)
+        return rc;
     if (bad) {
         note_cut(s, i, 0, first, bad);
         if (!w->opt.salvage)
@@ -665,70 +758,19 @@ static int scan_segment(scan *s, uint32_t i, uint64_t *expect, int *stop)
         *stop = 1;
         return cut(s, i, 0, size);
     }
-
-    /* LSN continuity with the segment before (or the checkpoint). */
-    if (first < *expect)
-        return oml_diag_set(s->diag, OML_EFORMAT, "wal",
-                            "WAL segment %s overlaps the one before it (LSN %" PRIu64 " expected)",
-                            name, *expect);
-    if (first > *expect && first - 1 > after)
-        return oml_diag_set(s->diag, OML_EFORMAT, "wal",
-                            "WAL records %" PRIu64 "..%" PRIu64 " are missing before %s "
-                            "(the checkpoint covers up to %" PRIu64 ")",
-                            *expect, first - 1, name, after);
+    if ((rc = check_continuity(s, i, name, *expect)) != OML_OK)
+        return rc;
     *expect = first;
     w->salt = salt; /* the active segment's, once the last one is read */
 
-    size_t off = HDR;
-    while (off < size) {
-        uint32_t n = 0;
-        bad = check_record(salt, b, size, off, *expect, &n);
-        if (bad)
-            break;
-        if (*expect > after && s->fn) {
-            rc = s->fn(s->arg, b[off + 16], *expect, b + off + RHDR, n);
-            if (rc != 0)
-                return rc;
-            s->rep->replayed++;
-        }
-        if (s->rep->first_lsn == 0)
-            s->rep->first_lsn = *expect;
-        s->rep->last_lsn = *expect;
-        s->rep->records++;
-        (*expect)++;
-        off += RHDR + n;
-    }
+    size_t off;
+    if ((rc = replay_records(s, b, size, salt, expect, &off, &bad)) != OML_OK)
+        return rc;
     w->segs[i].size = size;
     w->bytes += size;
     if (!bad)
         return OML_OK;
-
-    note_cut(s, i, off, *expect, bad);
-    size_t at = 0;
-    uint64_t at_lsn = 0;
-    int middle = i + 1 < w->nseg || later_valid(salt, b, size, off, *expect, &at, &at_lsn);
-    if (middle && !w->opt.salvage) {
-        if (i + 1 < w->nseg) {
-            char next[NAME_LEN + 1];
-            seg_name(next, w->segs[i + 1].first);
-            return oml_diag_set(s->diag, OML_EFORMAT, "wal",
-                                "WAL damaged in the middle: %s offset %zu (LSN %" PRIu64 ", %s), "
-                                "followed by %s (HINT: restore it from a backup; recovering "
-                                "with salvage keeps the records before the damage and sets the "
-                                "later segments aside)",
-                                name, off, *expect, bad, next);
-        }
-        return oml_diag_set(s->diag, OML_EFORMAT, "wal",
-                            "WAL damaged in the middle: %s offset %zu (LSN %" PRIu64 ", %s), "
-                            "valid record at offset %zu (HINT: restore it from a backup; "
-                            "recovering with salvage keeps the records before the damage)",
-                            name, off, *expect, bad, at);
-    }
-    s->rep->salvaged = middle;
-    *stop = 1;
-    w->segs[i].size = off;
-    w->bytes -= size - off;
-    return cut(s, i, off, size);
+    return cut_bad_tail(s, i, name, b, size, off, *expect, salt, bad, stop);
 }
 
 static int list_segments(oml_wal *w, oml_diag *diag)
@@ -760,6 +802,76 @@ static int list_segments(oml_wal *w, oml_diag *diag)
     return rc;
 }
 
+/* The options with their defaults filled in, or OML_EINVAL. */
+static int resolve_options(const char *dir, const oml_wal_options *opt, oml_wal_options *o,
+                           oml_diag *diag)
+{
+    if (dir == NULL || *dir == 0 || strlen(dir) > 4000)
+        return oml_diag_set(diag, OML_EINVAL, "wal", "WAL directory missing or too long");
+    *o = opt ? *opt : (oml_wal_options){0};
+    if (o->segment_bytes == 0)
+        o->segment_bytes = OML_WAL_SEGMENT_BYTES_DEFAULT;
+    if (o->fsync < OML_WAL_FSYNC_EVERYSEC || o->fsync > OML_WAL_FSYNC_NO ||
+        o->segment_bytes < HDR || o->after_lsn == UINT64_MAX)
+        return oml_diag_set(diag, OML_EINVAL, "wal", "bad WAL options");
+    return OML_OK;
+}
+
+/* Recovery: lists the segments and scans them in LSN order, replaying the
+ * records past the checkpoint; *expect ends as the LSN the next record
+ * would carry (0 for an empty log). */
+static int recover(scan *s, uint64_t *expect)
+{
+    oml_wal *w = s->w;
+    int rc = list_segments(w, s->diag);
+    *expect = 0;
+    if (rc == OML_OK && w->nseg > 0) {
+        *expect = w->segs[0].first;
+        if (*expect > w->opt.after_lsn + 1)
+            rc = oml_diag_set(s->diag, OML_EFORMAT, "wal",
+                              "the WAL starts at LSN %" PRIu64 " but the checkpoint covers only up "
+                              "to %" PRIu64 ": records are missing",
+                              *expect, w->opt.after_lsn);
+    }
+    int stop = 0;
+    for (uint32_t i = 0; rc == OML_OK && !stop && i < w->nseg; i++)
+        rc = scan_segment(s, i, expect, &stop);
+    free(s->buf);
+    s->buf = NULL;
+    return rc;
+}
+
+/* Opens the active segment for appends: the last one, after its last valid
+ * record, or a new one past the checkpoint when the log ends before it. */
+static int open_active(oml_wal *w, uint64_t expect, oml_wal_recovery *rep, oml_diag *diag)
+{
+    uint64_t after = w->opt.after_lsn;
+    int rc = OML_OK;
+    if (w->nseg > 0 && expect > after) {
+        seg *a = &w->segs[w->nseg - 1];
+        char name[NAME_LEN + 1], path[4096];
+        seg_name(name, a->first);
+        path_of(w, path, sizeof path, name);
+        w->fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (w->fd < 0 || oml__wal_fdatasync(w->fd) != 0)
+            rc = oml_diag_set(diag, OML_EIO, "wal", "cannot open %s: %s", path, strerror(errno));
+        w->next_lsn = expect;
+        return rc;
+    }
+    rep->behind_checkpoint = w->nseg > 0 && expect <= after;
+    w->next_lsn = after + 1;
+    rc = push_seg(w, w->next_lsn, HDR);
+    if (rc == OML_OK) {
+        w->nseg--;
+        rc = create_segment(w, w->next_lsn, &w->fd, diag);
+        if (rc == OML_OK) {
+            w->nseg++;
+            w->bytes += HDR;
+        }
+    }
+    return rc;
+}
+
 int oml_wal_open(oml_wal **out, const char *dir, const oml_wal_options *opt, oml_wal_replay_fn fn,
                  void *arg, oml_wal_recovery *report, oml_diag *diag)
 {
@@ -767,14 +879,10 @@ int oml_wal_open(oml_wal **out, const char *dir, const oml_wal_options *opt, oml
     oml_wal_recovery scratch;
     oml_wal_recovery *rep = report ? report : &scratch;
     memset(rep, 0, sizeof *rep);
-    if (dir == NULL || *dir == 0 || strlen(dir) > 4000)
-        return oml_diag_set(diag, OML_EINVAL, "wal", "WAL directory missing or too long");
-    oml_wal_options o = opt ? *opt : (oml_wal_options){0};
-    if (o.segment_bytes == 0)
-        o.segment_bytes = OML_WAL_SEGMENT_BYTES_DEFAULT;
-    if (o.fsync < OML_WAL_FSYNC_EVERYSEC || o.fsync > OML_WAL_FSYNC_NO || o.segment_bytes < HDR ||
-        o.after_lsn == UINT64_MAX)
-        return oml_diag_set(diag, OML_EINVAL, "wal", "bad WAL options");
+    oml_wal_options o;
+    int rc = resolve_options(dir, opt, &o, diag);
+    if (rc != OML_OK)
+        return rc;
     if (mkdir(dir, 0755) != 0 && errno != EEXIST)
         return oml_diag_set(diag, OML_EIO, "wal", "cannot create WAL directory %s: %s", dir,
                             strerror(errno));
@@ -789,47 +897,11 @@ int oml_wal_open(oml_wal **out, const char *dir, const oml_wal_options *opt, oml
     w->salt = new_salt();
     pthread_mutex_init(&w->mu, NULL);
 
-    int rc = list_segments(w, diag);
     scan s = {.w = w, .fn = fn, .arg = arg, .rep = rep, .diag = diag};
-    uint64_t expect = 0;
-    if (rc == OML_OK && w->nseg > 0) {
-        expect = w->segs[0].first;
-        if (expect > o.after_lsn + 1)
-            rc = oml_diag_set(diag, OML_EFORMAT, "wal",
-                              "the WAL starts at LSN %" PRIu64 " but the checkpoint covers only up "
-                              "to %" PRIu64 ": records are missing",
-                              expect, o.after_lsn);
-    }
-    int stop = 0;
-    for (uint32_t i = 0; rc == OML_OK && !stop && i < w->nseg; i++)
-        rc = scan_segment(&s, i, &expect, &stop);
-    free(s.buf);
-
-    if (rc == OML_OK) {
-        /* Appends go after the last valid record, or past the checkpoint. */
-        if (w->nseg > 0 && expect > o.after_lsn) {
-            seg *a = &w->segs[w->nseg - 1];
-            char name[NAME_LEN + 1], path[4096];
-            seg_name(name, a->first);
-            path_of(w, path, sizeof path, name);
-            w->fd = open(path, O_WRONLY | O_CLOEXEC);
-            if (w->fd < 0 || oml__wal_fdatasync(w->fd) != 0)
-                rc = oml_diag_set(diag, OML_EIO, "wal", "cannot open %s: %s", path, strerror(errno));
-            w->next_lsn = expect;
-        } else {
-            rep->behind_checkpoint = w->nseg > 0 && expect <= o.after_lsn;
-            w->next_lsn = o.after_lsn + 1;
-            rc = push_seg(w, w->next_lsn, HDR);
-            if (rc == OML_OK) {
-                w->nseg--;
-                rc = create_segment(w, w->next_lsn, &w->fd, diag);
-                if (rc == OML_OK) {
-                    w->nseg++;
-                    w->bytes += HDR;
-                }
-            }
-        }
-    }
+    uint64_t expect;
+    rc = recover(&s, &expect);
+    if (rc == OML_OK)
+        rc = open_active(w, expect, rep, diag);
     if (rc == OML_OK) {
         w->committed = w->next_lsn - 1;
         w->written = w->synced = w->committed;
