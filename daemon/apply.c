@@ -70,7 +70,8 @@ static int member_bad(omld_engine *e, const float *x, const Omld__ItemRef *ref, 
     return 1;
 }
 
-/* The data-dependent start, from every live stored item in slot order. */
+/* The data-dependent start's items: the live stored ones in slot order,
+ * every (count/m)-th of them when m is below their count. */
 uint32_t omld_start_items(omld_engine *e, uint32_t m, float *X)
 {
     uint32_t n = oml_store_count(e->store), slots = oml_store_slots(e->store), k = 0, seen = 0;
@@ -98,13 +99,18 @@ static void prepare_model(omld_engine *e)
         l->prepared = 1; /* decided once, at a point fixed by the command order */
         return;
     }
-    float *X = malloc((size_t)n * (size_t)dim * sizeof(float));
+    /* A strided sample past OMLD_START_SAMPLE items: the mean, the sd and
+     * the principal directions of 65,536 items are those of the store to
+     * within noise, and a million items would be a copy of every feature
+     * and seconds of the learner's time (issue 14). */
+    uint32_t m = n < OMLD_START_SAMPLE ? n : OMLD_START_SAMPLE;
+    float *X = malloc((size_t)m * (size_t)dim * sizeof(float));
     if (X == NULL) {
         LOG_ERROR("engine", "out of memory preparing the model start");
         return;
     }
-    uint32_t k = omld_start_items(e, n, X);
-    if (k < n) /* out-of-bounds items from an old state take no part in the start */
+    uint32_t k = omld_start_items(e, m, X);
+    if (m == n && k < n) /* out-of-bounds items from an old state take no part in the start */
         LOG_WARN("engine", "model start: %u stored item(s) with features beyond max_feature_abs "
                  "left out", n - k);
     n = k;
@@ -119,8 +125,8 @@ static void prepare_model(omld_engine *e)
     if (rc != OML_OK)
         LOG_ERROR("engine", "model start from %u items failed: %s", n, oml_strerror(rc));
     else
-        LOG_INFO("engine", "model start taken from %u stored items in %.0f ms", n,
-                 (double)(omld_now_ns() - t0) / 1e6);
+        LOG_INFO("engine", "model start taken from %u of %u stored items in %.0f ms", n,
+                 oml_store_count(e->store), (double)(omld_now_ns() - t0) / 1e6);
 }
 
 /* n new triplets (3n rows and their store slots) into the learner, in

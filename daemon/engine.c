@@ -621,7 +621,16 @@ int omld_engine_create(omld_engine **out, const omld_config *opts, omld_metrics 
     pthread_cond_init(&e->cv, NULL);
     pthread_mutex_init(&e->out_mu, NULL);
     pthread_mutex_init(&e->stats_mu, NULL);
-    pthread_rwlock_init(&e->lock.rw, NULL);
+    /* Writers first: the learner's puts and deletes must not wait behind a
+     * stream of readers (queries, index gathers, a trainer's copy), which
+     * glibc's default lets overtake a waiting writer forever. No thread
+     * takes this lock for reading twice, which the writer preference would
+     * deadlock. */
+    pthread_rwlockattr_t attr;
+    pthread_rwlockattr_init(&attr);
+    pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&e->lock.rw, &attr);
+    pthread_rwlockattr_destroy(&attr);
     e->stats.cfg = mcfg;
     snprintf(e->stats.preset, sizeof e->stats.preset, "%.31s", opts->preset);
 

@@ -92,18 +92,46 @@ static void view_refuse(omld_views *vs, uint64_t version, const char *why)
                   serving ? "the previous view goes on serving" : "no view is served");
 }
 
-/* Builds a view of snap over the store; the caller holds the store's read
- * lock. Takes ownership of snap (released on failure). A view whose model
- * or embeddings hold a NaN or an infinity is never returned (it would
- * answer every query with nothing): *refused is set and the reason kept
+/* The index of snap over the store. lock NULL: the store cannot change
+ * meanwhile (the learner thread builds). Else the store's read lock is
+ * held only while items are copied out, OML_INDEX_GATHER_ROWS at a time,
+ * never while they are embedded: puts wait for one gather, not for a
+ * whole build (issue 14: at a million items a build takes seconds). */
+static int index_build(omld_views *vs, oml_snapshot *snap, omld_store_lock *lock,
+                       oml_index **out)
+{
+    if (lock == NULL)
+        return oml_index_build(out, snap, vs->store);
+    oml_index_builder b;
+    int rc = oml_index_builder_init(&b, snap, oml_store_dim(vs->store));
+    int more = 1;
+    while (rc == OML_OK && more > 0) {
+        pthread_rwlock_rdlock(&lock->rw);
+        more = oml_index_builder_gather(&b, vs->store);
+        pthread_rwlock_unlock(&lock->rw);
+        rc = more < 0 ? more : oml_index_builder_embed(&b);
+    }
+    if (rc == OML_OK) {
+        pthread_rwlock_rdlock(&lock->rw);
+        rc = oml_index_builder_finish(&b, vs->store, out);
+        pthread_rwlock_unlock(&lock->rw);
+    }
+    oml_index_builder_free(&b);
+    return rc;
+}
+
+/* Builds a view of snap over the store (lock: see index_build). Takes
+ * ownership of snap (released on failure). A view whose model or
+ * embeddings hold a NaN or an infinity is never returned (it would answer
+ * every query with nothing): *refused is set and the reason kept
  * (omld_views_health). */
 static omld_view *view_build(omld_views *vs, oml_snapshot *snap, uint64_t snapshot_ns,
-                             int *refused)
+                             omld_store_lock *lock, int *refused)
 {
     *refused = 0;
     uint64_t t0 = omld_now_ns();
     omld_view *v = calloc(1, sizeof *v);
-    int rc = v ? oml_index_build(&v->ix, snap, vs->store) : OML_ENOMEM;
+    int rc = v ? index_build(vs, snap, lock, &v->ix) : OML_ENOMEM;
     if (rc == OML_OK) {
         oml_idmap_init(&v->by_id);
         rc = oml_idmap_reserve(&v->by_id, (uint32_t)v->ix->n);
@@ -197,10 +225,8 @@ static void *indexer_main(void *arg)
         vs->pending = NULL;
         pthread_mutex_unlock(&vs->mu);
 
-        pthread_rwlock_rdlock(&vs->lock->rw);
         int refused;
-        omld_view *v = view_build(vs, snap, ns, &refused);
-        pthread_rwlock_unlock(&vs->lock->rw);
+        omld_view *v = view_build(vs, snap, ns, vs->lock, &refused);
         if (v) {
             LOG_DEBUG("indexer", "view %llu: %d items, built in %.1f ms",
                       (unsigned long long)v->version, v->ix->n,
@@ -270,7 +296,7 @@ void omld_views_submit(omld_views *vs, oml_snapshot *snap, uint64_t snapshot_ns)
 int omld_views_publish_now(omld_views *vs, oml_snapshot *snap, uint64_t snapshot_ns)
 {
     int refused;
-    omld_view *v = view_build(vs, snap, snapshot_ns, &refused);
+    omld_view *v = view_build(vs, snap, snapshot_ns, NULL, &refused);
     if (v == NULL)
         return refused ? 1 : -1;
     view_swap(vs, v);

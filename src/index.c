@@ -1,10 +1,10 @@
 /* index.c - exact kNN over every live item embedded under one snapshot.
  *
- * DESIGN: oml_index_build runs on the indexer (learner) thread, reads the
- * store once and produces an index that is immutable afterwards, so queries
- * on any thread read it without locks. Everything except the struct lives in
- * one arena: pointer tables first, then the (heads, n, emb) embeddings, the
- * slot and label columns and finally the copied id and label-name bytes.
+ * DESIGN: an index is built by index_build.c and immutable afterwards, so
+ * queries on any thread read it without locks. Everything except the
+ * struct lives in one arena: pointer tables first, then the (heads, n, emb)
+ * embeddings, the slot and label columns and finally the copied id and
+ * label-name bytes.
  *
  * Search is exact and its result does not depend on how the dot products
  * were computed. BLAS (sgemv here, sgemm in serve.c's batch path) rounds
@@ -21,8 +21,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define GATHER_ROWS 1024 /* rows gathered per embedding call when slots have holes */
 
 /* |BLAS dot - cosine| for rows normalised in float is at most about
  * emb * 2^-24 (summation) plus the rows' norm deviation from 1 (of the same
@@ -205,178 +203,6 @@ int32_t oml_index_row_of_slot(const oml_index *ix, uint32_t slot)
             hi = mid;
     }
     return lo < ix->n && ix->slots[lo] == slot ? lo : -1;
-}
-
-/* ix->emb_cols (heads, emb, n): each head's rows of emb_all, transposed. */
-static void transpose_heads(oml_index *ix)
-{
-    size_t n = (size_t)ix->n, e = (size_t)ix->emb;
-    for (int h = 0; h < ix->heads; h++) {
-        const float *src = ix->emb_all + (size_t)h * n * e;
-        float *dst = ix->emb_cols + (size_t)h * n * e;
-        for (size_t i = 0; i < n; i++)
-            for (size_t j = 0; j < e; j++)
-                dst[j * n + i] = src[i * e + j];
-    }
-}
-
-/* Embeds the rows of the live slots into ix->emb_all (heads, n, emb). One
- * call straight on the store's matrix when the live slots are contiguous;
- * otherwise GATHER_ROWS rows at a time, copying only chunks with holes. */
-static int embed_rows(oml_index *ix, const oml_store *store)
-{
-    int32_t n = ix->n, e = ix->emb, dim = oml_store_dim(store);
-    const float *M = oml_store_matrix(store);
-    if (n == 0)
-        return OML_OK;
-    if (ix->slots[n - 1] - ix->slots[0] == (uint32_t)(n - 1))
-        return oml_snapshot_embed(ix->snap, M + (size_t)ix->slots[0] * (size_t)dim, n,
-                                  ix->emb_all);
-
-    int32_t chunk = n < GATHER_ROWS ? n : GATHER_ROWS;
-    size_t xf = (size_t)chunk * (size_t)dim, of = (size_t)ix->heads * (size_t)chunk * (size_t)e;
-    float *X = malloc((xf + of) * sizeof *X);
-    if (X == NULL)
-        return OML_ENOMEM;
-    float *O = X + xf;
-    int rc = OML_OK;
-    for (int32_t i = 0; i < n && rc == OML_OK; i += chunk) {
-        int32_t m = n - i < chunk ? n - i : chunk;
-        const float *src = M + (size_t)ix->slots[i] * (size_t)dim;
-        if (ix->slots[i + m - 1] - ix->slots[i] != (uint32_t)(m - 1)) {
-            for (int32_t r = 0; r < m; r++) /* this chunk has holes: gather it */
-                memcpy(X + (size_t)r * (size_t)dim, M + (size_t)ix->slots[i + r] * (size_t)dim,
-                       (size_t)dim * sizeof *X);
-            src = X;
-        }
-        rc = oml_snapshot_embed(ix->snap, src, m, O);
-        for (int h = 0; h < ix->heads && rc == OML_OK; h++)
-            memcpy(ix->emb_all + ((size_t)h * (size_t)n + (size_t)i) * (size_t)e,
-                   O + (size_t)h * (size_t)m * (size_t)e, (size_t)m * (size_t)e * sizeof *O);
-    }
-    free(X);
-    return rc;
-}
-
-/* The live items, and the bytes their ids and the label names take as
- * NUL-terminated copies. */
-static size_t count_live(const oml_store *store, size_t *bytes)
-{
-    uint32_t slots = oml_store_slots(store);
-    int32_t n_labels = oml_store_label_count(store);
-    size_t n = 0;
-    *bytes = 0;
-    for (uint32_t s = 0; s < slots; s++) {
-        if (!oml_store_is_live(store, s))
-            continue;
-        size_t len;
-        oml_store_id(store, s, &len);
-        *bytes += len + 1;
-        n++;
-    }
-    for (int32_t l = 0; l < n_labels; l++) {
-        size_t len;
-        oml_store_label_name(store, l, &len);
-        *bytes += len + 1;
-    }
-    return n;
-}
-
-/* Allocates the arena for ix->n items and `bytes` characters and points
- * the columns into it; returns where the characters go, NULL on OOM. */
-static char *alloc_arena(oml_index *ix, size_t bytes)
-{
-    size_t n = (size_t)ix->n, nl = (size_t)ix->n_labels;
-    size_t ne = (size_t)ix->heads * n * (size_t)ix->emb;
-    /* Arena, largest alignment first: ids, label_names, id_lens, emb_all,
-     * slots, labels, then the characters. */
-    size_t total = (n + nl) * sizeof(char *) + n * sizeof(size_t) + 2 * ne * sizeof(float)
-                   + n * (sizeof(uint32_t) + sizeof(int32_t)) + bytes + 1;
-    char *p = malloc(total);
-    if (p == NULL)
-        return NULL;
-    ix->_arena = p;
-    ix->ids = (const char **)(void *)p;
-    p += n * sizeof(char *);
-    ix->label_names = (const char **)(void *)p;
-    p += nl * sizeof(char *);
-    ix->id_lens = (size_t *)(void *)p;
-    p += n * sizeof(size_t);
-    ix->emb_all = (float *)(void *)p;
-    p += ne * sizeof(float);
-    ix->emb_cols = (float *)(void *)p;
-    p += ne * sizeof(float);
-    ix->slots = (uint32_t *)(void *)p;
-    p += n * sizeof(uint32_t);
-    ix->labels = (int32_t *)(void *)p;
-    p += n * sizeof(int32_t);
-    return p;
-}
-
-/* Copies each live item's id, slot and label, in ascending slot order, and
- * the label names, with their characters at p. */
-static void copy_items(oml_index *ix, const oml_store *store, char *p)
-{
-    uint32_t slots = oml_store_slots(store);
-    size_t row = 0;
-    for (uint32_t s = 0; s < slots; s++) {
-        if (!oml_store_is_live(store, s))
-            continue;
-        size_t len;
-        const char *id = oml_store_id(store, s, &len);
-        memcpy(p, id, len);
-        p[len] = '\0';
-        ix->ids[row] = p;
-        ix->id_lens[row] = len;
-        ix->slots[row] = s;
-        ix->labels[row] = oml_store_label(store, s);
-        p += len + 1;
-        row++;
-    }
-    for (int32_t l = 0; l < ix->n_labels; l++) {
-        size_t len;
-        const char *name = oml_store_label_name(store, l, &len);
-        memcpy(p, name, len);
-        p[len] = '\0';
-        ix->label_names[l] = p;
-        p += len + 1;
-    }
-}
-
-int oml_index_build(oml_index **out, oml_snapshot *snap, const oml_store *store)
-{
-    if (out == NULL || snap == NULL || store == NULL)
-        return OML_EINVAL;
-    if (oml_store_dim(store) != snap->cfg.dim)
-        return OML_EDIM;
-    size_t bytes;
-    size_t n = count_live(store, &bytes);
-    if (n > INT32_MAX)
-        return OML_EINVAL;
-
-    oml_index *ix = calloc(1, sizeof *ix);
-    if (ix == NULL)
-        return OML_ENOMEM;
-    ix->n = (int32_t)n;
-    ix->heads = oml_snapshot_heads(snap);
-    ix->emb = snap->cfg.emb;
-    ix->n_labels = oml_store_label_count(store);
-    char *chars = alloc_arena(ix, bytes);
-    if (chars == NULL) {
-        free(ix);
-        return OML_ENOMEM;
-    }
-    copy_items(ix, store, chars);
-
-    ix->snap = oml_snapshot_retain(snap);
-    int rc = embed_rows(ix, store);
-    if (rc != OML_OK) {
-        oml_index_destroy(ix);
-        return rc;
-    }
-    transpose_heads(ix);
-    *out = ix;
-    return OML_OK;
 }
 
 void oml_index_destroy(oml_index *ix)

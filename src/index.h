@@ -39,8 +39,57 @@ typedef struct oml_index {
 } oml_index;
 
 /* Builds an index of all live items of store under snap (takes its own
- * reference on snap). OML_ENOMEM; an empty store gives an empty index. */
+ * reference on snap). OML_ENOMEM; an empty store gives an empty index.
+ * The store must not change meanwhile (the builder below lets it). */
 int oml_index_build(oml_index **out, oml_snapshot *snap, const oml_store *store);
+
+/* Building in steps, for a store that changes meanwhile (index_build.c):
+ *
+ *   oml_index_builder_init(&b, snap, dim);
+ *   do {
+ *       lock the store for reading;
+ *       more = oml_index_builder_gather(&b, store);  // < 0: error
+ *       unlock;
+ *       oml_index_builder_embed(&b);                  // no lock
+ *   } while (more > 0);
+ *   lock; oml_index_builder_finish(&b, store, &ix); unlock;
+ *   oml_index_builder_free(&b);
+ *
+ * Each gather visits the next slots in ascending order and copies up to
+ * OML_INDEX_GATHER_ROWS live items out; an item is indexed as its slot was
+ * when visited. Everything in the store when the build began is in the
+ * index (unless changed before its slot was visited: then as changed). */
+#define OML_INDEX_GATHER_ROWS 4096
+
+typedef struct oml_index_builder {
+    oml_snapshot *snap;       /* owned reference */
+    int32_t dim, heads, emb;
+    uint32_t next_slot;       /* the first slot not yet visited */
+    size_t n;                 /* rows gathered */
+    int32_t pending;          /* of them, gathered by the last gather, not yet embedded */
+    float *X;                 /* (OML_INDEX_GATHER_ROWS, dim) their features */
+    float *out;               /* (heads, OML_INDEX_GATHER_ROWS, emb) embedding scratch */
+    uint32_t *slots;          /* (n) */
+    int32_t *labels;          /* (n) */
+    size_t *id_off;           /* (n) offset of each id in chars */
+    char *chars;              /* NUL-terminated ids */
+    size_t n_chars;
+    float *rows_emb;          /* (n, heads, emb) */
+    size_t cap_rows, cap_labels, cap_off, cap_chars, cap_emb;
+} oml_index_builder;
+
+/* OML_OK, OML_EDIM (dim is not the snapshot's), OML_ENOMEM. Takes its own
+ * reference on snap. */
+int oml_index_builder_init(oml_index_builder *b, oml_snapshot *snap, int32_t dim);
+/* Copies the next live items out of store (held still by the caller):
+ * 1 if slots remain, 0 once every slot was visited, OML_ENOMEM. */
+int oml_index_builder_gather(oml_index_builder *b, const oml_store *store);
+/* Embeds what the last gather copied; touches no store. */
+int oml_index_builder_embed(oml_index_builder *b);
+/* The index of every gathered row, with the store's label names (held
+ * still by the caller). The builder stays to be freed. */
+int oml_index_builder_finish(oml_index_builder *b, const oml_store *store, oml_index **out);
+void oml_index_builder_free(oml_index_builder *b); /* accepts a zeroed builder */
 void oml_index_destroy(oml_index *ix); /* accepts NULL; releases the snapshot ref */
 
 /* Exact k nearest rows of a unit query q (emb) in one head, ascending by

@@ -402,12 +402,12 @@ static void test_dist(void **state)
     assert_float_equal(oml_index_dist(z, z, 2), SQRT2, 1e-7);
 }
 
-/* More rows than one gather chunk (1024), with holes in some chunks only:
+/* More rows than one embedding chunk, with holes in some chunks only:
  * every row must still hold the embedding of its own slot's features. */
 static void test_build_chunks_with_holes(void **state)
 {
     (void)state;
-    enum { DIM = 5, N = 2600 };
+    enum { DIM = 5, N = OML_INDEX_GATHER_ROWS + 1500, G = OML_INDEX_GATHER_ROWS };
     oml_snapshot *s = make_snap(2, DIM, 7, 3, NULL, NULL, 21);
     oml_store *st = NULL;
     assert_int_equal(oml_store_create(&st, DIM, N), OML_OK);
@@ -421,7 +421,7 @@ static void test_build_chunks_with_holes(void **state)
         snprintf(id, sizeof id, "%d", i);
         assert_int_equal(oml_store_put(st, id, strlen(id), x, NULL, 0, NULL, NULL), OML_OK);
     }
-    const int holes[3] = {5, 1500, 1501};
+    const int holes[3] = {5, G + 4, G + 5}; /* the second gather starts at slot G + 1 */
     for (int i = 0; i < 3; i++) {
         snprintf(id, sizeof id, "%d", holes[i]);
         assert_int_equal(oml_store_delete(st, id, strlen(id)), OML_OK);
@@ -432,7 +432,7 @@ static void test_build_chunks_with_holes(void **state)
     float f[3 * 3];
     for (int32_t row = 0; row < ix->n; row++) {
         uint32_t slot = ix->slots[row];
-        assert_int_equal(slot, (uint32_t)row + (row >= 5) + 2 * (row >= 1499));
+        assert_int_equal(slot, (uint32_t)row + (row >= 5) + 2 * (row >= G + 3));
         snprintf(id, sizeof id, "%u", slot);
         assert_string_equal(ix->ids[row], id);
         assert_int_equal(oml_snapshot_embed(s, oml_store_features(st, slot), 1, f), OML_OK);
@@ -441,6 +441,98 @@ static void test_build_chunks_with_holes(void **state)
                 assert_float_equal(ix->emb_all[((size_t)h * ix->n + row) * 3 + j], f[h * 3 + j],
                                    1e-5);
     }
+    oml_index_destroy(ix);
+    oml_store_destroy(st);
+    oml_snapshot_release(s);
+}
+
+/* Item i's features in the builder test: a function of (i, version). */
+static void feat(float *x, int dim, int i, int version)
+{
+    for (int j = 0; j < dim; j++)
+        x[j] = sinf((float)(i * 7 + j * 3 + version * 11)) + (float)version;
+}
+
+static void expect_row(const oml_index *ix, oml_snapshot *s, int32_t row, const float *x)
+{
+    float f[3 * 3];
+    assert_int_equal(oml_snapshot_embed(s, x, 1, f), OML_OK);
+    for (int h = 0; h < 3; h++)
+        for (int j = 0; j < 3; j++) {
+            assert_float_equal(ix->emb_all[((size_t)h * ix->n + row) * 3 + j], f[h * 3 + j], 1e-5);
+            /* emb_cols is the same, transposed */
+            assert_true(ix->emb_cols[((size_t)h * 3 + j) * ix->n + row] ==
+                        ix->emb_all[((size_t)h * ix->n + row) * 3 + j]);
+        }
+}
+
+/* The builder against a store that changes between gathers (the indexer
+ * lets go of the store's lock while it embeds): an item is indexed as its
+ * slot was when a gather visited it, so changes to visited slots wait for
+ * the next build and changes ahead of the gathers are in this one. */
+static void test_builder_while_the_store_changes(void **state)
+{
+    (void)state;
+    enum { DIM = 4, N = 3 * OML_INDEX_GATHER_ROWS + 100 };
+    oml_snapshot *s = make_snap(2, DIM, 6, 3, NULL, NULL, 8);
+    oml_store *st = NULL;
+    assert_int_equal(oml_store_create(&st, DIM, N + 10), OML_OK);
+    char id[32];
+    float x[DIM];
+    for (int i = 0; i < N; i++) {
+        feat(x, DIM, i, 0);
+        snprintf(id, sizeof id, "i%d", i);
+        assert_int_equal(oml_store_put(st, id, strlen(id), x, "old", 3, NULL, NULL), OML_OK);
+    }
+    oml_index_builder b;
+    assert_int_equal(oml_index_builder_init(&b, s, DIM), OML_OK);
+    assert_int_equal(oml_index_builder_gather(&b, st), 1); /* slots 0..4095 */
+    assert_int_equal(b.pending, OML_INDEX_GATHER_ROWS);
+    assert_int_equal(oml_index_builder_gather(&b, st), OML_EINVAL); /* embed first */
+    assert_int_equal(oml_index_builder_embed(&b), OML_OK);
+
+    /* Behind the gathers: i10 changes, i20 leaves; both stay as visited. */
+    feat(x, DIM, 10, 1);
+    assert_int_equal(oml_store_put(st, "i10", 3, x, "old", 3, NULL, NULL), OML_OK);
+    assert_int_equal(oml_store_delete(st, "i20", 3), OML_OK);
+    /* Ahead of them: i5000 changes (and takes a new label), i6000 leaves,
+     * a new item comes. */
+    feat(x, DIM, 5000, 1);
+    assert_int_equal(oml_store_put(st, "i5000", 5, x, "new", 3, NULL, NULL), OML_OK);
+    assert_int_equal(oml_store_delete(st, "i6000", 5), OML_OK);
+    feat(x, DIM, N, 0);
+    uint32_t late_slot;
+    assert_int_equal(oml_store_put(st, "late", 4, x, NULL, 0, &late_slot, NULL), OML_OK);
+    assert_int_equal(late_slot, 20); /* the lowest free slot: behind the gathers */
+
+    int more;
+    while ((more = oml_index_builder_gather(&b, st)) >= 0) {
+        assert_int_equal(oml_index_builder_embed(&b), OML_OK);
+        if (more == 0)
+            break;
+    }
+    oml_index *ix = NULL;
+    assert_int_equal(oml_index_builder_finish(&b, st, &ix), OML_OK);
+    oml_index_builder_free(&b);
+
+    assert_int_equal(ix->n, N - 1); /* i6000 left ahead; late came behind */
+    for (int32_t row = 0; row < ix->n; row++) {
+        int i = row + (row >= 6000);
+        snprintf(id, sizeof id, "i%d", i);
+        assert_string_equal(ix->ids[row], id);
+        assert_int_equal(ix->id_lens[row], strlen(id));
+        assert_int_equal(ix->slots[row], (uint32_t)i);
+        feat(x, DIM, i, i == 5000);
+        expect_row(ix, s, row, x); /* i10 and i20 as they were */
+        const char *lab = ix->label_names[ix->labels[row]];
+        assert_string_equal(lab, i == 5000 ? "new" : "old");
+    }
+    /* The whole store built at once holds every change. */
+    oml_index *now = NULL;
+    assert_int_equal(oml_index_build(&now, s, st), OML_OK);
+    assert_int_equal(now->n, N - 1);
+    assert_string_equal(now->ids[20], "late");
+    oml_index_destroy(now);
     oml_index_destroy(ix);
     oml_store_destroy(st);
     oml_snapshot_release(s);
@@ -456,6 +548,7 @@ int main(void)
         cmocka_unit_test(test_empty_and_mismatch),
         cmocka_unit_test(test_topk_matches_naive),
         cmocka_unit_test(test_build_chunks_with_holes),
+        cmocka_unit_test(test_builder_while_the_store_changes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

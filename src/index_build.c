@@ -1,0 +1,244 @@
+/* index_build.c - building an index from the store, in steps.
+ *
+ * DESIGN: the store changes while a large index is built (embedding a
+ * million items takes seconds), so the build is a builder that works in
+ * gathers: each visits the next slots in ascending order and copies up to
+ * INDEX_GATHER_ROWS live items (id, slot, label, features) out of the store,
+ * which is all the caller must hold the store's lock for; embedding the
+ * gathered rows needs no lock. An item is in the index in the state its
+ * slot had when the gather visited it, so every change made before the
+ * build began is in it; a change to a slot already visited waits for the
+ * next build. oml_index_build runs the same steps without letting go of
+ * the store, so both paths give the same index for the same store.
+ *
+ * The rows' ids go into one growing character buffer, their embeddings
+ * into a growing (rows, heads, emb) buffer; oml_index_builder_finish lays
+ * them out as the index's arena (index.c) and transposes each head. */
+#include "index.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Doubles *cap until it holds need, reallocating *p (elem bytes each). */
+static int grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return OML_OK;
+    size_t c = *cap ? *cap : 1024;
+    while (c < need)
+        c *= 2;
+    void *q = realloc(*p, c * elem);
+    if (q == NULL)
+        return OML_ENOMEM;
+    *p = q;
+    *cap = c;
+    return OML_OK;
+}
+
+int oml_index_builder_init(oml_index_builder *b, oml_snapshot *snap, int32_t dim)
+{
+    memset(b, 0, sizeof *b);
+    if (snap == NULL || dim != snap->cfg.dim)
+        return snap == NULL ? OML_EINVAL : OML_EDIM;
+    b->heads = oml_snapshot_heads(snap);
+    b->emb = snap->cfg.emb;
+    b->dim = dim;
+    b->X = malloc((size_t)OML_INDEX_GATHER_ROWS * (size_t)dim * sizeof(float));
+    b->out = malloc((size_t)OML_INDEX_GATHER_ROWS * (size_t)b->heads * (size_t)b->emb *
+                    sizeof(float));
+    if (b->X == NULL || b->out == NULL) {
+        oml_index_builder_free(b);
+        return OML_ENOMEM;
+    }
+    b->snap = oml_snapshot_retain(snap);
+    return OML_OK;
+}
+
+void oml_index_builder_free(oml_index_builder *b)
+{
+    oml_snapshot_release(b->snap);
+    free(b->X);
+    free(b->out);
+    free(b->slots);
+    free(b->labels);
+    free(b->id_off);
+    free(b->chars);
+    free(b->rows_emb);
+    memset(b, 0, sizeof *b);
+}
+
+int oml_index_builder_gather(oml_index_builder *b, const oml_store *store)
+{
+    if (b->pending > 0)
+        return OML_EINVAL; /* embed what was gathered first */
+    uint32_t slots = oml_store_slots(store);
+    size_t want = b->n + OML_INDEX_GATHER_ROWS;
+    if (grow((void **)&b->slots, &b->cap_rows, want, sizeof *b->slots) != OML_OK)
+        return OML_ENOMEM;
+    size_t cap = b->cap_labels;
+    if (grow((void **)&b->labels, &cap, want, sizeof *b->labels) != OML_OK)
+        return OML_ENOMEM;
+    b->cap_labels = cap;
+    cap = b->cap_off;
+    if (grow((void **)&b->id_off, &cap, want + 1, sizeof *b->id_off) != OML_OK)
+        return OML_ENOMEM;
+    b->cap_off = cap;
+    int32_t m = 0;
+    uint32_t s = b->next_slot;
+    for (; s < slots && m < OML_INDEX_GATHER_ROWS; s++) {
+        if (!oml_store_is_live(store, s))
+            continue;
+        size_t len;
+        const char *id = oml_store_id(store, s, &len);
+        if (grow((void **)&b->chars, &b->cap_chars, b->n_chars + len + 1, 1) != OML_OK)
+            return OML_ENOMEM; /* nothing of this row was kept: the gather can be retried */
+        memcpy(b->chars + b->n_chars, id, len);
+        b->chars[b->n_chars + len] = '\0';
+        size_t row = b->n + (size_t)m;
+        b->id_off[row] = b->n_chars;
+        b->n_chars += len + 1;
+        b->slots[row] = s;
+        b->labels[row] = oml_store_label(store, s);
+        memcpy(b->X + (size_t)m * (size_t)b->dim, oml_store_features(store, s),
+               (size_t)b->dim * sizeof(float));
+        m++;
+    }
+    b->next_slot = s;
+    b->pending = m;
+    b->n += (size_t)m;
+    return s < slots ? 1 : 0;
+}
+
+int oml_index_builder_embed(oml_index_builder *b)
+{
+    int32_t m = b->pending;
+    if (m == 0)
+        return OML_OK;
+    size_t per = (size_t)b->heads * (size_t)b->emb, first = b->n - (size_t)m;
+    if (grow((void **)&b->rows_emb, &b->cap_emb, b->n, per * sizeof(float)) != OML_OK)
+        return OML_ENOMEM;
+    int rc = oml_snapshot_embed(b->snap, b->X, m, b->out);
+    if (rc != OML_OK)
+        return rc;
+    /* out is (heads, m, emb); rows_emb is (rows, heads, emb). */
+    for (int h = 0; h < b->heads; h++)
+        for (int32_t i = 0; i < m; i++)
+            memcpy(b->rows_emb + (first + (size_t)i) * per + (size_t)h * (size_t)b->emb,
+                   b->out + ((size_t)h * (size_t)m + (size_t)i) * (size_t)b->emb,
+                   (size_t)b->emb * sizeof(float));
+    b->pending = 0;
+    return OML_OK;
+}
+
+/* Allocates the arena for ix->n items and `bytes` characters and points
+ * the columns into it; returns where the characters go, NULL on OOM. */
+static char *alloc_arena(oml_index *ix, size_t bytes)
+{
+    size_t n = (size_t)ix->n, nl = (size_t)ix->n_labels;
+    size_t ne = (size_t)ix->heads * n * (size_t)ix->emb;
+    /* Arena, largest alignment first: ids, label_names, id_lens, emb_all,
+     * slots, labels, then the characters. */
+    size_t total = (n + nl) * sizeof(char *) + n * sizeof(size_t) + 2 * ne * sizeof(float)
+                   + n * (sizeof(uint32_t) + sizeof(int32_t)) + bytes + 1;
+    char *p = malloc(total);
+    if (p == NULL)
+        return NULL;
+    ix->_arena = p;
+    ix->ids = (const char **)(void *)p;
+    p += n * sizeof(char *);
+    ix->label_names = (const char **)(void *)p;
+    p += nl * sizeof(char *);
+    ix->id_lens = (size_t *)(void *)p;
+    p += n * sizeof(size_t);
+    ix->emb_all = (float *)(void *)p;
+    p += ne * sizeof(float);
+    ix->emb_cols = (float *)(void *)p;
+    p += ne * sizeof(float);
+    ix->slots = (uint32_t *)(void *)p;
+    p += n * sizeof(uint32_t);
+    ix->labels = (int32_t *)(void *)p;
+    p += n * sizeof(int32_t);
+    return p;
+}
+
+/* The gathered rows into the arena: ids, slots, labels, and each head's
+ * embeddings, as rows (emb_all) and transposed (emb_cols). */
+static void lay_out_rows(oml_index *ix, const oml_index_builder *b, char *p)
+{
+    size_t n = (size_t)ix->n, e = (size_t)ix->emb, per = (size_t)ix->heads * e;
+    memcpy(p, b->chars, b->n_chars);
+    for (size_t r = 0; r < n; r++) {
+        size_t end = r + 1 < n ? b->id_off[r + 1] : b->n_chars;
+        ix->ids[r] = p + b->id_off[r];
+        ix->id_lens[r] = end - b->id_off[r] - 1;
+    }
+    memcpy(ix->slots, b->slots, n * sizeof *ix->slots);
+    memcpy(ix->labels, b->labels, n * sizeof *ix->labels);
+    for (int h = 0; h < ix->heads; h++) {
+        float *rows = ix->emb_all + (size_t)h * n * e, *cols = ix->emb_cols + (size_t)h * n * e;
+        for (size_t i = 0; i < n; i++) {
+            const float *src = b->rows_emb + i * per + (size_t)h * e;
+            memcpy(rows + i * e, src, e * sizeof(float));
+            for (size_t j = 0; j < e; j++)
+                cols[j * n + i] = src[j];
+        }
+    }
+}
+
+int oml_index_builder_finish(oml_index_builder *b, const oml_store *store, oml_index **out)
+{
+    if (b->pending > 0)
+        return OML_EINVAL;
+    if (b->n > INT32_MAX)
+        return OML_EINVAL;
+    oml_index *ix = calloc(1, sizeof *ix);
+    if (ix == NULL)
+        return OML_ENOMEM;
+    ix->n = (int32_t)b->n;
+    ix->heads = b->heads;
+    ix->emb = b->emb;
+    /* Label names only grow, so the store's table now names every label a
+     * gathered row carries. */
+    ix->n_labels = oml_store_label_count(store);
+    size_t names = 0;
+    for (int32_t l = 0; l < ix->n_labels; l++) {
+        size_t len;
+        oml_store_label_name(store, l, &len);
+        names += len + 1;
+    }
+    char *p = alloc_arena(ix, b->n_chars + names);
+    if (p == NULL) {
+        free(ix);
+        return OML_ENOMEM;
+    }
+    lay_out_rows(ix, b, p);
+    p += b->n_chars;
+    for (int32_t l = 0; l < ix->n_labels; l++) {
+        size_t len;
+        const char *name = oml_store_label_name(store, l, &len);
+        memcpy(p, name, len);
+        p[len] = '\0';
+        ix->label_names[l] = p;
+        p += len + 1;
+    }
+    ix->snap = oml_snapshot_retain(b->snap);
+    *out = ix;
+    return OML_OK;
+}
+
+int oml_index_build(oml_index **out, oml_snapshot *snap, const oml_store *store)
+{
+    if (out == NULL || snap == NULL || store == NULL)
+        return OML_EINVAL;
+    oml_index_builder b;
+    int rc = oml_index_builder_init(&b, snap, oml_store_dim(store));
+    int more = 1;
+    while (rc == OML_OK && more) {
+        more = oml_index_builder_gather(&b, store);
+        rc = more < 0 ? more : oml_index_builder_embed(&b);
+    }
+    if (rc == OML_OK)
+        rc = oml_index_builder_finish(&b, store, out);
+    oml_index_builder_free(&b);
+    return rc;
+}
