@@ -475,7 +475,7 @@ static void test_damage_in_the_middle(void **state)
     assert_true(f.n >= 4);
     f.data[1][f.len[1] - 3] ^= 0x10;
     files_restore(&f, dir);
-    collect c;
+    collect c = {0};
     oml_wal_recovery rep;
     oml_diag d = {0};
     assert_int_equal(oml_wal_open(&w, dir, &o, on_record, &c, &rep, &d), OML_EFORMAT);
@@ -522,7 +522,7 @@ static void test_missing_and_foreign_segments(void **state)
     files f;
     files_load(&f, dir, ".log");
     oml_wal *w = NULL;
-    collect c;
+    collect c = {0};
     oml_diag d = {0};
     oml_wal_options o = {.fsync = OML_WAL_FSYNC_NO};
 
