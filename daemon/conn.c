@@ -59,6 +59,7 @@
  * Every frame goes through omld_dispatch_payload (dispatch.c): unpack, NUL
  * scan, authorisation against the connection's session, validation; a
  * refusal is answered in order like any answer. */
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,6 +121,7 @@ static omld_slot *slot_new(omld_conn *c, uint64_t t0)
 static void slot_unlink(omld_slot *sl)
 {
     omld_conn *c = sl->conn;
+    assert(c->inflight > 0);
     if (sl->prev)
         sl->prev->next = sl->next;
     else
@@ -158,6 +160,9 @@ static void out_update(omld_conn *c)
 void omld_slot_discard(omld_slot *sl)
 {
     omld_conn *c = sl->conn;
+    /* Nobody else holds it, and what it counted is still counted. */
+    assert(sl->state != SLOT_ENGINE && sl->state != SLOT_WORK);
+    assert(c->out_expected >= sl->out_est && c->out_held >= sl->out_counted);
     c->out_expected -= sl->out_est;
     c->out_held -= sl->out_counted;
     sl->out_est = sl->out_counted = 0;
@@ -234,6 +239,8 @@ static void conn_flush(omld_conn *c)
 void omld_slot_ready(omld_slot *sl)
 {
     omld_conn *c = sl->conn;
+    assert(sl->state != SLOT_READY); /* answered once */
+    assert(c->held_in >= sl->in_bytes && c->out_expected >= sl->out_est);
     if (sl->req) {
         omld__request__free_unpacked(sl->req, NULL);
         sl->req = NULL;

@@ -104,29 +104,29 @@ static int write_file(const omld_models *reg, const model_entry *m, char *err, s
     return 0;
 }
 
-/* Reads and checks one file; a new entry (without views) or NULL + why. */
-static model_entry *read_file(const omld_models *reg, const char *path, char *why, size_t cap)
+/* Reads and checks one file; a new entry (without views) or NULL + err. */
+static model_entry *read_file(const omld_models *reg, const char *path, char *err, size_t errlen)
 {
     oml_batchfile_meta meta;
     uint8_t *mb = NULL;
     size_t mlen = 0;
     oml_diag d = {0};
     if (oml_batchfile_read(path, &meta, &mb, &mlen, &d) != OML_OK) {
-        snprintf(why, cap, "%s", d.msg);
+        snprintf(err, errlen, "%s", d.msg);
         return NULL;
     }
     oml_batch_model *bm = NULL;
     if (oml_batch_model_decode(mb, mlen, &bm, &d) != OML_OK) {
-        snprintf(why, cap, "damaged model: %s", d.msg);
+        snprintf(err, errlen, "damaged model: %s", d.msg);
         free(mb);
         return NULL;
     }
     char msg[256];
     model_entry *m = NULL;
     if (oml_promote_compatible(&reg->live, &bm->lay, msg, sizeof msg) != 0)
-        snprintf(why, cap, "%s", msg);
+        snprintf(err, errlen, "%s", msg);
     else if ((m = calloc(1, sizeof *m)) == NULL)
-        snprintf(why, cap, "out of memory");
+        snprintf(err, errlen, "out of memory");
     if (m == NULL) {
         oml_batch_model_destroy(bm);
         free(mb);

@@ -12,6 +12,7 @@
  * order until the queue refuses again. A slot at the engine or on the pool
  * holds a reference on its connection. Loop thread, but for the *_work
  * functions (threadpool). */
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -196,6 +197,7 @@ static int submit_mutation(omld_slot *sl, int park_at_head)
     c->refs--;
     sl->state = SLOT_PARKED;
     if (rc == 1) {
+        assert(c->parked == NULL); /* one parked slot stops the connection's reading */
         c->parked = sl;
         park_add(c, park_at_head);
         omld_count(&s->metrics->backpressure_events, 1);
@@ -222,6 +224,7 @@ void omld_route_wake(void *arg)
 
 void omld_route_start(omld_slot *sl)
 {
+    assert(sl->op != NULL && sl->req != NULL && sl->state == SLOT_PARKED);
     switch (sl->op->route) {
     case OMLD_ROUTE_INLINE:
         start_inline(sl);

@@ -13,6 +13,7 @@
  * omld_views_health(), which /readyz and Health report. */
 #include "view.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -58,7 +59,11 @@ omld_view *omld_view_retain(omld_view *v)
 
 void omld_view_release(omld_view *v)
 {
-    if (v == NULL || atomic_fetch_sub_explicit(&v->_refs, 1, memory_order_acq_rel) != 1)
+    if (v == NULL)
+        return;
+    int before = atomic_fetch_sub_explicit(&v->_refs, 1, memory_order_acq_rel);
+    assert(before >= 1); /* released more often than retained */
+    if (before != 1)
         return;
     oml_idmap_free(&v->by_id);
     oml_index_destroy(v->ix);
