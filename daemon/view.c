@@ -156,7 +156,7 @@ static omld_view *view_build(omld_views *vs, oml_snapshot *snap, uint64_t snapsh
     }
     size_t bad_params = count_non_finite(snap->params, snap->lay.count);
     size_t n_emb = (size_t)v->ix->heads * (size_t)v->ix->n * (size_t)v->ix->emb;
-    size_t bad_emb = count_non_finite(v->ix->emb_all, n_emb);
+    size_t bad_emb = count_non_finite(v->ix->emb_cols, n_emb);
     if (bad_params > 0 || bad_emb > 0) {
         char why[256];
         if (bad_params > 0) {
@@ -165,10 +165,10 @@ static omld_view *view_build(omld_views *vs, oml_snapshot *snap, uint64_t snapsh
         } else {
             /* A finite model, but some item embeds to NaN / Inf: its features
              * are too large for the network's sums (see max_feature_abs). */
-            size_t row = (size_t)-1, per = (size_t)v->ix->n * (size_t)v->ix->emb;
+            size_t row = (size_t)-1, n = (size_t)v->ix->n; /* (heads, emb, n) */
             for (size_t i = 0; i < n_emb && row == (size_t)-1; i++)
-                if (!isfinite(v->ix->emb_all[i]))
-                    row = (i % per) / (size_t)v->ix->emb;
+                if (!isfinite(v->ix->emb_cols[i]))
+                    row = i % n;
             char q[80];
             snprintf(why, sizeof why, "item embeddings are not finite: %zu value(s), the first "
                      "of item %s, whose features are too large for the model (max_feature_abs)",

@@ -32,7 +32,9 @@ static float dot_margin(int32_t emb)
     return 4.0f * (float)(emb + 4) * FLT_EPSILON;
 }
 
-float oml_index_dist(const float *a, const float *b, int32_t emb)
+/* oml_index_dist with b's values `stride` floats apart (a column of an
+ * index's (emb, n) layout: stride n). */
+static float dist_strided(const float *a, const float *b, size_t stride, int32_t emb)
 {
     /* OAHU Eq. 6 on the unit sphere: D = sqrt(2 - 2 cos). The cosine is taken
      * in double with the actual norms, so identical rows give D = 0 instead of
@@ -40,13 +42,19 @@ float oml_index_dist(const float *a, const float *b, int32_t emb)
      * value does not depend on how a BLAS routine ordered its sums. */
     double ab = 0.0, aa = 0.0, bb = 0.0;
     for (int32_t i = 0; i < emb; i++) {
-        ab += (double)a[i] * (double)b[i];
+        double bi = (double)b[(size_t)i * stride];
+        ab += (double)a[i] * bi;
         aa += (double)a[i] * (double)a[i];
-        bb += (double)b[i] * (double)b[i];
+        bb += bi * bi;
     }
     double cs = aa > 0.0 && bb > 0.0 ? ab / sqrt(aa * bb) : 0.0;
     double d2 = 2.0 - 2.0 * (cs < 1.0 ? cs : 1.0);
     return (float)sqrt(d2 > 0.0 ? d2 : 0.0);
+}
+
+float oml_index_dist(const float *a, const float *b, int32_t emb)
+{
+    return dist_strided(a, b, 1, emb);
 }
 
 /* (dist, row) ordering: is a worse (farther, or as far with a larger row) than b? */
@@ -124,7 +132,7 @@ int32_t oml_index_select(const oml_index *ix, int head, const float *q, float *d
     int32_t n = ix->n, e = ix->emb;
     if (k <= 0 || n <= 0)
         return 0;
-    const float *E = ix->emb_all + (size_t)head * (size_t)n * (size_t)e;
+    const float *Et = ix->emb_cols + (size_t)head * (size_t)n * (size_t)e;
     float margin = dot_margin(e);
 
     /* Pass 1, O(n log k): keep the k largest approximate dot products in a
@@ -161,7 +169,7 @@ int32_t oml_index_select(const oml_index *ix, int head, const float *q, float *d
     for (int32_t c = 0; c < cand; c++) {
         uint32_t r;
         memcpy(&r, &dots[c], sizeof r);
-        oml_neighbor nb = {(int32_t)r, oml_index_dist(q, E + (size_t)r * (size_t)e, e)};
+        oml_neighbor nb = {(int32_t)r, dist_strided(q, Et + r, (size_t)n, e)};
         if (cnt < k) {
             out[cnt] = nb;
             nb_sift_up(out, cnt++);

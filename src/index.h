@@ -25,10 +25,10 @@ typedef struct oml_index {
     oml_snapshot *snap;      /* owned reference */
     int32_t n;               /* items */
     int32_t heads, emb;
-    float *emb_all;          /* (heads, n, emb) unit rows */
-    float *emb_cols;         /* (heads, emb, n) the same, transposed: the layout one
-                                query scans (a row-major (emb, n) sgemv streams twice
-                                as fast as an (n, emb) one for emb ~ 50) */
+    float *emb_cols;         /* (heads, emb, n) each head's unit rows as columns: the
+                                layout one query scans (a row-major (emb, n) sgemv
+                                streams twice as fast as an (n, emb) one for emb ~ 50),
+                                kept once (oml_index_emb reads a row's value) */
     uint32_t *slots;         /* (n) store slot of each row */
     int32_t *labels;         /* (n) label id or OML_LABEL_NONE */
     const char **ids;        /* (n) NUL-terminated ids (copied) */
@@ -110,6 +110,13 @@ int32_t oml_index_select(const oml_index *ix, int head, const float *q, float *d
  * embedding rows (emb), the cosine taken in double with the rows' actual norms
  * (0 for a zero row), so D(a, a) = 0 and D is in [0, 2]. Pure. */
 float oml_index_dist(const float *a, const float *b, int32_t emb);
+
+/* Value j of row `row`'s embedding in head `head`. */
+static inline float oml_index_emb(const oml_index *ix, int head, int32_t row, int32_t j)
+{
+    return ix->emb_cols[((size_t)head * (size_t)ix->emb + (size_t)j) * (size_t)ix->n +
+                        (size_t)row];
+}
 
 /* Row of a store slot, or -1 if the slot is not in this index. */
 int32_t oml_index_row_of_slot(const oml_index *ix, uint32_t slot);

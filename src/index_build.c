@@ -13,7 +13,7 @@
  *
  * The rows' ids go into one growing character buffer, their embeddings
  * into a growing (rows, heads, emb) buffer; oml_index_builder_finish lays
- * them out as the index's arena (index.c) and transposes each head. */
+ * them out as the index's arena (index.c), each head's rows as columns. */
 #include "index.h"
 
 #include <stdlib.h>
@@ -136,9 +136,9 @@ static char *alloc_arena(oml_index *ix, size_t bytes)
 {
     size_t n = (size_t)ix->n, nl = (size_t)ix->n_labels;
     size_t ne = (size_t)ix->heads * n * (size_t)ix->emb;
-    /* Arena, largest alignment first: ids, label_names, id_lens, emb_all,
+    /* Arena, largest alignment first: ids, label_names, id_lens, emb_cols,
      * slots, labels, then the characters. */
-    size_t total = (n + nl) * sizeof(char *) + n * sizeof(size_t) + 2 * ne * sizeof(float)
+    size_t total = (n + nl) * sizeof(char *) + n * sizeof(size_t) + ne * sizeof(float)
                    + n * (sizeof(uint32_t) + sizeof(int32_t)) + bytes + 1;
     char *p = malloc(total);
     if (p == NULL)
@@ -150,8 +150,6 @@ static char *alloc_arena(oml_index *ix, size_t bytes)
     p += nl * sizeof(char *);
     ix->id_lens = (size_t *)(void *)p;
     p += n * sizeof(size_t);
-    ix->emb_all = (float *)(void *)p;
-    p += ne * sizeof(float);
     ix->emb_cols = (float *)(void *)p;
     p += ne * sizeof(float);
     ix->slots = (uint32_t *)(void *)p;
@@ -162,7 +160,7 @@ static char *alloc_arena(oml_index *ix, size_t bytes)
 }
 
 /* The gathered rows into the arena: ids, slots, labels, and each head's
- * embeddings, as rows (emb_all) and transposed (emb_cols). */
+ * embeddings as columns (emb_cols). */
 static void lay_out_rows(oml_index *ix, const oml_index_builder *b, char *p)
 {
     size_t n = (size_t)ix->n, e = (size_t)ix->emb, per = (size_t)ix->heads * e;
@@ -175,10 +173,9 @@ static void lay_out_rows(oml_index *ix, const oml_index_builder *b, char *p)
     memcpy(ix->slots, b->slots, n * sizeof *ix->slots);
     memcpy(ix->labels, b->labels, n * sizeof *ix->labels);
     for (int h = 0; h < ix->heads; h++) {
-        float *rows = ix->emb_all + (size_t)h * n * e, *cols = ix->emb_cols + (size_t)h * n * e;
+        float *cols = ix->emb_cols + (size_t)h * n * e;
         for (size_t i = 0; i < n; i++) {
             const float *src = b->rows_emb + i * per + (size_t)h * e;
-            memcpy(rows + i * e, src, e * sizeof(float));
             for (size_t j = 0; j < e; j++)
                 cols[j * n + i] = src[j];
         }

@@ -259,10 +259,10 @@ int oml_classify_batch(const oml_index *ix, const float *X, int32_t m, int32_t k
                 memcpy(Q + (h * b + i) * e, q1 + h * e, e * sizeof(float));
         }
         for (size_t h = 0; h < H && rc == OML_OK; h++) {
-            /* dots (b, n) = Q_h (b, emb) . E_h (n, emb)^T: all pairs of the block. */
+            /* dots (b, n) = Q_h (b, emb) . E_h^T (emb, n): all pairs of the block. */
             const float *Qh = Q + h * b * e;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)b, (int)n, (int)e, 1.0f,
-                        Qh, (int)e, ix->emb_all + h * n * e, (int)e, 0.0f, dots, (int)n);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)b, (int)n, (int)e, 1.0f,
+                        Qh, (int)e, ix->emb_cols + h * e * n, (int)n, 0.0f, dots, (int)n);
             for (size_t i = 0; i < b; i++)
                 cnts[i * H + h] = oml_index_select(ix, (int)h, Qh + i * e, dots + i * n, k,
                                                    -1, nb + (i * H + h) * K);

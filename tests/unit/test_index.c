@@ -109,8 +109,7 @@ static void test_topk_hand(void **state)
     assert_int_equal(ix->labels[4], OML_LABEL_NONE);
     assert_string_equal(ix->label_names[ix->labels[5]], "green");
     /* f1(d) is the zero vector: ReLU(-1, 0) = 0. */
-    const float *d1 = ix->emb_all + ((size_t)1 * 6 + 3) * 2;
-    assert_true(d1[0] == 0.0f && d1[1] == 0.0f);
+    assert_true(oml_index_emb(ix, 1, 3, 0) == 0.0f && oml_index_emb(ix, 1, 3, 1) == 0.0f);
 
     const float q[2] = {1, 0};
     oml_neighbor nb[8];
@@ -164,11 +163,11 @@ static void test_deleted_items_absent(void **state)
     assert_int_equal(oml_index_row_of_slot(ix, 6), -1);
     assert_int_equal(oml_index_row_of_slot(ix, 4000000000u), -1);
     /* Embeddings of the rows after the hole are the right items: d = (-1, 0). */
-    assert_float_equal(ix->emb_all[2 * 2 + 0], -1.0f, 1e-7);
-    assert_float_equal(ix->emb_all[2 * 2 + 1], 0.0f, 1e-7);
+    assert_float_equal(oml_index_emb(ix, 0, 2, 0), -1.0f, 1e-7);
+    assert_float_equal(oml_index_emb(ix, 0, 2, 1), 0.0f, 1e-7);
     /* f (row 4) in head 0 is (0.6, 0.8). */
-    assert_float_equal(ix->emb_all[4 * 2 + 0], 0.6f, 1e-6);
-    assert_float_equal(ix->emb_all[4 * 2 + 1], 0.8f, 1e-6);
+    assert_float_equal(oml_index_emb(ix, 0, 4, 0), 0.6f, 1e-6);
+    assert_float_equal(oml_index_emb(ix, 0, 4, 1), 0.8f, 1e-6);
 
     const float q[2] = {1, 0};
     oml_neighbor nb[8];
@@ -312,8 +311,7 @@ static void test_topk_matches_naive(void **state)
         assert_int_equal(oml_snapshot_embed(s, X[ix->slots[row]], 1, f), OML_OK);
         for (int h = 0; h < ix->heads; h++)
             for (int32_t j = 0; j < e; j++)
-                assert_float_equal(f[h * e + j],
-                                   ix->emb_all[((size_t)h * n + row) * e + j], 1e-5);
+                assert_float_equal(f[h * e + j], oml_index_emb(ix, h, row, j), 1e-5);
     }
 
     naive_nb *all = malloc(sizeof *all * (size_t)n);
@@ -338,16 +336,19 @@ static void test_topk_matches_naive(void **state)
         int32_t exclude = t % 3 == 0 ? (int32_t)oml_rng_below(&r, (uint64_t)n) : -1;
         for (int h = 0; h < ix->heads; h++) {
             const float *q = f + h * e;
-            const float *E = ix->emb_all + (size_t)h * n * e;
             int32_t m = 0;
             for (int32_t row = 0; row < n; row++) {
                 if (row == exclude)
                     continue;
                 double dot = 0;
-                for (int32_t j = 0; j < e; j++)
-                    dot += (double)q[j] * E[(size_t)row * e + j];
+                float er[64];
+                assert_true(e <= 64);
+                for (int32_t j = 0; j < e; j++) {
+                    er[j] = oml_index_emb(ix, h, row, j);
+                    dot += (double)q[j] * er[j];
+                }
                 all[m].row = row;
-                all[m].dist = oml_index_dist(q, E + (size_t)row * e, e);
+                all[m].dist = oml_index_dist(q, er, e);
                 /* The naive formula agrees to float accuracy. */
                 assert_float_equal(all[m].dist, sqrt(fmax(0.0, 2.0 - 2.0 * dot)), 2e-3);
                 m++;
@@ -368,7 +369,7 @@ static void test_topk_matches_naive(void **state)
                 for (int32_t row = 0; row < n; row++) {
                     double dot = 0;
                     for (int32_t j = 0; j < e; j++)
-                        dot += (double)q[j] * E[(size_t)row * e + j];
+                        dot += (double)q[j] * oml_index_emb(ix, h, row, j);
                     float fd = (float)dot;
                     scratch[row] = row % 2 ? nextafterf(fd, 2.0f) : nextafterf(fd, -2.0f);
                 }
@@ -438,8 +439,7 @@ static void test_build_chunks_with_holes(void **state)
         assert_int_equal(oml_snapshot_embed(s, oml_store_features(st, slot), 1, f), OML_OK);
         for (int h = 0; h < 3; h++)
             for (int j = 0; j < 3; j++)
-                assert_float_equal(ix->emb_all[((size_t)h * ix->n + row) * 3 + j], f[h * 3 + j],
-                                   1e-5);
+                assert_float_equal(oml_index_emb(ix, h, row, j), f[h * 3 + j], 1e-5);
     }
     oml_index_destroy(ix);
     oml_store_destroy(st);
@@ -459,10 +459,7 @@ static void expect_row(const oml_index *ix, oml_snapshot *s, int32_t row, const 
     assert_int_equal(oml_snapshot_embed(s, x, 1, f), OML_OK);
     for (int h = 0; h < 3; h++)
         for (int j = 0; j < 3; j++) {
-            assert_float_equal(ix->emb_all[((size_t)h * ix->n + row) * 3 + j], f[h * 3 + j], 1e-5);
-            /* emb_cols is the same, transposed */
-            assert_true(ix->emb_cols[((size_t)h * 3 + j) * ix->n + row] ==
-                        ix->emb_all[((size_t)h * ix->n + row) * 3 + j]);
+            assert_float_equal(oml_index_emb(ix, h, row, j), f[h * 3 + j], 1e-5);
         }
 }
 

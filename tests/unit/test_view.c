@@ -85,7 +85,7 @@ static void expect_serving(fx *f, uint64_t version)
     assert_int_equal(v->version, version);
     size_t n = (size_t)v->ix->heads * (size_t)v->ix->n * (size_t)v->ix->emb;
     for (size_t i = 0; i < n; i++)
-        assert_true(isfinite(v->ix->emb_all[i]));
+        assert_true(isfinite(v->ix->emb_cols[i]));
     omld_view_release(v);
     assert_int_equal(omld_views_version(f->vs), version);
 }
