@@ -17,24 +17,12 @@
 #include "index.h"
 #include "learner.h"
 #include "replay.h"
+#include "bench_util.h"
 #include "rng.h"
 #include "serve.h"
 #include "store.h"
 
 extern void openblas_set_num_threads(int);
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static float *random_items(oml_rng *r, int32_t n, int32_t d)
 {

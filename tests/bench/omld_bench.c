@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "bench_util.h"
 #include "harness.h"
 #include "idx.h"
 #include "learner.h"
@@ -28,26 +29,6 @@
 #include "scale.h"
 
 extern void openblas_set_num_threads(int);
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double quantile(double *v, int n, double q)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    int i = (int)ceil(q * n) - 1;
-    return v[i < 0 ? 0 : i >= n ? n - 1 : i];
-}
 
 static void die(const char *what, const omlc_error *err)
 {

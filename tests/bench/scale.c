@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "harness.h"
 #include "idx.h"
 #include "omlclient.h"
@@ -38,28 +39,6 @@
 #define THROUGHPUT_CLIENTS 8
 #define THROUGHPUT_S 5.0
 #define TRIPLET_BATCH 100
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double quantile(double *v, int n, double q)
-{
-    if (n <= 0)
-        return NAN;
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    int i = (int)ceil(q * n) - 1;
-    return v[i < 0 ? 0 : i >= n ? n - 1 : i];
-}
 
 static void die(const char *what, const omlc_error *err)
 {
