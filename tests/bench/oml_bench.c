@@ -13,11 +13,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "config.h"
 #include "index.h"
 #include "learner.h"
 #include "replay.h"
-#include "bench_util.h"
 #include "rng.h"
 #include "serve.h"
 #include "store.h"
