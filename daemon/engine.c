@@ -225,6 +225,9 @@ void omld_engine_stats(omld_engine *e, omld_model_stats *out)
         out->view_age_ms = (omld_now_ns() - v->snapshot_ns) / 1000000u;
         out->view_items = (uint64_t)v->ix->n;
         out->view_updates = v->updates;
+        out->view_lists = (uint32_t)v->ix->n_lists;
+        out->view_recall_hits = atomic_load(&v->recall_hits);
+        out->view_recall_total = atomic_load(&v->recall_total);
         omld_view_release(v);
     }
 }
@@ -665,7 +668,9 @@ int omld_engine_create(omld_engine **out, const omld_config *opts, omld_metrics 
     }
     omld_models_load(e->models);
     e->models_gen = e->store_gen;
-    if (omld_views_create(&e->views, e->store, &e->lock, metrics, NULL, NULL) != 0) {
+    if (omld_views_create(&e->views, e->store, &e->lock, metrics, NULL, NULL) == 0)
+        omld_views_set_lists(e->views, (uint64_t)e->opts.ann_min_items);
+    if (e->views == NULL) {
         snprintf(err, errlen, "cannot start the indexer thread");
         goto fail;
     }

@@ -51,6 +51,9 @@ typedef struct omld_metrics {
     atomic_uint_fast64_t requests;           /* frames answered */
     atomic_uint_fast64_t responses_by_code[OMLD_STATUS_CODES];
     atomic_uint_fast64_t queries[OMLD_Q_KINDS];
+    /* Queries of an index with inverted lists, and of a sample of them the
+     * exact k nearest rows per head against those the lists found. */
+    atomic_uint_fast64_t ann_queries, ann_recall_hits, ann_recall_total;
     /* connections */
     atomic_uint_fast64_t connections_accepted;
     atomic_uint_fast64_t connections_refused;/* over max_connections */

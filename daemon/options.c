@@ -67,6 +67,7 @@ const omld_option omld_options[] = {
     INT(checkpoint_ms, 1000, 86400000, "300000", "... or every T milliseconds when the log grew"),
     INT(publish_every, 1, 1 << 30, "10000", "publish a new serving view every N updates"),
     INT(publish_ms, 1, 3600000, "500", "... or every T milliseconds when anything changed"),
+    INT(ann_min_items, 0, 1LL << 31, "100000", "from this many stored items queries search the nearest inverted lists of the index, exactly within them (recall on /status); 0: every query scans every item"),
     {NULL, OMLD_OPT_STR, 0, 0, 0, NULL, NULL},
 };
 

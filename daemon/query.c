@@ -103,6 +103,26 @@ static int resolve(const omld_query_ctx *q, const omld_view *v, const Omld__Item
     return 0;
 }
 
+/* One query in RECALL_EVERY of an index with inverted lists also runs the
+ * exact scan: the recall of the lists' search under the same model, on
+ * /status and /metrics, so an operator sees when the approximation loses
+ * neighbours. */
+#define RECALL_EVERY 32
+static void sample_recall(const omld_query_ctx *q, omld_view *v, const float *x, int32_t k,
+                          int32_t row)
+{
+    if (v->ix->n_lists <= 0 || q->metrics == NULL)
+        return;
+    if (atomic_fetch_add(&q->metrics->ann_queries, 1) % RECALL_EVERY != 0)
+        return;
+    int64_t hits, total;
+    oml_index_recall(v->ix, x, k, row, &hits, &total);
+    omld_count(&q->metrics->ann_recall_hits, (uint64_t)hits);
+    omld_count(&q->metrics->ann_recall_total, (uint64_t)total);
+    atomic_fetch_add(&v->recall_hits, (uint64_t)hits);
+    atomic_fetch_add(&v->recall_total, (uint64_t)total);
+}
+
 static int run_classify(const omld_query_ctx *q, omld_view *v, const Omld__Request *req,
                         omld_reply *r)
 {
@@ -118,6 +138,7 @@ static int run_classify(const omld_query_ctx *q, omld_view *v, const Omld__Reque
     rc = oml_classify(v->ix, qi.x, k, qi.row, &c, &d);
     if (rc != OML_OK && rc != OML_EEMPTY)
         return lib_error(r, rc, &d, "classify");
+    sample_recall(q, v, qi.x, k, qi.row);
     Omld__ClassifyResponse *resp = omld_reply_alloc(r, sizeof *resp);
     if (resp == NULL)
         return oom(r, "classify");
@@ -209,6 +230,7 @@ static int run_retrieve(const omld_query_ctx *q, omld_view *v, const Omld__Reque
     oml_diag d = {0};
     if ((rc = oml_retrieve(v->ix, qi.x, k, qi.row, hits, &n, &d)) != OML_OK)
         return lib_error(r, rc, &d, "retrieve");
+    sample_recall(q, v, qi.x, k, qi.row);
     const oml_index *ix = v->ix;
     Omld__RetrieveResponse *resp = omld_reply_alloc(r, sizeof *resp);
     Omld__Hit *h = omld_reply_alloc(r, (size_t)n * sizeof *h);

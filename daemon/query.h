@@ -24,6 +24,7 @@ typedef struct omld_query_ctx {
     const oml_store *store;      /* read under lock */
     omld_store_lock *lock;
     omld_models *models;         /* batch models (NULL: only the live model) */
+    omld_metrics *metrics;       /* the recall sample's counters (NULL: none taken) */
 } omld_query_ctx;
 
 /* Fills r (body or error) for req (a QUERY route) against v by the row's

@@ -267,6 +267,7 @@ void omld_server_set_engine(omld_server *s, omld_engine *engine)
     s->views = omld_engine_views(engine);
     omld_engine_store_ref(engine, &s->qctx.store, &s->qctx.lock);
     s->qctx.models = omld_engine_models(engine);
+    s->qctx.metrics = s->metrics;
     const oml_config *mc = omld_engine_config(engine);
     s->dims.heads = (uint64_t)mc->layers + 1;
     s->dims.emb = (uint64_t)mc->emb;

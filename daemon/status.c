@@ -248,6 +248,21 @@ char *omld_status_json(const omld_status_input *in, size_t *len)
     omld_json_kv_uint(&j, "dis_edges", m->closure.dis_edges);
     omld_json_object_end(&j);
 
+    /* The serving index's search: every item, or the nearest inverted
+     * lists with the recall of a sample of queries against a full scan. */
+    omld_json_key(&j, "search");
+    omld_json_object_begin(&j);
+    omld_json_kv_string(&j, "mode", m->view_lists > 0 ? "lists" : "exact");
+    omld_json_kv_uint(&j, "lists", m->view_lists);
+    omld_json_kv_uint(&j, "lists_from_items", in->cfg ? (uint64_t)in->cfg->ann_min_items : 0);
+    omld_json_kv_uint(&j, "recall_checked", m->view_recall_total);
+    /* null until a sampled query was checked (NaN is written as null) */
+    omld_json_kv_double(&j, "recall", m->view_recall_total > 0
+                                          ? (double)m->view_recall_hits /
+                                                (double)m->view_recall_total
+                                          : NAN);
+    omld_json_object_end(&j);
+
     omld_json_key(&j, "queries");
     omld_json_object_begin(&j);
     for (int k = 0; k < OMLD_Q_KINDS; k++) {
@@ -629,6 +644,17 @@ char *omld_metrics_text(const omld_status_input *in, size_t *len)
     for (int k = 0; k < OMLD_Q_KINDS; k++)
         sample_u(&b, "omld_queries_total", "kind", omld_query_kind_name(k),
                  omld_read(&mt->queries[k]));
+    gauge(&b, "omld_search_lists", "Inverted lists of the serving index (0: every query "
+          "scans every item).", (double)m->view_lists);
+    counter(&b, "omld_search_recall_hits_total", "Of the exact k nearest items per head of a "
+            "sample of queries (a full scan), those the lists' search found.",
+            omld_read(&mt->ann_recall_hits));
+    counter(&b, "omld_search_recall_checked_total", "The exact k nearest items per head of "
+            "that sample.", omld_read(&mt->ann_recall_total));
+    gauge(&b, "omld_search_recall", "Recall of the serving index's search on its sampled "
+          "queries (1 when it scans every item or none was sampled yet).",
+          m->view_recall_total ? (double)m->view_recall_hits / (double)m->view_recall_total
+                               : 1.0);
     counter(&b, "omld_connections_accepted_total", "RPC connections accepted.",
             omld_read(&mt->connections_accepted));
     counter(&b, "omld_connections_refused_total", "RPC connections refused (over the limit).",

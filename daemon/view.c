@@ -39,6 +39,7 @@ struct omld_views {
     int refused;                /* guarded by mu: the newest build was refused */
     char refused_why[256];      /* guarded by mu */
     oml_snapshot *pending;      /* guarded by mu; latest wins */
+    atomic_uint_fast64_t lists_min_items; /* inverted lists from this many items (0: never) */
     uint64_t pending_ns;
     int stop;
     int started;
@@ -105,21 +106,24 @@ static void view_refuse(omld_views *vs, uint64_t version, const char *why)
 static int index_build(omld_views *vs, oml_snapshot *snap, omld_store_lock *lock,
                        oml_index **out)
 {
-    if (lock == NULL)
-        return oml_index_build(out, snap, vs->store);
     oml_index_builder b;
     int rc = oml_index_builder_init(&b, snap, oml_store_dim(vs->store));
+    b.ivf_min_rows = (size_t)atomic_load(&vs->lists_min_items);
     int more = 1;
     while (rc == OML_OK && more > 0) {
-        pthread_rwlock_rdlock(&lock->rw);
+        if (lock)
+            pthread_rwlock_rdlock(&lock->rw);
         more = oml_index_builder_gather(&b, vs->store);
-        pthread_rwlock_unlock(&lock->rw);
+        if (lock)
+            pthread_rwlock_unlock(&lock->rw);
         rc = more < 0 ? more : oml_index_builder_embed(&b);
     }
     if (rc == OML_OK) {
-        pthread_rwlock_rdlock(&lock->rw);
+        if (lock)
+            pthread_rwlock_rdlock(&lock->rw);
         rc = oml_index_builder_finish(&b, vs->store, out);
-        pthread_rwlock_unlock(&lock->rw);
+        if (lock)
+            pthread_rwlock_unlock(&lock->rw);
     }
     oml_index_builder_free(&b);
     return rc;
@@ -257,6 +261,7 @@ int omld_views_create(omld_views **out, const oml_store *store, omld_store_lock 
     vs->on_publish = on_publish;
     vs->arg = arg;
     atomic_init(&vs->version, 0);
+    atomic_init(&vs->lists_min_items, 0);
     pthread_mutex_init(&vs->mu, NULL);
     pthread_cond_init(&vs->cv, NULL);
     if (pthread_create(&vs->thread, NULL, indexer_main, vs) != 0) {
@@ -285,6 +290,11 @@ void omld_views_destroy(omld_views *vs)
     pthread_cond_destroy(&vs->cv);
     pthread_mutex_destroy(&vs->mu);
     free(vs);
+}
+
+void omld_views_set_lists(omld_views *vs, uint64_t min_items)
+{
+    atomic_store(&vs->lists_min_items, min_items);
 }
 
 void omld_views_submit(omld_views *vs, oml_snapshot *snap, uint64_t snapshot_ns)

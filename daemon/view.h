@@ -28,6 +28,9 @@ typedef struct omld_view {
     uint64_t version;       /* model version (== ix->snap->version) */
     uint64_t updates;       /* triplets the model had learned */
     uint64_t published_ns;  /* omld_now_ns() when it was swapped in */
+    /* An index with inverted lists: of the exact k nearest rows per head
+     * of a sample of its queries, how many its search found (query.c). */
+    atomic_uint_fast64_t recall_hits, recall_total;
     uint64_t snapshot_ns;   /* omld_now_ns() when its snapshot was taken */
 } omld_view;
 
@@ -53,6 +56,10 @@ int omld_views_create(omld_views **out, const oml_store *store, omld_store_lock 
                       void *arg);
 /* Stops and joins the indexer, releases the current view. Accepts NULL. */
 void omld_views_destroy(omld_views *vs);
+
+/* From views built after this call, an index of at least min_items items
+ * has inverted lists (index.h); 0 (the default): never. */
+void omld_views_set_lists(omld_views *vs, uint64_t min_items);
 
 /* Hands a snapshot (ownership transferred) to the indexer. snapshot_ns is
  * when it was taken. Never blocks on an index build. */

@@ -22,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ivf.h"
+
 /* |BLAS dot - cosine| for rows normalised in float is at most about
  * emb * 2^-24 (summation) plus the rows' norm deviation from 1 (of the same
  * order). The margin covers that on both sides of the argument plus the
@@ -126,11 +128,14 @@ static void dot_sift_up(oml_neighbor *h, int32_t i)
     }
 }
 
-int32_t oml_index_select(const oml_index *ix, int head, const float *q, float *dots,
-                         int32_t k, int32_t exclude, oml_neighbor *out)
+/* oml_index_select over m dot products: dots[j] belongs to row rowmap[j]
+ * (rowmap NULL: row j). */
+static int32_t select_rows(const oml_index *ix, int head, const float *q, float *dots,
+                           const int32_t *rowmap, int32_t m, int32_t k, int32_t exclude,
+                           oml_neighbor *out)
 {
     int32_t n = ix->n, e = ix->emb;
-    if (k <= 0 || n <= 0)
+    if (k <= 0 || m <= 0)
         return 0;
     const float *Et = ix->emb_cols + (size_t)head * (size_t)n * (size_t)e;
     float margin = dot_margin(e);
@@ -143,11 +148,12 @@ int32_t oml_index_select(const oml_index *ix, int head, const float *q, float *d
      * overwritten because the write index never passes the read index. */
     int32_t filled = 0, cand = 0;
     float thr = -INFINITY;
-    for (int32_t j = 0; j < n; j++) {
+    for (int32_t j = 0; j < m; j++) {
         float a = dots[j];
-        if (j == exclude || !(a >= thr))
+        int32_t row = rowmap ? rowmap[j] : j;
+        if (row == exclude || !(a >= thr))
             continue;
-        uint32_t r = (uint32_t)j;
+        uint32_t r = (uint32_t)row;
         memcpy(&dots[cand++], &r, sizeof r);
         if (filled < k) {
             out[filled].dist = a;
@@ -162,9 +168,8 @@ int32_t oml_index_select(const oml_index *ix, int head, const float *q, float *d
             thr = out[0].dist - margin;
     }
 
-    /* Pass 2: canonical distances of the candidates into a bounded max-heap.
-     * Candidates arrive in ascending row order, so an equal distance never
-     * displaces the root (the smaller row wins ties). */
+    /* Pass 2: canonical distances of the candidates into a bounded max-heap
+     * ordered by (distance, row), whatever order the candidates come in. */
     int32_t cnt = 0;
     for (int32_t c = 0; c < cand; c++) {
         uint32_t r;
@@ -173,7 +178,7 @@ int32_t oml_index_select(const oml_index *ix, int head, const float *q, float *d
         if (cnt < k) {
             out[cnt] = nb;
             nb_sift_up(out, cnt++);
-        } else if (nb.dist < out[0].dist) {
+        } else if (nb_worse(&out[0], &nb)) {
             out[0] = nb;
             nb_sift_down(out, cnt, 0);
         }
@@ -186,6 +191,51 @@ int32_t oml_index_select(const oml_index *ix, int head, const float *q, float *d
         nb_sift_down(out, end, 0);
     }
     return cnt;
+}
+
+int32_t oml_index_select(const oml_index *ix, int head, const float *q, float *dots,
+                         int32_t k, int32_t exclude, oml_neighbor *out)
+{
+    return select_rows(ix, head, q, dots, NULL, ix->n, k, exclude, out);
+}
+
+int32_t oml_index_probe(const oml_index *ix, const float *q_all, int32_t k, int32_t *lists,
+                        float *scratch)
+{
+    if (ix->n_lists <= 0)
+        return 0;
+    int64_t want = (int64_t)ix->n / OML_IVF_PROBE_DIV, min = 64 * (int64_t)k;
+    if (want < min)
+        want = min;
+    int32_t got = oml_ivf_probe(ix->centroids, ix->n_lists, ix->heads * ix->emb, q_all,
+                                ix->n_lists, lists, scratch);
+    int64_t rows = 0;
+    for (int32_t i = 0; i < got; i++) {
+        rows += ix->list_start[lists[i] + 1] - ix->list_start[lists[i]];
+        if (rows >= want)
+            return i + 1;
+    }
+    return got;
+}
+
+int32_t oml_index_topk_lists(const oml_index *ix, int head, const float *q, const int32_t *lists,
+                             int32_t n_probe, int32_t k, int32_t exclude, oml_neighbor *out,
+                             float *scratch, int32_t *rowmap)
+{
+    int32_t n = ix->n, e = ix->emb, m = 0;
+    const float *Et = ix->emb_cols + (size_t)head * (size_t)n * (size_t)e;
+    for (int32_t i = 0; i < n_probe; i++) {
+        int32_t a = ix->list_start[lists[i]], len = ix->list_start[lists[i] + 1] - a;
+        if (len <= 0)
+            continue;
+        /* The list's rows are columns a..a+len of the (emb, n) block. */
+        cblas_sgemv(CblasRowMajor, CblasTrans, e, len, 1.0f, Et + a, n, q, 1, 0.0f, scratch + m,
+                    1);
+        for (int32_t r = 0; r < len; r++)
+            rowmap[m + r] = a + r;
+        m += len;
+    }
+    return select_rows(ix, head, q, scratch, rowmap, m, k, exclude, out);
 }
 
 int32_t oml_index_topk(const oml_index *ix, int head, const float *q, int32_t k,
@@ -202,6 +252,12 @@ int32_t oml_index_topk(const oml_index *ix, int head, const float *q, int32_t k,
 
 int32_t oml_index_row_of_slot(const oml_index *ix, uint32_t slot)
 {
+    if (ix->n_lists > 0) { /* rows grouped by list: not in slot order */
+        for (int32_t r = 0; r < ix->n; r++)
+            if (ix->slots[r] == slot)
+                return r;
+        return -1;
+    }
     int32_t lo = 0, hi = ix->n; /* rows are in ascending slot order */
     while (lo < hi) {
         int32_t mid = lo + (hi - lo) / 2;

@@ -35,8 +35,19 @@ typedef struct oml_index {
     size_t *id_lens;         /* (n) */
     int32_t n_labels;
     const char **label_names;/* (n_labels) copied */
+    /* Inverted lists (ivf.h), for indexes of at least the builder's
+     * ivf_min_rows rows: rows are grouped by list (ascending slot within a
+     * list) and a query scans the lists nearest to it. n_lists = 0: rows
+     * in ascending slot order, every query scans all of them. */
+    int32_t n_lists;
+    float *centroids;        /* (n_lists, heads * emb) unit rows */
+    int32_t *list_start;     /* (n_lists + 1) first row of each list */
     void *_arena;
 } oml_index;
+
+/* A query of an index with lists scans the nearest lists until it has
+ * covered n / OML_IVF_PROBE_DIV rows (and at least 64 k). */
+#define OML_IVF_PROBE_DIV 32
 
 /* Builds an index of all live items of store under snap (takes its own
  * reference on snap). OML_ENOMEM; an empty store gives an empty index.
@@ -76,6 +87,8 @@ typedef struct oml_index_builder {
     size_t n_chars;
     float *rows_emb;          /* (n, heads, emb) */
     size_t cap_rows, cap_labels, cap_off, cap_chars, cap_emb;
+    size_t ivf_min_rows;      /* lists when at least this many rows (0: never); set
+                                 before finish */
 } oml_index_builder;
 
 /* OML_OK, OML_EDIM (dim is not the snapshot's), OML_ENOMEM. Takes its own
@@ -94,9 +107,22 @@ void oml_index_destroy(oml_index *ix); /* accepts NULL; releases the snapshot re
 
 /* Exact k nearest rows of a unit query q (emb) in one head, ascending by
  * distance (ties by row), skipping row `exclude` (-1 for none). scratch holds
- * n floats. Returns how many were written (min(k, available)). */
+ * n floats. Returns how many were written (min(k, available)). Scans every
+ * row, lists or not. */
 int32_t oml_index_topk(const oml_index *ix, int head, const float *q, int32_t k,
                        int32_t exclude, oml_neighbor *out, float *scratch);
+
+/* For an index with lists: the lists a query whose head embeddings are
+ * q_all (heads * emb) scans for k neighbours, nearest first, into lists
+ * (n_lists); scratch holds n_lists floats. Returns how many. */
+int32_t oml_index_probe(const oml_index *ix, const float *q_all, int32_t k, int32_t *lists,
+                        float *scratch);
+
+/* oml_index_topk over the rows of the given lists only: the exact k
+ * nearest among them. scratch holds n floats, rowmap n int32. */
+int32_t oml_index_topk_lists(const oml_index *ix, int head, const float *q, const int32_t *lists,
+                             int32_t n_probe, int32_t k, int32_t exclude, oml_neighbor *out,
+                             float *scratch, int32_t *rowmap);
 
 /* The selection step of oml_index_topk, for callers that computed the dot
  * products themselves (e.g. one GEMM for many queries): dots (n) holds any
@@ -118,7 +144,8 @@ static inline float oml_index_emb(const oml_index *ix, int head, int32_t row, in
                         (size_t)row];
 }
 
-/* Row of a store slot, or -1 if the slot is not in this index. */
+/* Row of a store slot, or -1 if the slot is not in this index (a binary
+ * search, or a scan when the rows are grouped by list). */
 int32_t oml_index_row_of_slot(const oml_index *ix, uint32_t slot);
 
 #endif

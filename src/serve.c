@@ -136,6 +136,8 @@ static int check_query(const oml_index *ix, const float *x, int32_t k, int32_t e
 typedef struct query_ws {
     float *q;          /* (heads, emb) */
     float *scratch;    /* (n) */
+    int32_t *rowmap;   /* (n) an index with lists: the rows scanned */
+    int32_t *lists;    /* (n_lists) the lists scanned */
     oml_neighbor *nb;  /* (heads, k) */
     int32_t cnt[OML_MAX_LAYERS + 1];
     void *_block;
@@ -146,7 +148,9 @@ static int query_ws_init(query_ws *w, const oml_index *ix, int32_t k, size_t ext
 {
     size_t nnb = (size_t)ix->heads * (size_t)k;
     size_t nf = (size_t)ix->heads * (size_t)ix->emb + (size_t)ix->n;
-    char *p = malloc(nnb * sizeof(oml_neighbor) + extra + nf * sizeof(float));
+    size_t ni = ix->n_lists > 0 ? (size_t)ix->n + (size_t)ix->n_lists : 0;
+    char *p = malloc(nnb * sizeof(oml_neighbor) + extra + nf * sizeof(float) +
+                     ni * sizeof(int32_t));
     if (p == NULL)
         return OML_ENOMEM;
     w->_block = p;
@@ -156,16 +160,27 @@ static int query_ws_init(query_ws *w, const oml_index *ix, int32_t k, size_t ext
     p += extra;
     w->q = (float *)(void *)p;
     w->scratch = w->q + (size_t)ix->heads * (size_t)ix->emb;
+    w->rowmap = ni ? (int32_t *)(void *)(w->scratch + ix->n) : NULL;
+    w->lists = ni ? w->rowmap + ix->n : NULL;
     return OML_OK;
 }
 
-/* Embeds x and finds k neighbours per head (Sec. 3.6.1, first step). */
+/* Embeds x and finds k neighbours per head (Sec. 3.6.1, first step): in
+ * the lists nearest to x when the index has lists, else in every row. */
 static int query_neighbors(const oml_index *ix, const float *x, int32_t k, int32_t exclude_row,
                            query_ws *w)
 {
     int rc = oml_snapshot_embed(ix->snap, x, 1, w->q); /* (heads, 1, emb) */
     if (rc != OML_OK)
         return rc;
+    if (ix->n_lists > 0) {
+        int32_t np = oml_index_probe(ix, w->q, k, w->lists, w->scratch);
+        for (int h = 0; h < ix->heads; h++)
+            w->cnt[h] = oml_index_topk_lists(ix, h, w->q + (size_t)h * (size_t)ix->emb, w->lists,
+                                             np, k, exclude_row, w->nb + (size_t)h * (size_t)k,
+                                             w->scratch, w->rowmap);
+        return OML_OK;
+    }
     for (int h = 0; h < ix->heads; h++)
         w->cnt[h] = oml_index_topk(ix, h, w->q + (size_t)h * (size_t)ix->emb, k, exclude_row,
                                    w->nb + (size_t)h * (size_t)k, w->scratch);
@@ -383,4 +398,30 @@ int oml_retrieve(const oml_index *ix, const float *x, int32_t k, int32_t exclude
     *n_out = cnt;
     free(w._block);
     return OML_OK;
+}
+
+void oml_index_recall(const oml_index *ix, const float *x, int32_t k, int32_t exclude_row,
+                      int64_t *hits, int64_t *total)
+{
+    *hits = *total = 0;
+    if (ix == NULL || ix->n_lists <= 0 || check_query(ix, x, k, exclude_row, NULL) != OML_OK)
+        return;
+    query_ws w;
+    void *ex;
+    size_t extra = (size_t)k * sizeof(oml_neighbor);
+    if (query_ws_init(&w, ix, k, extra, &ex) != OML_OK)
+        return;
+    oml_neighbor *exact = ex;
+    if (query_neighbors(ix, x, k, exclude_row, &w) == OML_OK) { /* the lists' answer */
+        for (int h = 0; h < ix->heads; h++) {
+            int32_t n = oml_index_topk(ix, h, w.q + (size_t)h * (size_t)ix->emb, k, exclude_row,
+                                       exact, w.scratch);
+            const oml_neighbor *got = w.nb + (size_t)h * (size_t)k;
+            for (int32_t i = 0; i < w.cnt[h]; i++)
+                for (int32_t j = 0; j < n; j++)
+                    *hits += got[i].row == exact[j].row;
+            *total += n;
+        }
+    }
+    free(w._block);
 }

@@ -66,4 +66,11 @@ typedef struct oml_hit {
 int oml_retrieve(const oml_index *ix, const float *x, int32_t k, int32_t exclude_row,
                  oml_hit *out, int32_t *n_out, oml_diag *diag);
 
+/* How well an index with lists answers x: of the exact k nearest rows of
+ * every head (a full scan), how many the lists' search also finds; *hits
+ * and *total get the counts (both 0 for an index without lists or a
+ * failure). Costs a full scan: for a sample of queries. */
+void oml_index_recall(const oml_index *ix, const float *x, int32_t k, int32_t exclude_row,
+                      int64_t *hits, int64_t *total);
+
 #endif

@@ -622,6 +622,86 @@ static void test_status_and_metrics_endpoints(void **state)
 
 /* ------------------------------------------------------------ own daemons */
 
+/* A store past ann_min_items is searched through inverted lists: queries
+ * still answer with the stored classes, /status says "lists" with the
+ * recall of a sample of queries against a full scan, and /metrics has it. */
+static void test_inverted_lists_through_the_daemon(void **state)
+{
+    (void)state;
+    enum { N = 3000 };
+    static float x[N][DIM];
+    static char ids[N][16], labels[N][8];
+    oml_test_blobs(&x[0][0], N, DIM, CLASSES, 777, 0.5f, 0.3f);
+    omlc_item *items = malloc(N * sizeof *items);
+    for (int i = 0; i < N; i++) {
+        snprintf(ids[i], sizeof ids[i], "big-%d", i);
+        snprintf(labels[i], sizeof labels[i], "class-%d", i % CLASSES);
+        items[i] = (omlc_item){ids[i], x[i], DIM, labels[i]};
+    }
+    const char *args[] = {"--dim=16", "--preset=default", "--layers=2", "--hidden=32",
+                          "--emb=8", "--publish_ms=50", "--max_batch=1000",
+                          "--ann_min_items=1000", NULL};
+    omld_proc p;
+    assert_int_equal(omld_proc_start(&p, args, TIMEOUT_MS), 0);
+    omlc *c = dial(&p);
+    omlc_error err;
+    assert_int_equal(omlc_put_items_pipelined(c, items, N, 500, 4, NULL, NULL, &err), 0);
+    free(items);
+    omlc_triplet t[50];
+    for (int i = 0; i < 50; i++)
+        t[i] = (omlc_triplet){{ids[i], NULL, 0}, {ids[i + CLASSES], NULL, 0},
+                              {ids[i + 1], NULL, 0}};
+    assert_int_equal(omlc_add_triplets(c, t, 50, NULL, NULL, &err), 0);
+    /* Wait for a view of every item. */
+    for (int i = 0; i < 400; i++) {
+        Omld__Response *r;
+        Omld__StatusResponse *s = status(c, &r);
+        int done = s->triplets_applied >= 50 && s->queue_depth == 0;
+        omld__response__free_unpacked(r, NULL);
+        char *body = NULL;
+        size_t len = 0;
+        assert_int_equal(omld_http_get(p.http, "/status", &body, &len), 200);
+        done = done && strstr(body, "\"mode\":\"lists\"") != NULL;
+        free(body);
+        if (done)
+            break;
+        usleep(20000);
+    }
+    int right = 0;
+    for (int q = 0; q < 256; q++) { /* 8 of them are checked against a full scan */
+        omlc_ref ref = {NULL, x[q * 11 % N], DIM};
+        omlc_classification out;
+        assert_int_equal(omlc_classify(c, &ref, 5, NULL, &out, &err), 0);
+        char want[16];
+        snprintf(want, sizeof want, "class-%d", (q * 11 % N) % CLASSES);
+        right += strcmp(out.label, want) == 0;
+    }
+    assert_true(right >= 240); /* easy classes: the lists lose none of them */
+    omlc_close(c);
+
+    char *body = NULL, path[300], cmd[2048];
+    size_t len = 0;
+    assert_int_equal(omld_http_get(p.http, "/status", &body, &len), 200);
+    snprintf(path, sizeof path, "%s/status-lists.json", p.dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fwrite(body, 1, len, f);
+    fclose(f);
+    free(body);
+    snprintf(cmd, sizeof cmd,
+             "python3 -c 'import json; s=json.load(open(\"%s\"))[\"search\"]; "
+             "assert s[\"mode\"]==\"lists\", s; assert s[\"lists\"]>=16, s; "
+             "assert s[\"lists_from_items\"]==1000, s; assert s[\"recall_checked\"]>0, s; "
+             "assert s[\"recall\"]>=0.8, s'", path);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(omld_http_get(p.http, "/metrics", &body, &len), 200);
+    assert_non_null(strstr(body, "\nomld_search_recall_checked_total "));
+    assert_null(strstr(body, "\nomld_search_lists 0\n"));
+    free(body);
+    assert_int_equal(omld_proc_stop(&p, SIGTERM, TIMEOUT_MS), 0);
+    omld_proc_cleanup(&p);
+}
+
 /* One client floods triplets by inline vector without reading answers: the
  * daemon must stop reading it (backpressure), so its memory stays bounded
  * however much the client tries to send, and it must still answer others. */
@@ -756,6 +836,7 @@ int main(void)
     };
     const struct CMUnitTest own[] = {
         cmocka_unit_test(test_backpressure_bounds_memory),
+        cmocka_unit_test(test_inverted_lists_through_the_daemon),
         cmocka_unit_test(test_sigterm_under_load_exits_cleanly),
     };
     int failed = cmocka_run_group_tests_name("shared daemon", shared, setup_daemon, teardown_daemon);
