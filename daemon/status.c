@@ -211,6 +211,152 @@ static void json_jobs(omld_json *j, const omld_status_input *in)
     omld_json_string(j, in->rollback); /* the promoted model a Rollback undoes, or null */
 }
 
+/* "ingest": what was put, deleted and sent for learning, and the queue. */
+static void json_ingest(omld_json *j, const omld_metrics *mt, const omld_model_stats *m)
+{
+    omld_json_key(j, "ingest");
+    omld_json_object_begin(j);
+    omld_json_kv_uint(j, "items_put", omld_read(&mt->items_put));
+    omld_json_kv_uint(j, "items_deleted", omld_read(&mt->items_deleted));
+    omld_json_kv_uint(j, "triplets_received", omld_read(&mt->triplets_received));
+    omld_json_kv_uint(j, "triplets_applied", omld_read(&mt->triplets_applied));
+    omld_json_kv_uint(j, "triplets_queued", m->queue_depth);
+    omld_json_kv_uint(j, "pairs_received", omld_read(&mt->pairs_received));
+    omld_json_kv_uint(j, "derived_triplets", omld_read(&mt->derived_triplets));
+    omld_json_kv_uint(j, "queue_depth", m->queue_depth);
+    omld_json_kv_uint(j, "queue_capacity", m->queue_capacity);
+    omld_json_kv_uint(j, "backpressure_events", omld_read(&mt->backpressure_events));
+    omld_json_object_end(j);
+}
+
+/* "closure": the similar/dissimilar facts and what they imply. */
+static void json_closure(omld_json *j, const omld_model_stats *m)
+{
+    omld_json_key(j, "closure");
+    omld_json_object_begin(j);
+    omld_json_kv_uint(j, "similar_pairs", m->closure.similar_pairs);
+    omld_json_kv_uint(j, "dissimilar_pairs", m->closure.dissimilar_pairs);
+    omld_json_kv_uint(j, "conflicts", m->closure.conflicts);
+    omld_json_kv_uint(j, "components", m->closure.components);
+    omld_json_kv_uint(j, "dis_edges", m->closure.dis_edges);
+    omld_json_object_end(j);
+}
+
+/* key: {"count", "p50_ms", "p99_ms"}: one operation's count and latency. */
+static void json_count_latency(omld_json *j, const char *key, uint64_t count,
+                               const omld_histogram *h)
+{
+    omld_json_key(j, key);
+    omld_json_object_begin(j);
+    omld_json_kv_uint(j, "count", count);
+    omld_json_kv_double(j, "p50_ms", omld_hist_quantile(h, 0.5) * 1e3);
+    omld_json_kv_double(j, "p99_ms", omld_hist_quantile(h, 0.99) * 1e3);
+    omld_json_object_end(j);
+}
+
+/* "queries" (read requests by kind) and "latency" (learner, ingest, index). */
+static void json_latency(omld_json *j, const omld_metrics *mt)
+{
+    omld_json_key(j, "queries");
+    omld_json_object_begin(j);
+    for (int k = 0; k < OMLD_Q_KINDS; k++)
+        json_count_latency(j, omld_query_kind_name(k), omld_read(&mt->queries[k]),
+                           &mt->query_latency[k]);
+    omld_json_object_end(j);
+
+    omld_json_key(j, "latency");
+    omld_json_object_begin(j);
+    const struct { const char *name; const omld_histogram *h; } lat[] = {
+        {"update", &mt->update_latency},
+        {"ingest", &mt->ingest_latency},
+        {"index_build", &mt->index_build_latency},
+    };
+    for (size_t i = 0; i < sizeof lat / sizeof lat[0]; i++)
+        json_count_latency(j, lat[i].name, omld_read(&lat[i].h->count), lat[i].h);
+    omld_json_object_end(j);
+}
+
+/* "requests", "connections" and "frames": the RPC side. */
+static void json_rpc(omld_json *j, const omld_metrics *mt)
+{
+    omld_json_key(j, "requests");
+    omld_json_object_begin(j);
+    omld_json_kv_uint(j, "total", omld_read(&mt->requests));
+    omld_json_key(j, "by_code");
+    omld_json_object_begin(j);
+    for (int c = 0; c < OMLD_STATUS_CODES; c++)
+        omld_json_kv_uint(j, CODE_NAMES[c], omld_read(&mt->responses_by_code[c]));
+    omld_json_object_end(j);
+    omld_json_object_end(j);
+
+    omld_json_key(j, "connections");
+    omld_json_object_begin(j);
+    int64_t open = atomic_load_explicit(&mt->connections_open, memory_order_relaxed);
+    omld_json_kv_int(j, "open", open < 0 ? 0 : open);
+    omld_json_kv_uint(j, "accepted", omld_read(&mt->connections_accepted));
+    omld_json_kv_uint(j, "refused", omld_read(&mt->connections_refused));
+    omld_json_object_end(j);
+
+    omld_json_key(j, "frames");
+    omld_json_object_begin(j);
+    omld_json_kv_uint(j, "too_large", omld_read(&mt->frames_too_large));
+    omld_json_kv_uint(j, "malformed", omld_read(&mt->frames_malformed));
+    omld_json_object_end(j);
+}
+
+/* "limits": every refusal or drop by a limit (each is also logged with the peer). */
+static void json_limits(omld_json *j, const omld_metrics *mt)
+{
+    omld_json_key(j, "limits");
+    omld_json_object_begin(j);
+    omld_json_kv_uint(j, "frames_too_large", omld_read(&mt->frames_too_large));
+    omld_json_kv_uint(j, "batch_too_large", omld_read(&mt->batch_too_large));
+    omld_json_kv_uint(j, "k_too_large", omld_read(&mt->k_too_large));
+    omld_json_kv_uint(j, "connections_refused", omld_read(&mt->connections_refused));
+    omld_json_kv_uint(j, "input_paused", omld_read(&mt->input_paused));
+    omld_json_kv_uint(j, "output_paused", omld_read(&mt->output_paused));
+    omld_json_kv_uint(j, "idle_closed", omld_read(&mt->idle_closed));
+    omld_json_kv_uint(j, "slow_dropped", omld_read(&mt->slow_dropped));
+    omld_json_kv_uint(j, "write_stalled", omld_read(&mt->write_stalled));
+    omld_json_object_end(j);
+}
+
+/* "auth": whether tokens are required, how many, and the outcomes. */
+static void json_auth(omld_json *j, const omld_metrics *mt)
+{
+    omld_json_key(j, "auth");
+    omld_json_object_begin(j);
+    uint64_t trw = omld_read(&mt->tokens_rw), tro = omld_read(&mt->tokens_ro);
+    omld_json_kv_bool(j, "required", trw + tro > 0);
+    omld_json_kv_uint(j, "tokens_rw", trw);
+    omld_json_kv_uint(j, "tokens_ro", tro);
+    omld_json_kv_uint(j, "ok", omld_read(&mt->auth_ok));
+    omld_json_kv_uint(j, "failed", omld_read(&mt->auth_failed));
+    omld_json_kv_uint(j, "unauthenticated", omld_read(&mt->unauthenticated));
+    omld_json_kv_uint(j, "permission_denied", omld_read(&mt->permission_denied));
+    omld_json_kv_uint(j, "http_unauthorized", omld_read(&mt->http_unauthorized));
+    omld_json_object_end(j);
+}
+
+/* "persistence": the log, the checkpoints and read-only mode. */
+static void json_persistence(omld_json *j, const omld_status_input *in,
+                             const omld_model_stats *m)
+{
+    omld_json_key(j, "persistence");
+    omld_json_object_begin(j);
+    omld_json_kv_uint(j, "wal_bytes", m->wal_bytes);
+    omld_json_kv_uint(j, "records_since_checkpoint", m->wal_records_since_ckpt);
+    omld_json_kv_uint(j, "checkpoint_unix_ms", m->ckpt_unix_ms);
+    omld_json_kv_uint(j, "checkpoint_age_ms", checkpoint_age_ms(in, m));
+    omld_json_kv_uint(j, "checkpoint_duration_ms", m->ckpt_duration_ms);
+    omld_json_kv_uint(j, "checkpoints_written", m->ckpt_written);
+    omld_json_kv_uint(j, "checkpoints_failed", m->ckpt_failed);
+    omld_json_kv_bool(j, "read_only", m->read_only);
+    if (m->read_only)
+        omld_json_kv_string(j, "read_only_why", m->read_only_why);
+    omld_json_object_end(j);
+}
+
 char *omld_status_json(const omld_status_input *in, size_t *len)
 {
     static const omld_metrics zero_metrics;
@@ -224,124 +370,13 @@ char *omld_status_json(const omld_status_input *in, size_t *len)
     omld_json_kv_uint(&j, "uptime_ms", in->uptime_ms);
     json_config(&j, in->cfg);
     json_model(&j, in->model);
-
-    omld_json_key(&j, "ingest");
-    omld_json_object_begin(&j);
-    omld_json_kv_uint(&j, "items_put", omld_read(&mt->items_put));
-    omld_json_kv_uint(&j, "items_deleted", omld_read(&mt->items_deleted));
-    omld_json_kv_uint(&j, "triplets_received", omld_read(&mt->triplets_received));
-    omld_json_kv_uint(&j, "triplets_applied", omld_read(&mt->triplets_applied));
-    omld_json_kv_uint(&j, "triplets_queued", m->queue_depth);
-    omld_json_kv_uint(&j, "pairs_received", omld_read(&mt->pairs_received));
-    omld_json_kv_uint(&j, "derived_triplets", omld_read(&mt->derived_triplets));
-    omld_json_kv_uint(&j, "queue_depth", m->queue_depth);
-    omld_json_kv_uint(&j, "queue_capacity", m->queue_capacity);
-    omld_json_kv_uint(&j, "backpressure_events", omld_read(&mt->backpressure_events));
-    omld_json_object_end(&j);
-
-    omld_json_key(&j, "closure");
-    omld_json_object_begin(&j);
-    omld_json_kv_uint(&j, "similar_pairs", m->closure.similar_pairs);
-    omld_json_kv_uint(&j, "dissimilar_pairs", m->closure.dissimilar_pairs);
-    omld_json_kv_uint(&j, "conflicts", m->closure.conflicts);
-    omld_json_kv_uint(&j, "components", m->closure.components);
-    omld_json_kv_uint(&j, "dis_edges", m->closure.dis_edges);
-    omld_json_object_end(&j);
-
-    omld_json_key(&j, "queries");
-    omld_json_object_begin(&j);
-    for (int k = 0; k < OMLD_Q_KINDS; k++) {
-        omld_json_key(&j, omld_query_kind_name(k));
-        omld_json_object_begin(&j);
-        omld_json_kv_uint(&j, "count", omld_read(&mt->queries[k]));
-        omld_json_kv_double(&j, "p50_ms", omld_hist_quantile(&mt->query_latency[k], 0.5) * 1e3);
-        omld_json_kv_double(&j, "p99_ms", omld_hist_quantile(&mt->query_latency[k], 0.99) * 1e3);
-        omld_json_object_end(&j);
-    }
-    omld_json_object_end(&j);
-
-    omld_json_key(&j, "latency");
-    omld_json_object_begin(&j);
-    const struct { const char *name; const omld_histogram *h; } lat[] = {
-        {"update", &mt->update_latency},
-        {"ingest", &mt->ingest_latency},
-        {"index_build", &mt->index_build_latency},
-    };
-    for (size_t i = 0; i < sizeof lat / sizeof lat[0]; i++) {
-        omld_json_key(&j, lat[i].name);
-        omld_json_object_begin(&j);
-        omld_json_kv_uint(&j, "count", omld_read(&lat[i].h->count));
-        omld_json_kv_double(&j, "p50_ms", omld_hist_quantile(lat[i].h, 0.5) * 1e3);
-        omld_json_kv_double(&j, "p99_ms", omld_hist_quantile(lat[i].h, 0.99) * 1e3);
-        omld_json_object_end(&j);
-    }
-    omld_json_object_end(&j);
-
-    omld_json_key(&j, "requests");
-    omld_json_object_begin(&j);
-    omld_json_kv_uint(&j, "total", omld_read(&mt->requests));
-    omld_json_key(&j, "by_code");
-    omld_json_object_begin(&j);
-    for (int c = 0; c < OMLD_STATUS_CODES; c++)
-        omld_json_kv_uint(&j, CODE_NAMES[c], omld_read(&mt->responses_by_code[c]));
-    omld_json_object_end(&j);
-    omld_json_object_end(&j);
-
-    omld_json_key(&j, "connections");
-    omld_json_object_begin(&j);
-    int64_t open = atomic_load_explicit(&mt->connections_open, memory_order_relaxed);
-    omld_json_kv_int(&j, "open", open < 0 ? 0 : open);
-    omld_json_kv_uint(&j, "accepted", omld_read(&mt->connections_accepted));
-    omld_json_kv_uint(&j, "refused", omld_read(&mt->connections_refused));
-    omld_json_object_end(&j);
-
-    omld_json_key(&j, "frames");
-    omld_json_object_begin(&j);
-    omld_json_kv_uint(&j, "too_large", omld_read(&mt->frames_too_large));
-    omld_json_kv_uint(&j, "malformed", omld_read(&mt->frames_malformed));
-    omld_json_object_end(&j);
-
-    /* Every refusal or drop by a limit (each is also logged with the peer). */
-    omld_json_key(&j, "limits");
-    omld_json_object_begin(&j);
-    omld_json_kv_uint(&j, "frames_too_large", omld_read(&mt->frames_too_large));
-    omld_json_kv_uint(&j, "batch_too_large", omld_read(&mt->batch_too_large));
-    omld_json_kv_uint(&j, "k_too_large", omld_read(&mt->k_too_large));
-    omld_json_kv_uint(&j, "connections_refused", omld_read(&mt->connections_refused));
-    omld_json_kv_uint(&j, "input_paused", omld_read(&mt->input_paused));
-    omld_json_kv_uint(&j, "output_paused", omld_read(&mt->output_paused));
-    omld_json_kv_uint(&j, "idle_closed", omld_read(&mt->idle_closed));
-    omld_json_kv_uint(&j, "slow_dropped", omld_read(&mt->slow_dropped));
-    omld_json_kv_uint(&j, "write_stalled", omld_read(&mt->write_stalled));
-    omld_json_object_end(&j);
-
-    omld_json_key(&j, "auth");
-    omld_json_object_begin(&j);
-    uint64_t trw = omld_read(&mt->tokens_rw), tro = omld_read(&mt->tokens_ro);
-    omld_json_kv_bool(&j, "required", trw + tro > 0);
-    omld_json_kv_uint(&j, "tokens_rw", trw);
-    omld_json_kv_uint(&j, "tokens_ro", tro);
-    omld_json_kv_uint(&j, "ok", omld_read(&mt->auth_ok));
-    omld_json_kv_uint(&j, "failed", omld_read(&mt->auth_failed));
-    omld_json_kv_uint(&j, "unauthenticated", omld_read(&mt->unauthenticated));
-    omld_json_kv_uint(&j, "permission_denied", omld_read(&mt->permission_denied));
-    omld_json_kv_uint(&j, "http_unauthorized", omld_read(&mt->http_unauthorized));
-    omld_json_object_end(&j);
-
-    omld_json_key(&j, "persistence");
-    omld_json_object_begin(&j);
-    omld_json_kv_uint(&j, "wal_bytes", m->wal_bytes);
-    omld_json_kv_uint(&j, "records_since_checkpoint", m->wal_records_since_ckpt);
-    omld_json_kv_uint(&j, "checkpoint_unix_ms", m->ckpt_unix_ms);
-    omld_json_kv_uint(&j, "checkpoint_age_ms", checkpoint_age_ms(in, m));
-    omld_json_kv_uint(&j, "checkpoint_duration_ms", m->ckpt_duration_ms);
-    omld_json_kv_uint(&j, "checkpoints_written", m->ckpt_written);
-    omld_json_kv_uint(&j, "checkpoints_failed", m->ckpt_failed);
-    omld_json_kv_bool(&j, "read_only", m->read_only);
-    if (m->read_only)
-        omld_json_kv_string(&j, "read_only_why", m->read_only_why);
-    omld_json_object_end(&j);
-
+    json_ingest(&j, mt, m);
+    json_closure(&j, m);
+    json_latency(&j, mt);
+    json_rpc(&j, mt);
+    json_limits(&j, mt);
+    json_auth(&j, mt);
+    json_persistence(&j, in, m);
     json_jobs(&j, in);
     omld_json_kv_uint(&j, "views_published", omld_read(&mt->views_published));
     omld_json_kv_uint(&j, "views_refused", omld_read(&mt->views_refused));
