@@ -69,6 +69,102 @@ static int query_since(const http_conn *c, uint64_t *since)
     return found;
 }
 
+/* What a path answers; ROUTE_DASHBOARD: any other path (the dashboard's
+ * files, or 404). */
+enum route { ROUTE_DASHBOARD, ROUTE_STATUS, ROUTE_METRICS, ROUTE_LIVEZ, ROUTE_READYZ,
+             ROUTE_HISTORY };
+
+static enum route route_of(const char *path, size_t plen)
+{
+    return path_is(path, plen, "/status")           ? ROUTE_STATUS
+           : path_is(path, plen, "/metrics")        ? ROUTE_METRICS
+           : path_is(path, plen, "/livez")          ? ROUTE_LIVEZ
+           : path_is(path, plen, "/readyz")         ? ROUTE_READYZ
+           : path_is(path, plen, "/status/history") ? ROUTE_HISTORY
+                                                    : ROUTE_DASHBOARD;
+}
+
+/* GET / and /dashboard/...: the embedded dashboard (dashboard.h). */
+static void answer_dashboard(http_conn *c, const char *path, size_t plen, int head,
+                             int keep_alive)
+{
+    const omld_dashboard_asset *a = omld_dashboard_lookup(path, plen);
+    if (!a) {
+        omld_http_send_text(c, 404, "404 Not Found\n", head, keep_alive);
+        return;
+    }
+    char *body = head ? NULL : malloc(a->len);
+    if (body)
+        memcpy(body, a->data, a->len);
+    else if (!head) {
+        omld_http_send_text(c, 500, "500 out of memory\n", 0, keep_alive);
+        return;
+    }
+    omld_http_send_response(c, 200, a->content_type, body, a->len, head, keep_alive);
+}
+
+/* GET /status/history[?since=MS]: the samples kept (history.c). */
+static void answer_history(http_conn *c, int head, int keep_alive)
+{
+    omld_http *h = c->srv;
+    if (!h->history) {
+        omld_http_send_text(c, 404, "404 Not Found (no history kept)\n", head, keep_alive);
+        return;
+    }
+    uint64_t since = 0;
+    int has_since = query_since(c, &since);
+    if (has_since < 0) {
+        omld_http_send_text(c, 400, "400 Bad Request: since= takes milliseconds (digits)\n", head,
+                  keep_alive);
+        return;
+    }
+    size_t len = 0;
+    char *body = omld_history_json(h->history, has_since, since,
+                                   omld_history_now_ms(h->history), &len);
+    if (!body) {
+        omld_http_send_text(c, 500, "500 out of memory\n", head, keep_alive);
+        return;
+    }
+    omld_http_send_response(c, 200, "application/json", body, len, head, keep_alive);
+}
+
+/* GET /readyz: 200 "ready", or 503 with why not (draining, or the reason
+ * the daemon gives, e.g. the recovery's progress). */
+static void answer_readyz(http_conn *c, const omld_status_input *in, int head, int keep_alive)
+{
+    int ok = in->ready && !in->draining;
+    char text[320];
+    if (ok || in->draining || !in->not_ready || !in->not_ready[0])
+        snprintf(text, sizeof text, "%s", ok ? "ready\n" : in->draining ? "draining\n"
+                                                                      : "not ready\n");
+    else
+        snprintf(text, sizeof text, "not ready: %s\n", in->not_ready);
+    omld_http_send_text(c, ok ? 200 : 503, text, head, keep_alive);
+}
+
+/* GET /readyz, /status and /metrics: from one gather() of what the daemon
+ * knows. */
+static void answer_gathered(http_conn *c, enum route route, int head, int keep_alive)
+{
+    omld_http *h = c->srv;
+    omld_status_input in;
+    memset(&in, 0, sizeof in);
+    h->gather(h->arg, &in);
+    if (route == ROUTE_READYZ) {
+        answer_readyz(c, &in, head, keep_alive);
+        return;
+    }
+    size_t len = 0;
+    char *body = route == ROUTE_STATUS ? omld_status_json(&in, &len) : omld_metrics_text(&in, &len);
+    if (!body) {
+        omld_http_send_text(c, 500, "500 out of memory\n", head, keep_alive);
+        return;
+    }
+    const char *ctype =
+        route == ROUTE_STATUS ? "application/json" : "text/plain; version=0.0.4; charset=utf-8";
+    omld_http_send_response(c, 200, ctype, body, len, head, keep_alive);
+}
+
 void omld_http_answer(http_conn *c, int keep_alive)
 {
     omld_http *h = c->srv;
@@ -80,17 +176,12 @@ void omld_http_answer(http_conn *c, int keep_alive)
         omld_http_send_error_and_finish(c, 400);
         return;
     }
-    int route = path_is(path, plen, "/status")    ? 1
-                : path_is(path, plen, "/metrics") ? 2
-                : path_is(path, plen, "/livez")   ? 3
-                : path_is(path, plen, "/readyz")  ? 4
-                : path_is(path, plen, "/status/history") ? 5
-                                                  : 0;
+    enum route route = route_of(path, plen);
     if (method != HTTP_GET && !head) {
         omld_http_send_text(c, 405, "405 Method Not Allowed\n", 0, keep_alive);
         return;
     }
-    if (route != 3 && route != 4 && !authorized(c)) {
+    if (route != ROUTE_LIVEZ && route != ROUTE_READYZ && !authorized(c)) {
         if (h->unauthorized)
             atomic_fetch_add_explicit(h->unauthorized, 1, memory_order_relaxed);
         omld_http_send_text(c, 401,
@@ -99,72 +190,22 @@ void omld_http_answer(http_conn *c, int keep_alive)
                   head, keep_alive);
         return;
     }
-    if (route == 0) {
-        /* GET / and /dashboard/...: the embedded dashboard (dashboard.h). */
-        const omld_dashboard_asset *a = omld_dashboard_lookup(path, plen);
-        if (!a) {
-            omld_http_send_text(c, 404, "404 Not Found\n", head, keep_alive);
-            return;
-        }
-        char *body = head ? NULL : malloc(a->len);
-        if (body)
-            memcpy(body, a->data, a->len);
-        else if (!head) {
-            omld_http_send_text(c, 500, "500 out of memory\n", 0, keep_alive);
-            return;
-        }
-        omld_http_send_response(c, 200, a->content_type, body, a->len, head, keep_alive);
+    switch (route) {
+    case ROUTE_DASHBOARD:
+        answer_dashboard(c, path, plen, head, keep_alive);
         return;
-    }
-    if (route == 3) {
+    case ROUTE_LIVEZ:
         omld_http_send_text(c, 200, "ok\n", head, keep_alive);
         return;
-    }
-    if (route == 5) {
-        if (!h->history) {
-            omld_http_send_text(c, 404, "404 Not Found (no history kept)\n", head, keep_alive);
-            return;
-        }
-        uint64_t since = 0;
-        int has_since = query_since(c, &since);
-        if (has_since < 0) {
-            omld_http_send_text(c, 400, "400 Bad Request: since= takes milliseconds (digits)\n", head,
-                      keep_alive);
-            return;
-        }
-        size_t len = 0;
-        char *body = omld_history_json(h->history, has_since, since,
-                                       omld_history_now_ms(h->history), &len);
-        if (!body) {
-            omld_http_send_text(c, 500, "500 out of memory\n", head, keep_alive);
-            return;
-        }
-        omld_http_send_response(c, 200, "application/json", body, len, head, keep_alive);
+    case ROUTE_HISTORY:
+        answer_history(c, head, keep_alive);
+        return;
+    case ROUTE_STATUS:
+    case ROUTE_METRICS:
+    case ROUTE_READYZ:
+        answer_gathered(c, route, head, keep_alive);
         return;
     }
-    omld_status_input in;
-    memset(&in, 0, sizeof in);
-    h->gather(h->arg, &in);
-    if (route == 4) {
-        int ok = in.ready && !in.draining;
-        char text[320];
-        if (ok || in.draining || !in.not_ready || !in.not_ready[0])
-            snprintf(text, sizeof text, "%s", ok ? "ready\n" : in.draining ? "draining\n"
-                                                                         : "not ready\n");
-        else
-            snprintf(text, sizeof text, "not ready: %s\n", in.not_ready);
-        omld_http_send_text(c, ok ? 200 : 503, text, head, keep_alive);
-        return;
-    }
-    size_t len = 0;
-    char *body = route == 1 ? omld_status_json(&in, &len) : omld_metrics_text(&in, &len);
-    if (!body) {
-        omld_http_send_text(c, 500, "500 out of memory\n", head, keep_alive);
-        return;
-    }
-    const char *ctype =
-        route == 1 ? "application/json" : "text/plain; version=0.0.4; charset=utf-8";
-    omld_http_send_response(c, 200, ctype, body, len, head, keep_alive);
 }
 
 /* 1 if no tokens are configured or the request carried "Bearer TOKEN" with

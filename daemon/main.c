@@ -432,18 +432,15 @@ static void on_recovery_tick(uv_timer_t *t)
 
 /* ------------------------------------------------------------ start */
 
-/* Binds every listener, starts HTTP, the history and the signal handlers,
- * then the recovery thread (on_recovered finishes the start). 0 or -1. */
-static int start(omld_main *m)
+/* Binds the RPC listeners and the HTTP endpoint, with the tokens set on
+ * both. Every listener is bound before the engine recovers data_dir: a busy
+ * port or a bad socket path fails the start before the log is replayed or
+ * anything in data_dir is written. RPC connections are accepted from the
+ * start but read only once the engine is there; HTTP is served during
+ * recovery (/livez 200, /readyz 503 with the progress). 0 or -1. */
+static int start_listeners(omld_main *m, struct sockaddr_storage *http_addr)
 {
     char err[1536];
-    if (load_tokens(m) != 0)
-        return -1;
-    /* Every listener is bound before the engine recovers data_dir: a busy
-     * port or a bad socket path fails the start before the log is replayed
-     * or anything in data_dir is written. RPC connections are accepted from
-     * the start but read only once the engine is there; HTTP is served
-     * during recovery (/livez 200, /readyz 503 with the progress). */
     if (omld_server_start(&m->server, &m->loop, &m->cfg, NULL, &m->metrics, m->start_ns, err,
                           sizeof err) != 0) {
         m->server = NULL;
@@ -451,14 +448,20 @@ static int start(omld_main *m)
         return -1;
     }
     omld_server_set_tokens(m->server, &m->tokens);
-    struct sockaddr_storage http_addr;
-    if (omld_http_start(&m->http, &m->loop, m->cfg.http, gather, m, &http_addr, err,
+    if (omld_http_start(&m->http, &m->loop, m->cfg.http, gather, m, http_addr, err,
                         sizeof err) != 0) {
         m->http = NULL;
         LOG_ERROR("main", "%s", err);
         return -1;
     }
     omld_http_set_tokens(m->http, &m->tokens, &m->metrics.http_unauthorized);
+    return 0;
+}
+
+/* The status history and its sampling timer, served by the HTTP endpoint.
+ * 0 or -1. */
+static int start_history(omld_main *m)
+{
     m->history = omld_history_new(OMLD_HISTORY_SAMPLES, OMLD_HISTORY_INTERVAL_MS, m->start_ns);
     if (!m->history) {
         LOG_ERROR("main", "out of memory for the status history");
@@ -470,35 +473,55 @@ static int start(omld_main *m)
         return -1;
     }
     omld_http_set_history(m->http, m->history);
+    return 0;
+}
 
-    struct sockaddr_storage rpc_addr;
-    omld_server_rpc_address(m->server, &rpc_addr);
-    char rpc[128], http[128];
-    omld_addr_format(&rpc_addr, rpc, sizeof rpc);
-    omld_addr_format(&http_addr, http, sizeof http);
-    LOG_INFO("main", "listening on %s (rpc)", rpc);
-    if (m->cfg.unix_socket[0])
-        LOG_INFO("main", "listening on unix:%s (rpc)", m->cfg.unix_socket);
-    LOG_INFO("main", "listening on http://%s (status)", http);
+/* Warns about listeners beyond loopback: without tokens anyone who reaches
+ * them reads (and over RPC changes) the model; with tokens, those travel in
+ * clear text. */
+static void warn_if_exposed(const omld_main *m, const struct sockaddr_storage *rpc_addr,
+                            const char *rpc, const struct sockaddr_storage *http_addr,
+                            const char *http)
+{
     if (m->tokens.n == 0) {
-        if (!omld_addr_is_loopback(&rpc_addr))
+        if (!omld_addr_is_loopback(rpc_addr))
             LOG_WARN("main", "WARNING: the RPC listener %s is not a loopback address and no "
                      "token is configured: anyone who can reach it can read and change the "
                      "model. Set tokens or tokens_file (see deploy/README.md), or listen on "
                      "127.0.0.1", rpc);
-        if (!omld_addr_is_loopback(&http_addr))
+        if (!omld_addr_is_loopback(http_addr))
             LOG_WARN("main", "WARNING: the HTTP status endpoint %s is not a loopback address and "
                      "no token is configured: anyone who can reach it can read /status and "
                      "/metrics. Set tokens or tokens_file, or bind it to 127.0.0.1", http);
-    } else if (!omld_addr_is_loopback(&rpc_addr) || !omld_addr_is_loopback(&http_addr)) {
+    } else if (!omld_addr_is_loopback(rpc_addr) || !omld_addr_is_loopback(http_addr)) {
         LOG_INFO("main", "listening beyond loopback with tokens: tokens travel in clear text, "
                  "keep these ports on a private network or behind TLS");
     }
+}
+
+/* Logs the addresses actually bound (port 0 resolved) and keeps them as the
+ * address file's text, written once the daemon is ready (finish_start). */
+static void announce_listeners(omld_main *m, const struct sockaddr_storage *http_addr)
+{
+    struct sockaddr_storage rpc_addr;
+    omld_server_rpc_address(m->server, &rpc_addr);
+    char rpc[128], http[128];
+    omld_addr_format(&rpc_addr, rpc, sizeof rpc);
+    omld_addr_format(http_addr, http, sizeof http);
+    LOG_INFO("main", "listening on %s (rpc)", rpc);
+    if (m->cfg.unix_socket[0])
+        LOG_INFO("main", "listening on unix:%s (rpc)", m->cfg.unix_socket);
+    LOG_INFO("main", "listening on http://%s (status)", http);
+    warn_if_exposed(m, &rpc_addr, rpc, http_addr, http);
     int n = snprintf(m->addr_text, sizeof m->addr_text, "rpc %s\nhttp %s\n", rpc, http);
     if (m->cfg.unix_socket[0] && n > 0 && (size_t)n < sizeof m->addr_text)
         snprintf(m->addr_text + n, sizeof m->addr_text - (size_t)n, "unix %s\n",
                  m->cfg.unix_socket);
+}
 
+/* SIGTERM and SIGINT drain and shut down (on_signal). 0 or -1. */
+static int start_signals(omld_main *m)
+{
     uv_signal_init(&m->loop, &m->sigterm);
     uv_signal_init(&m->loop, &m->sigint);
     m->sigterm.data = m->sigint.data = m;
@@ -508,7 +531,13 @@ static int start(omld_main *m)
         LOG_ERROR("main", "cannot install the signal handlers");
         return -1;
     }
+    return 0;
+}
 
+/* The recovery thread, its completion handle and its progress timer;
+ * on_recovered finishes the start. 0 or -1. */
+static int start_recovery(omld_main *m)
+{
     if (uv_async_init(&m->loop, &m->rec_done, on_recovered) != 0) {
         LOG_ERROR("main", "uv_async_init failed");
         return -1;
@@ -530,6 +559,98 @@ static int start(omld_main *m)
     return 0;
 }
 
+/* Binds every listener, starts HTTP, the history and the signal handlers,
+ * then the recovery thread (on_recovered finishes the start). 0 or -1. */
+static int start(omld_main *m)
+{
+    struct sockaddr_storage http_addr;
+    if (load_tokens(m) != 0 || start_listeners(m, &http_addr) != 0 || start_history(m) != 0)
+        return -1;
+    announce_listeners(m, &http_addr);
+    if (start_signals(m) != 0 || start_recovery(m) != 0)
+        return -1;
+    return 0;
+}
+
+/* --version, the options (file and flags), --help and --print-config: the
+ * exit code when omld is to stop here (messages printed), or -1 to run. */
+static int parse_command_line(omld_main *m, int argc, char **argv)
+{
+    char err[1536];
+    int help = 0, print = 0;
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--version") == 0) {
+            printf("omld %s\n", OMLD_VERSION);
+            return 0;
+        }
+    omld_config_defaults(&m->cfg);
+    if (omld_config_parse_args(&m->cfg, argc, argv, &help, &print, err, sizeof err) != 0) {
+        fprintf(stderr, "omld: %s\n", err);
+        return 2;
+    }
+    if (help) {
+        omld_config_print_help(stdout); /* starts with the one usage line */
+        return 0;
+    }
+    if (omld_config_validate(&m->cfg, err, sizeof err) != 0) {
+        fprintf(stderr, "omld: %s\n", err);
+        return 2;
+    }
+    if (print) {
+        omld_config_print(stdout, &m->cfg);
+        return 0;
+    }
+    return -1;
+}
+
+/* Process-wide settings: the log level, the signals that must not kill us,
+ * one BLAS thread. */
+static void process_setup(const omld_main *m)
+{
+    omld_log_set_level(omld_log_parse_level(m->cfg.log_level));
+    signal(SIGPIPE, SIG_IGN);
+    /* A file size limit (RLIMIT_FSIZE) must fail the write with EFBIG, which
+     * the log reports, instead of killing the process. */
+    signal(SIGXFSZ, SIG_IGN);
+    openblas_set_num_threads(1); /* fixed BLAS threading: determinism, no oversubscription */
+}
+
+/* Creates data_dir, takes its lock (before anything else in it is read or
+ * written) and removes a stale address file. 0 or -1 (logged). */
+static int claim_data_dir(const omld_main *m)
+{
+    char err[1536];
+    if (make_dirs(m->cfg.data_dir, err, sizeof err) != 0) {
+        LOG_ERROR("main", "data_dir: %s", err);
+        return -1;
+    }
+    if (lock_data_dir(m->cfg.data_dir, err, sizeof err) < 0) {
+        LOG_ERROR("main", "%s", err);
+        return -1;
+    }
+    /* A stale address file from an earlier run must not be read as ours. */
+    char stale[OMLD_STR_MAX + 32];
+    snprintf(stale, sizeof stale, "%s/omld.addr", m->cfg.data_dir);
+    unlink(stale);
+    return 0;
+}
+
+/* After the loop has run out: frees the engine and the history and checks
+ * that every handle was closed (a leak sets exit code 1). */
+static void teardown(omld_main *m)
+{
+    omld_engine_destroy(m->engine);
+    m->engine = NULL;
+    omld_history_free(m->history); /* its timer was closed in on_drained */
+    m->history = NULL;
+    int rc = uv_loop_close(&m->loop);
+    if (rc != 0) {
+        LOG_ERROR("main", "uv_loop_close: %s; handles left open:", uv_strerror(rc));
+        uv_walk(&m->loop, on_walk, NULL);
+        m->exit_code = 1;
+    }
+}
+
 int main(int argc, char **argv)
 {
     omld_main *m = calloc(1, sizeof *m);
@@ -541,58 +662,16 @@ int main(int argc, char **argv)
     struct timespec t0;
     clock_gettime(CLOCK_REALTIME, &t0);
     m->start_unix = (double)t0.tv_sec + (double)t0.tv_nsec / 1e9;
-    char err[1536];
-    int help = 0, print = 0;
-    for (int i = 1; i < argc; i++)
-        if (strcmp(argv[i], "--version") == 0) {
-            printf("omld %s\n", OMLD_VERSION);
-            free(m);
-            return 0;
-        }
-    omld_config_defaults(&m->cfg);
-    if (omld_config_parse_args(&m->cfg, argc, argv, &help, &print, err, sizeof err) != 0) {
-        fprintf(stderr, "omld: %s\n", err);
+    int code = parse_command_line(m, argc, argv);
+    if (code >= 0) {
         free(m);
-        return 2;
+        return code;
     }
-    if (help) {
-        omld_config_print_help(stdout); /* starts with the one usage line */
-        free(m);
-        return 0;
-    }
-    if (omld_config_validate(&m->cfg, err, sizeof err) != 0) {
-        fprintf(stderr, "omld: %s\n", err);
-        free(m);
-        return 2;
-    }
-    if (print) {
-        omld_config_print(stdout, &m->cfg);
-        free(m);
-        return 0;
-    }
-    omld_log_set_level(omld_log_parse_level(m->cfg.log_level));
-    signal(SIGPIPE, SIG_IGN);
-    /* A file size limit (RLIMIT_FSIZE) must fail the write with EFBIG, which
-     * the log reports, instead of killing the process. */
-    signal(SIGXFSZ, SIG_IGN);
-    openblas_set_num_threads(1); /* fixed BLAS threading: determinism, no oversubscription */
-
-    if (make_dirs(m->cfg.data_dir, err, sizeof err) != 0) {
-        LOG_ERROR("main", "data_dir: %s", err);
+    process_setup(m);
+    if (claim_data_dir(m) != 0) {
         free(m);
         return 1;
     }
-    /* Before anything else in data_dir is read or written. */
-    if (lock_data_dir(m->cfg.data_dir, err, sizeof err) < 0) {
-        LOG_ERROR("main", "%s", err);
-        free(m);
-        return 1;
-    }
-    /* A stale address file from an earlier run must not be read as ours. */
-    char stale[OMLD_STR_MAX + 32];
-    snprintf(stale, sizeof stale, "%s/omld.addr", m->cfg.data_dir);
-    unlink(stale);
-
     LOG_INFO("main", "omld %s starting (pid %ld, data_dir %s)", OMLD_VERSION, (long)getpid(),
              m->cfg.data_dir);
     int rc = uv_loop_init(&m->loop);
@@ -606,17 +685,8 @@ int main(int argc, char **argv)
         shutdown_begin(m);
     }
     uv_run(&m->loop, UV_RUN_DEFAULT);
-    omld_engine_destroy(m->engine);
-    m->engine = NULL;
-    omld_history_free(m->history); /* its timer was closed in on_drained */
-    m->history = NULL;
-    rc = uv_loop_close(&m->loop);
-    if (rc != 0) {
-        LOG_ERROR("main", "uv_loop_close: %s; handles left open:", uv_strerror(rc));
-        uv_walk(&m->loop, on_walk, NULL);
-        m->exit_code = 1;
-    }
-    int code = m->exit_code;
+    teardown(m);
+    code = m->exit_code;
     omld_tokens_wipe(&m->tokens);
     free(m);
     return code;

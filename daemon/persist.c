@@ -152,123 +152,130 @@ static void on_refused(void *arg, const char *path, const char *why)
     LOG_WARN("persist", "refusing checkpoint %s; trying the previous one", why);
 }
 
-/* Replaces the engine's learner, store contents and closure with the
- * newest good checkpoint's (or fresh ones if there is none), then replays
- * the log after it. The store keeps its address (contents swapped under the
- * write lock), since the indexer and queries hold it. */
-static int load_state(omld_engine *e, char *err, size_t errlen)
-{
-    const char *dir = e->opts.data_dir;
-    oml_ckpt ck;
-    oml_diag d = {0};
-    uint64_t t0 = omld_now_ns();
-    int rc = oml_ckpt_load_newest(dir, &ck, on_refused, NULL, &d);
-    oml_learner *learner = NULL;
-    oml_store *store = NULL;
-    oml_closure *closure = NULL;
+/* The state load_state builds before swapping it into the engine. */
+typedef struct loaded_state {
+    oml_learner *learner;
+    oml_store *store;
+    oml_closure *closure;
     oml_replay replay;
-    uint64_t lsn = 0, version = e->version;
-    if (oml_replay_init(&replay, (uint32_t)e->model_cfg.replay) != OML_OK) {
-        snprintf(err, errlen, "out of memory for the rehearsal ring");
-        return -1;
-    }
-    /* The counters start from the checkpoint's (zero without one); one
-     * written before SEC_COUNTERS existed gives the learner's update count
-     * at least. The replay below adds what came after. */
-    uint64_t counters[N_COUNTERS] = {0};
-    int counters_known = rc != OML_OK;
-    if (rc == OML_EEMPTY) {
-        e->ckpt_unix_ms = 0;
-        free(e->rb_buf);
-        e->rb_buf = NULL;
-        e->rb_len = 0;
-        e->rb_name[0] = '\0';
-        rc = oml_learner_create(&learner, &e->model_cfg, &d);
-        if (rc == OML_OK)
-            rc = oml_store_create(&store, (int32_t)e->opts.dim, (uint32_t)e->opts.max_items);
-        if (rc == OML_OK)
-            rc = oml_closure_create(&closure, (uint32_t)e->opts.max_items, CLOSURE_MAX_DIS_EDGES,
-                                    (uint64_t)e->opts.seed);
-    } else if (rc == OML_OK) {
-        const oml_ckpt_section *m = oml_ckpt_find(&ck, SEC_MODEL), *s = oml_ckpt_find(&ck, SEC_STORE),
-                               *c = oml_ckpt_find(&ck, SEC_CLOSURE), *meta = oml_ckpt_find(&ck, SEC_META);
-        if (!m || !s || !c || !meta || meta->len < META_BYTES) {
-            snprintf(err, errlen, "checkpoint %s lacks a section; move it away to start from the "
-                     "previous one", ck.path);
-            oml_ckpt_free(&ck);
-            return -1;
-        }
-        rc = oml_model_decode(&learner, m->data, m->len, &d);
-        char why[400];
-        if (rc == OML_OK &&
-            omld_engine_model_adopt(&e->opts, &learner->cfg, &e->model_cfg, why, sizeof why)) {
-            snprintf(err, errlen, "%s: %s", ck.path, why);
-            oml_learner_destroy(learner);
-            oml_replay_free(&replay);
-            oml_ckpt_free(&ck);
-            return -1;
-        }
-        if (rc == OML_OK && replay.cap != (uint32_t)e->model_cfg.replay) {
-            oml_replay_free(&replay); /* the adopted model's own ring size */
-            if (oml_replay_init(&replay, (uint32_t)e->model_cfg.replay) != OML_OK)
-                rc = OML_ENOMEM;
-        }
-        if (rc == OML_OK)
-            rc = oml_store_decode(&store, s->data, s->len, (uint32_t)e->opts.max_items, &d);
-        if (rc == OML_OK)
-            rc = oml_closure_decode(&closure, c->data, c->len, &d);
-        const oml_ckpt_section *rp = oml_ckpt_find(&ck, SEC_REPLAY);
-        if (rc == OML_OK && rp)
-            rc = oml_replay_decode(&replay, rp->data, rp->len, &d);
-        if (rc == OML_OK && oml_replay_check(&replay, store) != OML_OK)
-            rc = oml_diag_set(&d, OML_EFORMAT, "replay",
-                              "the rehearsal ring names a slot the store does not have");
-        lsn = ck.lsn;
-        version = oml_le64_load(meta->data);
-        const oml_ckpt_section *cs = oml_ckpt_find(&ck, SEC_COUNTERS);
-        if (cs) {
-            parse_counters(cs, counters);
-            counters_known = 1;
-        }
-        const oml_ckpt_section *rb = oml_ckpt_find(&ck, SEC_ROLLBACK);
-        free(e->rb_buf);
-        e->rb_buf = NULL;
-        e->rb_len = 0;
-        e->rb_name[0] = '\0';
-        if (rc == OML_OK && rb && rb->len >= 4) {
-            uint32_t nl = oml_le32_load(rb->data);
-            if (nl <= OMLD_MODEL_NAME_MAX && 4 + (size_t)nl < rb->len &&
-                (e->rb_buf = malloc(rb->len - 4 - nl)) != NULL) {
-                memcpy(e->rb_name, rb->data + 4, nl);
-                e->rb_name[nl] = '\0';
-                e->rb_len = rb->len - 4 - nl;
-                memcpy(e->rb_buf, rb->data + 4 + nl, e->rb_len);
-            } else {
-                LOG_WARN("persist", "checkpoint %s: the rollback section is unreadable; "
-                         "Rollback will have nothing to undo", ck.path);
-            }
-        }
-        LOG_INFO("persist", "checkpoint %s: log position %" PRIu64 ", %u items, %" PRIu64
-                 " updates", ck.path, lsn, store ? oml_store_count(store) : 0,
-                 learner ? learner->stats.updates : 0);
-        struct stat st;
-        e->ckpt_unix_ms = stat(ck.path, &st) == 0 ? (uint64_t)st.st_mtim.tv_sec * 1000u +
-                                                         (uint64_t)st.st_mtim.tv_nsec / 1000000u
-                                                   : wall_ms();
-        oml_ckpt_free(&ck);
-    }
-    if (rc != OML_OK) {
-        snprintf(err, errlen, "cannot load the state from %s: %s", dir, d.msg[0] ? d.msg : oml_strerror(rc));
-        oml_learner_destroy(learner);
-        oml_store_destroy(store);
-        oml_closure_destroy(closure);
-        oml_replay_free(&replay);
-        return -1;
-    }
+    uint64_t lsn, version;              /* the checkpoint's log position and view version */
+    uint64_t counters[N_COUNTERS];
+    int counters_known;                 /* 0: take triplets_applied from the learner */
+} loaded_state;
 
-    /* Deleted items are no closure nodes (apply_delete removes them, so this
-     * is a no-op on what this build wrote); a state from before slots were
-     * reused kept them, and a reused slot must not inherit their facts. */
+/* No model to roll back to (no checkpoint, or before reading its section). */
+static void rollback_forget(omld_engine *e)
+{
+    free(e->rb_buf);
+    e->rb_buf = NULL;
+    e->rb_len = 0;
+    e->rb_name[0] = '\0';
+}
+
+/* An empty data_dir: a new learner, store and closure from the options. */
+static int load_fresh(omld_engine *e, loaded_state *s, oml_diag *d)
+{
+    e->ckpt_unix_ms = 0;
+    rollback_forget(e);
+    int rc = oml_learner_create(&s->learner, &e->model_cfg, d);
+    if (rc == OML_OK)
+        rc = oml_store_create(&s->store, (int32_t)e->opts.dim, (uint32_t)e->opts.max_items);
+    if (rc == OML_OK)
+        rc = oml_closure_create(&s->closure, (uint32_t)e->opts.max_items, CLOSURE_MAX_DIS_EDGES,
+                                (uint64_t)e->opts.seed);
+    return rc;
+}
+
+/* SEC_ROLLBACK: the live learner before the last promote, kept in the
+ * engine so that Rollback works after a restart. A section that cannot be
+ * read is only warned about: the state itself is whole without it. */
+static void load_rollback(omld_engine *e, const oml_ckpt *ck, const oml_ckpt_section *rb)
+{
+    uint32_t nl = oml_le32_load(rb->data);
+    if (nl <= OMLD_MODEL_NAME_MAX && 4 + (size_t)nl < rb->len &&
+        (e->rb_buf = malloc(rb->len - 4 - nl)) != NULL) {
+        memcpy(e->rb_name, rb->data + 4, nl);
+        e->rb_name[nl] = '\0';
+        e->rb_len = rb->len - 4 - nl;
+        memcpy(e->rb_buf, rb->data + 4 + nl, e->rb_len);
+    } else {
+        LOG_WARN("persist", "checkpoint %s: the rollback section is unreadable; "
+                 "Rollback will have nothing to undo", ck->path);
+    }
+}
+
+/* When the checkpoint was written: its file's mtime (now if stat fails). */
+static uint64_t checkpoint_mtime_ms(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (uint64_t)st.st_mtim.tv_sec * 1000u +
+                                      (uint64_t)st.st_mtim.tv_nsec / 1000000u
+                                : wall_ms();
+}
+
+/* Decodes the checkpoint's sections into s and frees ck. *rc is the decode
+ * result (the caller reports a failure); -1: a checkpoint this build must
+ * not start from, err written and s's parts freed. */
+static int load_checkpoint(omld_engine *e, oml_ckpt *ck, loaded_state *s, oml_diag *d, int *rc,
+                           char *err, size_t errlen)
+{
+    const oml_ckpt_section *m = oml_ckpt_find(ck, SEC_MODEL), *st = oml_ckpt_find(ck, SEC_STORE),
+                           *c = oml_ckpt_find(ck, SEC_CLOSURE), *meta = oml_ckpt_find(ck, SEC_META);
+    if (!m || !st || !c || !meta || meta->len < META_BYTES) {
+        snprintf(err, errlen, "checkpoint %s lacks a section; move it away to start from the "
+                 "previous one", ck->path);
+        oml_ckpt_free(ck);
+        return -1;
+    }
+    *rc = oml_model_decode(&s->learner, m->data, m->len, d);
+    char why[400];
+    if (*rc == OML_OK &&
+        omld_engine_model_adopt(&e->opts, &s->learner->cfg, &e->model_cfg, why, sizeof why)) {
+        snprintf(err, errlen, "%s: %s", ck->path, why);
+        oml_learner_destroy(s->learner);
+        oml_replay_free(&s->replay);
+        oml_ckpt_free(ck);
+        return -1;
+    }
+    if (*rc == OML_OK && s->replay.cap != (uint32_t)e->model_cfg.replay) {
+        oml_replay_free(&s->replay); /* the adopted model's own ring size */
+        if (oml_replay_init(&s->replay, (uint32_t)e->model_cfg.replay) != OML_OK)
+            *rc = OML_ENOMEM;
+    }
+    if (*rc == OML_OK)
+        *rc = oml_store_decode(&s->store, st->data, st->len, (uint32_t)e->opts.max_items, d);
+    if (*rc == OML_OK)
+        *rc = oml_closure_decode(&s->closure, c->data, c->len, d);
+    const oml_ckpt_section *rp = oml_ckpt_find(ck, SEC_REPLAY);
+    if (*rc == OML_OK && rp)
+        *rc = oml_replay_decode(&s->replay, rp->data, rp->len, d);
+    if (*rc == OML_OK && oml_replay_check(&s->replay, s->store) != OML_OK)
+        *rc = oml_diag_set(d, OML_EFORMAT, "replay",
+                           "the rehearsal ring names a slot the store does not have");
+    s->lsn = ck->lsn;
+    s->version = oml_le64_load(meta->data);
+    const oml_ckpt_section *cs = oml_ckpt_find(ck, SEC_COUNTERS);
+    if (cs) {
+        parse_counters(cs, s->counters);
+        s->counters_known = 1;
+    }
+    const oml_ckpt_section *rb = oml_ckpt_find(ck, SEC_ROLLBACK);
+    rollback_forget(e);
+    if (*rc == OML_OK && rb && rb->len >= 4)
+        load_rollback(e, ck, rb);
+    LOG_INFO("persist", "checkpoint %s: log position %" PRIu64 ", %u items, %" PRIu64
+             " updates", ck->path, s->lsn, s->store ? oml_store_count(s->store) : 0,
+             s->learner ? s->learner->stats.updates : 0);
+    e->ckpt_unix_ms = checkpoint_mtime_ms(ck->path);
+    oml_ckpt_free(ck);
+    return 0;
+}
+
+/* Deleted items are no closure nodes (apply_delete removes them, so this
+ * is a no-op on what this build wrote); a state from before slots were
+ * reused kept them, and a reused slot must not inherit their facts. */
+static void closure_forget_deleted(const oml_store *store, oml_closure *closure)
+{
     uint32_t forgotten = 0;
     for (uint32_t slot = 0; slot < oml_store_slots(store); slot++)
         if (!oml_store_is_live(store, slot))
@@ -276,28 +283,39 @@ static int load_state(omld_engine *e, char *err, size_t errlen)
     if (forgotten > 0)
         LOG_INFO("persist", "the closure forgot %u deleted item(s) it still held (a state "
                  "written before deleted slots were reused)", forgotten);
+}
 
-    /* Swap the state in. */
+/* Swaps the loaded state into the engine (the store's contents under the
+ * write lock: the indexer and queries hold its address) and sets the
+ * persisted counters to the checkpoint's. */
+static void swap_in(omld_engine *e, loaded_state *s)
+{
     oml_replay_free(&e->replay);
-    e->replay = replay;
+    e->replay = s->replay;
     oml_learner_destroy(e->learner);
-    e->learner = learner;
+    e->learner = s->learner;
     oml_closure_destroy(e->closure);
-    e->closure = closure;
+    e->closure = s->closure;
     pthread_rwlock_wrlock(&e->lock.rw);
-    oml_store_swap(e->store, store);
+    oml_store_swap(e->store, s->store);
     pthread_rwlock_unlock(&e->lock.rw);
-    oml_store_destroy(store);
-    e->ckpt_lsn = lsn;
-    e->version = version > e->version ? version : e->version;
+    oml_store_destroy(s->store);
+    e->ckpt_lsn = s->lsn;
+    e->version = s->version > e->version ? s->version : e->version;
     atomic_store(&e->queued_triplets, 0);
-    if (!counters_known)
-        counters[3] = e->learner->stats.updates; /* triplets_applied */
-    set_counters(e, counters);
+    if (!s->counters_known)
+        s->counters[3] = e->learner->stats.updates; /* triplets_applied */
+    set_counters(e, s->counters);
+}
 
-    /* Replay the log after the checkpoint. */
+/* Reopens the log and replays the records after position lsn onto the
+ * swapped-in state; t0: when the load began (for the "recovered" line); d:
+ * load_state's, as the log's diagnostics are. */
+static int replay_log(omld_engine *e, uint64_t lsn, uint64_t t0, oml_diag *d, char *err,
+                      size_t errlen)
+{
     char wal_dir[OMLD_STR_MAX + 8];
-    snprintf(wal_dir, sizeof wal_dir, "%s/wal", dir);
+    snprintf(wal_dir, sizeof wal_dir, "%s/wal", e->opts.data_dir);
     oml_wal_options wo = {.after_lsn = lsn, .fsync = fsync_policy(e->opts.fsync),
                           .salvage = e->opts.wal_salvage != 0};
     oml_wal_recovery rep = {0};
@@ -306,11 +324,11 @@ static int load_state(omld_engine *e, char *err, size_t errlen)
     e->replayed = 0;
     atomic_store(&e->metrics->recovery_replayed, 0);
     e->replay_log_ns = omld_now_ns();
-    rc = oml_wal_open(&e->wal, wal_dir, &wo, replay_record, e, &rep, &d);
+    int rc = oml_wal_open(&e->wal, wal_dir, &wo, replay_record, e, &rep, d);
     if (rc != OML_OK) {
         int damaged = rc == OML_EFORMAT && rep.cut_segment[0] && !wo.salvage;
         snprintf(err, errlen, "cannot recover the write-ahead log in %s: %s%s", wal_dir,
-                 d.msg[0] ? d.msg : oml_strerror(rc),
+                 d->msg[0] ? d->msg : oml_strerror(rc),
                  damaged ? ". To start from the records before the damage instead, start omld "
                            "once with --wal_salvage 1 (the log is cut there and the records "
                            "after it are lost, later segments kept as *.corrupt; copy data_dir "
@@ -333,6 +351,43 @@ static int load_state(omld_engine *e, char *err, size_t errlen)
     e->records_since_ckpt = e->replayed;
     e->ckpt_ns = omld_now_ns();
     return 0;
+}
+
+/* Replaces the engine's learner, store contents and closure with the
+ * newest good checkpoint's (or fresh ones if there is none), then replays
+ * the log after it. The store keeps its address (contents swapped under the
+ * write lock), since the indexer and queries hold it. */
+static int load_state(omld_engine *e, char *err, size_t errlen)
+{
+    const char *dir = e->opts.data_dir;
+    oml_ckpt ck;
+    oml_diag d = {0};
+    uint64_t t0 = omld_now_ns();
+    int rc = oml_ckpt_load_newest(dir, &ck, on_refused, NULL, &d);
+    loaded_state s = {.lsn = 0, .version = e->version};
+    if (oml_replay_init(&s.replay, (uint32_t)e->model_cfg.replay) != OML_OK) {
+        snprintf(err, errlen, "out of memory for the rehearsal ring");
+        return -1;
+    }
+    /* The counters start from the checkpoint's (zero without one); one
+     * written before SEC_COUNTERS existed gives the learner's update count
+     * at least. The replay below adds what came after. */
+    s.counters_known = rc != OML_OK;
+    if (rc == OML_EEMPTY)
+        rc = load_fresh(e, &s, &d);
+    else if (rc == OML_OK && load_checkpoint(e, &ck, &s, &d, &rc, err, errlen) != 0)
+        return -1;
+    if (rc != OML_OK) {
+        snprintf(err, errlen, "cannot load the state from %s: %s", dir, d.msg[0] ? d.msg : oml_strerror(rc));
+        oml_learner_destroy(s.learner);
+        oml_store_destroy(s.store);
+        oml_closure_destroy(s.closure);
+        oml_replay_free(&s.replay);
+        return -1;
+    }
+    closure_forget_deleted(s.store, s.closure);
+    swap_in(e, &s);
+    return replay_log(e, s.lsn, t0, &d, err, errlen);
 }
 
 int omld_persist_open(omld_engine *e, char *err, size_t errlen)

@@ -157,19 +157,9 @@ static int start_fail(omld_server *s)
     return -1;
 }
 
-int omld_server_start(omld_server **out, uv_loop_t *loop, const omld_config *cfg,
-                      omld_engine *engine, omld_metrics *metrics, uint64_t start_ns, char *err,
-                      size_t errlen)
+/* The limits of connections and requests, from the options. */
+static void server_limits(omld_server *s, const omld_config *cfg)
 {
-    omld_server *s = calloc(1, sizeof *s);
-    if (s == NULL) {
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
-    s->loop = loop;
-    s->cfg = cfg;
-    s->metrics = metrics;
-    s->start_ns = start_ns;
     s->max_frame = (uint32_t)cfg->max_frame_bytes;
     s->max_pipeline = (uint32_t)cfg->max_pipeline;
     s->max_connections = (uint64_t)cfg->max_connections;
@@ -192,7 +182,13 @@ int omld_server_start(omld_server **out, uv_loop_t *loop, const omld_config *cfg
     s->dims = (omld_answer_dims){.dim = (uint64_t)cfg->dim, .heads = OML_MAX_HEADS, .emb = 1024,
                                  .default_k = (uint64_t)cfg->default_k};
     s->qctx.lim = &s->lim;
+}
 
+/* The drain timer and, when a timeout is set, the sweep of idle and slow
+ * clients: every quarter of the shortest timeout (20 ms to 1 s), unref'd
+ * so that it alone does not keep the loop running. */
+static void start_timers(omld_server *s, uv_loop_t *loop, const omld_config *cfg)
+{
     uv_timer_init(loop, &s->drain_timer);
     s->drain_timer.data = s;
     s->timer_open = 1;
@@ -214,10 +210,16 @@ int omld_server_start(omld_server **out, uv_loop_t *loop, const omld_config *cfg
         uv_timer_start(&s->sweep_timer, omld_conn_sweep, every, every);
         uv_unref((uv_handle_t *)&s->sweep_timer);
     }
+}
 
+/* The TCP listener on cfg->listen; the address bound (port 0 resolved) in
+ * s->bound. 0 or -1 with err. */
+static int listen_tcp(omld_server *s, uv_loop_t *loop, const omld_config *cfg, char *err,
+                      size_t errlen)
+{
     struct sockaddr_storage addr;
     if (omld_addr_resolve(cfg->listen, &addr, err, errlen) != 0)
-        return start_fail(s);
+        return -1;
     uv_tcp_init(loop, &s->tcp);
     s->tcp.data = s;
     s->tcp_open = 1;
@@ -227,34 +229,61 @@ int omld_server_start(omld_server **out, uv_loop_t *loop, const omld_config *cfg
         rc = uv_listen((uv_stream_t *)&s->tcp, 511, omld_conn_accept);
     if (rc != 0) {
         snprintf(err, errlen, "cannot listen on %s: %s", cfg->listen, uv_strerror(rc));
-        return start_fail(s);
+        return -1;
     }
     int len = (int)sizeof s->bound;
     uv_tcp_getsockname(&s->tcp, (struct sockaddr *)&s->bound, &len);
+    return 0;
+}
 
-    if (cfg->unix_socket[0]) {
-        struct stat st;
-        if (lstat(cfg->unix_socket, &st) == 0) {
-            if (!S_ISSOCK(st.st_mode)) {
-                snprintf(err, errlen, "unix_socket %s exists and is not a socket",
-                         cfg->unix_socket);
-                return start_fail(s);
-            }
-            unlink(cfg->unix_socket); /* stale, from a previous run */
+/* The Unix socket listener on cfg->unix_socket, replacing a stale socket
+ * left by a previous run (never a file that is not a socket). 0 or -1 with
+ * err. */
+static int listen_unix(omld_server *s, uv_loop_t *loop, const omld_config *cfg, char *err,
+                       size_t errlen)
+{
+    struct stat st;
+    if (lstat(cfg->unix_socket, &st) == 0) {
+        if (!S_ISSOCK(st.st_mode)) {
+            snprintf(err, errlen, "unix_socket %s exists and is not a socket",
+                     cfg->unix_socket);
+            return -1;
         }
-        uv_pipe_init(loop, &s->pipe, 0);
-        s->pipe.data = s;
-        s->pipe_open = 1;
-        s->handles_open++;
-        rc = uv_pipe_bind(&s->pipe, cfg->unix_socket);
-        if (rc == 0)
-            rc = uv_listen((uv_stream_t *)&s->pipe, 511, omld_conn_accept);
-        if (rc != 0) {
-            snprintf(err, errlen, "cannot listen on unix socket %s: %s", cfg->unix_socket,
-                     uv_strerror(rc));
-            return start_fail(s);
-        }
+        unlink(cfg->unix_socket); /* stale, from a previous run */
     }
+    uv_pipe_init(loop, &s->pipe, 0);
+    s->pipe.data = s;
+    s->pipe_open = 1;
+    s->handles_open++;
+    int rc = uv_pipe_bind(&s->pipe, cfg->unix_socket);
+    if (rc == 0)
+        rc = uv_listen((uv_stream_t *)&s->pipe, 511, omld_conn_accept);
+    if (rc != 0) {
+        snprintf(err, errlen, "cannot listen on unix socket %s: %s", cfg->unix_socket,
+                 uv_strerror(rc));
+        return -1;
+    }
+    return 0;
+}
+
+int omld_server_start(omld_server **out, uv_loop_t *loop, const omld_config *cfg,
+                      omld_engine *engine, omld_metrics *metrics, uint64_t start_ns, char *err,
+                      size_t errlen)
+{
+    omld_server *s = calloc(1, sizeof *s);
+    if (s == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    s->loop = loop;
+    s->cfg = cfg;
+    s->metrics = metrics;
+    s->start_ns = start_ns;
+    server_limits(s, cfg);
+    start_timers(s, loop, cfg);
+    if (listen_tcp(s, loop, cfg, err, errlen) != 0 ||
+        (cfg->unix_socket[0] && listen_unix(s, loop, cfg, err, errlen) != 0))
+        return start_fail(s);
     if (engine)
         omld_server_set_engine(s, engine);
     *out = s;

@@ -211,6 +211,170 @@ static void json_jobs(omld_json *j, const omld_status_input *in)
     omld_json_string(j, in->rollback); /* the promoted model a Rollback undoes, or null */
 }
 
+/* "ingest": what was put, deleted and sent for learning, and the queue. */
+static void json_ingest(omld_json *j, const omld_metrics *mt, const omld_model_stats *m)
+{
+    omld_json_key(j, "ingest");
+    omld_json_object_begin(j);
+    omld_json_kv_uint(j, "items_put", omld_read(&mt->items_put));
+    omld_json_kv_uint(j, "items_deleted", omld_read(&mt->items_deleted));
+    omld_json_kv_uint(j, "triplets_received", omld_read(&mt->triplets_received));
+    omld_json_kv_uint(j, "triplets_applied", omld_read(&mt->triplets_applied));
+    omld_json_kv_uint(j, "triplets_queued", m->queue_depth);
+    omld_json_kv_uint(j, "pairs_received", omld_read(&mt->pairs_received));
+    omld_json_kv_uint(j, "derived_triplets", omld_read(&mt->derived_triplets));
+    omld_json_kv_uint(j, "queue_depth", m->queue_depth);
+    omld_json_kv_uint(j, "queue_capacity", m->queue_capacity);
+    omld_json_kv_uint(j, "backpressure_events", omld_read(&mt->backpressure_events));
+    omld_json_object_end(j);
+}
+
+/* "closure": the similar/dissimilar facts and what they imply. */
+static void json_closure(omld_json *j, const omld_model_stats *m)
+{
+    omld_json_key(j, "closure");
+    omld_json_object_begin(j);
+    omld_json_kv_uint(j, "similar_pairs", m->closure.similar_pairs);
+    omld_json_kv_uint(j, "dissimilar_pairs", m->closure.dissimilar_pairs);
+    omld_json_kv_uint(j, "conflicts", m->closure.conflicts);
+    omld_json_kv_uint(j, "components", m->closure.components);
+    omld_json_kv_uint(j, "dis_edges", m->closure.dis_edges);
+    omld_json_object_end(j);
+}
+
+/* The serving index's search: every item, or the nearest inverted lists
+ * with the recall of a sample of queries against a full scan (null until
+ * one was checked; NaN is written as null). */
+static void json_search(omld_json *j, const omld_status_input *in, const omld_model_stats *m)
+{
+    omld_json_key(j, "search");
+    omld_json_object_begin(j);
+    omld_json_kv_string(j, "mode", m->view_lists > 0 ? "lists" : "exact");
+    omld_json_kv_uint(j, "lists", m->view_lists);
+    omld_json_kv_uint(j, "lists_from_items", in->cfg ? (uint64_t)in->cfg->ann_min_items : 0);
+    omld_json_kv_uint(j, "recall_checked", m->view_recall_total);
+    omld_json_kv_double(j, "recall", m->view_recall_total > 0
+                                         ? (double)m->view_recall_hits /
+                                               (double)m->view_recall_total
+                                         : NAN);
+    omld_json_object_end(j);
+}
+
+/* key: {"count", "p50_ms", "p99_ms"}: one operation's count and latency. */
+static void json_count_latency(omld_json *j, const char *key, uint64_t count,
+                               const omld_histogram *h)
+{
+    omld_json_key(j, key);
+    omld_json_object_begin(j);
+    omld_json_kv_uint(j, "count", count);
+    omld_json_kv_double(j, "p50_ms", omld_hist_quantile(h, 0.5) * 1e3);
+    omld_json_kv_double(j, "p99_ms", omld_hist_quantile(h, 0.99) * 1e3);
+    omld_json_object_end(j);
+}
+
+/* "queries" (read requests by kind) and "latency" (learner, ingest, index). */
+static void json_latency(omld_json *j, const omld_metrics *mt)
+{
+    omld_json_key(j, "queries");
+    omld_json_object_begin(j);
+    for (int k = 0; k < OMLD_Q_KINDS; k++)
+        json_count_latency(j, omld_query_kind_name(k), omld_read(&mt->queries[k]),
+                           &mt->query_latency[k]);
+    omld_json_object_end(j);
+
+    omld_json_key(j, "latency");
+    omld_json_object_begin(j);
+    const struct { const char *name; const omld_histogram *h; } lat[] = {
+        {"update", &mt->update_latency},
+        {"ingest", &mt->ingest_latency},
+        {"index_build", &mt->index_build_latency},
+    };
+    for (size_t i = 0; i < sizeof lat / sizeof lat[0]; i++)
+        json_count_latency(j, lat[i].name, omld_read(&lat[i].h->count), lat[i].h);
+    omld_json_object_end(j);
+}
+
+/* "requests", "connections" and "frames": the RPC side. */
+static void json_rpc(omld_json *j, const omld_metrics *mt)
+{
+    omld_json_key(j, "requests");
+    omld_json_object_begin(j);
+    omld_json_kv_uint(j, "total", omld_read(&mt->requests));
+    omld_json_key(j, "by_code");
+    omld_json_object_begin(j);
+    for (int c = 0; c < OMLD_STATUS_CODES; c++)
+        omld_json_kv_uint(j, CODE_NAMES[c], omld_read(&mt->responses_by_code[c]));
+    omld_json_object_end(j);
+    omld_json_object_end(j);
+
+    omld_json_key(j, "connections");
+    omld_json_object_begin(j);
+    int64_t open = atomic_load_explicit(&mt->connections_open, memory_order_relaxed);
+    omld_json_kv_int(j, "open", open < 0 ? 0 : open);
+    omld_json_kv_uint(j, "accepted", omld_read(&mt->connections_accepted));
+    omld_json_kv_uint(j, "refused", omld_read(&mt->connections_refused));
+    omld_json_object_end(j);
+
+    omld_json_key(j, "frames");
+    omld_json_object_begin(j);
+    omld_json_kv_uint(j, "too_large", omld_read(&mt->frames_too_large));
+    omld_json_kv_uint(j, "malformed", omld_read(&mt->frames_malformed));
+    omld_json_object_end(j);
+}
+
+/* "limits": every refusal or drop by a limit (each is also logged with the peer). */
+static void json_limits(omld_json *j, const omld_metrics *mt)
+{
+    omld_json_key(j, "limits");
+    omld_json_object_begin(j);
+    omld_json_kv_uint(j, "frames_too_large", omld_read(&mt->frames_too_large));
+    omld_json_kv_uint(j, "batch_too_large", omld_read(&mt->batch_too_large));
+    omld_json_kv_uint(j, "k_too_large", omld_read(&mt->k_too_large));
+    omld_json_kv_uint(j, "connections_refused", omld_read(&mt->connections_refused));
+    omld_json_kv_uint(j, "input_paused", omld_read(&mt->input_paused));
+    omld_json_kv_uint(j, "output_paused", omld_read(&mt->output_paused));
+    omld_json_kv_uint(j, "idle_closed", omld_read(&mt->idle_closed));
+    omld_json_kv_uint(j, "slow_dropped", omld_read(&mt->slow_dropped));
+    omld_json_kv_uint(j, "write_stalled", omld_read(&mt->write_stalled));
+    omld_json_object_end(j);
+}
+
+/* "auth": whether tokens are required, how many, and the outcomes. */
+static void json_auth(omld_json *j, const omld_metrics *mt)
+{
+    omld_json_key(j, "auth");
+    omld_json_object_begin(j);
+    uint64_t trw = omld_read(&mt->tokens_rw), tro = omld_read(&mt->tokens_ro);
+    omld_json_kv_bool(j, "required", trw + tro > 0);
+    omld_json_kv_uint(j, "tokens_rw", trw);
+    omld_json_kv_uint(j, "tokens_ro", tro);
+    omld_json_kv_uint(j, "ok", omld_read(&mt->auth_ok));
+    omld_json_kv_uint(j, "failed", omld_read(&mt->auth_failed));
+    omld_json_kv_uint(j, "unauthenticated", omld_read(&mt->unauthenticated));
+    omld_json_kv_uint(j, "permission_denied", omld_read(&mt->permission_denied));
+    omld_json_kv_uint(j, "http_unauthorized", omld_read(&mt->http_unauthorized));
+    omld_json_object_end(j);
+}
+
+/* "persistence": the log, the checkpoints and read-only mode. */
+static void json_persistence(omld_json *j, const omld_status_input *in,
+                             const omld_model_stats *m)
+{
+    omld_json_key(j, "persistence");
+    omld_json_object_begin(j);
+    omld_json_kv_uint(j, "wal_bytes", m->wal_bytes);
+    omld_json_kv_uint(j, "records_since_checkpoint", m->wal_records_since_ckpt);
+    omld_json_kv_uint(j, "checkpoint_unix_ms", m->ckpt_unix_ms);
+    omld_json_kv_uint(j, "checkpoint_age_ms", checkpoint_age_ms(in, m));
+    omld_json_kv_uint(j, "checkpoint_duration_ms", m->ckpt_duration_ms);
+    omld_json_kv_uint(j, "checkpoints_written", m->ckpt_written);
+    omld_json_kv_uint(j, "checkpoints_failed", m->ckpt_failed);
+    omld_json_kv_bool(j, "read_only", m->read_only);
+    if (m->read_only)
+        omld_json_kv_string(j, "read_only_why", m->read_only_why);
+    omld_json_object_end(j);
+}
+
 char *omld_status_json(const omld_status_input *in, size_t *len)
 {
     static const omld_metrics zero_metrics;
@@ -224,139 +388,14 @@ char *omld_status_json(const omld_status_input *in, size_t *len)
     omld_json_kv_uint(&j, "uptime_ms", in->uptime_ms);
     json_config(&j, in->cfg);
     json_model(&j, in->model);
-
-    omld_json_key(&j, "ingest");
-    omld_json_object_begin(&j);
-    omld_json_kv_uint(&j, "items_put", omld_read(&mt->items_put));
-    omld_json_kv_uint(&j, "items_deleted", omld_read(&mt->items_deleted));
-    omld_json_kv_uint(&j, "triplets_received", omld_read(&mt->triplets_received));
-    omld_json_kv_uint(&j, "triplets_applied", omld_read(&mt->triplets_applied));
-    omld_json_kv_uint(&j, "triplets_queued", m->queue_depth);
-    omld_json_kv_uint(&j, "pairs_received", omld_read(&mt->pairs_received));
-    omld_json_kv_uint(&j, "derived_triplets", omld_read(&mt->derived_triplets));
-    omld_json_kv_uint(&j, "queue_depth", m->queue_depth);
-    omld_json_kv_uint(&j, "queue_capacity", m->queue_capacity);
-    omld_json_kv_uint(&j, "backpressure_events", omld_read(&mt->backpressure_events));
-    omld_json_object_end(&j);
-
-    omld_json_key(&j, "closure");
-    omld_json_object_begin(&j);
-    omld_json_kv_uint(&j, "similar_pairs", m->closure.similar_pairs);
-    omld_json_kv_uint(&j, "dissimilar_pairs", m->closure.dissimilar_pairs);
-    omld_json_kv_uint(&j, "conflicts", m->closure.conflicts);
-    omld_json_kv_uint(&j, "components", m->closure.components);
-    omld_json_kv_uint(&j, "dis_edges", m->closure.dis_edges);
-    omld_json_object_end(&j);
-
-    /* The serving index's search: every item, or the nearest inverted
-     * lists with the recall of a sample of queries against a full scan. */
-    omld_json_key(&j, "search");
-    omld_json_object_begin(&j);
-    omld_json_kv_string(&j, "mode", m->view_lists > 0 ? "lists" : "exact");
-    omld_json_kv_uint(&j, "lists", m->view_lists);
-    omld_json_kv_uint(&j, "lists_from_items", in->cfg ? (uint64_t)in->cfg->ann_min_items : 0);
-    omld_json_kv_uint(&j, "recall_checked", m->view_recall_total);
-    /* null until a sampled query was checked (NaN is written as null) */
-    omld_json_kv_double(&j, "recall", m->view_recall_total > 0
-                                          ? (double)m->view_recall_hits /
-                                                (double)m->view_recall_total
-                                          : NAN);
-    omld_json_object_end(&j);
-
-    omld_json_key(&j, "queries");
-    omld_json_object_begin(&j);
-    for (int k = 0; k < OMLD_Q_KINDS; k++) {
-        omld_json_key(&j, omld_query_kind_name(k));
-        omld_json_object_begin(&j);
-        omld_json_kv_uint(&j, "count", omld_read(&mt->queries[k]));
-        omld_json_kv_double(&j, "p50_ms", omld_hist_quantile(&mt->query_latency[k], 0.5) * 1e3);
-        omld_json_kv_double(&j, "p99_ms", omld_hist_quantile(&mt->query_latency[k], 0.99) * 1e3);
-        omld_json_object_end(&j);
-    }
-    omld_json_object_end(&j);
-
-    omld_json_key(&j, "latency");
-    omld_json_object_begin(&j);
-    const struct { const char *name; const omld_histogram *h; } lat[] = {
-        {"update", &mt->update_latency},
-        {"ingest", &mt->ingest_latency},
-        {"index_build", &mt->index_build_latency},
-    };
-    for (size_t i = 0; i < sizeof lat / sizeof lat[0]; i++) {
-        omld_json_key(&j, lat[i].name);
-        omld_json_object_begin(&j);
-        omld_json_kv_uint(&j, "count", omld_read(&lat[i].h->count));
-        omld_json_kv_double(&j, "p50_ms", omld_hist_quantile(lat[i].h, 0.5) * 1e3);
-        omld_json_kv_double(&j, "p99_ms", omld_hist_quantile(lat[i].h, 0.99) * 1e3);
-        omld_json_object_end(&j);
-    }
-    omld_json_object_end(&j);
-
-    omld_json_key(&j, "requests");
-    omld_json_object_begin(&j);
-    omld_json_kv_uint(&j, "total", omld_read(&mt->requests));
-    omld_json_key(&j, "by_code");
-    omld_json_object_begin(&j);
-    for (int c = 0; c < OMLD_STATUS_CODES; c++)
-        omld_json_kv_uint(&j, CODE_NAMES[c], omld_read(&mt->responses_by_code[c]));
-    omld_json_object_end(&j);
-    omld_json_object_end(&j);
-
-    omld_json_key(&j, "connections");
-    omld_json_object_begin(&j);
-    int64_t open = atomic_load_explicit(&mt->connections_open, memory_order_relaxed);
-    omld_json_kv_int(&j, "open", open < 0 ? 0 : open);
-    omld_json_kv_uint(&j, "accepted", omld_read(&mt->connections_accepted));
-    omld_json_kv_uint(&j, "refused", omld_read(&mt->connections_refused));
-    omld_json_object_end(&j);
-
-    omld_json_key(&j, "frames");
-    omld_json_object_begin(&j);
-    omld_json_kv_uint(&j, "too_large", omld_read(&mt->frames_too_large));
-    omld_json_kv_uint(&j, "malformed", omld_read(&mt->frames_malformed));
-    omld_json_object_end(&j);
-
-    /* Every refusal or drop by a limit (each is also logged with the peer). */
-    omld_json_key(&j, "limits");
-    omld_json_object_begin(&j);
-    omld_json_kv_uint(&j, "frames_too_large", omld_read(&mt->frames_too_large));
-    omld_json_kv_uint(&j, "batch_too_large", omld_read(&mt->batch_too_large));
-    omld_json_kv_uint(&j, "k_too_large", omld_read(&mt->k_too_large));
-    omld_json_kv_uint(&j, "connections_refused", omld_read(&mt->connections_refused));
-    omld_json_kv_uint(&j, "input_paused", omld_read(&mt->input_paused));
-    omld_json_kv_uint(&j, "output_paused", omld_read(&mt->output_paused));
-    omld_json_kv_uint(&j, "idle_closed", omld_read(&mt->idle_closed));
-    omld_json_kv_uint(&j, "slow_dropped", omld_read(&mt->slow_dropped));
-    omld_json_kv_uint(&j, "write_stalled", omld_read(&mt->write_stalled));
-    omld_json_object_end(&j);
-
-    omld_json_key(&j, "auth");
-    omld_json_object_begin(&j);
-    uint64_t trw = omld_read(&mt->tokens_rw), tro = omld_read(&mt->tokens_ro);
-    omld_json_kv_bool(&j, "required", trw + tro > 0);
-    omld_json_kv_uint(&j, "tokens_rw", trw);
-    omld_json_kv_uint(&j, "tokens_ro", tro);
-    omld_json_kv_uint(&j, "ok", omld_read(&mt->auth_ok));
-    omld_json_kv_uint(&j, "failed", omld_read(&mt->auth_failed));
-    omld_json_kv_uint(&j, "unauthenticated", omld_read(&mt->unauthenticated));
-    omld_json_kv_uint(&j, "permission_denied", omld_read(&mt->permission_denied));
-    omld_json_kv_uint(&j, "http_unauthorized", omld_read(&mt->http_unauthorized));
-    omld_json_object_end(&j);
-
-    omld_json_key(&j, "persistence");
-    omld_json_object_begin(&j);
-    omld_json_kv_uint(&j, "wal_bytes", m->wal_bytes);
-    omld_json_kv_uint(&j, "records_since_checkpoint", m->wal_records_since_ckpt);
-    omld_json_kv_uint(&j, "checkpoint_unix_ms", m->ckpt_unix_ms);
-    omld_json_kv_uint(&j, "checkpoint_age_ms", checkpoint_age_ms(in, m));
-    omld_json_kv_uint(&j, "checkpoint_duration_ms", m->ckpt_duration_ms);
-    omld_json_kv_uint(&j, "checkpoints_written", m->ckpt_written);
-    omld_json_kv_uint(&j, "checkpoints_failed", m->ckpt_failed);
-    omld_json_kv_bool(&j, "read_only", m->read_only);
-    if (m->read_only)
-        omld_json_kv_string(&j, "read_only_why", m->read_only_why);
-    omld_json_object_end(&j);
-
+    json_ingest(&j, mt, m);
+    json_closure(&j, m);
+    json_search(&j, in, m);
+    json_latency(&j, mt);
+    json_rpc(&j, mt);
+    json_limits(&j, mt);
+    json_auth(&j, mt);
+    json_persistence(&j, in, m);
     json_jobs(&j, in);
     omld_json_kv_uint(&j, "views_published", omld_read(&mt->views_published));
     omld_json_kv_uint(&j, "views_refused", omld_read(&mt->views_refused));
@@ -505,167 +544,198 @@ static void histogram(omld_buf *b, const char *name, const char *help, const oml
     hist_samples(b, name, NULL, NULL, h);
 }
 
-char *omld_metrics_text(const omld_status_input *in, size_t *len)
+/* The head of the page: build, uptime, readiness, draining, recovery. */
+static void metrics_server(omld_buf *b, const omld_status_input *in, const omld_metrics *mt)
 {
-    static const omld_metrics zero_metrics;
-    static const omld_model_stats zero_model;
-    const omld_metrics *mt = in->metrics ? in->metrics : &zero_metrics;
-    const omld_model_stats *m = in->model ? in->model : &zero_model;
-    int heads = model_heads(m);
-    char depth[16];
-    omld_buf b;
-    omld_buf_init(&b);
-
-    family(&b, "omld_build_info", "gauge", "Always 1; the version is the label.");
-    sample_u(&b, "omld_build_info", "version", in->version ? in->version : "", 1);
-    gauge(&b, "omld_uptime_seconds", "Seconds since the daemon started.",
+    family(b, "omld_build_info", "gauge", "Always 1; the version is the label.");
+    sample_u(b, "omld_build_info", "version", in->version ? in->version : "", 1);
+    gauge(b, "omld_uptime_seconds", "Seconds since the daemon started.",
           (double)in->uptime_ms / 1e3);
-    gauge(&b, "omld_ready", "1 once a model view is published and while not draining.",
+    gauge(b, "omld_ready", "1 once a model view is published and while not draining.",
           in->ready && !in->draining ? 1 : 0);
-    gauge(&b, "omld_draining", "1 while shutting down.", in->draining ? 1 : 0);
-    gauge(&b, "omld_recovering",
+    gauge(b, "omld_draining", "1 while shutting down.", in->draining ? 1 : 0);
+    gauge(b, "omld_recovering",
           "1 while data_dir is recovered at startup (checkpoint + log replay).",
           (double)omld_read(&mt->recovering));
-    gauge(&b, "omld_recovery_records_replayed",
+    gauge(b, "omld_recovery_records_replayed",
           "Log records the last recovery replayed (so far, while it runs).",
           (double)omld_read(&mt->recovery_replayed));
+}
 
-    /* ingest */
-    counter(&b, "omld_items_put_total", "Items stored (created or replaced).",
+/* Ingest: items, triplets and pairs received, the learner queue, the store. */
+static void metrics_ingest(omld_buf *b, const omld_metrics *mt, const omld_model_stats *m)
+{
+    counter(b, "omld_items_put_total", "Items stored (created or replaced).",
             omld_read(&mt->items_put));
-    counter(&b, "omld_items_deleted_total", "Items deleted.", omld_read(&mt->items_deleted));
-    counter(&b, "omld_triplets_received_total", "Triplets accepted (ids resolved) by the learner.",
+    counter(b, "omld_items_deleted_total", "Items deleted.", omld_read(&mt->items_deleted));
+    counter(b, "omld_triplets_received_total", "Triplets accepted (ids resolved) by the learner.",
             omld_read(&mt->triplets_received));
-    counter(&b, "omld_triplets_applied_total", "Triplets learned.",
+    counter(b, "omld_triplets_applied_total", "Triplets learned.",
             omld_read(&mt->triplets_applied));
-    counter(&b, "omld_pairs_received_total", "Similar/dissimilar pairs accepted.",
+    counter(b, "omld_pairs_received_total", "Similar/dissimilar pairs accepted.",
             omld_read(&mt->pairs_received));
-    counter(&b, "omld_derived_triplets_total", "Triplets queued because of pairs.",
+    counter(b, "omld_derived_triplets_total", "Triplets queued because of pairs.",
             omld_read(&mt->derived_triplets));
-    counter(&b, "omld_backpressure_events_total",
+    counter(b, "omld_backpressure_events_total",
             "Times a connection was paused because the learner queue was full.",
             omld_read(&mt->backpressure_events));
-    gauge(&b, "omld_queue_depth", "Triplets waiting for the learner.", (double)m->queue_depth);
-    gauge(&b, "omld_queue_capacity", "Bound of the learner queue.", (double)m->queue_capacity);
-    gauge(&b, "omld_items", "Live stored items.", (double)m->items);
-    gauge(&b, "omld_labels", "Distinct labels among stored items.", (double)m->labels);
+    gauge(b, "omld_queue_depth", "Triplets waiting for the learner.", (double)m->queue_depth);
+    gauge(b, "omld_queue_capacity", "Bound of the learner queue.", (double)m->queue_capacity);
+    gauge(b, "omld_items", "Live stored items.", (double)m->items);
+    gauge(b, "omld_labels", "Distinct labels among stored items.", (double)m->labels);
+}
 
-    /* closure */
-    counter(&b, "omld_closure_similar_pairs_total", "Similar facts accepted by the closure.",
+/* The closure of similar/dissimilar facts. */
+static void metrics_closure(omld_buf *b, const omld_model_stats *m)
+{
+    counter(b, "omld_closure_similar_pairs_total", "Similar facts accepted by the closure.",
             m->closure.similar_pairs);
-    counter(&b, "omld_closure_dissimilar_pairs_total",
+    counter(b, "omld_closure_dissimilar_pairs_total",
             "Dissimilar facts accepted by the closure.", m->closure.dissimilar_pairs);
-    counter(&b, "omld_closure_conflicts_total", "Pairs refused: they contradicted the closure.",
+    counter(b, "omld_closure_conflicts_total", "Pairs refused: they contradicted the closure.",
             m->closure.conflicts);
-    gauge(&b, "omld_closure_components", "Similarity components with two or more members.",
+    gauge(b, "omld_closure_components", "Similarity components with two or more members.",
           (double)m->closure.components);
-    gauge(&b, "omld_closure_dis_edges", "Dissimilar component pairs.",
+    gauge(b, "omld_closure_dis_edges", "Dissimilar component pairs.",
           (double)m->closure.dis_edges);
+}
 
-    /* model */
-    counter(&b, "omld_model_updates_total", "Learner steps taken.", m->updates);
-    gauge(&b, "omld_model_version", "Version of the newest published view (0 before).",
+/* One gauge family with a sample per head, labelled depth="0".."heads-1". */
+static void per_head(omld_buf *b, const char *name, const char *help, const float *v,
+                     int heads)
+{
+    char depth[16];
+    family(b, name, "gauge", help);
+    for (int i = 0; i < heads; i++) {
+        snprintf(depth, sizeof depth, "%d", i);
+        sample_f(b, name, "depth", depth, v[i]);
+    }
+}
+
+/* The online model: updates, accuracy, rehearsal, hedge weights, views. */
+static void metrics_model(omld_buf *b, const omld_metrics *mt, const omld_model_stats *m)
+{
+    int heads = model_heads(m);
+    counter(b, "omld_model_updates_total", "Learner steps taken.", m->updates);
+    gauge(b, "omld_model_version", "Version of the newest published view (0 before).",
           (double)m->view_version);
-    gauge(&b, "omld_snapshot_age_seconds", "Age of the serving view's snapshot.",
+    gauge(b, "omld_snapshot_age_seconds", "Age of the serving view's snapshot.",
           (double)m->view_age_ms / 1e3);
-    gauge(&b, "omld_utilisation", "Share of updates that changed the model.",
+    gauge(b, "omld_utilisation", "Share of updates that changed the model.",
           ratio(m->utilised, m->updates));
-    gauge(&b, "omld_triplet_accuracy",
+    gauge(b, "omld_triplet_accuracy",
           "Test-then-train triplet accuracy: share of triplets already satisfied.",
           ratio(m->satisfied, m->updates));
-    gauge(&b, "omld_triplet_accuracy_recent",
+    gauge(b, "omld_triplet_accuracy_recent",
           "Test-then-train triplet accuracy over the newest 1,000 triplets (NaN before any).",
           m->recent_accuracy);
-    counter(&b, "omld_learner_steps_total", "Optimiser steps (mini-batches) taken.", m->steps);
-    counter(&b, "omld_learner_steps_skipped_total",
+    counter(b, "omld_learner_steps_total", "Optimiser steps (mini-batches) taken.", m->steps);
+    counter(b, "omld_learner_steps_skipped_total",
             "Steps refused because a loss or gradient was not finite (weights unchanged).",
             m->skipped);
-    counter(&b, "omld_triplets_rehearsed_total", "Stored triplets learned again (rehearsal).",
+    counter(b, "omld_triplets_rehearsed_total", "Stored triplets learned again (rehearsal).",
             m->rehearsed);
-    gauge(&b, "omld_replay_triplets", "Triplets kept for rehearsal.", (double)m->replay_triplets);
-    gauge(&b, "omld_replay_capacity", "Bound of the rehearsal ring, in triplets.",
+    gauge(b, "omld_replay_triplets", "Triplets kept for rehearsal.", (double)m->replay_triplets);
+    gauge(b, "omld_replay_capacity", "Bound of the rehearsal ring, in triplets.",
           (double)m->replay_capacity);
-    family(&b, "omld_hedge_weight", "gauge", "Hedge weight alpha of each head, by depth.");
-    for (int i = 0; i < heads; i++) {
-        snprintf(depth, sizeof depth, "%d", i);
-        sample_f(&b, "omld_hedge_weight", "depth", depth, m->alpha[i]);
-    }
-    family(&b, "omld_head_loss_ema", "gauge", "Moving average of each head's loss, by depth.");
-    for (int i = 0; i < heads; i++) {
-        snprintf(depth, sizeof depth, "%d", i);
-        sample_f(&b, "omld_head_loss_ema", "depth", depth, m->loss_ema[i]);
-    }
-    counter(&b, "omld_views_published_total", "Serving views swapped in.",
+    per_head(b, "omld_hedge_weight", "Hedge weight alpha of each head, by depth.", m->alpha,
+             heads);
+    per_head(b, "omld_head_loss_ema", "Moving average of each head's loss, by depth.",
+             m->loss_ema, heads);
+    counter(b, "omld_views_published_total", "Serving views swapped in.",
             omld_read(&mt->views_published));
-    counter(&b, "omld_views_refused_total",
+    counter(b, "omld_views_refused_total",
             "Views built but not served: their model or embeddings were not finite.",
             omld_read(&mt->views_refused));
+}
 
-    /* persistence */
-    gauge(&b, "omld_wal_bytes", "Bytes of write-ahead log segments on disk.",
+/* Persistence: the log, the checkpoints and read-only mode. */
+static void metrics_persistence(omld_buf *b, const omld_status_input *in,
+                                const omld_model_stats *m)
+{
+    gauge(b, "omld_wal_bytes", "Bytes of write-ahead log segments on disk.",
           (double)m->wal_bytes);
-    gauge(&b, "omld_wal_records_since_checkpoint",
+    gauge(b, "omld_wal_records_since_checkpoint",
           "Log records the newest checkpoint does not hold (a restart replays them).",
           (double)m->wal_records_since_ckpt);
-    gauge(&b, "omld_checkpoint_timestamp_seconds",
+    gauge(b, "omld_checkpoint_timestamp_seconds",
           "Unix time of the newest checkpoint; 0: none yet.", (double)m->ckpt_unix_ms / 1e3);
-    gauge(&b, "omld_checkpoint_age_seconds",
+    gauge(b, "omld_checkpoint_age_seconds",
           "Seconds since the newest checkpoint (since the start when there is none).",
           (double)checkpoint_age_ms(in, m) / 1e3);
-    gauge(&b, "omld_checkpoint_duration_seconds", "How long the last checkpoint written took.",
+    gauge(b, "omld_checkpoint_duration_seconds", "How long the last checkpoint written took.",
           (double)m->ckpt_duration_ms / 1e3);
-    counter(&b, "omld_checkpoints_written_total", "Checkpoints written since the start.",
+    counter(b, "omld_checkpoints_written_total", "Checkpoints written since the start.",
             m->ckpt_written);
-    counter(&b, "omld_checkpoints_failed_total",
+    counter(b, "omld_checkpoints_failed_total",
             "Checkpoints that failed since the start (the log keeps everything).",
             m->ckpt_failed);
-    gauge(&b, "omld_read_only",
+    gauge(b, "omld_read_only",
           "1 while the write-ahead log cannot be written (disk full, I/O error): changes are "
           "refused, reads served.", m->read_only ? 1 : 0);
+}
 
-    /* the process (the standard names of Prometheus client libraries) */
-    if (in->have_process) {
-        gauge(&b, "process_resident_memory_bytes", "Resident memory size in bytes.",
-              (double)in->rss_bytes);
-        gauge(&b, "process_open_fds", "Open file descriptors.", (double)in->open_fds);
-        family(&b, "process_cpu_seconds_total", "counter",
-               "User and system CPU time spent, in seconds.");
-        sample_d(&b, "process_cpu_seconds_total", NULL, NULL, in->cpu_seconds);
-        gauge(&b, "process_start_time_seconds", "Start time of the process since the epoch.",
-              in->start_unix_seconds);
-    }
+/* The process, under the standard names of Prometheus client libraries
+ * (only when main.c could read /proc/self). */
+static void metrics_process(omld_buf *b, const omld_status_input *in)
+{
+    if (!in->have_process)
+        return;
+    gauge(b, "process_resident_memory_bytes", "Resident memory size in bytes.",
+          (double)in->rss_bytes);
+    gauge(b, "process_open_fds", "Open file descriptors.", (double)in->open_fds);
+    family(b, "process_cpu_seconds_total", "counter",
+           "User and system CPU time spent, in seconds.");
+    sample_d(b, "process_cpu_seconds_total", NULL, NULL, in->cpu_seconds);
+    gauge(b, "process_start_time_seconds", "Start time of the process since the epoch.",
+          in->start_unix_seconds);
+}
 
-    /* requests and connections */
-    family(&b, "omld_requests_total", "counter", "RPC responses sent, by status code.");
-    for (int c = 0; c < OMLD_STATUS_CODES; c++)
-        sample_u(&b, "omld_requests_total", "code", CODE_NAMES[c],
-                 omld_read(&mt->responses_by_code[c]));
-    family(&b, "omld_queries_total", "counter", "Read requests, by kind.");
-    for (int k = 0; k < OMLD_Q_KINDS; k++)
-        sample_u(&b, "omld_queries_total", "kind", omld_query_kind_name(k),
-                 omld_read(&mt->queries[k]));
-    gauge(&b, "omld_search_lists", "Inverted lists of the serving index (0: every query "
+/* RPC requests and connections: responses by code, queries by kind,
+ * connections, frames. */
+/* The serving index's search: its inverted lists and the recall of the
+ * sampled queries against a full scan. */
+static void metrics_search(omld_buf *b, const omld_metrics *mt, const omld_model_stats *m)
+{
+    gauge(b, "omld_search_lists", "Inverted lists of the serving index (0: every query "
           "scans every item).", (double)m->view_lists);
-    counter(&b, "omld_search_recall_hits_total", "Of the exact k nearest items per head of a "
+    counter(b, "omld_search_recall_hits_total", "Of the exact k nearest items per head of a "
             "sample of queries (a full scan), those the lists' search found.",
             omld_read(&mt->ann_recall_hits));
-    counter(&b, "omld_search_recall_checked_total", "The exact k nearest items per head of "
+    counter(b, "omld_search_recall_checked_total", "The exact k nearest items per head of "
             "that sample.", omld_read(&mt->ann_recall_total));
-    gauge(&b, "omld_search_recall", "Recall of the serving index's search on its sampled "
+    gauge(b, "omld_search_recall", "Recall of the serving index's search on its sampled "
           "queries (1 when it scans every item or none was sampled yet).",
           m->view_recall_total ? (double)m->view_recall_hits / (double)m->view_recall_total
                                : 1.0);
-    counter(&b, "omld_connections_accepted_total", "RPC connections accepted.",
+}
+
+static void metrics_rpc(omld_buf *b, const omld_metrics *mt)
+{
+    family(b, "omld_requests_total", "counter", "RPC responses sent, by status code.");
+    for (int c = 0; c < OMLD_STATUS_CODES; c++)
+        sample_u(b, "omld_requests_total", "code", CODE_NAMES[c],
+                 omld_read(&mt->responses_by_code[c]));
+    family(b, "omld_queries_total", "counter", "Read requests, by kind.");
+    for (int k = 0; k < OMLD_Q_KINDS; k++)
+        sample_u(b, "omld_queries_total", "kind", omld_query_kind_name(k),
+                 omld_read(&mt->queries[k]));
+    counter(b, "omld_connections_accepted_total", "RPC connections accepted.",
             omld_read(&mt->connections_accepted));
-    counter(&b, "omld_connections_refused_total", "RPC connections refused (over the limit).",
+    counter(b, "omld_connections_refused_total", "RPC connections refused (over the limit).",
             omld_read(&mt->connections_refused));
     int64_t open = atomic_load_explicit(&mt->connections_open, memory_order_relaxed);
-    gauge(&b, "omld_connections_open", "RPC connections open.", (double)(open < 0 ? 0 : open));
-    counter(&b, "omld_frames_too_large_total", "Frames refused for exceeding max_frame_bytes.",
+    gauge(b, "omld_connections_open", "RPC connections open.", (double)(open < 0 ? 0 : open));
+    counter(b, "omld_frames_too_large_total", "Frames refused for exceeding max_frame_bytes.",
             omld_read(&mt->frames_too_large));
-    counter(&b, "omld_frames_malformed_total", "Frames whose payload was not a Request.",
+    counter(b, "omld_frames_malformed_total", "Frames whose payload was not a Request.",
             omld_read(&mt->frames_malformed));
-    family(&b, "omld_limit_events_total", "counter",
+}
+
+/* Refusals, pauses and drops, by the limit (option) that caused them. */
+static void metrics_limits(omld_buf *b, const omld_metrics *mt)
+{
+    family(b, "omld_limit_events_total", "counter",
            "Refusals, pauses and drops by a configured limit, by limit.");
     const struct { const char *name; const atomic_uint_fast64_t *v; } lim[] = {
         {"max_frame_bytes", &mt->frames_too_large},
@@ -679,8 +749,13 @@ char *omld_metrics_text(const omld_status_input *in, size_t *len)
         {"write_stalled", &mt->write_stalled},
     };
     for (size_t i = 0; i < sizeof lim / sizeof lim[0]; i++)
-        sample_u(&b, "omld_limit_events_total", "limit", lim[i].name, omld_read(lim[i].v));
-    family(&b, "omld_auth_total", "counter",
+        sample_u(b, "omld_limit_events_total", "limit", lim[i].name, omld_read(lim[i].v));
+}
+
+/* Authorisation outcomes and the number of configured tokens. */
+static void metrics_auth(omld_buf *b, const omld_metrics *mt)
+{
+    family(b, "omld_auth_total", "counter",
            "Authorisation outcomes: ok / failed Auth requests, requests refused "
            "unauthenticated or permission_denied, HTTP 401s.");
     const struct { const char *name; const atomic_uint_fast64_t *v; } au[] = {
@@ -691,41 +766,68 @@ char *omld_metrics_text(const omld_status_input *in, size_t *len)
         {"http_unauthorized", &mt->http_unauthorized},
     };
     for (size_t i = 0; i < sizeof au / sizeof au[0]; i++)
-        sample_u(&b, "omld_auth_total", "result", au[i].name, omld_read(au[i].v));
-    gauge(&b, "omld_auth_tokens", "Configured tokens (read-write + read-only); 0: no auth.",
+        sample_u(b, "omld_auth_total", "result", au[i].name, omld_read(au[i].v));
+    gauge(b, "omld_auth_tokens", "Configured tokens (read-write + read-only); 0: no auth.",
           (double)(omld_read(&mt->tokens_rw) + omld_read(&mt->tokens_ro)));
+}
 
-    /* latency */
-    histogram(&b, "omld_update_duration_seconds", "One learner step.", &mt->update_latency);
-    histogram(&b, "omld_ingest_duration_seconds",
+/* Latency histograms: learner step, mutation, query by kind, index build. */
+static void metrics_latency(omld_buf *b, const omld_metrics *mt)
+{
+    histogram(b, "omld_update_duration_seconds", "One learner step.", &mt->update_latency);
+    histogram(b, "omld_ingest_duration_seconds",
               "Mutation requests, decoded to acknowledged.", &mt->ingest_latency);
-    family(&b, "omld_query_duration_seconds", "histogram",
+    family(b, "omld_query_duration_seconds", "histogram",
            "Read requests, decoded to answered, by kind.");
     for (int k = 0; k < OMLD_Q_KINDS; k++)
-        hist_samples(&b, "omld_query_duration_seconds", "kind", omld_query_kind_name(k),
+        hist_samples(b, "omld_query_duration_seconds", "kind", omld_query_kind_name(k),
                      &mt->query_latency[k]);
-    histogram(&b, "omld_index_build_duration_seconds", "Building the index of one view.",
+    histogram(b, "omld_index_build_duration_seconds", "Building the index of one view.",
               &mt->index_build_latency);
+}
 
-    /* trainer */
-    family(&b, "omld_trainer_jobs", "gauge",
+/* The batch trainer: jobs by state, progress of the unfinished ones, models. */
+static void metrics_trainer(omld_buf *b, const omld_status_input *in)
+{
+    family(b, "omld_trainer_jobs", "gauge",
            "Trainer jobs remembered, by state (finished ones: the newest few).");
     for (int st = OMLD_JOB_QUEUED; st <= OMLD_JOB_CANCELLED; st++) {
         uint64_t c = 0;
         for (int i = 0; i < in->n_jobs; i++)
             c += in->jobs[i].state == st;
-        sample_u(&b, "omld_trainer_jobs", "state", omld_job_state_name(st), c);
+        sample_u(b, "omld_trainer_jobs", "state", omld_job_state_name(st), c);
     }
-    family(&b, "omld_trainer_job_progress", "gauge",
+    family(b, "omld_trainer_job_progress", "gauge",
            "Share (0..1) of its step budget a queued or running job has done.");
     for (int i = 0; i < in->n_jobs; i++) {
         if (in->jobs[i].state > OMLD_JOB_RUNNING)
             continue;
         char id[32];
         snprintf(id, sizeof id, "%llu", (unsigned long long)in->jobs[i].id);
-        sample_d(&b, "omld_trainer_job_progress", "job", id, in->jobs[i].progress);
+        sample_d(b, "omld_trainer_job_progress", "job", id, in->jobs[i].progress);
     }
-    gauge(&b, "omld_models", "Named batch models served.", (double)in->n_models);
+    gauge(b, "omld_models", "Named batch models served.", (double)in->n_models);
+}
 
+char *omld_metrics_text(const omld_status_input *in, size_t *len)
+{
+    static const omld_metrics zero_metrics;
+    static const omld_model_stats zero_model;
+    const omld_metrics *mt = in->metrics ? in->metrics : &zero_metrics;
+    const omld_model_stats *m = in->model ? in->model : &zero_model;
+    omld_buf b;
+    omld_buf_init(&b);
+    metrics_server(&b, in, mt);
+    metrics_ingest(&b, mt, m);
+    metrics_closure(&b, m);
+    metrics_model(&b, mt, m);
+    metrics_persistence(&b, in, m);
+    metrics_process(&b, in);
+    metrics_rpc(&b, mt);
+    metrics_search(&b, mt, m);
+    metrics_limits(&b, mt);
+    metrics_auth(&b, mt);
+    metrics_latency(&b, mt);
+    metrics_trainer(&b, in);
     return omld_buf_take(&b, len);
 }

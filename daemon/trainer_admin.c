@@ -53,15 +53,12 @@ static int oom(omld_reply *r)
     return omld_reply_error(r, OMLD__STATUS__CODE__INTERNAL, NULL, "out of memory");
 }
 
-/* The spec and hyper-parameters of a job from the request; stateful checks
- * (depth against the live L). 0 or the error in r. */
-static int build_spec(omld_trainer *t, job *j, const Omld__TrainStartRequest *q, omld_reply *r)
+/* The part of a job's spec every method shares: the live layout, the depth
+ * (checked against the live L), the schedule, the seed and the progress
+ * hooks. 0 or the error in r. */
+static int spec_base(omld_trainer *t, job *j, const Omld__TrainParams *p, omld_reply *r)
 {
     const method_def *m = j->m;
-    const Omld__TrainParams *p = q->params;
-    Omld__TrainParams none = OMLD__TRAIN_PARAMS__INIT;
-    if (p == NULL)
-        p = &none;
     oml_batch_spec *s = &j->spec;
     oml_batch_spec_default(s, m->id);
     s->hidden = t->live.hidden;
@@ -99,97 +96,192 @@ static int build_spec(omld_trainer *t, job *j, const Omld__TrainStartRequest *q,
     s->progress = omld_job_progress;
     s->progress_ctx = j;
     s->progress_every = 10;
+    return 0;
+}
 
-    int has_margin = p->margin_opt_case == OMLD__TRAIN_PARAMS__MARGIN_OPT_MARGIN;
-    int has_g1 = p->gamma1_opt_case == OMLD__TRAIN_PARAMS__GAMMA1_OPT_GAMMA1;
-    int has_g2 = p->gamma2_opt_case == OMLD__TRAIN_PARAMS__GAMMA2_OPT_GAMMA2;
-    int has_l1 = p->lambda1_opt_case == OMLD__TRAIN_PARAMS__LAMBDA1_OPT_LAMBDA1;
-    int has_l2 = p->lambda2_opt_case == OMLD__TRAIN_PARAMS__LAMBDA2_OPT_LAMBDA2;
+/* Which of the optional loss hyper-parameters the request gives (the
+ * others keep the method's defaults). */
+typedef struct hp_given {
+    int margin, g1, g2, l1, l2;
+} hp_given;
+
+static hp_given params_given(const Omld__TrainParams *p)
+{
+    hp_given g = {
+        .margin = p->margin_opt_case == OMLD__TRAIN_PARAMS__MARGIN_OPT_MARGIN,
+        .g1 = p->gamma1_opt_case == OMLD__TRAIN_PARAMS__GAMMA1_OPT_GAMMA1,
+        .g2 = p->gamma2_opt_case == OMLD__TRAIN_PARAMS__GAMMA2_OPT_GAMMA2,
+        .l1 = p->lambda1_opt_case == OMLD__TRAIN_PARAMS__LAMBDA1_OPT_LAMBDA1,
+        .l2 = p->lambda2_opt_case == OMLD__TRAIN_PARAMS__LAMBDA2_OPT_LAMBDA2,
+    };
+    return g;
+}
+
+/* The loss of a KIND_BATCH method (triplet, lanml, danml) and its
+ * hyper-parameters; v: the variant. 0 or the error in r. */
+static int batch_loss(job *j, const Omld__TrainParams *p, const hp_given *g, const char *v,
+                      omld_reply *r)
+{
+    oml_batch_spec *s = &j->spec;
+    if (j->m->id == OML_BATCH_TRIPLET) {
+        j->tri.margin = g->margin ? p->margin : 0.2f;
+        j->tri.mining = strcmp(v, "random") == 0;
+        s->loss = oml_triplet_loss;
+        s->loss_hp = &j->tri;
+    } else if (j->m->id == OML_BATCH_LANML) {
+        oml_lanml_hp_default(&j->lan);
+        if (g->margin) j->lan.margin = p->margin;
+        if (g->g1) j->lan.gamma1 = p->gamma1;
+        if (g->g2) j->lan.gamma2 = p->gamma2;
+        if (g->l1) j->lan.lambda = p->lambda1;
+        s->loss = oml_lanml_loss;
+        s->loss_hp = &j->lan;
+    } else {
+        oml_danml_hp_default(&j->dan);
+        if (g->margin) j->dan.margin = p->margin;
+        if (g->g1) j->dan.gamma1 = p->gamma1;
+        if (g->g2) j->dan.gamma2 = p->gamma2;
+        if (g->l1) j->dan.lambda1 = p->lambda1;
+        if (g->l2) j->dan.lambda2 = p->lambda2;
+        if (strcmp(v, "hinge") == 0)
+            j->dan.loss = OML_DANML_HINGE;
+        else if (strcmp(v, "logistic") == 0)
+            j->dan.loss = OML_DANML_LOGISTIC;
+        if (!(j->dan.gamma1 < 0 && j->dan.gamma2 > 0))
+            return omld_reply_error(r, INVALID, "train_start.params.gamma1",
+                                    "danml needs gamma1 < 0 < gamma2 (got %g, %g)",
+                                    (double)j->dan.gamma1, (double)j->dan.gamma2);
+        s->loss = oml_danml_loss;
+        s->loss_hp = &j->dan;
+    }
+    return 0;
+}
+
+/* The method's own hyper-parameters (margin, gammas, lambdas, variant), by
+ * its kind. 0 or the error in r. */
+static int spec_method(job *j, const Omld__TrainStartRequest *q, const Omld__TrainParams *p,
+                       omld_reply *r)
+{
+    const method_def *m = j->m;
+    hp_given g = params_given(p);
     const char *v = q->variant ? q->variant : "";
     switch (m->kind) {
     case KIND_BATCH:
-        if (m->id == OML_BATCH_TRIPLET) {
-            j->tri.margin = has_margin ? p->margin : 0.2f;
-            j->tri.mining = strcmp(v, "random") == 0;
-            s->loss = oml_triplet_loss;
-            s->loss_hp = &j->tri;
-        } else if (m->id == OML_BATCH_LANML) {
-            oml_lanml_hp_default(&j->lan);
-            if (has_margin) j->lan.margin = p->margin;
-            if (has_g1) j->lan.gamma1 = p->gamma1;
-            if (has_g2) j->lan.gamma2 = p->gamma2;
-            if (has_l1) j->lan.lambda = p->lambda1;
-            s->loss = oml_lanml_loss;
-            s->loss_hp = &j->lan;
-        } else {
-            oml_danml_hp_default(&j->dan);
-            if (has_margin) j->dan.margin = p->margin;
-            if (has_g1) j->dan.gamma1 = p->gamma1;
-            if (has_g2) j->dan.gamma2 = p->gamma2;
-            if (has_l1) j->dan.lambda1 = p->lambda1;
-            if (has_l2) j->dan.lambda2 = p->lambda2;
-            if (strcmp(v, "hinge") == 0)
-                j->dan.loss = OML_DANML_HINGE;
-            else if (strcmp(v, "logistic") == 0)
-                j->dan.loss = OML_DANML_LOGISTIC;
-            if (!(j->dan.gamma1 < 0 && j->dan.gamma2 > 0))
-                return omld_reply_error(r, INVALID, "train_start.params.gamma1",
-                                        "danml needs gamma1 < 0 < gamma2 (got %g, %g)",
-                                        (double)j->dan.gamma1, (double)j->dan.gamma2);
-            s->loss = oml_danml_loss;
-            s->loss_hp = &j->dan;
-        }
-        break;
+        return batch_loss(j, p, &g, v, r);
     case KIND_DAML_PLAIN:
     case KIND_DAML:
         oml_daml_hp_default(&j->daml, m->term);
-        if (has_margin) j->daml.alpha = p->margin;
-        if (has_l1) j->daml.lambda1 = p->lambda1;
-        if (has_l2) j->daml.lambda2 = p->lambda2;
+        if (g.margin) j->daml.alpha = p->margin;
+        if (g.l1) j->daml.lambda1 = p->lambda1;
+        if (g.l2) j->daml.lambda2 = p->lambda2;
         j->daml.literal = strcmp(v, "literal") == 0;
         if (p->epochs)
             j->daml.joint_epochs = (int32_t)p->epochs;
         break;
     case KIND_DAMLRRM:
         oml_damlrrm_hp_default(&j->rrm);
-        if (has_margin) j->rrm.beta = p->margin;
+        if (g.margin) j->rrm.beta = p->margin;
         break;
     }
     return 0;
 }
 
-static void handle_start(omld_trainer *t, const Omld__TrainStartRequest *q, omld_reply *r)
+/* The spec and hyper-parameters of a job from the request; stateful checks
+ * (depth against the live L). 0 or the error in r. */
+static int build_spec(omld_trainer *t, job *j, const Omld__TrainStartRequest *q, omld_reply *r)
+{
+    const Omld__TrainParams *p = q->params;
+    Omld__TrainParams none = OMLD__TRAIN_PARAMS__INIT;
+    if (p == NULL)
+        p = &none;
+    int rc = spec_base(t, j, p, r);
+    return rc != 0 ? rc : spec_method(j, q, p, r);
+}
+
+/* A job for the request (method, spec, what TrainStatus shows before it
+ * runs), not yet queued; NULL with the error in r. */
+static job *job_new(omld_trainer *t, const Omld__TrainStartRequest *q, omld_reply *r)
 {
     const method_def *m = omld_method_find(q->method);
     if (m == NULL) {
         omld_reply_error(r, INVALID, "train_start.method", "unknown method; one of: %s",
                          omld_trainer_method_list());
-        return;
+        return NULL;
     }
     job *j = calloc(1, sizeof *j);
     if (j == NULL) {
         oom(r);
-        return;
+        return NULL;
     }
     j->m = m;
     j->t = t;
     atomic_init(&j->cancel, 0);
     if (build_spec(t, j, q, r) != 0) {
         omld_job_free(j);
-        return;
+        return NULL;
     }
     snprintf(j->info.method, sizeof j->info.method, "%s", m->name);
     snprintf(j->info.variant, sizeof j->info.variant, "%s", q->variant ? q->variant : "");
     j->info.eta_s = -1;
     j->info.val_r1 = j->info.best_val_r1 = NAN;
     j->info.epochs = j->spec.epochs;
+    return j;
+}
 
-    /* Copy the data under the read lock. */
+/* Marks in sel (by the store's label number) the request's labels; the
+ * index of the first label no stored item has, or q->n_labels if all are
+ * known. Under the store's read lock. */
+static size_t select_labels(omld_trainer *t, const Omld__TrainStartRequest *q, int32_t n_lab,
+                            unsigned char *sel)
+{
+    for (size_t i = 0; i < q->n_labels; i++) {
+        int32_t found = -1;
+        for (int32_t l = 0; l < n_lab && found < 0; l++) {
+            size_t len = 0;
+            const char *name = oml_store_label_name(t->store, l, &len);
+            if (len == strlen(q->labels[i]) && memcmp(name, q->labels[i], len) == 0)
+                found = l;
+        }
+        if (found < 0)
+            return i;
+        sel[found] = 1;
+    }
+    return q->n_labels;
+}
+
+/* Copies the features and labels of the live labelled items (those with a
+ * label in sel, or all when sel is NULL) into j->X, j->y; counts per label
+ * in per. The number copied. Under the store's read lock. */
+static int32_t copy_items(omld_trainer *t, job *j, int32_t n_lab, const unsigned char *sel,
+                          uint32_t *per)
+{
+    int32_t dim = t->live.dim;
+    uint32_t slots = oml_store_slots(t->store);
+    int32_t n = 0;
+    for (uint32_t s = 0; s < slots; s++) {
+        if (!oml_store_is_live(t->store, s))
+            continue;
+        int32_t lab = oml_store_label(t->store, s);
+        if (lab < 0 || lab >= n_lab || (sel && !sel[lab]))
+            continue;
+        memcpy(j->X + (size_t)n * dim, oml_store_features(t->store, s), (size_t)dim * sizeof(float));
+        j->y[n++] = lab;
+        per[lab]++;
+    }
+    return n;
+}
+
+/* The job's training data, copied out of the store under its read lock (the
+ * learner may change the store meanwhile; the job must not see it), and
+ * refused when too small to train on. 0, or -1 with the error in r. */
+static int copy_training_data(omld_trainer *t, job *j, const Omld__TrainStartRequest *q,
+                              omld_reply *r)
+{
     size_t nl = q->n_labels;
     int32_t dim = t->live.dim;
     pthread_rwlock_rdlock(&t->lock->rw);
     int32_t n_lab = oml_store_label_count(t->store);
-    uint32_t slots = oml_store_slots(t->store), live = oml_store_count(t->store);
+    uint32_t live = oml_store_count(t->store);
     unsigned char *sel = calloc((size_t)(n_lab > 0 ? n_lab : 1), 1);
     uint32_t *per = calloc((size_t)(n_lab > 0 ? n_lab : 1), sizeof *per);
     j->X = malloc((size_t)(live ? live : 1) * (size_t)dim * sizeof(float));
@@ -198,44 +290,23 @@ static void handle_start(omld_trainer *t, const Omld__TrainStartRequest *q, omld
         pthread_rwlock_unlock(&t->lock->rw);
         free(sel);
         free(per);
-        omld_job_free(j);
         oom(r);
-        return;
+        return -1;
     }
-    for (size_t i = 0; i < nl; i++) {
-        int32_t found = -1;
-        for (int32_t l = 0; l < n_lab && found < 0; l++) {
-            size_t len = 0;
-            const char *name = oml_store_label_name(t->store, l, &len);
-            if (len == strlen(q->labels[i]) && memcmp(name, q->labels[i], len) == 0)
-                found = l;
-        }
-        if (found < 0) {
-            char qbuf[OMLD_QUOTE_CAP];
-            pthread_rwlock_unlock(&t->lock->rw);
-            char field[64];
-            snprintf(field, sizeof field, "train_start.labels[%zu]", i);
-            omld_reply_error(r, OMLD__STATUS__CODE__NOT_FOUND, field,
-                             "no stored item has label %s",
-                             omld_reply_quote(qbuf, sizeof qbuf, q->labels[i], strlen(q->labels[i])));
-            free(sel);
-            free(per);
-            omld_job_free(j);
-            return;
-        }
-        sel[found] = 1;
+    size_t bad = select_labels(t, q, n_lab, sel);
+    if (bad < nl) {
+        char qbuf[OMLD_QUOTE_CAP];
+        pthread_rwlock_unlock(&t->lock->rw);
+        char field[64];
+        snprintf(field, sizeof field, "train_start.labels[%zu]", bad);
+        omld_reply_error(r, OMLD__STATUS__CODE__NOT_FOUND, field, "no stored item has label %s",
+                         omld_reply_quote(qbuf, sizeof qbuf, q->labels[bad],
+                                          strlen(q->labels[bad])));
+        free(sel);
+        free(per);
+        return -1;
     }
-    int32_t n = 0;
-    for (uint32_t s = 0; s < slots; s++) {
-        if (!oml_store_is_live(t->store, s))
-            continue;
-        int32_t lab = oml_store_label(t->store, s);
-        if (lab < 0 || lab >= n_lab || (nl > 0 && !sel[lab]))
-            continue;
-        memcpy(j->X + (size_t)n * dim, oml_store_features(t->store, s), (size_t)dim * sizeof(float));
-        j->y[n++] = lab;
-        per[lab]++;
-    }
+    int32_t n = copy_items(t, j, n_lab, nl > 0 ? sel : NULL, per);
     pthread_rwlock_unlock(&t->lock->rw);
     uint32_t classes = 0, eligible = 0;
     for (int32_t l = 0; l < n_lab; l++) {
@@ -252,10 +323,17 @@ static void handle_start(omld_trainer *t, const Omld__TrainStartRequest *q, omld
                          "not enough training data: %d labelled item(s) in %u class(es)%s; a job "
                          "needs at least %d items and 2 classes with 2 items each",
                          n, classes, nl ? " with the given labels" : "", OML_BATCH_MIN_ITEMS);
-        omld_job_free(j);
-        return;
+        return -1;
     }
+    return 0;
+}
 
+/* Names the job's model and queues the job, unless the queue is full or the
+ * name is taken by a model or a queued or running job. 0 with the queued
+ * job's info in *info, or -1 with the error in r. Takes the trainer's mutex. */
+static int enqueue_job(omld_trainer *t, job *j, const Omld__TrainStartRequest *q,
+                       omld_job_info *info, omld_reply *r)
+{
     pthread_mutex_lock(&t->mu);
     int queued = 0;
     for (job *o = t->jobs; o; o = o->next)
@@ -264,14 +342,13 @@ static void handle_start(omld_trainer *t, const Omld__TrainStartRequest *q, omld
         pthread_mutex_unlock(&t->mu);
         omld_reply_error(r, OMLD__STATUS__CODE__RESOURCE_EXHAUSTED, "train_start",
                          "%d jobs are already waiting; retry when one has run", queued);
-        omld_job_free(j);
-        return;
+        return -1;
     }
     j->info.id = t->next_id;
     if (q->name_opt_case == OMLD__TRAIN_START_REQUEST__NAME_OPT_NAME)
         snprintf(j->info.model, sizeof j->info.model, "%s", q->name);
     else
-        snprintf(j->info.model, sizeof j->info.model, "%s-%llu", m->name,
+        snprintf(j->info.model, sizeof j->info.model, "%s-%llu", j->m->name,
                  (unsigned long long)j->info.id);
     int taken = omld_models_exists(t->models, j->info.model);
     for (job *o = t->jobs; o && !taken; o = o->next)
@@ -281,16 +358,28 @@ static void handle_start(omld_trainer *t, const Omld__TrainStartRequest *q, omld
         omld_reply_error(r, OMLD__STATUS__CODE__CONFLICT, "train_start.name",
                          "a model (or a queued or running job's model) is named '%s'",
                          j->info.model);
-        omld_job_free(j);
-        return;
+        return -1;
     }
     t->next_id++;
     j->info.state = OMLD_JOB_QUEUED;
     j->next = t->jobs;
     t->jobs = j;
     pthread_cond_broadcast(&t->cv);
-    omld_job_info info = j->info;
+    *info = j->info;
     pthread_mutex_unlock(&t->mu);
+    return 0;
+}
+
+static void handle_start(omld_trainer *t, const Omld__TrainStartRequest *q, omld_reply *r)
+{
+    job *j = job_new(t, q, r);
+    if (j == NULL)
+        return;
+    omld_job_info info;
+    if (copy_training_data(t, j, q, r) != 0 || enqueue_job(t, j, q, &info, r) != 0) {
+        omld_job_free(j);
+        return;
+    }
 
     Omld__TrainStartResponse *b = omld_reply_alloc(r, sizeof *b);
     char *model = omld_reply_strdup(r, info.model, strlen(info.model));
