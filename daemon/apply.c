@@ -227,6 +227,78 @@ int omld_apply_add_triplets(omld_engine *e, const Omld__Request *req, omld_reply
  * A contradiction that only arises between pairs of the same batch is
  * found when its pair is added; the pairs before it then stay (reported in
  * the message). */
+/* Every pair's members as store slots (2n), before anything changes:
+ * refuses the batch (r filled, 1) if a member is not a stored id or out of
+ * bounds, or a pair contradicts what the closure already knows; else 0. */
+static int resolve_pairs(omld_engine *e, const Omld__AddPairsRequest *rq, uint32_t *slots,
+                         omld_reply *r)
+{
+    char field[96];
+    for (size_t i = 0; i < rq->n_pairs; i++) {
+        const Omld__Pair *p = rq->pairs[i];
+        const Omld__ItemRef *m[2] = {p->a, p->b};
+        for (int j = 0; j < 2; j++) {
+            snprintf(field, sizeof field, "add_pairs.pairs[%zu].%s", i, j ? "b" : "a");
+            if (m[j]->ref_case != OMLD__ITEM_REF__REF_ID) {
+                omld_reply_error(r, OMLD__STATUS__CODE__INVALID_ARGUMENT, field,
+                                 "pair members must be stored item ids: the closure joins "
+                                 "items by id");
+                return 1;
+            }
+            const float *x = resolve(e, m[j], "add_pairs.pairs", i, j ? "b" : "a", r,
+                                     &slots[2 * i + j]);
+            if (x == NULL || member_bad(e, x, m[j], "add_pairs.pairs", i, j ? "b" : "a", r))
+                return 1;
+        }
+        int similar = p->relation == OMLD__PAIR__RELATION__SIMILAR;
+        uint32_t a = slots[2 * i], b = slots[2 * i + 1];
+        snprintf(field, sizeof field, "add_pairs.pairs[%zu]", i);
+        if (a == b) {
+            if (!similar) {
+                omld_reply_error(r, OMLD__STATUS__CODE__CONFLICT, field,
+                                 "an item cannot be dissimilar to itself");
+                return 1;
+            }
+        } else if (similar ? oml_closure_is_dissimilar(e->closure, a, b)
+                           : oml_closure_is_similar(e->closure, a, b)) {
+            char qa[OMLD_QUOTE_CAP], qb[OMLD_QUOTE_CAP];
+            omld_reply_error(r, OMLD__STATUS__CODE__CONFLICT, field,
+                             "%s and %s are already known to be %s",
+                             omld_reply_quote(qa, sizeof qa, p->a->id, strlen(p->a->id)),
+                             omld_reply_quote(qb, sizeof qb, p->b->id, strlen(p->b->id)),
+                             similar ? "dissimilar" : "similar");
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* One pair of slots a != b into the closure (Sec. 3.1), and the triplets
+ * it derived into the learner; *derived counts them. The closure's error
+ * code, or OML_OK. */
+static int add_pair(omld_engine *e, int similar, uint32_t a, uint32_t b, uint64_t *derived)
+{
+    int got = 0;
+    int rc = similar ? oml_closure_add_similar(e->closure, a, b, e->derived, DERIVED_PER_PAIR, &got)
+                     : oml_closure_add_dissimilar(e->closure, a, b, e->derived, DERIVED_PER_PAIR,
+                                                  &got);
+    if (rc != OML_OK)
+        return rc;
+    omld_count(&e->metrics->pairs_received, 1);
+    if (got > 0)
+        prepare_model(e);
+    for (int k = 0; k < got; k++) {
+        const oml_triplet *t = &e->derived[k];
+        uint32_t sl[3] = {t->a, t->p, t->n};
+        const float *rows[3];
+        for (int m = 0; m < 3; m++)
+            rows[m] = oml_store_features(e->store, sl[m]);
+        learn(e, rows, sl, 1, 0);
+    }
+    *derived += (uint64_t)got;
+    return OML_OK;
+}
+
 int omld_apply_add_pairs(omld_engine *e, const Omld__Request *req, omld_reply *r)
 {
     const Omld__AddPairsRequest *rq = req->add_pairs;
@@ -237,53 +309,17 @@ int omld_apply_add_pairs(omld_engine *e, const Omld__Request *req, omld_reply *r
         omld_reply_error(r, OMLD__STATUS__CODE__INTERNAL, NULL, "out of memory");
         return 0;
     }
-    char field[96];
-    for (size_t i = 0; i < n; i++) {
-        const Omld__Pair *p = rq->pairs[i];
-        const Omld__ItemRef *m[2] = {p->a, p->b};
-        for (int j = 0; j < 2; j++) {
-            snprintf(field, sizeof field, "add_pairs.pairs[%zu].%s", i, j ? "b" : "a");
-            if (m[j]->ref_case != OMLD__ITEM_REF__REF_ID) {
-                omld_reply_error(r, OMLD__STATUS__CODE__INVALID_ARGUMENT, field,
-                                 "pair members must be stored item ids: the closure joins "
-                                 "items by id");
-                goto out;
-            }
-            const float *x = resolve(e, m[j], "add_pairs.pairs", i, j ? "b" : "a", r,
-                                     &slots[2 * i + j]);
-            if (x == NULL || member_bad(e, x, m[j], "add_pairs.pairs", i, j ? "b" : "a", r))
-                goto out;
-        }
-        int similar = p->relation == OMLD__PAIR__RELATION__SIMILAR;
-        uint32_t a = slots[2 * i], b = slots[2 * i + 1];
-        snprintf(field, sizeof field, "add_pairs.pairs[%zu]", i);
-        if (a == b) {
-            if (!similar) {
-                omld_reply_error(r, OMLD__STATUS__CODE__CONFLICT, field,
-                                 "an item cannot be dissimilar to itself");
-                goto out;
-            }
-        } else if (similar ? oml_closure_is_dissimilar(e->closure, a, b)
-                           : oml_closure_is_similar(e->closure, a, b)) {
-            char qa[OMLD_QUOTE_CAP], qb[OMLD_QUOTE_CAP];
-            omld_reply_error(r, OMLD__STATUS__CODE__CONFLICT, field,
-                             "%s and %s are already known to be %s",
-                             omld_reply_quote(qa, sizeof qa, p->a->id, strlen(p->a->id)),
-                             omld_reply_quote(qb, sizeof qb, p->b->id, strlen(p->b->id)),
-                             similar ? "dissimilar" : "similar");
-            goto out;
-        }
-    }
+    if (resolve_pairs(e, rq, slots, r) != 0)
+        goto out;
     uint64_t derived = 0;
     for (size_t i = 0; i < n; i++) {
         uint32_t a = slots[2 * i], b = slots[2 * i + 1];
         if (a == b)
             continue;
-        int got = 0;
-        int rc = rq->pairs[i]->relation == OMLD__PAIR__RELATION__SIMILAR
-                     ? oml_closure_add_similar(e->closure, a, b, e->derived, DERIVED_PER_PAIR, &got)
-                     : oml_closure_add_dissimilar(e->closure, a, b, e->derived, DERIVED_PER_PAIR, &got);
+        int rc = add_pair(e, rq->pairs[i]->relation == OMLD__PAIR__RELATION__SIMILAR, a, b,
+                          &derived);
         if (rc != OML_OK) {
+            char field[96];
             snprintf(field, sizeof field, "add_pairs.pairs[%zu]", i);
             omld_reply_error(r, omld_status_from_oml(rc), field,
                              "%s with the pairs before it in this batch (those %zu pair(s) were "
@@ -291,19 +327,7 @@ int omld_apply_add_pairs(omld_engine *e, const Omld__Request *req, omld_reply *r
                                                           : oml_strerror(rc), i);
             goto learned;
         }
-        omld_count(&e->metrics->pairs_received, 1);
         changed = 1;
-        if (got > 0)
-            prepare_model(e);
-        for (int k = 0; k < got; k++) {
-            const oml_triplet *t = &e->derived[k];
-            uint32_t sl[3] = {t->a, t->p, t->n};
-            const float *rows[3];
-            for (int m = 0; m < 3; m++)
-                rows[m] = oml_store_features(e->store, sl[m]);
-            learn(e, rows, sl, 1, 0);
-        }
-        derived += (uint64_t)got;
     }
     Omld__AddPairsResponse *b = omld_reply_alloc(r, sizeof *b);
     if (b == NULL) {

@@ -263,19 +263,16 @@ static void answer_checkpoint(omld_engine *e, omld_reply *r)
     r->msg.checkpoint = b;
 }
 
-/* Applies a group in order, logs every change, commits the log once (group
- * commit), and only then lets the answers go. If the commit fails, the
- * group's changes are undone (omld_persist_rollback reloads the durable
- * state) and every request that changed something is answered with the
- * error instead: nothing unlogged is acknowledged, nothing refused stays. */
-static void run_group(omld_engine *e, cmd_list *group)
+/* Applies each command of the group in order and appends every change to
+ * the log (not yet committed); *logged counts the records, *log_failed is
+ * set (and d says why) if an append failed. */
+static void apply_and_log(omld_engine *e, cmd_list *group, int *logged, int *log_failed,
+                          oml_diag *d)
 {
-    int logged = 0, log_failed = 0;
-    oml_diag d = {0};
     for (cmd *c = group->head; c; c = c->next) {
         c->changed = 0;
         if (c->req->body_case == OMLD__REQUEST__BODY_CHECKPOINT)
-            continue; /* after the commit below */
+            continue; /* after the commit */
         if (!omld_persist_writable(e)) {
             omld_reply_error(c->reply, OMLD__STATUS__CODE__RESOURCE_EXHAUSTED, NULL,
                              "writes are refused: the write-ahead log cannot be written (%s); "
@@ -286,7 +283,7 @@ static void run_group(omld_engine *e, cmd_list *group)
         }
         c->changed = omld_apply(e, c->req, c->reply);
         if (c->changed) {
-            logged++;
+            (*logged)++;
             /* A promote's record carries the model's bytes (self-contained:
              * replay needs no model file). */
             const Omld__Request *lq = c->req;
@@ -301,8 +298,8 @@ static void run_group(omld_engine *e, cmd_list *group)
                 lq = &q2;
             }
             if (omld_persist_log(e, lq) != OML_OK) {
-                log_failed = 1;
-                snprintf(d.msg, sizeof d.msg, "cannot append to the write-ahead log");
+                *log_failed = 1;
+                snprintf(d->msg, sizeof d->msg, "cannot append to the write-ahead log");
             }
         }
         free(e->promote_log);
@@ -310,6 +307,39 @@ static void run_group(omld_engine *e, cmd_list *group)
         e->promote_log_len = 0;
         c->reply->msg.model_version = omld_views_version(e->views);
     }
+}
+
+/* Promote / rollback: answered once the new live view is serving, so a
+ * query sent after the answer sees it. (After the commit: a view never
+ * shows an unlogged change.) */
+static void publish_promoted(omld_engine *e, cmd_list *group)
+{
+    e->publish_now = 0;
+    publish(e);
+    omld_views_wait(e->views, e->version, 60000);
+    for (cmd *c = group->head; c; c = c->next) {
+        if (!c->changed || c->reply->status.code != OMLD__STATUS__CODE__OK)
+            continue;
+        if (c->reply->msg.body_case == OMLD__RESPONSE__BODY_PROMOTE)
+            c->reply->msg.promote->model_version = e->version;
+        else if (c->reply->msg.body_case == OMLD__RESPONSE__BODY_ROLLBACK)
+            c->reply->msg.rollback->model_version = e->version;
+        else
+            continue;
+        c->reply->msg.model_version = omld_views_version(e->views);
+    }
+}
+
+/* Applies a group in order, logs every change, commits the log once (group
+ * commit), and only then lets the answers go. If the commit fails, the
+ * group's changes are undone (omld_persist_rollback reloads the durable
+ * state) and every request that changed something is answered with the
+ * error instead: nothing unlogged is acknowledged, nothing refused stays. */
+static void run_group(omld_engine *e, cmd_list *group)
+{
+    int logged = 0, log_failed = 0;
+    oml_diag d = {0};
+    apply_and_log(e, group, &logged, &log_failed, &d);
     /* The group's last part batch is learned now, in the same commit: a
      * record says where, since where a group ends is a matter of timing. */
     if (e->replay.n_pending > 0 && omld_persist_writable(e)) {
@@ -327,25 +357,8 @@ static void run_group(omld_engine *e, cmd_list *group)
                                  "not applied: the write-ahead log cannot be written (%s)", d.msg);
         omld_persist_rollback(e, d.msg);
     }
-    if (e->publish_now) {
-        /* Promote / rollback: answered once the new live view is serving, so
-         * a query sent after the answer sees it. (After the commit: a view
-         * never shows an unlogged change.) */
-        e->publish_now = 0;
-        publish(e);
-        omld_views_wait(e->views, e->version, 60000);
-        for (cmd *c = group->head; c; c = c->next) {
-            if (!c->changed || c->reply->status.code != OMLD__STATUS__CODE__OK)
-                continue;
-            if (c->reply->msg.body_case == OMLD__RESPONSE__BODY_PROMOTE)
-                c->reply->msg.promote->model_version = e->version;
-            else if (c->reply->msg.body_case == OMLD__RESPONSE__BODY_ROLLBACK)
-                c->reply->msg.rollback->model_version = e->version;
-            else
-                continue;
-            c->reply->msg.model_version = omld_views_version(e->views);
-        }
-    }
+    if (e->publish_now)
+        publish_promoted(e, group);
     for (cmd *c = group->head; c; c = c->next)
         if (c->req->body_case == OMLD__REQUEST__BODY_CHECKPOINT) {
             answer_checkpoint(e, c->reply);
@@ -605,17 +618,9 @@ int omld_engine_start(omld_engine **out, uv_loop_t *loop, const omld_config *opt
     return omld_engine_run(*out, loop, err, errlen);
 }
 
-int omld_engine_create(omld_engine **out, const omld_config *opts, omld_metrics *metrics,
-                       char *err, size_t errlen)
+/* The options, the counters and the engine's locks. */
+static void init_sync(omld_engine *e, const omld_config *opts, omld_metrics *metrics)
 {
-    oml_config mcfg;
-    if (omld_engine_model_config(opts, &mcfg, err, errlen) != 0)
-        return -1;
-    omld_engine *e = calloc(1, sizeof *e);
-    if (e == NULL) {
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
     e->opts = *opts;
     e->metrics = metrics;
     e->capacity = (uint64_t)opts->queue_capacity;
@@ -634,28 +639,51 @@ int omld_engine_create(omld_engine **out, const omld_config *opts, omld_metrics 
     pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
     pthread_rwlock_init(&e->lock.rw, &attr);
     pthread_rwlockattr_destroy(&attr);
-    e->stats.cfg = mcfg;
-    snprintf(e->stats.preset, sizeof e->stats.preset, "%.31s", opts->preset);
+}
 
+/* The empty state the log is replayed into: store, closure, learner,
+ * rehearsal ring and the learner thread's scratch. 0 or -1 with err. */
+static int create_state(omld_engine *e, const oml_config *mcfg, char *err, size_t errlen)
+{
+    const omld_config *opts = &e->opts;
     oml_diag d = {0};
     int rc = oml_store_create(&e->store, (int32_t)opts->dim, (uint32_t)opts->max_items);
     if (rc == OML_OK)
         rc = oml_closure_create(&e->closure, (uint32_t)opts->max_items, CLOSURE_MAX_DIS_EDGES,
                                 (uint64_t)opts->seed);
     if (rc == OML_OK)
-        rc = oml_learner_create(&e->learner, &mcfg, &d);
+        rc = oml_learner_create(&e->learner, mcfg, &d);
     e->derived = malloc(DERIVED_PER_PAIR * sizeof *e->derived);
     e->rows = malloc(3 * (size_t)opts->max_batch * sizeof *e->rows);
     e->slots = malloc(3 * (size_t)opts->max_batch * sizeof *e->slots);
     if (rc == OML_OK && (e->derived == NULL || e->rows == NULL || e->slots == NULL ||
-                         oml_replay_init(&e->replay, (uint32_t)mcfg.replay) != OML_OK))
+                         oml_replay_init(&e->replay, (uint32_t)mcfg->replay) != OML_OK))
         rc = OML_ENOMEM;
     if (rc != OML_OK) {
         snprintf(err, errlen, "cannot create the model: %s%s%s", oml_strerror(rc),
                  d.msg[0] ? ": " : "", d.msg);
-        goto fail;
+        return -1;
     }
-    e->model_cfg = mcfg;
+    e->model_cfg = *mcfg;
+    return 0;
+}
+
+int omld_engine_create(omld_engine **out, const omld_config *opts, omld_metrics *metrics,
+                       char *err, size_t errlen)
+{
+    oml_config mcfg;
+    if (omld_engine_model_config(opts, &mcfg, err, errlen) != 0)
+        return -1;
+    omld_engine *e = calloc(1, sizeof *e);
+    if (e == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    init_sync(e, opts, metrics);
+    e->stats.cfg = mcfg;
+    snprintf(e->stats.preset, sizeof e->stats.preset, "%.31s", opts->preset);
+    if (create_state(e, &mcfg, err, errlen) != 0)
+        goto fail;
     /* The durable state: newest checkpoint + the log after it. */
     if (omld_persist_open(e, err, errlen) != 0)
         goto fail;
