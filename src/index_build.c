@@ -174,7 +174,8 @@ static void lay_out_rows(oml_index *ix, const oml_index_builder *b, const uint32
                          char *p)
 {
     size_t n = (size_t)ix->n, e = (size_t)ix->emb, per = (size_t)ix->heads * e;
-    memcpy(p, b->chars, b->n_chars);
+    if (b->n_chars > 0) /* an empty store gathered no characters (chars NULL) */
+        memcpy(p, b->chars, b->n_chars);
     for (size_t i = 0; i < n; i++) {
         size_t r = order ? order[i] : i;
         size_t end = r + 1 < n ? b->id_off[r + 1] : b->n_chars;
