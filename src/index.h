@@ -47,11 +47,13 @@ typedef struct oml_index {
 
 /* A query of an index with lists scans the nearest lists until it has
  * covered n / OML_IVF_PROBE_DIV rows (and at least 64 k). On Fashion-MNIST
- * under the default model's start (70,000 items, 300 queries) that finds
- * 0.90 of the exact 10 nearest per head with an eighth of the rows, 0.69
- * with a sixteenth, 0.30 with a thirty-second; finer lists (4x, 16x as
- * many) did no better: the standardised projections spread over their 63
- * dimensions, the hard case for lists. */
+ * under the default model's start (210,000 items: three noisy copies of
+ * each image; 300 queries) that finds 0.935 of the exact 10 nearest per
+ * head with an eighth of the rows, 0.84 with a sixteenth, 0.65 with a
+ * thirty-second, with sqrt(n)/8 lists; sqrt(n)/4 lists gave 0.87 / 0.70 /
+ * 0.49, 4x and 16x as many no better, and far fewer lists are too coarse
+ * to stop near an eighth. The standardised projections spread over their
+ * 63 dimensions, the hard case for lists. */
 #define OML_IVF_PROBE_DIV 8
 
 /* Builds an index of all live items of store under snap (takes its own

@@ -21,7 +21,7 @@
 
 int32_t oml_ivf_lists_for(size_t n)
 {
-    int32_t l = (int32_t)(sqrt((double)n) / 4.0);
+    int32_t l = (int32_t)(sqrt((double)n) / 8.0);
     return l < 16 ? 16 : l > 1024 ? 1024 : l;
 }
 

@@ -26,8 +26,9 @@ static void test_lists_for(void **state)
 {
     (void)state;
     assert_int_equal(oml_ivf_lists_for(0), 16);
-    assert_int_equal(oml_ivf_lists_for(10000), 25);    /* sqrt / 4 */
-    assert_int_equal(oml_ivf_lists_for(1000000), 250);
+    assert_int_equal(oml_ivf_lists_for(10000), 16);    /* sqrt / 8 = 12.5: at least 16 */
+    assert_int_equal(oml_ivf_lists_for(160000), 50);   /* sqrt / 8 */
+    assert_int_equal(oml_ivf_lists_for(1000000), 125);
     assert_int_equal(oml_ivf_lists_for((size_t)1 << 40), 1024);
 }
 
