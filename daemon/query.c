@@ -78,10 +78,12 @@ static int resolve(const omld_query_ctx *q, const omld_view *v, const Omld__Item
     if (ref == NULL || ref->ref_case != OMLD__ITEM_REF__REF_ID || ref->id == NULL)
         return omld_reply_error(r, OMLD__STATUS__CODE__INVALID_ARGUMENT, field,
                                 "%s is missing: give an item id or a vector", field);
-    if ((size_t)oml_store_dim(q->store) != dim)
+    /* The store's dimension is the configured one (lim->dim): read here
+     * without its lock, the store struct itself could be mid-swap. */
+    if ((size_t)q->lim->dim != dim)
         return omld_reply_error(r, OMLD__STATUS__CODE__INTERNAL, field,
                                 "the store's dimension (%d) differs from the model's (%zu)",
-                                (int)oml_store_dim(q->store), dim);
+                                (int)q->lim->dim, dim);
     size_t len = strlen(ref->id);
     float *buf = omld_reply_alloc(r, dim * sizeof *buf);
     if (buf == NULL)
@@ -304,7 +306,7 @@ static int run_embed(const omld_query_ctx *q, omld_view *v, const Omld__Request 
 static int run_get_items(const omld_query_ctx *q, const Omld__GetItemsRequest *m,
                          omld_reply *r)
 {
-    size_t n = m->n_ids, dim = (size_t)oml_store_dim(q->store), id_bytes = 0;
+    size_t n = m->n_ids, dim = (size_t)q->lim->dim, id_bytes = 0; /* the store's */
     for (size_t i = 0; i < n; i++)
         id_bytes += strlen(m->ids[i]) + 1;
     Omld__GetItemsResponse *resp = omld_reply_alloc(r, sizeof *resp);

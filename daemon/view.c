@@ -107,7 +107,12 @@ static int index_build(omld_views *vs, oml_snapshot *snap, omld_store_lock *lock
                        oml_index **out)
 {
     oml_index_builder b;
-    int rc = oml_index_builder_init(&b, snap, oml_store_dim(vs->store));
+    if (lock) /* a rollback swaps the whole store struct in under the write lock */
+        pthread_rwlock_rdlock(&lock->rw);
+    int32_t dim = oml_store_dim(vs->store);
+    if (lock)
+        pthread_rwlock_unlock(&lock->rw);
+    int rc = oml_index_builder_init(&b, snap, dim);
     b.ivf_min_rows = (size_t)atomic_load(&vs->lists_min_items);
     int more = 1;
     while (rc == OML_OK && more > 0) {
