@@ -15,9 +15,8 @@ static int refuse(omld_dispatch *out, int why)
 }
 
 /* Counts, for the metrics, the limit a refused request broke. */
-static void note_limits(omld_dispatch *out, const omld_limits *lim)
+static void note_limits(omld_dispatch *out, const omld_op *op, const omld_limits *lim)
 {
-    const omld_op *op = omld_op_of(out->req);
     if (op == NULL)
         return;
     out->over_batch = op->entries && op->entries(out->req) > lim->max_batch;
@@ -61,7 +60,7 @@ int omld_dispatch_payload(const uint8_t *p, size_t n, const omld_dispatch_in *in
     }
     int route = -1;
     if (omld_validate(req, in->lim, &out->reply, &route, &out->cost) != 0) {
-        note_limits(out, in->lim);
+        note_limits(out, op, in->lim);
         return refuse(out, OMLD_REFUSED_INVALID);
     }
     if (in->draining && op->route != OMLD_ROUTE_INLINE) {

@@ -103,32 +103,39 @@ static void view_refuse(omld_views *vs, uint64_t version, const char *why)
  * held only while items are copied out, OML_INDEX_GATHER_ROWS at a time,
  * never while they are embedded: puts wait for one gather, not for a
  * whole build (issue 14: at a million items a build takes seconds). */
+/* The store's read lock, when there is one (NULL: the caller owns the store). */
+static void store_rdlock(omld_store_lock *lock)
+{
+    if (lock)
+        pthread_rwlock_rdlock(&lock->rw);
+}
+
+static void store_unlock(omld_store_lock *lock)
+{
+    if (lock)
+        pthread_rwlock_unlock(&lock->rw);
+}
+
 static int index_build(omld_views *vs, oml_snapshot *snap, omld_store_lock *lock,
                        oml_index **out)
 {
     oml_index_builder b;
-    if (lock) /* a rollback swaps the whole store struct in under the write lock */
-        pthread_rwlock_rdlock(&lock->rw);
+    store_rdlock(lock); /* a rollback swaps the whole store struct in under the write lock */
     int32_t dim = oml_store_dim(vs->store);
-    if (lock)
-        pthread_rwlock_unlock(&lock->rw);
+    store_unlock(lock);
     int rc = oml_index_builder_init(&b, snap, dim);
     b.ivf_min_rows = (size_t)atomic_load(&vs->lists_min_items);
     int more = 1;
     while (rc == OML_OK && more > 0) {
-        if (lock)
-            pthread_rwlock_rdlock(&lock->rw);
+        store_rdlock(lock);
         more = oml_index_builder_gather(&b, vs->store);
-        if (lock)
-            pthread_rwlock_unlock(&lock->rw);
+        store_unlock(lock);
         rc = more < 0 ? more : oml_index_builder_embed(&b);
     }
     if (rc == OML_OK) {
-        if (lock)
-            pthread_rwlock_rdlock(&lock->rw);
+        store_rdlock(lock);
         rc = oml_index_builder_finish(&b, vs->store, out);
-        if (lock)
-            pthread_rwlock_unlock(&lock->rw);
+        store_unlock(lock);
     }
     oml_index_builder_free(&b);
     return rc;

@@ -118,23 +118,27 @@ int oml_ivf_train(const float *rows, size_t n, int32_t d, int32_t n_lists, float
     return rc;
 }
 
+/* Larger dot product first, then the smaller list. */
+static int by_dot_desc(const void *pa, const void *pb, void *arg)
+{
+    const float *dots = arg;
+    int32_t a = *(const int32_t *)pa, b = *(const int32_t *)pb;
+    if (dots[a] != dots[b])
+        return dots[a] > dots[b] ? -1 : 1;
+    return (a > b) - (a < b);
+}
+
 int32_t oml_ivf_probe(const float *centroids, int32_t n_lists, int32_t d, const float *q,
                       int32_t want, int32_t *lists, float *dots)
 {
-    if (want > n_lists)
-        want = n_lists;
     cblas_sgemv(CblasRowMajor, CblasNoTrans, n_lists, d, 1.0f, centroids, d, q, 1, 0.0f, dots,
                 1);
-    /* Selection of the `want` largest, best first (want is small). */
-    for (int32_t w = 0; w < want; w++) {
-        int32_t best = -1;
-        for (int32_t l = 0; l < n_lists; l++)
-            if (dots[l] > -INFINITY && (best < 0 || dots[l] > dots[best]))
-                best = l;
-        if (best < 0)
-            return w;
-        lists[w] = best;
-        dots[best] = -INFINITY;
-    }
-    return want;
+    /* Every list with a finite score, sorted: a query may want them all
+     * (it stops once it covered its rows), so no quadratic selection. */
+    int32_t m = 0;
+    for (int32_t l = 0; l < n_lists; l++)
+        if (dots[l] > -INFINITY) /* NaN and -inf never probed */
+            lists[m++] = l;
+    qsort_r(lists, (size_t)m, sizeof *lists, by_dot_desc, dots);
+    return want < m ? want : m;
 }

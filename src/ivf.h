@@ -28,9 +28,10 @@ int oml_ivf_train(const float *rows, size_t n, int32_t d, int32_t n_lists, float
 int oml_ivf_assign(const float *rows, size_t n, int32_t d, const float *centroids,
                    int32_t n_lists, int32_t *list_of);
 
-/* The `want` lists whose centroids have the largest dot products with q
- * (d), best first, into lists (want); dots (n_lists) is scratch. Returns
- * how many were written (min(want, n_lists)). */
+/* The lists by the dot product of their centroid with q (d), best first
+ * (ties: the smaller list), into lists, which holds n_lists (every list
+ * with a score above -inf is written); dots (n_lists) is scratch. Returns
+ * how many of them the caller wanted: min(want, lists written). */
 int32_t oml_ivf_probe(const float *centroids, int32_t n_lists, int32_t d, const float *q,
                       int32_t want, int32_t *lists, float *dots);
 

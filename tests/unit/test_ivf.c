@@ -169,11 +169,12 @@ static void test_index_with_lists(void **state)
             assert_string_equal(ix->ids[row], id);
             assert_int_equal(oml_index_row_of_slot(ix, ix->slots[row]), row);
             float v[64], dots[1024];
-            int32_t best;
+            int32_t order[1024];
             for (int h = 0; h < ix->heads; h++)
                 for (int j = 0; j < ix->emb; j++)
                     v[h * ix->emb + j] = oml_index_emb(ix, h, row, j);
-            oml_ivf_probe(ix->centroids, ix->n_lists, d, v, 1, &best, dots);
+            oml_ivf_probe(ix->centroids, ix->n_lists, d, v, 1, order, dots);
+            int32_t best = order[0];
             float mine = 0, top = 0;
             for (int j = 0; j < d; j++) {
                 mine += v[j] * ix->centroids[l * d + j];
