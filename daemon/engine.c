@@ -122,15 +122,17 @@ static oml_snapshot *provisional_snapshot(omld_engine *e, uint64_t version)
         return NULL;
     uint32_t m = n < PROVISIONAL_ROWS ? n : PROVISIONAL_ROWS, k = 0;
     float *X = malloc((size_t)m * (size_t)oml_store_dim(e->store) * sizeof(float));
+    int32_t *labels = malloc((size_t)m * sizeof(int32_t));
     oml_learner *l = NULL;
     oml_snapshot *s = NULL;
-    if (X == NULL || oml_learner_create(&l, &live->cfg, NULL) != OML_OK)
+    if (X == NULL || labels == NULL || oml_learner_create(&l, &live->cfg, NULL) != OML_OK)
         goto done;
-    k = omld_start_items(e, m, X);
-    if (k >= 2 && oml_learner_prepare(l, X, (int32_t)k) == OML_OK)
+    k = omld_start_items(e, m, X, labels);
+    if (k >= 2 && oml_learner_prepare(l, X, labels, (int32_t)k) == OML_OK)
         s = oml_learner_snapshot(l, version);
 done:
     free(X);
+    free(labels);
     oml_learner_destroy(l);
     return s;
 }
@@ -184,6 +186,8 @@ static void refresh_stats(omld_engine *e)
     omld_model_stats *s = &e->stats;
     s->heads = oml_learner_heads(l);
     s->prepared = l->prepared;
+    s->start_init = l->start_init;
+    memcpy(s->start_error, l->start_error, sizeof s->start_error);
     memcpy(s->alpha, l->alpha, sizeof s->alpha);
     memcpy(s->loss_ema, l->stats.loss_ema, sizeof s->loss_ema);
     s->updates = l->stats.updates;

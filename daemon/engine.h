@@ -46,6 +46,9 @@ typedef struct omld_model_stats {
     char preset[32];
     int heads;
     int prepared;                     /* the data-dependent start has happened */
+    int32_t start_init;               /* the start it took (enum oml_init) */
+    float start_error[2];             /* the auto start's leave-one-out kNN errors:
+                                         standardised, whitened (NaN: not judged) */
     float alpha[OML_MAX_HEADS];
     float loss_ema[OML_MAX_HEADS];
     uint64_t updates, satisfied, utilised;

@@ -121,7 +121,7 @@ int omld_apply(omld_engine *e, const Omld__Request *q, omld_reply *r);
  * order, every (count/m)-th when m is below their count. Returns how many.
  * The start takes at most OMLD_START_SAMPLE of them. */
 #define OMLD_START_SAMPLE 65536
-uint32_t omld_start_items(omld_engine *e, uint32_t m, float *X);
+uint32_t omld_start_items(omld_engine *e, uint32_t m, float *X, int32_t *labels);
 
 /* apply.c: `steps` rehearsal steps from the ring (live, and on replay of
  * their log record). */

@@ -114,6 +114,14 @@ static void json_model(omld_json *j, const omld_model_stats *m)
     omld_json_kv_float(j, "beta", m->cfg.beta);
     omld_json_kv_float(j, "s", m->cfg.s);
     omld_json_kv_bool(j, "prepared", m->prepared);
+    /* Which start the model took, and for the auto start the leave-one-out
+     * kNN errors on the labelled stored items that chose it. */
+    omld_json_key(j, "start");
+    omld_json_object_begin(j);
+    omld_json_kv_string(j, "taken", m->prepared ? oml_init_name(m->start_init) : "none");
+    omld_json_kv_float(j, "loo_error_standardised", m->start_error[0]);
+    omld_json_kv_float(j, "loo_error_whitened", m->start_error[1]);
+    omld_json_object_end(j);
     omld_json_key(j, "alpha");
     omld_json_array_begin(j);
     for (int i = 0; i < heads; i++)

@@ -25,8 +25,11 @@ enum oml_init {
                                scaled by 1/sd over the stored items), projected on their
                                top emb principal directions when dim > emb: kNN on the
                                start is kNN on standardised features */
-    OML_INIT_MIXED = 4      /* head 0 the standardised start, the trunk and deeper heads
+    OML_INIT_MIXED = 4,     /* head 0 the standardised start, the trunk and deeper heads
                                the whitened PCA one: the hedge chooses between them */
+    OML_INIT_AUTO = 5       /* the standardised start or the whitened one, whichever has
+                               the lower leave-one-out kNN error on the labelled stored
+                               items (the standardised one without labels) */
 };
 
 enum oml_loss {
@@ -91,6 +94,10 @@ typedef struct oml_config {
 /* Fills *c with the preset `name` ("paper" or "default") for dim inputs.
  * OML_EINVAL for an unknown name. */
 int oml_config_preset(oml_config *c, const char *name, int32_t dim);
+
+/* The name of a start (enum oml_init), as oml-eval's --init takes it:
+ * "random", "pca", "pca-white", "std", "mixed", "auto"; "?" if unknown. */
+const char *oml_init_name(int32_t init);
 
 /* Checks every field's bounds; the diag names the first bad field. */
 int oml_config_validate(const oml_config *c, oml_diag *diag);

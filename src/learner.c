@@ -16,7 +16,7 @@
 
 #include "abtl.h"
 #include "hedge.h"
-#include "pca.h"
+#include "learner_int.h"
 
 #define LOSS_EMA 0.99f
 #define PROX_EVERY 32      /* apply the proximal pull every few steps, exactly compounded */
@@ -125,6 +125,8 @@ int oml_learner_create(oml_learner **out, const oml_config *cfg, oml_diag *diag)
     }
     oml_rng_seed(&l->rng, cfg->seed);
     init_random(l);
+    l->start_init = OML_INIT_RANDOM; /* until oml_learner_prepare takes a start */
+    l->start_error[0] = l->start_error[1] = NAN;
     if (l->start)
         memcpy(l->start, l->params, lay->count * sizeof(float));
     oml_hedge_init(l->alpha, heads);
@@ -147,151 +149,6 @@ void oml_learner_destroy(oml_learner *l)
     free(l->_work);
     free(l->_ref_block);
     free(l);
-}
-
-/* OML_INIT_PCA_WHITE: whitening reshapes the metric (small-variance
- * directions, which tell classes apart by detail, count as much as the large
- * ones: README ablation) while the first row, and so the weights' overall
- * scale that eta was tuned for, stays. Only a direction's variance above
- * the noise is amplified: row r is scaled so that its variance becomes
- * var[0] * (1 - NOISE_EDGE * noise / var[r]), never less than plain PCA's
- * (scale >= 1). noise is the mean variance of the directions left out; a
- * direction of pure noise can still show up to about (1 + sqrt(d/n))^2 <= 4
- * times the noise level among the kept ones (the Marchenko-Pastur edge), so
- * only what lies above NOISE_EDGE times it counts as signal. Without this, on
- * items of low intrinsic dimension (classes spanning fewer directions than
- * emb) a direction of pure noise would count as much as the ones the classes
- * differ in. A direction with (almost) no variance is scaled at most by
- * 1/WHITE_FLOOR. */
-#define WHITE_FLOOR 1e-2f
-#define NOISE_EDGE 4.0f
-static void whiten_rows(float *P, const float *var, float noise, int32_t k, int32_t d)
-{
-    for (int32_t r = 0; r < k; r++) {
-        float ratio = var[0] > 0 ? var[r] / var[0] : 1.0f;
-        float signal = var[r] > 0 ? fmaxf(1.0f - NOISE_EDGE * noise / var[r], 0.0f) : 0.0f;
-        float scale = sqrtf(signal / fmaxf(ratio, WHITE_FLOOR * WHITE_FLOOR));
-        cblas_sscal(d, fmaxf(scale, 1.0f), P + (size_t)r * d, 1);
-    }
-}
-
-/* Theta(0) = the ncomp rows of P (ncomp, d), the rows below them zero. */
-static void set_head0(oml_learner *l, const float *P, int32_t ncomp)
-{
-    const oml_net_layout *lay = &l->lay;
-    float *theta0 = l->params + lay->theta[0];
-    memset(theta0, 0, (size_t)lay->emb * lay->dim * sizeof(float));
-    memcpy(theta0, P, (size_t)ncomp * lay->dim * sizeof(float));
-}
-
-/* Every head equal to the PCA projection P (emb, d): Theta(0) = P, and the
- * trunk and every deeper head the pass-through of P (pca.h). */
-static void init_pca_heads(oml_learner *l, const float *P, int32_t ncomp)
-{
-    const oml_net_layout *lay = &l->lay;
-    int32_t d = lay->dim, e = lay->emb, hd = lay->hidden;
-    set_head0(l, P, ncomp);
-    for (int k = 1; k <= lay->layers; k++) {
-        float *W = l->params + lay->w[k];
-        if (k == 1)
-            oml_pca_passthrough_first(W, d, P, e, ncomp);
-        else
-            oml_pca_passthrough_deeper(W, oml_net_width(lay, k - 1), e);
-        oml_pca_passthrough_head(l->params + lay->theta[k], hd, e, ncomp);
-    }
-}
-
-/* Each feature's sd over the n rows X (d), 1 where it has no spread. */
-static int column_sd(const float *X, int32_t n, int32_t d, const float *mean, float *sd)
-{
-    double *acc = calloc((size_t)d, sizeof(double));
-    if (acc == NULL)
-        return OML_ENOMEM;
-    for (int32_t i = 0; i < n; i++)
-        for (int32_t j = 0; j < d; j++) {
-            double t = X[(size_t)i * d + j] - mean[j];
-            acc[j] += t * t;
-        }
-    for (int32_t j = 0; j < d; j++) {
-        double v = sqrt(acc[j] / n);
-        sd[j] = v > 1e-12 ? (float)v : 1.0f;
-    }
-    free(acc);
-    return OML_OK;
-}
-
-/* OML_INIT_STD: the projection P (k, d) of standardised features: with
- * d <= emb the features themselves (P = I, k = d), else their top emb
- * principal directions computed on the standardised rows (a strided sample
- * of at most STD_PCA_ROWS). Unless the net standardises its input itself
- * (`scaled`), each row is then scaled by 1/sd so that P applies to the
- * centred raw input. */
-#define STD_PCA_ROWS 20000
-static int std_projection(const float *X, int32_t n, int32_t d, int32_t emb, const float *mean,
-                          const float *sd, int scaled, float *P, int32_t *k_out)
-{
-    if (d <= emb) {
-        memset(P, 0, (size_t)d * d * sizeof(float));
-        for (int32_t j = 0; j < d; j++)
-            P[(size_t)j * d + j] = scaled ? 1.0f : 1.0f / sd[j];
-        *k_out = d;
-        return OML_OK;
-    }
-    int32_t m = n < STD_PCA_ROWS ? n : STD_PCA_ROWS;
-    float *Z = malloc((size_t)m * d * sizeof(float));
-    if (Z == NULL)
-        return OML_ENOMEM;
-    for (int32_t i = 0; i < m; i++) {
-        const float *x = X + (size_t)((int64_t)i * n / m) * d;
-        for (int32_t j = 0; j < d; j++)
-            Z[(size_t)i * d + j] = (x[j] - mean[j]) / sd[j];
-    }
-    int rc = oml_pca_components(Z, NULL, m, d, NULL, emb, P, NULL, NULL);
-    if (rc == OML_OK) {
-        for (int32_t r = 0; r < emb && !scaled; r++)
-            for (int32_t j = 0; j < d; j++)
-                P[(size_t)r * d + j] /= sd[j];
-        *k_out = emb;
-    }
-    free(Z);
-    return rc;
-}
-
-/* The net's input row for x: x - mu, times 1/sd when standardised. */
-static void input_row(const oml_learner *l, const float *x, float *out)
-{
-    const oml_net_layout *lay = &l->lay;
-    const float *mu = l->params + lay->mu;
-    for (int32_t j = 0; j < lay->dim; j++)
-        out[j] = (x[j] - mu[j]) * (lay->has_scale ? l->params[lay->scale + j] : 1.0f);
-}
-
-/* The standardised start's offset: coordinate k (the first one P leaves
- * free) of every head's b is offset x the RMS norm of P (x - mean) over a
- * strided sample. On the sphere, f = (Px, c) / sqrt(|Px|^2 + c^2) and, for
- * c >> |Px|, |f(x) - f(y)|^2 = |Px - Py|^2 / c^2 + O(|P.|^4 / c^4): the
- * neighbours of the start are the Euclidean ones of the standardised
- * features (to about 1/offset^2), where without the offset they are those
- * of the angle, which discards the norm. */
-static void set_offsets(oml_learner *l, const float *X, int32_t n, const float *P, int32_t k)
-{
-    const oml_net_layout *lay = &l->lay;
-    int32_t d = lay->dim, m = n < STD_PCA_ROWS ? n : STD_PCA_ROWS;
-    float *xc = malloc((size_t)(d + k) * sizeof(float));
-    double sum = 0;
-    for (int32_t i = 0; xc && i < m; i++) {
-        input_row(l, X + (size_t)((int64_t)i * n / m) * d, xc);
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, k, d, 1.0f, P, d, xc, 1, 0.0f, xc + d, 1);
-        float r = cblas_snrm2(k, xc + d, 1);
-        sum += (double)r * r;
-    }
-    free(xc);
-    float rms = m > 0 && sum > 0 ? (float)sqrt(sum / m) : 1.0f;
-    for (int h = 0; h <= lay->layers; h++) {
-        float *b = l->params + lay->bias[h];
-        memset(b, 0, (size_t)lay->emb * sizeof(float));
-        b[k] = l->cfg.offset * rms;
-    }
 }
 
 /* Re-embeds the reference sample through every head. */
@@ -347,7 +204,7 @@ static void local_signal(oml_learner *l, const oml_net_acts *acts, int32_t row, 
     int32_t d = lay->dim, e = lay->emb, n = l->ref_n;
     float *xc = l->_ref_scratch, *q = xc + d, *dots = q + e;
     unsigned char in0[REF_ITEMS], in[REF_ITEMS];
-    input_row(l, xa, xc);
+    oml__learner_input_row(l, xa, xc);
     if (l->bias0_start)
         memcpy(q, l->bias0_start, (size_t)e * sizeof(float));
     cblas_sgemv(CblasRowMajor, CblasNoTrans, e, d, 1.0f, l->theta0_start, d, xc, 1,
@@ -410,7 +267,7 @@ int oml__learner_ref_alloc(oml_learner *l, int32_t ref_n)
 
 /* Samples the reference from the stored items X (n, dim) and records where
  * it sits at the start. */
-static int ref_prepare(oml_learner *l, const float *X, int32_t n)
+int oml__learner_ref_prepare(oml_learner *l, const float *X, int32_t n)
 {
     const oml_net_layout *lay = &l->lay;
     int32_t d = lay->dim, e = lay->emb, m = n < REF_ITEMS ? n : REF_ITEMS;
@@ -428,79 +285,6 @@ static int ref_prepare(oml_learner *l, const float *X, int32_t n)
     return rc;
 }
 
-int oml_learner_prepare(oml_learner *l, const float *X, int32_t n)
-{
-    const oml_net_layout *lay = &l->lay;
-    int32_t d = lay->dim;
-    if (n < 2)
-        return OML_EEMPTY;
-    float *mean = calloc((size_t)d, sizeof(float));
-    if (mean == NULL)
-        return OML_ENOMEM;
-    double *acc = calloc((size_t)d, sizeof(double));
-    if (acc == NULL) {
-        free(mean);
-        return OML_ENOMEM;
-    }
-    for (int32_t i = 0; i < n; i++)
-        for (int32_t j = 0; j < d; j++)
-            acc[j] += X[(size_t)i * d + j];
-    for (int32_t j = 0; j < d; j++)
-        mean[j] = (float)(acc[j] / n);
-    free(acc);
-    float *sd = malloc((size_t)d * sizeof(float));
-    int rc = sd ? column_sd(X, n, d, mean, sd) : OML_ENOMEM;
-    if (rc != OML_OK) {
-        free(sd);
-        free(mean);
-        return rc;
-    }
-    /* The input's fixed transform first: the starts below read it. */
-    if (l->cfg.center)
-        memcpy(l->params + lay->mu, mean, (size_t)d * sizeof(float));
-    for (int32_t j = 0; lay->has_scale && j < d; j++)
-        l->params[lay->scale + j] = 1.0f / sd[j];
-
-    if (l->cfg.init == OML_INIT_PCA || l->cfg.init == OML_INIT_PCA_WHITE ||
-        l->cfg.init == OML_INIT_MIXED) {
-        /* With fewer inputs than emb, all d components; the rest stay 0. */
-        int32_t e = lay->emb < d ? lay->emb : d;
-        float *P = malloc(((size_t)e * d + (size_t)e) * sizeof(float));
-        float noise = 0;
-        rc = P ? oml_pca_components(X, NULL, n, d, mean, e, P, P + (size_t)e * d, &noise)
-               : OML_ENOMEM;
-        if (rc == OML_OK && l->cfg.init != OML_INIT_PCA)
-            whiten_rows(P, P + (size_t)e * d, noise, e, d);
-        if (rc == OML_OK)
-            init_pca_heads(l, P, e);
-        free(P);
-    }
-    if (rc == OML_OK && (l->cfg.init == OML_INIT_STD || l->cfg.init == OML_INIT_MIXED)) {
-        /* With offsets, one coordinate of the embedding is kept for it. */
-        int32_t room = lay->emb - (lay->has_bias && l->cfg.init == OML_INIT_STD);
-        int32_t e = room < d ? room : d, k = 0;
-        float *P = malloc((size_t)e * d * sizeof(float));
-        rc = P ? std_projection(X, n, d, room, mean, sd, lay->has_scale, P, &k) : OML_ENOMEM;
-        if (rc == OML_OK && l->cfg.init == OML_INIT_STD) {
-            init_pca_heads(l, P, k);
-            if (lay->has_bias)
-                set_offsets(l, X, n, P, k);
-        } else if (rc == OML_OK) { /* head 0 only; the rest stays whitened */
-            set_head0(l, P, k);
-        }
-        free(P);
-    }
-    if (rc == OML_OK) {
-        if (l->cfg.hedge_signal == OML_HEDGE_LOCAL)
-            rc = ref_prepare(l, X, n);
-        if (l->start)
-            memcpy(l->start, l->params, lay->count * sizeof(float));
-        l->prepared = 1;
-    }
-    free(sd);
-    free(mean);
-    return rc;
-}
 
 static float distance(const float *a, const float *b, int32_t n)
 {

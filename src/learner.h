@@ -56,6 +56,10 @@ typedef struct oml_learner {
     oml_rng rng;
     oml_learner_stats stats;
     int prepared;                /* mu / PCA start taken from data */
+    int32_t start_init;          /* the start taken (enum oml_init; OML_INIT_AUTO chooses) */
+    float start_error[2];        /* OML_INIT_AUTO: leave-one-out kNN error of the
+                                    standardised and the whitened start on the labelled
+                                    stored items (NAN: not judged) */
     /* OML_HEDGE_LOCAL: a sample of stored items (features only) and where
      * it sits at the start and now; all in _ref_block, saved in model files */
     int32_t ref_n;
@@ -89,11 +93,13 @@ typedef struct oml_learner {
 int oml_learner_create(oml_learner **out, const oml_config *cfg, oml_diag *diag);
 void oml_learner_destroy(oml_learner *l); /* accepts NULL */
 
-/* Data-dependent start (config levers `center`, `init = pca`): sets mu to the
- * mean of X (n, dim) and/or makes every head equal to the PCA projection of X
- * onto its top `emb` components. Uses features only, never labels.
+/* Data-dependent start (config levers `center`, `standardize`, `init`):
+ * sets mu to the mean of X (n, dim), the scale to 1/sd, and every head to
+ * the start `init` names (learner_start.c). Labels (n, OML_LABEL_NONE = -1
+ * for none; NULL: none) serve OML_INIT_AUTO only, to judge its two
+ * candidate starts by leave-one-out kNN error; they are never learned from.
  * OML_EEMPTY if n < 2 (PCA needs data), OML_ENOMEM, OML_EIO (LAPACK failed). */
-int oml_learner_prepare(oml_learner *l, const float *X, int32_t n);
+int oml_learner_prepare(oml_learner *l, const float *X, const int32_t *labels, int32_t n);
 
 /* Applies one triplet (anchor, positive, negative; dim floats each, borrowed).
  * The caller validates inputs (finite, right dimension). report may be NULL. */

@@ -6,6 +6,7 @@
 #include "modelfile.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +57,8 @@ static void encode_body(const oml_learner *l, oml_writer *c)
     int32_t prepared = l->prepared, has_start = l->start != NULL;
     PUT(c, prepared);
     PUT(c, has_start);
+    PUT(c, l->start_init);
+    oml_put_f32s(c, l->start_error, 2);
     uint64_t count = l->lay.count;
     PUT(c, count);
     oml_put_f32s(c, l->params, count);
@@ -102,7 +105,8 @@ typedef struct model_head {
     oml_learner_stats st;
     float alpha[OML_MAX_HEADS];
     uint64_t rng[4];
-    int32_t prepared, has_start, ref_n;
+    int32_t prepared, has_start, ref_n, start_init;
+    float start_error[2];
     uint64_t count, ref_at;
 } model_head;
 
@@ -155,6 +159,12 @@ static int read_head(oml_reader *c, uint32_t version, model_head *h, oml_diag *d
     oml_get_le(c, h->rng, sizeof h->rng[0], 4);
     GET(c, h->prepared);
     GET(c, h->has_start);
+    h->start_init = h->cfg.init; /* before version 4: the configured start, unjudged */
+    h->start_error[0] = h->start_error[1] = NAN;
+    if (version >= 4) {
+        GET(c, h->start_init);
+        oml_get_f32s(c, h->start_error, 2);
+    }
     GET(c, h->count);
     if (c->bad)
         return oml_diag_set(diag, OML_EFORMAT, "model", "model file header truncated");
@@ -165,7 +175,8 @@ static int read_head(oml_reader *c, uint32_t version, model_head *h, oml_diag *d
  * is allocated, peeking at the reference header behind the parameters. */
 static int check_sizes(const oml_reader *c, uint32_t version, model_head *h, oml_diag *diag)
 {
-    if (oml_config_validate(&h->cfg, NULL) != OML_OK)
+    if (oml_config_validate(&h->cfg, NULL) != OML_OK || h->start_init < OML_INIT_RANDOM ||
+        h->start_init > OML_INIT_AUTO)
         return oml_diag_set(diag, OML_EFORMAT, "model", "model file holds an invalid configuration");
     oml_net_layout lay;
     oml_net_layout_init(&lay, &h->cfg);
@@ -249,6 +260,8 @@ int oml_model_decode(oml_learner **out, const uint8_t *buf, size_t len, oml_diag
     memcpy(l->alpha, h.alpha, sizeof h.alpha);
     memcpy(l->rng.s, h.rng, sizeof h.rng);
     l->prepared = h.prepared;
+    l->start_init = h.start_init;
+    memcpy(l->start_error, h.start_error, sizeof h.start_error);
     *out = l;
     return OML_OK;
 }

@@ -131,11 +131,12 @@ static void usage(FILE *f)
             "  --max-error X       exit with status 3 if the mean error rate exceeds X\n"
             " overrides of the preset (ablations):\n"
             "  --eta X --tau X --prox X --eta-decay X --beta X --s X\n"
-            "  --layers N --hidden N --emb N --init random|pca|pca-white --center 0|1\n"
-            "  --hedge abtl|margin|hard|local|violation|equal --init ...|std|mixed\n"
+            "  --layers N --hidden N --emb N --init random|pca|pca-white|std|mixed|auto --center 0|1\n"
+            "  --hedge abtl|margin|hard|local|violation|equal\n"
             "  --loss abtl|margin --batch N --rehearse X --replay N --equal-heads 0|1\n"
             "  --offset X          head offsets (0: angles; default preset 10: Euclidean start)\n"
             "                      (the live model's steps and rehearsal)\n"
+            "  --scale-input 0|1   the live net divides its centred input by each feature's sd\n"
             " batch trainers and baselines (issue 4):\n"
             "  --method M          oahu (default) | raw | std | triplet | lanml | danml |\n"
             "                      daml-contrastive | daml-triplet | daml-lifted | daml-npair |\n"
@@ -180,7 +181,7 @@ static int parse_args(int argc, char **argv, eval_opts *o)
     oml_config *v = &o->overrides;
     v->eta = v->tau = v->prox = v->eta_decay = v->beta = v->s = NAN;
     v->margin = v->rehearse = v->offset = NAN;
-    v->loss = v->optim = v->batch = v->replay = v->equal_heads = -1;
+    v->loss = v->optim = v->batch = v->replay = v->equal_heads = v->standardize = -1;
     v->layers = v->hidden = v->emb = v->init = v->center = v->hedge_signal = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -351,6 +352,7 @@ static int parse_args(int argc, char **argv, eval_opts *o)
                       : strcmp(val, "random") == 0  ? OML_INIT_RANDOM
                       : strcmp(val, "std") == 0     ? OML_INIT_STD
                       : strcmp(val, "mixed") == 0   ? OML_INIT_MIXED
+                      : strcmp(val, "auto") == 0    ? OML_INIT_AUTO
                                                     : 99;
         } else if (OPT("--hedge")) {
             v->hedge_signal = strcmp(val, "margin") == 0 ? OML_HEDGE_MARGIN : strcmp(val, "abtl") == 0 ? OML_HEDGE_ABTL : strcmp(val, "hard") == 0 ? OML_HEDGE_HARD : strcmp(val, "local") == 0 ? OML_HEDGE_LOCAL : strcmp(val, "violation") == 0 ? OML_HEDGE_VIOLATION : strcmp(val, "equal") == 0 ? OML_HEDGE_EQUAL : 99;
@@ -364,6 +366,8 @@ static int parse_args(int argc, char **argv, eval_opts *o)
             v->replay = atoi(val);
         } else if (OPT("--offset")) {
             v->offset = strtof(val, NULL);
+        } else if (OPT("--scale-input")) {
+            v->standardize = atoi(val);
         } else if (OPT("--equal-heads")) {
             v->equal_heads = atoi(val);
         } else {
@@ -415,6 +419,7 @@ static void apply_overrides(oml_config *c, const oml_config *v)
     OVR_I(layers); OVR_I(hidden); OVR_I(emb); OVR_I(init); OVR_I(center); OVR_I(hedge_signal);
     OVR_F(margin); OVR_F(rehearse); OVR_F(offset);
     OVR_I(loss); OVR_I(optim); OVR_I(batch); OVR_I(replay); OVR_I(equal_heads);
+    OVR_I(standardize);
 #undef OVR_F
 #undef OVR_I
 }
@@ -657,8 +662,10 @@ static int run_once(const eval_opts *o, uint64_t seed, const oml_dataset *ds, co
         rc = oml_learner_create(&learner, &cfg, &diag);
     if (rc != OML_OK)
         goto done;
-    /* The stored items' features (never labels) for centring / the PCA start. */
-    if (oml_config_needs_data(&cfg) && (rc = oml_learner_prepare(learner, dev_x, split.n_dev)) != OML_OK)
+    /* The stored items for centring and the start; their labels only judge
+     * the auto start's candidates, as the daemon's do. */
+    if (oml_config_needs_data(&cfg) &&
+        (rc = oml_learner_prepare(learner, dev_x, dev_labels, split.n_dev)) != OML_OK)
         goto done;
     if ((rc = oml_replay_init(&ring, (uint32_t)cfg.replay)) != OML_OK)
         goto done;
@@ -911,7 +918,7 @@ static int dml_embed(const eval_opts *o, uint64_t seed, const float *Xtr, const 
         if (rc == OML_OK)
             rc = oml_learner_create(&learner, &cfg, &diag);
         if (rc == OML_OK && oml_config_needs_data(&cfg))
-            rc = oml_learner_prepare(learner, Xtr, ntr);
+            rc = oml_learner_prepare(learner, Xtr, ytr, ntr);
         oml_replay none = {0}; /* no store here: learned once, nothing rehearsed */
         if (rc == OML_OK)
             feed_stream(learner, &none, NULL, &stream, 0, stream.n, Xtr, dim, NULL);

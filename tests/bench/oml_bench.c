@@ -52,7 +52,7 @@ static double bench_updates(const char *preset, int32_t d, int paper_sizes, int3
     if (x == NULL || oml_learner_create(&l, &c, NULL) != OML_OK)
         return -1;
     if (oml_config_needs_data(&c))
-        oml_learner_prepare(l, x, pool);
+        oml_learner_prepare(l, x, NULL, pool);
     /* New triplets as omld learns them: requests of 256 through the
      * rehearsal ring (mini-batches where the preset has them; no
      * rehearsal is paid here: this is the speed of taking new triplets). */
@@ -109,7 +109,7 @@ int main(int argc, char **argv)
     if (!items || oml_store_create(&store, d, (uint32_t)n) != OML_OK ||
         oml_learner_create(&l, &c, NULL) != OML_OK)
         return 1;
-    oml_learner_prepare(l, items, 5000);
+    oml_learner_prepare(l, items, NULL, 5000);
     for (int32_t i = 0; i < n; i++) {
         char id[32], lab[8];
         int il = snprintf(id, sizeof id, "item-%d", i), ll = snprintf(lab, sizeof lab, "%d", i % 10);

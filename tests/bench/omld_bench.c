@@ -78,7 +78,7 @@ static double in_process_rate(const data *d, const char *preset)
     oml_learner *l = NULL;
     oml_learner_create(&l, &cfg, NULL);
     if (oml_config_needs_data(&cfg))
-        oml_learner_prepare(l, d->dev_x, d->split.n_dev);
+        oml_learner_prepare(l, d->dev_x, d->dev_labels, d->split.n_dev);
     /* As omld learns them: requests of 256 through the rehearsal ring
      * (mini-batches; the rehearsal owed is not paid here: this is the
      * speed of taking new triplets). */

@@ -198,8 +198,11 @@ static uint8_t *reference_plain(int n, size_t *len)
     model_config(&cfg, 1);
     oml_learner *l = NULL;
     assert_int_equal(oml_learner_create(&l, &cfg, NULL), 0);
+    int32_t labels[N_ITEMS]; /* "cK" was the (K+1)-th label the store saw: id K */
+    for (int i = 0; i < N_ITEMS; i++)
+        labels[i] = i % 4;
     if (n > 0)
-        assert_int_equal(oml_learner_prepare(l, &X[0][0], N_ITEMS), 0);
+        assert_int_equal(oml_learner_prepare(l, &X[0][0], labels, N_ITEMS), 0);
     oml_replay ring = {0};
     for (int i = 0; i < n; i += T_BATCH) { /* as omld learns each request */
         const float *rows[3 * T_BATCH];
@@ -353,12 +356,16 @@ static void ref_prepare(ref *r)
         return;
     }
     float *x = malloc((size_t)n * DIM * sizeof *x);
-    assert_non_null(x);
+    int32_t *labels = malloc((size_t)n * sizeof *labels);
+    assert_true(x && labels);
     uint32_t k = 0;
     for (uint32_t s = 0; s < slots; s++)
-        if (oml_store_is_live(r->store, s))
+        if (oml_store_is_live(r->store, s)) {
+            labels[k] = oml_store_label(r->store, s);
             memcpy(x + (size_t)k++ * DIM, oml_store_features(r->store, s), DIM * sizeof *x);
-    assert_int_equal(oml_learner_prepare(l, x, (int32_t)k), 0);
+        }
+    assert_int_equal(oml_learner_prepare(l, x, labels, (int32_t)k), 0);
+    free(labels);
     free(x);
 }
 

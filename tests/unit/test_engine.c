@@ -255,7 +255,8 @@ static void test_put_replace_delete(void **state)
 
 /* The fixture's model in the library, as oml-eval drives it: the default
  * preset at the fixture's sizes, started from all N_ITEMS items (X gets
- * their features). */
+ * their features) and their labels (label "cK" was the (K+1)-th the store
+ * saw: id K), which judge the auto start as the daemon's do. */
 static oml_learner *library_learner(float X[N_ITEMS][DIM])
 {
     oml_config cfg;
@@ -267,9 +268,12 @@ static oml_learner *library_learner(float X[N_ITEMS][DIM])
     cfg.rehearse = 0; /* as the fixture starts the engine */
     oml_learner *l = NULL;
     assert_int_equal(oml_learner_create(&l, &cfg, NULL), 0);
-    for (int i = 0; i < N_ITEMS; i++)
+    int32_t labels[N_ITEMS];
+    for (int i = 0; i < N_ITEMS; i++) {
         features(i, X[i]);
-    assert_int_equal(oml_learner_prepare(l, &X[0][0], N_ITEMS), 0);
+        labels[i] = i % 4;
+    }
+    assert_int_equal(oml_learner_prepare(l, &X[0][0], labels, N_ITEMS), 0);
     return l;
 }
 

@@ -110,7 +110,7 @@ static void gradcheck(const oml_config *cfg, int prepare)
         float X[40 * MAXW];
         for (int i = 0; i < 40 * d; i++)
             X[i] = oml_rng_normal(&rng) + 0.5f;
-        assert_int_equal(oml_learner_prepare(l, X, 40), OML_OK);
+        assert_int_equal(oml_learner_prepare(l, X, NULL, 40), OML_OK);
         /* Break the PCA start's exact symmetries so every parameter matters. */
         for (size_t i = lay->trained; i < lay->count; i++)
             l->params[i] += 0.05f * oml_rng_normal(&rng);
@@ -315,7 +315,7 @@ static oml_learner *batch_setup(const oml_config *cfg, int prepare, int n, doubl
         float X[40 * MAXW];
         for (int i = 0; i < 40 * d; i++)
             X[i] = oml_rng_normal(&rng) + 0.5f;
-        assert_int_equal(oml_learner_prepare(l, X, 40), OML_OK);
+        assert_int_equal(oml_learner_prepare(l, X, NULL, 40), OML_OK);
         for (size_t i = lay->trained; i < lay->count; i++)
             l->params[i] += 0.05f * oml_rng_normal(&rng);
     }

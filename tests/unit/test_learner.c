@@ -81,7 +81,7 @@ static void test_utilisation_one_on_random_triplets(void **state)
         float x[100 * D];
         fill(&r, x, 100 * D);
         if (oml_config_needs_data(&c))
-            assert_int_equal(oml_learner_prepare(l, x, 100), OML_OK);
+            assert_int_equal(oml_learner_prepare(l, x, NULL, 100), OML_OK);
         for (int t = 0; t < 2000; t++) {
             oml_step_report rep;
             int a = (int)oml_rng_below(&r, 100), b = (int)oml_rng_below(&r, 100),
@@ -172,7 +172,7 @@ static void test_pca_start_heads_agree(void **state)
     oml_rng_seed(&r, 5);
     float x[200 * D];
     fill(&r, x, 200 * D);
-    assert_int_equal(oml_learner_prepare(l, x, 200), OML_OK);
+    assert_int_equal(oml_learner_prepare(l, x, NULL, 200), OML_OK);
     oml_snapshot *s = oml_learner_snapshot(l, 1);
     assert_heads_agree(s, x);
     /* PCA rows are orthonormal. */
@@ -185,7 +185,7 @@ static void test_pca_start_heads_agree(void **state)
             assert_true(fabsf(dot - (a == b ? 1.0f : 0.0f)) < 1e-4f);
         }
     oml_snapshot_release(s);
-    assert_int_equal(oml_learner_prepare(l, x, 1), OML_EEMPTY);
+    assert_int_equal(oml_learner_prepare(l, x, NULL, 1), OML_EEMPTY);
     oml_learner_destroy(l);
 }
 
@@ -214,7 +214,7 @@ static oml_learner *prepared(int init, const float *x, int n)
     c.init = init;
     oml_learner *l = NULL;
     assert_int_equal(oml_learner_create(&l, &c, NULL), OML_OK);
-    assert_int_equal(oml_learner_prepare(l, x, n), OML_OK);
+    assert_int_equal(oml_learner_prepare(l, x, NULL, n), OML_OK);
     return l;
 }
 
@@ -227,7 +227,8 @@ static oml_learner *prepared(int init, const float *x, int n)
 static void test_pca_white_start(void **state)
 {
     (void)state;
-    assert_int_equal(cfg("default").init, OML_INIT_STD); /* since issue 11; whitening is a choice */
+    /* since issue 11 whitening is a choice: the auto start's, or named */
+    assert_int_equal(cfg("default").init, OML_INIT_AUTO);
     oml_rng r;
     oml_rng_seed(&r, 5);
     enum { N = 400 };
@@ -373,7 +374,7 @@ static void test_local_hedge_tracks_neighbourhoods(void **state)
     oml_rng_seed(&r, 12);
     float x[300 * D];
     fill(&r, x, 300 * D);
-    assert_int_equal(oml_learner_prepare(l, x, 300), OML_OK);
+    assert_int_equal(oml_learner_prepare(l, x, NULL, 300), OML_OK);
     assert_int_equal(l->ref_n, 256);
     for (int t = 0; t < 40; t++)
         oml_learner_step(l, x + t * D, x + (t + 1) * D, x + (t + 2) * D, NULL);
@@ -426,7 +427,7 @@ static const char *spoil(oml_config *c, int which)
         c->equal_heads = 2;
         return "equal_heads";
     case 8:
-        c->init = OML_INIT_MIXED + 1;
+        c->init = OML_INIT_AUTO + 1;
         return "init";
     case 10:
         c->standardize = 2;
@@ -515,7 +516,7 @@ static void test_margin_loss_switches_off(void **state)
     oml_rng_seed(&r, 19);
     float x[100 * D];
     fill(&r, x, 100 * D);
-    assert_int_equal(oml_learner_prepare(l, x, 100), OML_OK);
+    assert_int_equal(oml_learner_prepare(l, x, NULL, 100), OML_OK);
     uint64_t used = 0, unused = 0;
     for (int t = 0; t < 600; t++) {
         int a = (int)oml_rng_below(&r, 100), b = (int)oml_rng_below(&r, 100),
@@ -585,7 +586,7 @@ static void test_std_start_small_dim(void **state)
         int dim = dims[t];
         oml_config c;
         assert_int_equal(oml_config_preset(&c, "default", dim), OML_OK);
-        assert_int_equal(c.init, OML_INIT_STD);
+        assert_int_equal(c.init, OML_INIT_AUTO); /* without labels: the standardised start */
         assert_true(dim <= c.emb);
         oml_learner *l = NULL;
         oml_diag d = {0};
@@ -595,7 +596,8 @@ static void test_std_start_small_dim(void **state)
         oml_rng r;
         oml_rng_seed(&r, 30 + (uint64_t)dim);
         float *x = scaled_rows(&r, N, dim);
-        assert_int_equal(oml_learner_prepare(l, x, N), OML_OK);
+        assert_int_equal(oml_learner_prepare(l, x, NULL, N), OML_OK);
+        assert_int_equal(l->start_init, OML_INIT_STD);
         double mean[64], sd[64];
         column_stats(x, N, dim, mean, sd);
         oml_snapshot *s = oml_learner_snapshot(l, 1);
@@ -649,7 +651,7 @@ static void test_std_start_is_euclidean(void **state)
             c.offset = 0.0f;
         oml_learner *l = NULL;
         assert_int_equal(oml_learner_create(&l, &c, NULL), OML_OK);
-        assert_int_equal(oml_learner_prepare(l, items, 4), OML_OK);
+        assert_int_equal(oml_learner_prepare(l, items, NULL, 4), OML_OK);
         oml_snapshot *s = oml_learner_snapshot(l, 1);
         int heads = oml_snapshot_heads(s), e = c.emb;
         float rows[6], *out = malloc(sizeof(float) * (size_t)heads * 3 * (size_t)e);
@@ -762,13 +764,14 @@ static void test_std_start_pca_of_standardised(void **state)
         }
     }
     oml_config c = cfg("default");
-    assert_int_equal(c.init, OML_INIT_STD);
+    assert_int_equal(c.init, OML_INIT_AUTO); /* without labels: the standardised start */
     assert_int_equal(c.emb, E);
     c.offset = 0.0f;     /* all E coordinates for components (offsets: above) */
     c.standardize = 0;   /* 1/sd folded into T (the default's scaled input: above) */
     oml_learner *l = NULL;
     assert_int_equal(oml_learner_create(&l, &c, NULL), OML_OK);
-    assert_int_equal(oml_learner_prepare(l, x, N), OML_OK);
+    assert_int_equal(oml_learner_prepare(l, x, NULL, N), OML_OK);
+    assert_int_equal(l->start_init, OML_INIT_STD);
 
     double mean[D], sd[D];
     column_stats(x, N, D, mean, sd);
@@ -967,8 +970,8 @@ static void test_nonfinite_batch_refused_default(void **state)
     float x[M * D], big0[D], big1[D];
     fill(&r, x, M * D);
     poison_rows(big0, big1);
-    assert_int_equal(oml_learner_prepare(a, x, M), OML_OK);
-    assert_int_equal(oml_learner_prepare(b, x, M), OML_OK);
+    assert_int_equal(oml_learner_prepare(a, x, NULL, M), OML_OK);
+    assert_int_equal(oml_learner_prepare(b, x, NULL, M), OML_OK);
     const float *rows[3 * B];
     for (int step = 0; step < 40; step++) {
         for (int t = 0; t < B; t++)
@@ -1040,7 +1043,7 @@ static void test_recent_window(void **state)
         float x[100 * D];
         fill(&r, x, 100 * D);
         if (oml_config_needs_data(&c))
-            assert_int_equal(oml_learner_prepare(l, x, 100), OML_OK);
+            assert_int_equal(oml_learner_prepare(l, x, NULL, 100), OML_OK);
         assert_true(isnan(oml_learner_recent_accuracy(l)));
         int hits_all = 0;
         for (int t = 0; t < T; t++) {
@@ -1149,7 +1152,7 @@ static void ls_learn(oml_config c, uint64_t seed, double *before, double *after)
     oml_learner *l = NULL;
     assert_int_equal(oml_learner_create(&l, &c, NULL), OML_OK);
     if (oml_config_needs_data(&c))
-        assert_int_equal(oml_learner_prepare(l, dev, LS_DEV), OML_OK);
+        assert_int_equal(oml_learner_prepare(l, dev, NULL, LS_DEV), OML_OK);
     oml_replay ring;
     assert_int_equal(oml_replay_init(&ring, (uint32_t)c.replay), OML_OK);
     *before = ls_error(l, s, x);

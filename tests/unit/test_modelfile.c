@@ -36,7 +36,7 @@ static oml_learner *trained(const char *preset, int steps)
     for (int i = 0; i < 64 * D; i++)
         x[i] = oml_rng_uniform(&r);
     if (oml_config_needs_data(&c))
-        assert_int_equal(oml_learner_prepare(l, x, 64), OML_OK);
+        assert_int_equal(oml_learner_prepare(l, x, NULL, 64), OML_OK);
     for (int t = 0; t < steps; t++)
         oml_learner_step(l, x + (t % 64) * D, x + ((t * 7 + 1) % 64) * D, x + ((t * 13 + 5) % 64) * D, NULL);
     return l;
@@ -54,6 +54,8 @@ static void assert_same_learner(const oml_learner *a, const oml_learner *b)
     if (a->start)
         assert_memory_equal(a->start, b->start, a->lay.count * sizeof(float));
     assert_int_equal(a->prepared, b->prepared);
+    assert_int_equal(a->start_init, b->start_init);
+    assert_memory_equal(a->start_error, b->start_error, sizeof a->start_error);
     assert_int_equal(a->ref_n, b->ref_n);
     assert_int_equal(a->ref_at, b->ref_at);
     if (a->ref_n > 0)
@@ -108,7 +110,7 @@ static oml_learner *small_default(const oml_config *c, uint64_t seed, float *x)
     oml_rng_seed(&r, seed);
     for (int i = 0; i < 64 * D; i++)
         x[i] = oml_rng_uniform(&r);
-    assert_int_equal(oml_learner_prepare(l, x, 64), OML_OK);
+    assert_int_equal(oml_learner_prepare(l, x, NULL, 64), OML_OK);
     return l;
 }
 
@@ -183,6 +185,30 @@ static void test_round_trip_mid_training(void **state)
 #define V2_CONFIG_BYTES (28 + V3_CONFIG_BYTES) /* every field after version 1's */
 #define V2_STATS_AT 204   /* after the version-1 counters (3 u64 + 17 loss averages) */
 #define V2_STATS_BYTES (3 * 8 + 2 * 4 + (OML_RECENT_WINDOW + 7) / 8)
+/* ... after the counters, hedge weights (17 f32), RNG (4 u64) and flags */
+#define V4_START_AT (V2_STATS_AT + V2_STATS_BYTES + 17 * 4 + 4 * 8 + 2 * 4)
+#define V4_START_BYTES 12 /* start_init, start_error[2] */
+
+/* The version-3 file of l: its file without the start fields of version 4,
+ * version 3, its own checksum; *len3 its length. */
+static uint8_t *as_version3(const oml_learner *l, size_t *len3)
+{
+    uint8_t *v4;
+    size_t len;
+    assert_int_equal(oml_model_encode(l, &v4, &len), OML_OK);
+    uint8_t *v3 = malloc(len);
+    memcpy(v3, v4, V4_START_AT);
+    memcpy(v3 + V4_START_AT, v4 + V4_START_AT + V4_START_BYTES,
+           len - 4 - V4_START_AT - V4_START_BYTES);
+    size_t n = len - 4 - V4_START_BYTES;
+    uint32_t version = 3, crc;
+    memcpy(v3 + 8, &version, sizeof version);
+    crc = (uint32_t)crc32(0L, v3, (uInt)n);
+    memcpy(v3 + n, &crc, sizeof crc);
+    free(v4);
+    *len3 = n + 4;
+    return v3;
+}
 
 /* The version-1 file of l (no Adam, no offsets: its configuration is the
  * paper's in every field versions 2 and 3 added): l's file without those
@@ -191,9 +217,8 @@ static void test_round_trip_mid_training(void **state)
 static uint8_t *as_version1(const oml_learner *l, size_t *len1)
 {
     assert_null(l->adam_m);
-    uint8_t *v2;
     size_t len;
-    assert_int_equal(oml_model_encode(l, &v2, &len), OML_OK);
+    uint8_t *v2 = as_version3(l, &len);
     uint8_t *v1 = malloc(len);
     size_t n = 0, tail = len - 4 - 8; /* before the Adam step count and the CRC */
     memcpy(v1, v2, V2_CONFIG_AT);
@@ -251,7 +276,7 @@ static void test_version1_still_read(void **state)
         for (int i = 0; i < 64 * D; i++)
             x[i] = oml_rng_uniform(&r);
         if (oml_config_needs_data(&c))
-            assert_int_equal(oml_learner_prepare(a, x, 64), OML_OK);
+            assert_int_equal(oml_learner_prepare(a, x, NULL, 64), OML_OK);
         for (int t = 0; t < 300; t++)
             oml_learner_step(a, x + (t % 64) * D, x + ((t * 7 + 1) % 64) * D,
                              x + ((t * 13 + 5) % 64) * D, NULL);
@@ -288,6 +313,7 @@ static void test_version2_still_read(void **state)
 {
     (void)state;
     oml_config c = small_default_config();
+    c.init = OML_INIT_STD;
     c.offset = 0.0f;
     c.standardize = 0;
     c.margin = 0.2f;
@@ -300,9 +326,8 @@ static void test_version2_still_read(void **state)
         rows[t] = x + ((t * 11 + 3) % 64) * D;
     for (int s = 0; s < 5; s++)
         oml_learner_train(a, rows, 8, 8, NULL);
-    uint8_t *v3;
     size_t len;
-    assert_int_equal(oml_model_encode(a, &v3, &len), OML_OK);
+    uint8_t *v3 = as_version3(a, &len);
     uint8_t *v2 = malloc(len);
     memcpy(v2, v3, V3_CONFIG_AT);
     memcpy(v2 + V3_CONFIG_AT, v3 + V3_CONFIG_AT + V3_CONFIG_BYTES,

@@ -101,7 +101,7 @@ static void test_promote_moves_the_blocks(void **state)
     oml_config c = live_cfg();
     oml_learner *l = NULL;
     assert_int_equal(oml_learner_create(&l, &c, NULL), OML_OK);
-    assert_int_equal(oml_learner_prepare(l, g_x, N), OML_OK);
+    assert_int_equal(oml_learner_prepare(l, g_x, NULL, N), OML_OK);
     for (int t = 0; t < 20; t++)
         oml_learner_step(l, g_x + (t % N) * D, g_x + ((t + 1) % N) * D,
                          g_x + ((t + 5) % N) * D, NULL);

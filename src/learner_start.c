@@ -1,0 +1,407 @@
+/* learner_start.c - the live model's data-dependent start (config lever
+ * `init`), taken once from the stored items (learner.h, oml_learner_prepare).
+ *
+ * DESIGN: every start makes all heads compute one linear map of the input
+ * through the PCA pass-through (pca.h), so the untrained model is a known
+ * metric: a PCA projection, its whitening, or the standardised features
+ * with Euclidean order (offsets). OML_INIT_AUTO takes two of them, the
+ * standardised start and the whitened one, and keeps the one whose
+ * leave-one-out kNN error on the labelled stored items is lower
+ * (loo_knn.h) beyond chance: on images, whitening finds the directions
+ * classes differ in (Fashion-MNIST 0.127 against 0.146); on a tabular set
+ * it amplified directions that carry nothing (0.115 -> 0.27). Anything
+ * short of a clear win, and items without labels, keep the standardised
+ * start, which is never worse than the features. */
+#include "learner.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "learner_int.h"
+#include "loo_knn.h"
+#include "pca.h"
+
+/* OML_INIT_PCA_WHITE: whitening reshapes the metric (small-variance
+ * directions, which tell classes apart by detail, count as much as the large
+ * ones: README ablation) while the first row, and so the weights' overall
+ * scale that eta was tuned for, stays. Only a direction's variance above
+ * the noise is amplified: row r is scaled so that its variance becomes
+ * var[0] * (1 - NOISE_EDGE * noise / var[r]), never less than plain PCA's
+ * (scale >= 1). noise is the mean variance of the directions left out; a
+ * direction of pure noise can still show up to about (1 + sqrt(d/n))^2 <= 4
+ * times the noise level among the kept ones (the Marchenko-Pastur edge), so
+ * only what lies above NOISE_EDGE times it counts as signal. Without this, on
+ * items of low intrinsic dimension (classes spanning fewer directions than
+ * emb) a direction of pure noise would count as much as the ones the classes
+ * differ in. A direction with (almost) no variance is scaled at most by
+ * 1/WHITE_FLOOR. */
+#define WHITE_FLOOR 1e-2f
+#define NOISE_EDGE 4.0f
+static void whiten_rows(float *P, const float *var, float noise, int32_t k, int32_t d)
+{
+    for (int32_t r = 0; r < k; r++) {
+        float ratio = var[0] > 0 ? var[r] / var[0] : 1.0f;
+        float signal = var[r] > 0 ? fmaxf(1.0f - NOISE_EDGE * noise / var[r], 0.0f) : 0.0f;
+        float scale = sqrtf(signal / fmaxf(ratio, WHITE_FLOOR * WHITE_FLOOR));
+        cblas_sscal(d, fmaxf(scale, 1.0f), P + (size_t)r * d, 1);
+    }
+}
+
+/* Theta(0) = the ncomp rows of P (ncomp, d), the rows below them zero. */
+static void set_head0(oml_learner *l, const float *P, int32_t ncomp)
+{
+    const oml_net_layout *lay = &l->lay;
+    float *theta0 = l->params + lay->theta[0];
+    memset(theta0, 0, (size_t)lay->emb * lay->dim * sizeof(float));
+    memcpy(theta0, P, (size_t)ncomp * lay->dim * sizeof(float));
+}
+
+/* Every head equal to the PCA projection P (emb, d): Theta(0) = P, and the
+ * trunk and every deeper head the pass-through of P (pca.h). */
+static void init_pca_heads(oml_learner *l, const float *P, int32_t ncomp)
+{
+    const oml_net_layout *lay = &l->lay;
+    int32_t d = lay->dim, e = lay->emb, hd = lay->hidden;
+    set_head0(l, P, ncomp);
+    for (int k = 1; k <= lay->layers; k++) {
+        float *W = l->params + lay->w[k];
+        if (k == 1)
+            oml_pca_passthrough_first(W, d, P, e, ncomp);
+        else
+            oml_pca_passthrough_deeper(W, oml_net_width(lay, k - 1), e);
+        oml_pca_passthrough_head(l->params + lay->theta[k], hd, e, ncomp);
+    }
+}
+
+/* Each feature's sd over the n rows X (d), 1 where it has no spread. */
+static int column_sd(const float *X, int32_t n, int32_t d, const float *mean, float *sd)
+{
+    double *acc = calloc((size_t)d, sizeof(double));
+    if (acc == NULL)
+        return OML_ENOMEM;
+    for (int32_t i = 0; i < n; i++)
+        for (int32_t j = 0; j < d; j++) {
+            double t = X[(size_t)i * d + j] - mean[j];
+            acc[j] += t * t;
+        }
+    for (int32_t j = 0; j < d; j++) {
+        double v = sqrt(acc[j] / n);
+        sd[j] = v > 1e-12 ? (float)v : 1.0f;
+    }
+    free(acc);
+    return OML_OK;
+}
+
+/* OML_INIT_STD: the projection P (k, d) of standardised features: with
+ * d <= emb the features themselves (P = I, k = d), else their top emb
+ * principal directions computed on the standardised rows (a strided sample
+ * of at most STD_PCA_ROWS). Unless the net standardises its input itself
+ * (`scaled`), each row is then scaled by 1/sd so that P applies to the
+ * centred raw input. */
+#define STD_PCA_ROWS 20000
+static int std_projection(const float *X, int32_t n, int32_t d, int32_t emb, const float *mean,
+                          const float *sd, int scaled, float *P, int32_t *k_out)
+{
+    if (d <= emb) {
+        memset(P, 0, (size_t)d * d * sizeof(float));
+        for (int32_t j = 0; j < d; j++)
+            P[(size_t)j * d + j] = scaled ? 1.0f : 1.0f / sd[j];
+        *k_out = d;
+        return OML_OK;
+    }
+    int32_t m = n < STD_PCA_ROWS ? n : STD_PCA_ROWS;
+    float *Z = malloc((size_t)m * d * sizeof(float));
+    if (Z == NULL)
+        return OML_ENOMEM;
+    for (int32_t i = 0; i < m; i++) {
+        const float *x = X + (size_t)((int64_t)i * n / m) * d;
+        for (int32_t j = 0; j < d; j++)
+            Z[(size_t)i * d + j] = (x[j] - mean[j]) / sd[j];
+    }
+    int rc = oml_pca_components(Z, NULL, m, d, NULL, emb, P, NULL, NULL);
+    if (rc == OML_OK) {
+        for (int32_t r = 0; r < emb && !scaled; r++)
+            for (int32_t j = 0; j < d; j++)
+                P[(size_t)r * d + j] /= sd[j];
+        *k_out = emb;
+    }
+    free(Z);
+    return rc;
+}
+
+
+/* The standardised start's offset: coordinate k (the first one P leaves
+ * free) of every head's b is offset x the RMS norm of P (x - mean) over a
+ * strided sample. On the sphere, f = (Px, c) / sqrt(|Px|^2 + c^2) and, for
+ * c >> |Px|, |f(x) - f(y)|^2 = |Px - Py|^2 / c^2 + O(|P.|^4 / c^4): the
+ * neighbours of the start are the Euclidean ones of the standardised
+ * features (to about 1/offset^2), where without the offset they are those
+ * of the angle, which discards the norm. */
+static void set_offsets(oml_learner *l, const float *X, int32_t n, const float *P, int32_t k)
+{
+    const oml_net_layout *lay = &l->lay;
+    int32_t d = lay->dim, m = n < STD_PCA_ROWS ? n : STD_PCA_ROWS;
+    float *xc = malloc((size_t)(d + k) * sizeof(float));
+    double sum = 0;
+    for (int32_t i = 0; xc && i < m; i++) {
+        oml__learner_input_row(l, X + (size_t)((int64_t)i * n / m) * d, xc);
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, k, d, 1.0f, P, d, xc, 1, 0.0f, xc + d, 1);
+        float r = cblas_snrm2(k, xc + d, 1);
+        sum += (double)r * r;
+    }
+    free(xc);
+    float rms = m > 0 && sum > 0 ? (float)sqrt(sum / m) : 1.0f;
+    for (int h = 0; h <= lay->layers; h++) {
+        float *b = l->params + lay->bias[h];
+        memset(b, 0, (size_t)lay->emb * sizeof(float));
+        b[k] = l->cfg.offset * rms;
+    }
+}
+
+/* The PCA starts (plain or whitened) on the centred raw input: the scale a
+ * standardising layout holds is 1 under them, and the offsets 0. */
+static int take_pca_start(oml_learner *l, const float *X, int32_t n, const float *mean, int white)
+{
+    const oml_net_layout *lay = &l->lay;
+    int32_t d = lay->dim;
+    for (int32_t j = 0; lay->has_scale && j < d; j++)
+        l->params[lay->scale + j] = 1.0f;
+    for (int h = 0; lay->has_bias && h <= lay->layers; h++)
+        memset(l->params + lay->bias[h], 0, (size_t)lay->emb * sizeof(float));
+    /* With fewer inputs than emb, all d components; the rest stay 0. */
+    int32_t e = lay->emb < d ? lay->emb : d;
+    float *P = malloc(((size_t)e * d + (size_t)e) * sizeof(float));
+    float noise = 0;
+    int rc = P ? oml_pca_components(X, NULL, n, d, mean, e, P, P + (size_t)e * d, &noise)
+               : OML_ENOMEM;
+    if (rc == OML_OK && white)
+        whiten_rows(P, P + (size_t)e * d, noise, e, d);
+    if (rc == OML_OK)
+        init_pca_heads(l, P, e);
+    free(P);
+    return rc;
+}
+
+/* The standardised start: every head (head 0 only when `head0_only`, the
+ * mixed start) the standardised features' projection, with the Euclidean
+ * offsets when the layout has them. */
+static int take_std_start(oml_learner *l, const float *X, int32_t n, const float *mean,
+                          const float *sd, int head0_only)
+{
+    const oml_net_layout *lay = &l->lay;
+    int32_t d = lay->dim;
+    for (int32_t j = 0; lay->has_scale && j < d; j++)
+        l->params[lay->scale + j] = 1.0f / sd[j];
+    /* With offsets, one coordinate of the embedding is kept for it. */
+    int32_t room = lay->emb - (lay->has_bias && !head0_only);
+    int32_t e = room < d ? room : d, k = 0;
+    float *P = malloc((size_t)e * d * sizeof(float));
+    int rc = P ? std_projection(X, n, d, room, mean, sd, lay->has_scale, P, &k) : OML_ENOMEM;
+    if (rc == OML_OK && head0_only) {
+        set_head0(l, P, k);
+    } else if (rc == OML_OK) {
+        init_pca_heads(l, P, k);
+        if (lay->has_bias)
+            set_offsets(l, X, n, P, k);
+    }
+    free(P);
+    return rc;
+}
+
+static int take_start(oml_learner *l, int32_t init, const float *X, int32_t n,
+                      const float *mean, const float *sd)
+{
+    switch (init) {
+    case OML_INIT_PCA:
+        return take_pca_start(l, X, n, mean, 0);
+    case OML_INIT_PCA_WHITE:
+        return take_pca_start(l, X, n, mean, 1);
+    case OML_INIT_STD:
+        return take_std_start(l, X, n, mean, sd, 0);
+    case OML_INIT_MIXED: { /* head 0 standardised, the trunk and deeper heads whitened */
+        int rc = take_pca_start(l, X, n, mean, 1);
+        return rc == OML_OK ? take_std_start(l, X, n, mean, sd, 1) : rc;
+    }
+    default: /* OML_INIT_RANDOM: the random weights stay */
+        for (int32_t j = 0; l->lay.has_scale && j < l->lay.dim; j++)
+            l->params[l->lay.scale + j] = 1.0f / sd[j];
+        return OML_OK;
+    }
+}
+
+/* The labelled rows of X that judge a start: every (count/LOO_ROWS)-th,
+ * compared with each other; LOO_QUERIES of them are classified. Both
+ * bound the cost (two GEMMs of LOO_QUERIES x LOO_ROWS x emb) on a large
+ * store; the error's standard error at 2,000 queries is <= 0.011. */
+#define LOO_ROWS 16384
+#define LOO_QUERIES 2000
+#define LOO_K 5
+#define FORWARD_ROWS 1024
+
+/* The sample's labelled rows, gathered: rows (m, dim) and their labels.
+ * Returns m (0 when the labels name fewer than two classes), -1 on OOM. */
+static int32_t labelled_sample(const float *X, const int32_t *labels, int32_t n, int32_t d,
+                               float **rows_out, int32_t **labs_out)
+{
+    int32_t have = 0, first = -1, classes = 1;
+    for (int32_t i = 0; i < n; i++)
+        if (labels[i] >= 0) {
+            have++;
+            if (first < 0)
+                first = labels[i];
+            else if (labels[i] != first)
+                classes = 2;
+        }
+    if (have <= LOO_K || classes < 2)
+        return 0;
+    int32_t m = have < LOO_ROWS ? have : LOO_ROWS, k = 0, seen = 0;
+    float *rows = malloc((size_t)m * d * sizeof(float));
+    int32_t *labs = malloc((size_t)m * sizeof(int32_t));
+    if (rows == NULL || labs == NULL) {
+        free(rows);
+        free(labs);
+        return -1;
+    }
+    for (int32_t i = 0; i < n && k < m; i++) {
+        if (labels[i] < 0)
+            continue;
+        if ((int64_t)seen++ * m / have == k) { /* every (have/m)-th labelled row */
+            memcpy(rows + (size_t)k * d, X + (size_t)i * d, (size_t)d * sizeof(float));
+            labs[k++] = labels[i];
+        }
+    }
+    *rows_out = rows;
+    *labs_out = labs;
+    return k;
+}
+
+/* The leave-one-out kNN error of the current weights on the m rows: head 0
+ * stands for all of them, since every start makes the heads equal. wrong
+ * (LOO_QUERIES bytes) gets each query's miss. */
+static float start_error(const oml_learner *l, const float *rows, const int32_t *labs, int32_t m,
+                         uint8_t *wrong)
+{
+    const oml_net_layout *lay = &l->lay;
+    int32_t e = lay->emb;
+    float *E = malloc((size_t)m * e * sizeof(float));
+    oml_net_acts a;
+    if (E == NULL || oml_net_acts_init(&a, lay, FORWARD_ROWS) != OML_OK) {
+        free(E);
+        return NAN;
+    }
+    for (int32_t i = 0; i < m; i += FORWARD_ROWS) {
+        int32_t b = m - i < FORWARD_ROWS ? m - i : FORWARD_ROWS;
+        oml_net_forward(lay, l->params, rows + (size_t)i * lay->dim, b, &a);
+        memcpy(E + (size_t)i * e, a.f[0], (size_t)b * e * sizeof(float));
+    }
+    oml_net_acts_free(&a);
+    float err = oml_loo_knn_error(E, labs, m, e, LOO_K, LOO_QUERIES, wrong);
+    free(E);
+    return err;
+}
+
+/* Whether the whitened start is better beyond chance: McNemar's test on
+ * the queries the two starts disagree on (b: only the whitened one
+ * misses, c: only the standardised one), whitened when c - b exceeds
+ * twice its standard error under "equally good", sqrt(b + c). On a few
+ * hundred items a lower error alone is noise (breast cancer, 285 items:
+ * the whitened start's LOO error was lower and its test error 0.070
+ * against 0.042). */
+static int whitened_wins(const uint8_t *wrong_std, const uint8_t *wrong_white, int32_t q)
+{
+    int32_t b = 0, c = 0;
+    for (int32_t i = 0; i < q; i++) {
+        b += wrong_white[i] && !wrong_std[i];
+        c += wrong_std[i] && !wrong_white[i];
+    }
+    return c - b > 0 && (double)(c - b) > 2.0 * sqrt((double)(b + c));
+}
+
+/* OML_INIT_AUTO: the standardised start, unless the whitened one has a
+ * lower leave-one-out kNN error on the labelled items, beyond chance
+ * (labels NULL, or fewer than two classes: the standardised start,
+ * unjudged). */
+static int choose_start(oml_learner *l, const float *X, const int32_t *labels, int32_t n,
+                        const float *mean, const float *sd)
+{
+    l->start_init = OML_INIT_STD;
+    int rc = take_start(l, OML_INIT_STD, X, n, mean, sd);
+    float *rows = NULL;
+    int32_t *labs = NULL;
+    int32_t m = rc == OML_OK && labels ? labelled_sample(X, labels, n, l->lay.dim, &rows, &labs)
+                                       : 0;
+    if (m <= 0)
+        return m < 0 ? OML_ENOMEM : rc;
+    size_t bytes = l->lay.count * sizeof(float);
+    float *std_params = malloc(bytes);
+    uint8_t *wrong = malloc(2 * LOO_QUERIES);
+    if (std_params == NULL || wrong == NULL) {
+        free(std_params);
+        free(wrong);
+        free(rows);
+        free(labs);
+        return OML_ENOMEM;
+    }
+    memcpy(std_params, l->params, bytes);
+    l->start_error[0] = start_error(l, rows, labs, m, wrong);
+    rc = take_start(l, OML_INIT_PCA_WHITE, X, n, mean, sd);
+    if (rc == OML_OK)
+        l->start_error[1] = start_error(l, rows, labs, m, wrong + LOO_QUERIES);
+    if (rc == OML_OK && isfinite(l->start_error[0]) && isfinite(l->start_error[1]) &&
+        whitened_wins(wrong, wrong + LOO_QUERIES, m < LOO_QUERIES ? m : LOO_QUERIES))
+        l->start_init = OML_INIT_PCA_WHITE;
+    else
+        memcpy(l->params, std_params, bytes);
+    free(std_params);
+    free(wrong);
+    free(rows);
+    free(labs);
+    return OML_OK; /* a whitening that failed left the standardised start */
+}
+
+/* Mean and sd of every feature over the n rows X (mean, sd: dim each). */
+static int feature_moments(const float *X, int32_t n, int32_t d, float *mean, float *sd)
+{
+    double *acc = calloc((size_t)d, sizeof(double));
+    if (acc == NULL)
+        return OML_ENOMEM;
+    for (int32_t i = 0; i < n; i++)
+        for (int32_t j = 0; j < d; j++)
+            acc[j] += X[(size_t)i * d + j];
+    for (int32_t j = 0; j < d; j++)
+        mean[j] = (float)(acc[j] / n);
+    free(acc);
+    return column_sd(X, n, d, mean, sd);
+}
+
+int oml_learner_prepare(oml_learner *l, const float *X, const int32_t *labels, int32_t n)
+{
+    const oml_net_layout *lay = &l->lay;
+    int32_t d = lay->dim;
+    if (n < 2)
+        return OML_EEMPTY;
+    float *mean = malloc((size_t)d * sizeof(float));
+    float *sd = malloc((size_t)d * sizeof(float));
+    int rc = mean && sd ? feature_moments(X, n, d, mean, sd) : OML_ENOMEM;
+    /* The input's fixed transform first: the starts below read it. */
+    if (rc == OML_OK && l->cfg.center)
+        memcpy(l->params + lay->mu, mean, (size_t)d * sizeof(float));
+    if (rc == OML_OK) {
+        l->start_init = l->cfg.init;
+        l->start_error[0] = l->start_error[1] = NAN;
+        rc = l->cfg.init == OML_INIT_AUTO ? choose_start(l, X, labels, n, mean, sd)
+                                          : take_start(l, l->cfg.init, X, n, mean, sd);
+    }
+    if (rc == OML_OK && l->cfg.hedge_signal == OML_HEDGE_LOCAL)
+        rc = oml__learner_ref_prepare(l, X, n);
+    if (rc == OML_OK) {
+        if (l->start)
+            memcpy(l->start, l->params, lay->count * sizeof(float));
+        l->prepared = 1;
+    }
+    free(sd);
+    free(mean);
+    return rc;
+}
