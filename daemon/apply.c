@@ -134,8 +134,11 @@ static void prepare_model(omld_engine *e)
     if (rc != OML_OK)
         LOG_ERROR("engine", "model start from %u items failed: %s", n, oml_strerror(rc));
     else
-        LOG_INFO("engine", "model start taken from %u of %u stored items in %.0f ms", n,
-                 oml_store_count(e->store), (double)(omld_now_ns() - t0) / 1e6);
+        LOG_INFO("engine", "model start taken from %u of %u stored items in %.0f ms: %s "
+                 "(leave-one-out kNN error standardised %.4f, whitened %.4f; nan: not judged)",
+                 n, oml_store_count(e->store), (double)(omld_now_ns() - t0) / 1e6,
+                 oml_init_name(l->start_init), (double)l->start_error[0],
+                 (double)l->start_error[1]);
 }
 
 /* n new triplets (3n rows and their store slots) into the learner, in

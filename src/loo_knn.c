@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define QUERY_BLOCK 256 /* queries per GEMM: a (256, n) block of inner products */
+#define QUERY_BLOCK 64 /* queries per GEMM: a (64, n) block of inner products, 16 MB at 65,536 */
 #define MAX_K 64
 
 /* The k largest of sims (n), skipping row self: rows into top, nearest first. */

@@ -667,6 +667,11 @@ static int run_once(const eval_opts *o, uint64_t seed, const oml_dataset *ds, co
     if (oml_config_needs_data(&cfg) &&
         (rc = oml_learner_prepare(learner, dev_x, dev_labels, split.n_dev)) != OML_OK)
         goto done;
+    if (learner->prepared)
+        fprintf(stderr, "oml-eval: seed %llu: start %s (leave-one-out kNN error standardised "
+                "%.4f, whitened %.4f)\n", (unsigned long long)seed,
+                oml_init_name(learner->start_init), (double)learner->start_error[0],
+                (double)learner->start_error[1]);
     if ((rc = oml_replay_init(&ring, (uint32_t)cfg.replay)) != OML_OK)
         goto done;
 
