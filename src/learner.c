@@ -487,30 +487,48 @@ void oml_learner_step(oml_learner *l, const float *xa, const float *xp, const fl
 #define ADAM_B1 0.9f
 #define ADAM_B2 0.999f
 #define ADAM_EPS 1e-8f
-static void adam_step(oml_learner *l, const float *g, float lr)
+static void adam_step(oml_learner *l, const float *restrict g, float lr)
 {
     const oml_net_layout *lay = &l->lay;
     l->adam_t++;
     float c1 = 1.0f - powf(ADAM_B1, (float)l->adam_t);
     float c2 = 1.0f - powf(ADAM_B2, (float)l->adam_t);
     float step = lr * sqrtf(c2) / c1, decay = l->start ? lr * l->cfg.prox : 0.0f;
-    size_t from = lay->trained;
-    float *p = l->params, *m = l->adam_m, *v = l->adam_v;
-    for (size_t i = from; i < lay->count; i++) {
+    size_t from = lay->trained, n = lay->count - from;
+    /* restrict and no branch inside: the loops vectorise (sqrt too, with
+     * -fno-math-errno); each element sees the same operations in the same
+     * order as one fused loop, so the weights are bit for bit the same. */
+    float *restrict p = l->params + from, *restrict m = l->adam_m + from,
+                    *restrict v = l->adam_v + from;
+    g += from;
+    for (size_t i = 0; i < n; i++) {
         m[i] = ADAM_B1 * m[i] + (1.0f - ADAM_B1) * g[i];
         v[i] = ADAM_B2 * v[i] + (1.0f - ADAM_B2) * g[i] * g[i];
         p[i] -= step * m[i] / (sqrtf(v[i]) + ADAM_EPS);
-        if (decay > 0.0f)
-            p[i] -= decay * (p[i] - l->start[i]);
+    }
+    if (decay > 0.0f) {
+        const float *restrict s = l->start + from;
+        for (size_t i = 0; i < n; i++)
+            p[i] -= decay * (p[i] - s[i]);
     }
 }
 
-static int all_finite(const float *x, size_t n)
+/* Whether x holds no NaN or infinity: x * 0 is 0 for every finite x and
+ * NaN otherwise. Eight partial sums, so the loop vectorises (their order
+ * cannot change whether the total is 0). */
+static int all_finite(const float *restrict x, size_t n)
 {
-    float acc = 0.0f;
-    for (size_t i = 0; i < n; i++)
-        acc += x[i] * 0.0f; /* NaN or inf anywhere makes it NaN */
-    return acc == 0.0f;
+    float acc[8] = {0};
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++)
+            acc[k] += x[i + k] * 0.0f;
+    for (; i < n; i++)
+        acc[0] += x[i] * 0.0f;
+    float sum = 0.0f;
+    for (int k = 0; k < 8; k++)
+        sum += acc[k];
+    return sum == 0.0f;
 }
 
 int oml_learner_train(oml_learner *l, const float *const *rows, int32_t n, int32_t n_new,

@@ -170,8 +170,13 @@ int main(int argc, char **argv)
     cfg.layers = 2, cfg.hidden = 16, cfg.emb = 4;
     oml_learner *l = NULL;
     oml_diag d = {0};
+#ifdef FORMAT_OLD /* before the auto start, prepare took no labels */
+    if (oml_learner_create(&l, &cfg, &d) != OML_OK || oml_learner_prepare(l, X, N) != OML_OK)
+        die("learner");
+#else
     if (oml_learner_create(&l, &cfg, &d) != OML_OK || oml_learner_prepare(l, X, NULL, N) != OML_OK)
         die("learner");
+#endif
     for (int t = 0; t < 30; t++)
         oml_learner_step(l, X + (t % N) * DIM, X + ((t + 1) % N) * DIM, X + ((t + 7) % N) * DIM,
                          NULL);
