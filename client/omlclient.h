@@ -123,11 +123,27 @@ int omlc_verify(omlc *c, const omlc_ref *a, const omlc_ref *b, float threshold,
 typedef struct omlc_hit {
     char id[OMLC_LABEL_MAX];
     char label[OMLC_LABEL_MAX];  /* "" if unlabelled */
-    float score;
+    float score;                 /* OAHU Eq. 27: changes with k and the page */
+    float similarity;            /* the pair's, in [-1, 1], whatever k is */
 } omlc_hit;
 /* out holds max_hits; *n_hits gets the count. */
 int omlc_retrieve(omlc *c, const omlc_ref *q, uint32_t k, const char *model, omlc_hit *out,
                   size_t max_hits, size_t *n_hits, uint64_t *model_version, omlc_error *err);
+
+/* What a retrieval may return (RetrieveRequest in omld.proto). */
+typedef struct omlc_retrieve_filter {
+    const char *const *labels;      /* only items with one of these labels */
+    size_t n_labels;                /* 0: any item */
+    const char *const *exclude_ids; /* never returned */
+    size_t n_exclude_ids;
+    uint32_t offset;                /* skip the best offset hits (paging) */
+    int has_min_similarity;         /* 1: drop hits below min_similarity */
+    float min_similarity;
+} omlc_retrieve_filter;
+/* omlc_retrieve with a filter (NULL: none). */
+int omlc_retrieve_where(omlc *c, const omlc_ref *q, uint32_t k, const char *model,
+                        const omlc_retrieve_filter *f, omlc_hit *out, size_t max_hits,
+                        size_t *n_hits, uint64_t *model_version, omlc_error *err);
 
 /* Answer owned by the caller; (*resp)->embed holds heads and alpha. */
 int omlc_embed(omlc *c, const omlc_ref *item, const char *model, Omld__Response **resp,

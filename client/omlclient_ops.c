@@ -403,6 +403,28 @@ int omlc_verify(omlc *c, const omlc_ref *a, const omlc_ref *b, float threshold,
 int omlc_retrieve(omlc *c, const omlc_ref *q, uint32_t k, const char *model, omlc_hit *out,
                   size_t max_hits, size_t *n_hits, uint64_t *model_version, omlc_error *err)
 {
+    return omlc_retrieve_where(c, q, k, model, NULL, out, max_hits, n_hits, model_version, err);
+}
+
+static void retrieve_filter_fill(Omld__RetrieveRequest *body, const omlc_retrieve_filter *f)
+{
+    if (f == NULL)
+        return;
+    body->labels = (char **)f->labels;
+    body->n_labels = f->n_labels;
+    body->exclude_ids = (char **)f->exclude_ids;
+    body->n_exclude_ids = f->n_exclude_ids;
+    body->offset = f->offset;
+    if (f->has_min_similarity) {
+        body->min_similarity_opt_case = OMLD__RETRIEVE_REQUEST__MIN_SIMILARITY_OPT_MIN_SIMILARITY;
+        body->min_similarity = f->min_similarity;
+    }
+}
+
+int omlc_retrieve_where(omlc *c, const omlc_ref *q, uint32_t k, const char *model,
+                        const omlc_retrieve_filter *f, omlc_hit *out, size_t max_hits,
+                        size_t *n_hits, uint64_t *model_version, omlc_error *err)
+{
     omlc__err_clear(err);
     if (out == NULL && max_hits > 0)
         return omlc__err_set(err, OMLC_EARG, NULL, "omlc_retrieve: no out");
@@ -421,6 +443,7 @@ int omlc_retrieve(omlc *c, const omlc_ref *q, uint32_t k, const char *model, oml
         body.model_opt_case = OMLD__RETRIEVE_REQUEST__MODEL_OPT_MODEL;
         body.model = (char *)model;
     }
+    retrieve_filter_fill(&body, f);
     req.body_case = OMLD__REQUEST__BODY_RETRIEVE;
     req.retrieve = &body;
     Omld__Response *r = NULL;
@@ -434,6 +457,7 @@ int omlc_retrieve(omlc *c, const omlc_ref *q, uint32_t k, const char *model, oml
         copy_str(out[i].label, sizeof out[i].label,
                  h->label_opt_case == OMLD__HIT__LABEL_OPT_LABEL ? h->label : "");
         out[i].score = h->score;
+        out[i].similarity = h->similarity;
     }
     if (n_hits)
         *n_hits = n;

@@ -8,6 +8,8 @@
 
 #define MAX_REFS 2
 
+#define MAX_FILTER 1024 /* --label / --exclude each; the daemon's max_batch bounds them too */
+
 typedef struct query_opts {
     omlc_ref refs[MAX_REFS];
     float *vecs[MAX_REFS];
@@ -16,6 +18,10 @@ typedef struct query_opts {
     double threshold;
     const char *model;
     int json;               /* --json: one JSON object on stdout */
+    /* retrieve's filter: --label and --exclude (repeatable), --offset,
+     * --min-similarity; the name arrays point into argv */
+    const char *labels[MAX_FILTER], *exclude[MAX_FILTER];
+    omlc_retrieve_filter filter;
 } query_opts;
 
 static int add_ref(query_opts *q, const char *cmd, int max_refs, const char *v, int is_id)
@@ -38,6 +44,39 @@ static int add_ref(query_opts *q, const char *cmd, int max_refs, const char *v, 
 /* Parses the options every query shares; 0 to go on, or an exit code + 1
  * (so that "--help" -> 1 means exit 0). want_k / want_threshold select the
  * options this command takes. */
+/* retrieve's filter options at argv[*i]: 1 if one was taken, 0 if
+ * argv[*i] is none of them, -1 on a usage error (printed). */
+static int parse_filter(query_opts *q, const char *cmd, int argc, char **argv, int *i)
+{
+    const char *v;
+    omlc_retrieve_filter *f = &q->filter;
+    if (strcmp(cmd, "retrieve") != 0)
+        return 0;
+    if ((v = ctl_opt(argc, argv, i, "--label"))) {
+        if (f->n_labels == MAX_FILTER) {
+            ctl_usage_error(cmd, "at most %d --label", MAX_FILTER);
+            return -1;
+        }
+        q->labels[f->n_labels++] = v;
+    } else if ((v = ctl_opt(argc, argv, i, "--exclude"))) {
+        if (f->n_exclude_ids == MAX_FILTER) {
+            ctl_usage_error(cmd, "at most %d --exclude", MAX_FILTER);
+            return -1;
+        }
+        q->exclude[f->n_exclude_ids++] = v;
+    } else if ((v = ctl_opt(argc, argv, i, "--offset"))) {
+        f->offset = (uint32_t)ctl_int("--offset", v, 0, 1 << 20);
+    } else if ((v = ctl_opt(argc, argv, i, "--min-similarity"))) {
+        f->has_min_similarity = 1;
+        f->min_similarity = (float)ctl_real("--min-similarity", v, -1.0, 1.0);
+    } else {
+        return 0;
+    }
+    f->labels = q->labels;
+    f->exclude_ids = q->exclude;
+    return 1;
+}
+
 static int parse_query(ctl *g, int argc, char **argv, const char *cmd, void (*usage)(FILE *),
                        int max_refs, int want_k, int want_threshold, query_opts *q)
 {
@@ -61,6 +100,9 @@ static int parse_query(ctl *g, int argc, char **argv, const char *cmd, void (*us
             q->threshold = ctl_real("--threshold", v, 1e-9, 1.0);
         } else if ((v = ctl_opt(argc, argv, &i, "--model"))) {
             q->model = v;
+        } else if (want_k && (rc = parse_filter(q, cmd, argc, argv, &i)) != 0) {
+            if (rc < 0)
+                return CTL_EXIT_USAGE + 1; /* printed */
         } else if (strcmp(argv[i], "--json") == 0) {
             q->json = 1;
         } else {
@@ -180,10 +222,17 @@ int ctl_verify(ctl *g, int argc, char **argv)
 static void retrieve_usage(FILE *f)
 {
     fprintf(f, "usage: omlctl retrieve (--id ID | --vector F1,...) [--k K] [--model NAME]\n"
+               "                       [--label L]... [--exclude ID]... [--offset N]\n"
+               "                       [--min-similarity S]\n"
                "The k stored items most like the query, best first (OAHU Eq. 27); a query by\n"
-               "id never returns that id itself.\n" REF_HELP
-               "  --k K               how many (default: the daemon's default_k)\n" MODEL_HELP
-               "example:\n  omlctl retrieve --id dev-17 --k 10\n");
+               "id never returns that id itself. Each hit has its Eq. 27 score, which depends\n"
+               "on k, and its similarity to the query in [-1, 1], which does not.\n" REF_HELP
+               "  --k K               how many (default: the daemon's default_k)\n"
+               "  --label L           only items labelled L (repeat for several labels)\n"
+               "  --exclude ID        never this item (repeatable)\n"
+               "  --offset N          skip the best N: the next page (offset + k <= max_k)\n"
+               "  --min-similarity S  only hits at least this similar, S in [-1, 1]\n" MODEL_HELP
+               "example:\n  omlctl retrieve --id dev-17 --k 10 --label shirt --exclude dev-3\n");
 }
 
 int ctl_retrieve(ctl *g, int argc, char **argv)
@@ -206,7 +255,8 @@ int ctl_retrieve(ctl *g, int argc, char **argv)
         size_t n = 0;
         uint64_t version = 0;
         omlc_error err;
-        int r = omlc_retrieve(c, &q.refs[0], (uint32_t)q.k, q.model, hits, cap, &n, &version, &err);
+        int r = omlc_retrieve_where(c, &q.refs[0], (uint32_t)q.k, q.model, &q.filter, hits, cap,
+                                    &n, &version, &err);
         if (r != 0) {
             rc = ctl_fail("retrieve", r, &err);
         } else if (q.json) {
@@ -219,15 +269,16 @@ int ctl_retrieve(ctl *g, int argc, char **argv)
                     ctl_json_string(stdout, hits[i].label);
                 else
                     printf("null");
-                printf(",\"score\":%.6g}", hits[i].score);
+                printf(",\"score\":%.6g,\"similarity\":%.6g}", hits[i].score,
+                       hits[i].similarity);
             }
             printf("]}\n");
         } else {
             printf("%zu hits   (model version %llu)\n", n, (unsigned long long)version);
-            printf("  %4s  %-32s %-16s %s\n", "rank", "id", "label", "score");
+            printf("  %4s  %-32s %-16s %-8s %s\n", "rank", "id", "label", "score", "similarity");
             for (size_t i = 0; i < n; i++)
-                printf("  %4zu  %-32s %-16s %.4f\n", i + 1, hits[i].id,
-                       hits[i].label[0] ? hits[i].label : "-", hits[i].score);
+                printf("  %4zu  %-32s %-16s %-8.4f %.4f\n", q.filter.offset + i + 1, hits[i].id,
+                       hits[i].label[0] ? hits[i].label : "-", hits[i].score, hits[i].similarity);
         }
     }
     free(hits);

@@ -16,6 +16,7 @@
  * its neighbours. Every answer, errors included, carries the view's version. */
 #include "query.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -214,26 +215,41 @@ static int run_verify(const omld_query_ctx *q, omld_view *v, const Omld__Request
     return 0;
 }
 
-static int run_retrieve(const omld_query_ctx *q, omld_view *v, const Omld__Request *req,
-                        omld_reply *r)
+/* The rows a retrieval may return (opts->allow, malloc'd; NULL when the
+ * request filters nothing): with labels, the rows of those labels; never
+ * an excluded id. Labels and ids the view does not know match nothing.
+ * 0, or -1 when out of memory. */
+static int retrieve_filter(const omld_view *v, const Omld__RetrieveRequest *m,
+                           oml_retrieve_opts *opts)
 {
-    const Omld__RetrieveRequest *m = req->retrieve;
-    int rc;
-    int32_t k = (int32_t)(m->k_opt_case == OMLD__RETRIEVE_REQUEST__K_OPT_K ? m->k
-                                                                           : q->lim->default_k);
-    query_item qi;
-    if ((rc = resolve(q, v, m->query, "retrieve.query", &qi, r)) != 0)
-        return rc;
-    /* Scratch from the arena too (k <= max_k <= OML_SERVE_MAX_K hits). */
-    oml_hit *hits = omld_reply_alloc(r, (size_t)(k > 0 ? k : 1) * sizeof *hits);
-    if (hits == NULL)
-        return oom(r, "retrieve");
-    int32_t n = 0;
-    oml_diag d = {0};
-    if ((rc = oml_retrieve(v->ix, qi.x, k, qi.row, hits, &n, &d)) != OML_OK)
-        return lib_error(r, rc, &d, "retrieve");
-    sample_recall(q, v, qi.x, k, qi.row);
     const oml_index *ix = v->ix;
+    opts->allow = NULL;
+    if (m->n_labels == 0 && m->n_exclude_ids == 0)
+        return 0;
+    uint8_t *allow = malloc((size_t)ix->n + (size_t)ix->n_labels + 1);
+    if (allow == NULL)
+        return -1;
+    uint8_t *label_ok = allow + ix->n; /* (n_labels) */
+    memset(label_ok, 0, (size_t)ix->n_labels);
+    for (size_t i = 0; i < m->n_labels; i++)
+        for (int32_t c = 0; c < ix->n_labels; c++)
+            if (strcmp(ix->label_names[c], m->labels[i]) == 0)
+                label_ok[c] = 1;
+    for (int32_t row = 0; row < ix->n; row++)
+        allow[row] = m->n_labels == 0 ||
+                     (ix->labels[row] != OML_LABEL_NONE && label_ok[ix->labels[row]]);
+    for (size_t i = 0; i < m->n_exclude_ids; i++) {
+        int32_t row = omld_view_row(v, m->exclude_ids[i], strlen(m->exclude_ids[i]));
+        if (row >= 0)
+            allow[row] = 0;
+    }
+    opts->allow = allow;
+    return 0;
+}
+
+/* The answer: each hit's id, scores and label. */
+static int retrieve_answer(const oml_index *ix, const oml_hit *hits, int32_t n, omld_reply *r)
+{
     Omld__RetrieveResponse *resp = omld_reply_alloc(r, sizeof *resp);
     Omld__Hit *h = omld_reply_alloc(r, (size_t)n * sizeof *h);
     Omld__Hit **hp = omld_reply_alloc(r, (size_t)n * sizeof *hp);
@@ -246,6 +262,7 @@ static int run_retrieve(const omld_query_ctx *q, omld_view *v, const Omld__Reque
         if ((h[i].id = omld_reply_strdup(r, ix->ids[row], ix->id_lens[row])) == NULL)
             return oom(r, "retrieve");
         h[i].score = hits[i].score;
+        h[i].similarity = hits[i].similarity;
         if (ix->labels[row] != OML_LABEL_NONE) {
             const char *name = ix->label_names[ix->labels[row]];
             h[i].label_opt_case = OMLD__HIT__LABEL_OPT_LABEL;
@@ -259,6 +276,35 @@ static int run_retrieve(const omld_query_ctx *q, omld_view *v, const Omld__Reque
     r->msg.body_case = OMLD__RESPONSE__BODY_RETRIEVE;
     r->msg.retrieve = resp;
     return 0;
+}
+
+static int run_retrieve(const omld_query_ctx *q, omld_view *v, const Omld__Request *req,
+                        omld_reply *r)
+{
+    const Omld__RetrieveRequest *m = req->retrieve;
+    int rc;
+    int32_t k = (int32_t)(m->k_opt_case == OMLD__RETRIEVE_REQUEST__K_OPT_K ? m->k
+                                                                           : q->lim->default_k);
+    query_item qi;
+    if ((rc = resolve(q, v, m->query, "retrieve.query", &qi, r)) != 0)
+        return rc;
+    /* Scratch from the arena too (k <= max_k <= OML_SERVE_MAX_K hits). */
+    oml_hit *hits = omld_reply_alloc(r, (size_t)(k > 0 ? k : 1) * sizeof *hits);
+    oml_retrieve_opts opts = {NULL, (int32_t)m->offset, -INFINITY};
+    if (m->min_similarity_opt_case == OMLD__RETRIEVE_REQUEST__MIN_SIMILARITY_OPT_MIN_SIMILARITY)
+        opts.min_similarity = m->min_similarity;
+    if (hits == NULL || retrieve_filter(v, m, &opts) != 0)
+        return oom(r, "retrieve");
+    int32_t n = 0;
+    oml_diag d = {0};
+    rc = oml_retrieve(v->ix, qi.x, k, qi.row, &opts, hits, &n, &d);
+    int filtered = opts.allow != NULL || opts.offset > 0;
+    free((void *)opts.allow);
+    if (rc != OML_OK)
+        return lib_error(r, rc, &d, "retrieve");
+    if (!filtered) /* the recall sample compares plain searches */
+        sample_recall(q, v, qi.x, k, qi.row);
+    return retrieve_answer(v->ix, hits, n, r);
 }
 
 static int run_embed(const omld_query_ctx *q, omld_view *v, const Omld__Request *req,

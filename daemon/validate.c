@@ -380,6 +380,40 @@ int omld_check_verify(const Omld__Request *req, const omld_limits *lim, omld_rep
     return rc;
 }
 
+/* A retrieval's filter list (exclude_ids, labels): up to max_batch names,
+ * each a valid id or label; empty means no filter. */
+static int check_filter_names(char *const *names, size_t n, const char *what, const char *field,
+                              const omld_limits *lim, omld_reply *r)
+{
+    if (n > lim->max_batch)
+        return omld_reply_error(r, INVALID, field,
+                                "%s has %zu entries; the limit (max_batch) is %u", field, n,
+                                (unsigned)lim->max_batch);
+    char path[PATH_CAP];
+    for (size_t i = 0; i < n; i++) {
+        snprintf(path, sizeof path, "%s[%zu]", field, i);
+        int rc = check_name(names[i], what, 0, path, r);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* k, and the page it is cut from: offset + k within max_k, so that the
+ * ranking a page comes from is one the daemon would also serve whole. */
+static int check_retrieve_page(const Omld__RetrieveRequest *m, const omld_limits *lim,
+                               omld_reply *r)
+{
+    int rc = check_k(m->k_opt_case == OMLD__RETRIEVE_REQUEST__K_OPT_K, m->k, lim, "retrieve.k", r);
+    uint64_t k = m->k_opt_case == OMLD__RETRIEVE_REQUEST__K_OPT_K ? m->k : lim->default_k;
+    if (rc == 0 && (uint64_t)m->offset + k > lim->max_k)
+        rc = omld_reply_error(r, INVALID, "retrieve.offset",
+                              "offset %u + k %llu is over %u (max_k): a page must come from a "
+                              "ranking of at most max_k hits",
+                              (unsigned)m->offset, (unsigned long long)k, (unsigned)lim->max_k);
+    return rc;
+}
+
 int omld_check_retrieve(const Omld__Request *req, const omld_limits *lim, omld_reply *r)
 {
     const Omld__RetrieveRequest *m = req->retrieve;
@@ -387,10 +421,20 @@ int omld_check_retrieve(const Omld__Request *req, const omld_limits *lim, omld_r
         return omld_validate_ref(NULL, lim, "retrieve.query", r);
     int rc = omld_validate_ref(m->query, lim, "retrieve.query", r);
     if (rc == 0)
-        rc = check_k(m->k_opt_case == OMLD__RETRIEVE_REQUEST__K_OPT_K, m->k, lim, "retrieve.k", r);
+        rc = check_retrieve_page(m, lim, r);
     if (rc == 0)
         rc = check_model(m->model_opt_case == OMLD__RETRIEVE_REQUEST__MODEL_OPT_MODEL, m->model,
                          "retrieve.model", r);
+    if (rc == 0)
+        rc = check_filter_names(m->exclude_ids, m->n_exclude_ids, "id", "retrieve.exclude_ids",
+                                lim, r);
+    if (rc == 0)
+        rc = check_filter_names(m->labels, m->n_labels, "label", "retrieve.labels", lim, r);
+    if (rc == 0 && m->min_similarity_opt_case == OMLD__RETRIEVE_REQUEST__MIN_SIMILARITY_OPT_MIN_SIMILARITY &&
+        !(m->min_similarity >= -1.0f && m->min_similarity <= 1.0f))
+        rc = omld_reply_error(r, INVALID, "retrieve.min_similarity",
+                              "min_similarity is %g; it must be in [-1, 1]",
+                              (double)m->min_similarity);
     return rc;
 }
 

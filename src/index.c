@@ -129,10 +129,10 @@ static void dot_sift_up(oml_neighbor *h, int32_t i)
 }
 
 /* oml_index_select over m dot products: dots[j] belongs to row rowmap[j]
- * (rowmap NULL: row j). */
+ * (rowmap NULL: row j); rows that allow (NULL: all) refuses are skipped. */
 static int32_t select_rows(const oml_index *ix, int head, const float *q, float *dots,
                            const int32_t *rowmap, int32_t m, int32_t k, int32_t exclude,
-                           oml_neighbor *out)
+                           const uint8_t *allow, oml_neighbor *out)
 {
     int32_t n = ix->n, e = ix->emb;
     if (k <= 0 || m <= 0)
@@ -151,7 +151,7 @@ static int32_t select_rows(const oml_index *ix, int head, const float *q, float 
     for (int32_t j = 0; j < m; j++) {
         float a = dots[j];
         int32_t row = rowmap ? rowmap[j] : j;
-        if (row == exclude || !(a >= thr))
+        if (row == exclude || !(a >= thr) || (allow && !allow[row]))
             continue;
         uint32_t r = (uint32_t)row;
         memcpy(&dots[cand++], &r, sizeof r);
@@ -194,9 +194,9 @@ static int32_t select_rows(const oml_index *ix, int head, const float *q, float 
 }
 
 int32_t oml_index_select(const oml_index *ix, int head, const float *q, float *dots,
-                         int32_t k, int32_t exclude, oml_neighbor *out)
+                         int32_t k, int32_t exclude, const uint8_t *allow, oml_neighbor *out)
 {
-    return select_rows(ix, head, q, dots, NULL, ix->n, k, exclude, out);
+    return select_rows(ix, head, q, dots, NULL, ix->n, k, exclude, allow, out);
 }
 
 int32_t oml_index_probe(const oml_index *ix, const float *q_all, int32_t k, int32_t *lists,
@@ -219,8 +219,8 @@ int32_t oml_index_probe(const oml_index *ix, const float *q_all, int32_t k, int3
 }
 
 int32_t oml_index_topk_lists(const oml_index *ix, int head, const float *q, const int32_t *lists,
-                             int32_t n_probe, int32_t k, int32_t exclude, oml_neighbor *out,
-                             float *scratch, int32_t *rowmap)
+                             int32_t n_probe, int32_t k, int32_t exclude, const uint8_t *allow,
+                             oml_neighbor *out, float *scratch, int32_t *rowmap)
 {
     int32_t n = ix->n, e = ix->emb, m = 0;
     const float *Et = ix->emb_cols + (size_t)head * (size_t)n * (size_t)e;
@@ -235,11 +235,11 @@ int32_t oml_index_topk_lists(const oml_index *ix, int head, const float *q, cons
             rowmap[m + r] = a + r;
         m += len;
     }
-    return select_rows(ix, head, q, scratch, rowmap, m, k, exclude, out);
+    return select_rows(ix, head, q, scratch, rowmap, m, k, exclude, allow, out);
 }
 
 int32_t oml_index_topk(const oml_index *ix, int head, const float *q, int32_t k,
-                       int32_t exclude, oml_neighbor *out, float *scratch)
+                       int32_t exclude, const uint8_t *allow, oml_neighbor *out, float *scratch)
 {
     int32_t n = ix->n, e = ix->emb;
     if (k <= 0 || n <= 0)
@@ -247,7 +247,7 @@ int32_t oml_index_topk(const oml_index *ix, int head, const float *q, int32_t k,
     /* scratch (n) = q (emb) . E_head^T (emb, n), on the transposed copy. */
     const float *Et = ix->emb_cols + (size_t)head * (size_t)n * (size_t)e;
     cblas_sgemv(CblasRowMajor, CblasTrans, e, n, 1.0f, Et, n, q, 1, 0.0f, scratch, 1);
-    return oml_index_select(ix, head, q, scratch, k, exclude, out);
+    return oml_index_select(ix, head, q, scratch, k, exclude, allow, out);
 }
 
 int32_t oml_index_row_of_slot(const oml_index *ix, uint32_t slot)

@@ -113,11 +113,12 @@ void oml_index_builder_free(oml_index_builder *b); /* accepts a zeroed builder *
 void oml_index_destroy(oml_index *ix); /* accepts NULL; releases the snapshot ref */
 
 /* Exact k nearest rows of a unit query q (emb) in one head, ascending by
- * distance (ties by row), skipping row `exclude` (-1 for none). scratch holds
- * n floats. Returns how many were written (min(k, available)). Scans every
+ * distance (ties by row), skipping row `exclude` (-1 for none) and, when
+ * allow (n) is given, every row r with allow[r] == 0. scratch holds n
+ * floats. Returns how many were written (min(k, available)). Scans every
  * row, lists or not. */
 int32_t oml_index_topk(const oml_index *ix, int head, const float *q, int32_t k,
-                       int32_t exclude, oml_neighbor *out, float *scratch);
+                       int32_t exclude, const uint8_t *allow, oml_neighbor *out, float *scratch);
 
 /* For an index with lists: the lists a query whose head embeddings are
  * q_all (heads * emb) scans for k neighbours, nearest first, into lists
@@ -128,8 +129,8 @@ int32_t oml_index_probe(const oml_index *ix, const float *q_all, int32_t k, int3
 /* oml_index_topk over the rows of the given lists only: the exact k
  * nearest among them. scratch holds n floats, rowmap n int32. */
 int32_t oml_index_topk_lists(const oml_index *ix, int head, const float *q, const int32_t *lists,
-                             int32_t n_probe, int32_t k, int32_t exclude, oml_neighbor *out,
-                             float *scratch, int32_t *rowmap);
+                             int32_t n_probe, int32_t k, int32_t exclude, const uint8_t *allow,
+                             oml_neighbor *out, float *scratch, int32_t *rowmap);
 
 /* The selection step of oml_index_topk, for callers that computed the dot
  * products themselves (e.g. one GEMM for many queries): dots (n) holds any
@@ -137,7 +138,7 @@ int32_t oml_index_topk_lists(const oml_index *ix, int head, const float *q, cons
  * exact and bit-identical whatever routine produced dots, because final
  * distances are recomputed in a fixed order. out (k); returns the count. */
 int32_t oml_index_select(const oml_index *ix, int head, const float *q, float *dots,
-                         int32_t k, int32_t exclude, oml_neighbor *out);
+                         int32_t k, int32_t exclude, const uint8_t *allow, oml_neighbor *out);
 
 /* The distance every function here reports: D = sqrt(2 - 2 cos(a, b)) of two
  * embedding rows (emb), the cosine taken in double with the rows' actual norms

@@ -166,9 +166,10 @@ static int query_ws_init(query_ws *w, const oml_index *ix, int32_t k, size_t ext
 }
 
 /* Embeds x and finds k neighbours per head (Sec. 3.6.1, first step): in
- * the lists nearest to x when the index has lists, else in every row. */
+ * the lists nearest to x when the index has lists, else in every row;
+ * rows allow (NULL: all) refuses are never neighbours. */
 static int query_neighbors(const oml_index *ix, const float *x, int32_t k, int32_t exclude_row,
-                           query_ws *w)
+                           const uint8_t *allow, query_ws *w)
 {
     int rc = oml_snapshot_embed(ix->snap, x, 1, w->q); /* (heads, 1, emb) */
     if (rc != OML_OK)
@@ -177,13 +178,13 @@ static int query_neighbors(const oml_index *ix, const float *x, int32_t k, int32
         int32_t np = oml_index_probe(ix, w->q, k, w->lists, w->scratch);
         for (int h = 0; h < ix->heads; h++)
             w->cnt[h] = oml_index_topk_lists(ix, h, w->q + (size_t)h * (size_t)ix->emb, w->lists,
-                                             np, k, exclude_row, w->nb + (size_t)h * (size_t)k,
-                                             w->scratch, w->rowmap);
+                                             np, k, exclude_row, allow,
+                                             w->nb + (size_t)h * (size_t)k, w->scratch, w->rowmap);
         return OML_OK;
     }
     for (int h = 0; h < ix->heads; h++)
         w->cnt[h] = oml_index_topk(ix, h, w->q + (size_t)h * (size_t)ix->emb, k, exclude_row,
-                                   w->nb + (size_t)h * (size_t)k, w->scratch);
+                                   allow, w->nb + (size_t)h * (size_t)k, w->scratch);
     return OML_OK;
 }
 
@@ -208,7 +209,7 @@ int oml_classify(const oml_index *ix, const float *x, int32_t k, int32_t exclude
     memset(vw.cls, 0, nl * sizeof(double));
     memset(vw.seen, 0, nl);
 
-    rc = query_neighbors(ix, x, k, exclude_row, &w);
+    rc = query_neighbors(ix, x, k, exclude_row, NULL, &w);
     if (rc == OML_OK) {
         oml_classification res;
         int32_t label;
@@ -280,7 +281,7 @@ int oml_classify_batch(const oml_index *ix, const float *X, int32_t m, int32_t k
                         Qh, (int)e, ix->emb_cols + h * e * n, (int)n, 0.0f, dots, (int)n);
             for (size_t i = 0; i < b; i++)
                 cnts[i * H + h] = oml_index_select(ix, (int)h, Qh + i * e, dots + i * n, k,
-                                                   -1, nb + (i * H + h) * K);
+                                                   -1, NULL, nb + (i * H + h) * K);
         }
         for (size_t i = 0; i < b && rc == OML_OK; i++) {
             int32_t lab = OML_LABEL_NONE;
@@ -353,34 +354,31 @@ static int by_score_then_row(const void *pa, const void *pb)
     return a->row < b->row ? -1 : a->row > b->row ? 1 : 0;
 }
 
-int oml_retrieve(const oml_index *ix, const float *x, int32_t k, int32_t exclude_row,
-                 oml_hit *out, int32_t *n_out, oml_diag *diag)
+/* The pair's similarity: sum_l alpha(l) cos(f_l(q), f_l(row)), the cosine
+ * taken as the dot product of the unit rows (oml_index_emb). */
+static float pair_similarity(const oml_index *ix, const float *q, int32_t row)
 {
-    int rc = check_query(ix, x, k, exclude_row, diag);
-    if (rc != OML_OK)
-        return rc;
-    if (ix->n == 0) {
-        *n_out = 0; /* retrieving from nothing finds nothing */
-        return OML_OK;
+    double sim = 0.0;
+    for (int h = 0; h < ix->heads; h++) {
+        const float *qh = q + (size_t)h * (size_t)ix->emb;
+        double dot = 0.0;
+        for (int32_t j = 0; j < ix->emb; j++)
+            dot += (double)qh[j] * (double)oml_index_emb(ix, h, row, j);
+        sim += (double)ix->snap->alpha[h] * dot;
     }
-    size_t P = (size_t)ix->heads * (size_t)k;
-    query_ws w;
-    void *ex;
-    if (query_ws_init(&w, ix, k, P * sizeof(pool_hit), &ex) != OML_OK)
-        return oml_diag_set(diag, OML_ENOMEM, "", "retrieve workspace");
-    pool_hit *pool = ex;
-    rc = query_neighbors(ix, x, k, exclude_row, &w);
-    if (rc != OML_OK) {
-        free(w._block);
-        return oml_diag_set(diag, rc, "", "embedding the query");
-    }
-    /* Pool the k(L+1) candidates with their Eq. 27 scores. */
+    return (float)(sim < -1.0 ? -1.0 : sim > 1.0 ? 1.0 : sim);
+}
+
+/* Eq. 27 over the pooled neighbours: each distinct row once, at its best
+ * score, by (score desc, row asc). Returns the count in pool. */
+static size_t rank_pool(const oml_index *ix, const query_ws *w, int32_t k, pool_hit *pool)
+{
     size_t np = 0;
     for (int h = 0; h < ix->heads; h++) {
-        const oml_neighbor *nh = w.nb + (size_t)h * (size_t)k;
-        for (int32_t j = 0; j < w.cnt[h]; j++)
+        const oml_neighbor *nh = w->nb + (size_t)h * (size_t)k;
+        for (int32_t j = 0; j < w->cnt[h]; j++)
             pool[np++] = (pool_hit){nh[j].row, eq23_score(nh[j].dist, nh[0].dist,
-                                                          nh[w.cnt[h] - 1].dist,
+                                                          nh[w->cnt[h] - 1].dist,
                                                           ix->snap->alpha[h])};
     }
     /* "Sort descending and keep the top k distinct": the first occurrence of
@@ -392,9 +390,43 @@ int oml_retrieve(const oml_index *ix, const float *x, int32_t k, int32_t exclude
         if (nd == 0 || pool[nd - 1].row != pool[i].row)
             pool[nd++] = pool[i];
     qsort(pool, nd, sizeof *pool, by_score_then_row);
-    int32_t cnt = (int32_t)(nd < (size_t)k ? nd : (size_t)k);
-    for (int32_t i = 0; i < cnt; i++)
-        out[i] = (oml_hit){pool[i].row, (float)pool[i].score};
+    return nd;
+}
+
+int oml_retrieve(const oml_index *ix, const float *x, int32_t k, int32_t exclude_row,
+                 const oml_retrieve_opts *opts, oml_hit *out, int32_t *n_out, oml_diag *diag)
+{
+    int rc = check_query(ix, x, k, exclude_row, diag);
+    if (rc != OML_OK)
+        return rc;
+    int32_t offset = opts ? opts->offset : 0;
+    if (offset < 0 || offset > OML_SERVE_MAX_K - k)
+        return oml_diag_set(diag, OML_EINVAL, "offset", "offset %d + k %d exceeds %d",
+                            (int)offset, (int)k, OML_SERVE_MAX_K);
+    if (ix->n == 0) {
+        *n_out = 0; /* retrieving from nothing finds nothing */
+        return OML_OK;
+    }
+    int32_t ranked = offset + k; /* the ranking a page is cut from */
+    size_t P = (size_t)ix->heads * (size_t)ranked;
+    query_ws w;
+    void *ex;
+    if (query_ws_init(&w, ix, ranked, P * sizeof(pool_hit), &ex) != OML_OK)
+        return oml_diag_set(diag, OML_ENOMEM, "", "retrieve workspace");
+    pool_hit *pool = ex;
+    rc = query_neighbors(ix, x, ranked, exclude_row, opts ? opts->allow : NULL, &w);
+    if (rc != OML_OK) {
+        free(w._block);
+        return oml_diag_set(diag, rc, "", "embedding the query");
+    }
+    size_t nd = rank_pool(ix, &w, ranked, pool);
+    float floor = opts ? opts->min_similarity : -INFINITY;
+    int32_t cnt = 0;
+    for (size_t i = (size_t)offset; i < nd && cnt < k; i++) {
+        float sim = pair_similarity(ix, w.q, pool[i].row);
+        if (sim >= floor)
+            out[cnt++] = (oml_hit){pool[i].row, (float)pool[i].score, sim};
+    }
     *n_out = cnt;
     free(w._block);
     return OML_OK;
@@ -412,10 +444,10 @@ void oml_index_recall(const oml_index *ix, const float *x, int32_t k, int32_t ex
     if (query_ws_init(&w, ix, k, extra, &ex) != OML_OK)
         return;
     oml_neighbor *exact = ex;
-    if (query_neighbors(ix, x, k, exclude_row, &w) == OML_OK) { /* the lists' answer */
+    if (query_neighbors(ix, x, k, exclude_row, NULL, &w) == OML_OK) { /* the lists' answer */
         for (int h = 0; h < ix->heads; h++) {
             int32_t n = oml_index_topk(ix, h, w.q + (size_t)h * (size_t)ix->emb, k, exclude_row,
-                                       exact, w.scratch);
+                                       NULL, exact, w.scratch);
             const oml_neighbor *got = w.nb + (size_t)h * (size_t)k;
             for (int32_t i = 0; i < w.cnt[h]; i++)
                 for (int32_t j = 0; j < n; j++)

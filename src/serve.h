@@ -55,16 +55,30 @@ int oml_verify(const oml_snapshot *s, const float *x1, const float *x2, float th
                oml_verification *out, oml_diag *diag);
 
 typedef struct oml_hit {
-    int32_t row;  /* index row */
-    float score;  /* Eq. 27 */
+    int32_t row;      /* index row */
+    float score;      /* Eq. 27 */
+    float similarity; /* sum_l alpha(l) cos(f_l(x), f_l(row)) = sum_l alpha(l) (1 - D(l)^2 / 2):
+                         the pair's alone, whatever k is */
 } oml_hit;
 
+/* What a retrieval may return, beyond exclude_row. */
+typedef struct oml_retrieve_opts {
+    const uint8_t *allow;  /* (n) 1 for rows that may be returned; NULL: every row. The
+                              search runs over the allowed rows only */
+    int32_t offset;        /* skip the best `offset` hits: the ranking is that of
+                              k + offset hits (offset + k <= OML_SERVE_MAX_K) */
+    float min_similarity;  /* drop hits below it (-INFINITY: none) */
+} oml_retrieve_opts;
+
 /* Eq. 27: pools k neighbours from every head, scores them, keeps the top k
- * distinct rows by descending score (ties: smaller row). out holds k hits;
- * returns the count via *n_out (0 for an empty index). Errors as for
- * classify, except that an empty index is not one. */
+ * distinct rows by descending score (ties: smaller row). With opts (NULL:
+ * none), over the allowed rows only, the ranking of offset + k hits from
+ * which the first offset are skipped, and no hit below min_similarity.
+ * out holds k hits; returns the count via *n_out (0 for an empty index).
+ * Errors as for classify (offset + k out of range: field "offset"),
+ * except that an empty index is not one. */
 int oml_retrieve(const oml_index *ix, const float *x, int32_t k, int32_t exclude_row,
-                 oml_hit *out, int32_t *n_out, oml_diag *diag);
+                 const oml_retrieve_opts *opts, oml_hit *out, int32_t *n_out, oml_diag *diag);
 
 /* How well an index with lists answers x: of the exact k nearest rows of
  * every head (a full scan), how many the lists' search also finds; *hits

@@ -212,9 +212,42 @@ static void test_every_operation(void **state)
     for (size_t i = 0; i < n_hits; i++) {
         assert_string_not_equal(hits[i].id, ID[0]);
         assert_string_equal(hits[i].label, LABEL[0]);
+        assert_true(hits[i].similarity > -1.0001f && hits[i].similarity < 1.0001f);
         if (i)
             assert_true(hits[i].score <= hits[i - 1].score);
     }
+
+    /* The same through the filter: only another class, never the best of
+     * it, the next page of it, a floor; the similarity is the pair's. */
+    const char *other[1] = {LABEL[1]};
+    omlc_hit all[10], page[5];
+    omlc_retrieve_filter f = {other, 1, NULL, 0, 0, 0, 0.0f};
+    assert_int_equal(omlc_retrieve_where(c, &a, 10, NULL, &f, all, 10, &n_hits, NULL, &err), 0);
+    assert_int_equal(n_hits, 10);
+    for (size_t i = 0; i < n_hits; i++)
+        assert_string_equal(all[i].label, LABEL[1]);
+    const char *best[1] = {all[0].id};
+    f.exclude_ids = best;
+    f.n_exclude_ids = 1;
+    f.offset = 4;
+    size_t n_page = 0;
+    assert_int_equal(omlc_retrieve_where(c, &a, 5, NULL, &f, page, 5, &n_page, NULL, &err), 0);
+    assert_int_equal(n_page, 5);
+    for (size_t i = 0; i < n_page; i++) {
+        assert_string_not_equal(page[i].id, all[0].id);
+        assert_string_equal(page[i].label, LABEL[1]);
+        for (size_t j = 0; j < n_hits; j++) /* one item, one similarity, whatever the page */
+            if (strcmp(page[i].id, all[j].id) == 0)
+                assert_true(page[i].similarity == all[j].similarity);
+    }
+    f = (omlc_retrieve_filter){NULL, 0, NULL, 0, 0, 1, hits[4].similarity};
+    assert_int_equal(omlc_retrieve_where(c, &a, 10, NULL, &f, all, 10, &n_hits, NULL, &err), 0);
+    assert_true(n_hits >= 1 && n_hits <= 10);
+    for (size_t i = 0; i < n_hits; i++)
+        assert_true(all[i].similarity >= hits[4].similarity);
+    f.min_similarity = 2.0f; /* refused, naming the field */
+    assert_int_equal(omlc_retrieve_where(c, &a, 10, NULL, &f, all, 10, &n_hits, NULL, &err), 1);
+    assert_string_equal(err.field, "retrieve.min_similarity");
 
     /* Embed: L+1 unit vectors and the hedge weights. */
     assert_int_equal(omlc_embed(c, &a, NULL, &r, &err), 0);

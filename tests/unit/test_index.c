@@ -120,23 +120,23 @@ static void test_topk_hand(void **state)
     const int32_t all_rows[6] = {0, 4, 2, 5, 1, 3};
     const float all0[6] = {0, 0, D_AC, D_AF, SQRT2, 2.0f};
     const float all1[6] = {0, 0, D_AC, D_AF, SQRT2, SQRT2};
-    expect(nb, oml_index_topk(ix, 0, q, 6, -1, nb, scratch), all_rows, all0, 6);
-    expect(nb, oml_index_topk(ix, 1, q, 6, -1, nb, scratch), all_rows, all1, 6);
+    expect(nb, oml_index_topk(ix, 0, q, 6, -1, NULL, nb, scratch), all_rows, all0, 6);
+    expect(nb, oml_index_topk(ix, 1, q, 6, -1, NULL, nb, scratch), all_rows, all1, 6);
     assert_true(nb[4].dist == nb[5].dist); /* a real tie, not a near one */
     assert_true(nb[0].dist == 0.0f && nb[1].dist == 0.0f);
 
     /* Ties at the cut: k = 1 keeps a (row 0) over e (row 4) at D = 0, and
      * k = 5 in head 1 keeps b (row 1) over d (row 3) at D = sqrt(2). */
-    expect(nb, oml_index_topk(ix, 0, q, 1, -1, nb, scratch), all_rows, all0, 1);
-    expect(nb, oml_index_topk(ix, 1, q, 5, -1, nb, scratch), all_rows, all1, 5);
+    expect(nb, oml_index_topk(ix, 0, q, 1, -1, NULL, nb, scratch), all_rows, all0, 1);
+    expect(nb, oml_index_topk(ix, 1, q, 5, -1, NULL, nb, scratch), all_rows, all1, 5);
 
     /* Excluding row 0 shifts everything up by one. */
-    expect(nb, oml_index_topk(ix, 0, q, 3, 0, nb, scratch), all_rows + 1, all0 + 1, 3);
+    expect(nb, oml_index_topk(ix, 0, q, 3, 0, NULL, nb, scratch), all_rows + 1, all0 + 1, 3);
     /* Excluding a row that would be cut makes no difference. */
-    expect(nb, oml_index_topk(ix, 0, q, 2, 3, nb, scratch), all_rows, all0, 2);
+    expect(nb, oml_index_topk(ix, 0, q, 2, 3, NULL, nb, scratch), all_rows, all0, 2);
     /* k beyond n returns n; k = 0 returns nothing. */
-    expect(nb, oml_index_topk(ix, 0, q, 8, -1, nb, scratch), all_rows, all0, 6);
-    assert_int_equal(oml_index_topk(ix, 0, q, 0, -1, nb, scratch), 0);
+    expect(nb, oml_index_topk(ix, 0, q, 8, -1, NULL, nb, scratch), all_rows, all0, 6);
+    assert_int_equal(oml_index_topk(ix, 0, q, 0, -1, NULL, nb, scratch), 0);
 
     oml_index_destroy(ix);
     oml_store_destroy(st);
@@ -174,7 +174,7 @@ static void test_deleted_items_absent(void **state)
     float scratch[6]; /* room for the rebuilt index below */
     const int32_t rows[5] = {0, 3, 4, 1, 2}; /* a e f b d: c is gone */
     const float dists[5] = {0, 0, D_AF, SQRT2, 2.0f};
-    expect(nb, oml_index_topk(ix, 0, q, 8, -1, nb, scratch), rows, dists, 5);
+    expect(nb, oml_index_topk(ix, 0, q, 8, -1, NULL, nb, scratch), rows, dists, 5);
     oml_index_destroy(ix);
 
     /* Re-putting c reuses the free slot (2), its row again. */
@@ -185,7 +185,7 @@ static void test_deleted_items_absent(void **state)
     assert_int_equal(ix->slots[5], 5);
     assert_int_equal(oml_index_row_of_slot(ix, 2), 2);
     assert_int_equal(oml_index_row_of_slot(ix, 6), -1);
-    assert_int_equal(oml_index_topk(ix, 0, q, 3, -1, nb, scratch), 3);
+    assert_int_equal(oml_index_topk(ix, 0, q, 3, -1, NULL, nb, scratch), 3);
     assert_int_equal(nb[2].row, 2);
     assert_float_equal(nb[2].dist, D_AC, 1e-6);
     oml_index_destroy(ix);
@@ -218,7 +218,7 @@ static void test_index_owns_its_data(void **state)
     assert_float_equal(f[0], 0.6f, 1e-6);
     oml_neighbor nb[1];
     float scratch[6];
-    assert_int_equal(oml_index_topk(ix, 0, f, 1, -1, nb, scratch), 1);
+    assert_int_equal(oml_index_topk(ix, 0, f, 1, -1, NULL, nb, scratch), 1);
     assert_int_equal(nb[0].row, 5); /* f = (0.6, 0.8) is (3, 4) normalised */
     assert_float_equal(nb[0].dist, 0.0f, 1e-6);
     oml_index_destroy(ix); /* releases the last reference */
@@ -237,7 +237,7 @@ static void test_empty_and_mismatch(void **state)
     const float q[2] = {1, 0};
     oml_neighbor nb[4];
     float scratch[1];
-    assert_int_equal(oml_index_topk(ix, 0, q, 4, -1, nb, scratch), 0);
+    assert_int_equal(oml_index_topk(ix, 0, q, 4, -1, NULL, nb, scratch), 0);
     assert_int_equal(oml_index_row_of_slot(ix, 0), -1);
     oml_index_destroy(ix);
 
@@ -358,7 +358,7 @@ static void test_topk_matches_naive(void **state)
                 ties_seen += all[i].dist == all[i - 1].dist;
             for (int ki = 0; ki < 4; ki++) {
                 int32_t k = ks[ki], want = k < m ? k : m;
-                int32_t got = oml_index_topk(ix, h, q, k, exclude, nb, scratch);
+                int32_t got = oml_index_topk(ix, h, q, k, exclude, NULL, nb, scratch);
                 assert_int_equal(got, want);
                 for (int32_t i = 0; i < want; i++) {
                     assert_int_equal(nb[i].row, all[i].row);
@@ -373,7 +373,7 @@ static void test_topk_matches_naive(void **state)
                     float fd = (float)dot;
                     scratch[row] = row % 2 ? nextafterf(fd, 2.0f) : nextafterf(fd, -2.0f);
                 }
-                got = oml_index_select(ix, h, q, scratch, k, exclude, nb2);
+                got = oml_index_select(ix, h, q, scratch, k, exclude, NULL, nb2);
                 assert_int_equal(got, want);
                 assert_memory_equal(nb, nb2, sizeof *nb * (size_t)want);
             }

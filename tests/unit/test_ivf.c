@@ -204,12 +204,12 @@ static void test_index_with_lists(void **state)
         assert_true(np >= 1 && np <= ix->n_lists);
         for (int h = 0; h < ix->heads; h++) {
             const float *qh = q + h * ix->emb;
-            int32_t ne = oml_index_topk(ix, h, qh, K, exclude, exact, scratch);
-            int32_t na = oml_index_topk_lists(ix, h, qh, all, ix->n_lists, K, exclude, got,
+            int32_t ne = oml_index_topk(ix, h, qh, K, exclude, NULL, exact, scratch);
+            int32_t na = oml_index_topk_lists(ix, h, qh, all, ix->n_lists, K, exclude, NULL, got,
                                               scratch, rowmap);
             assert_int_equal(na, ne);
             assert_memory_equal(got, exact, sizeof *got * (size_t)ne);
-            int32_t nd = oml_index_topk_lists(ix, h, qh, lists, np, K, exclude, got, scratch,
+            int32_t nd = oml_index_topk_lists(ix, h, qh, lists, np, K, exclude, NULL, got, scratch,
                                               rowmap);
             for (int i = 0; i < nd; i++) {
                 assert_int_not_equal(got[i].row, exclude);

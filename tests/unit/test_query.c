@@ -438,7 +438,7 @@ static void test_retrieve(void **state)
             oml_hit want[N_ITEMS];
             int32_t n = -1;
             assert_int_equal(oml_retrieve(ix, feat(f, id), (int32_t)rr.k,
-                                          by_vec ? -1 : row(f, id), want, &n, NULL),
+                                          by_vec ? -1 : row(f, id), NULL, want, &n, NULL),
                              OML_OK);
             const Omld__RetrieveResponse *res = r.msg.retrieve;
             assert_int_equal(res->n_hits, n);
@@ -474,6 +474,68 @@ static void test_retrieve(void **state)
 }
 
 /* -------------------------------------------------------------------- embed */
+
+/* Filters reach the search: labels blue and green (and "nope", which
+ * matches nothing), b1 and "zz" (not stored) excluded, from a0 by id: the
+ * answer is oml_retrieve over the rows of b0, b2, b3, c0, c1, with their
+ * similarities; a page and a similarity floor cut it the same way. */
+static void test_retrieve_filtered(void **state)
+{
+    fx *f = *state;
+    Omld__Request req = OMLD__REQUEST__INIT;
+    Omld__RetrieveRequest rr = OMLD__RETRIEVE_REQUEST__INIT;
+    Omld__ItemRef q;
+    req.body_case = OMLD__REQUEST__BODY_RETRIEVE;
+    req.retrieve = &rr;
+    rr.query = &q;
+    ref_id(&q, "a0");
+    char *labels[3] = {(char *)"blue", (char *)"nope", (char *)"green"};
+    char *exclude[2] = {(char *)"zz", (char *)"b1"};
+    rr.labels = labels;
+    rr.n_labels = 3;
+    rr.exclude_ids = exclude;
+    rr.n_exclude_ids = 2;
+    rr.k_opt_case = OMLD__RETRIEVE_REQUEST__K_OPT_K;
+    const oml_index *ix = f->v.ix;
+    uint8_t allow[N_ITEMS];
+    for (size_t i = 0; i < N_ITEMS; i++) {
+        const char *lab = ITEMS[i].label;
+        allow[row(f, ITEMS[i].id)] = lab && (strcmp(lab, "blue") == 0 ||
+                                             strcmp(lab, "green") == 0) &&
+                                     strcmp(ITEMS[i].id, "b1") != 0;
+    }
+    const struct { uint32_t k, offset; float floor; } cases[] = {
+        {10, 0, -2.0f}, {2, 0, -2.0f}, {2, 2, -2.0f}, {10, 0, 0.5f}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        rr.k = cases[c].k;
+        rr.offset = cases[c].offset;
+        rr.min_similarity_opt_case = cases[c].floor > -2.0f
+                                         ? OMLD__RETRIEVE_REQUEST__MIN_SIMILARITY_OPT_MIN_SIMILARITY
+                                         : OMLD__RETRIEVE_REQUEST__MIN_SIMILARITY_OPT__NOT_SET;
+        rr.min_similarity = cases[c].floor;
+        omld_reply r;
+        run(f, &req, &r);
+        assert_ok(&r, OMLD__RESPONSE__BODY_RETRIEVE);
+        oml_retrieve_opts o = {allow, (int32_t)rr.offset,
+                               cases[c].floor > -2.0f ? cases[c].floor : -INFINITY};
+        oml_hit want[N_ITEMS];
+        int32_t n = -1;
+        assert_int_equal(oml_retrieve(ix, feat(f, "a0"), (int32_t)rr.k, row(f, "a0"), &o, want,
+                                      &n, NULL),
+                         OML_OK);
+        const Omld__RetrieveResponse *res = r.msg.retrieve;
+        assert_int_equal(res->n_hits, n);
+        if (c == 0)
+            assert_int_equal(n, 5); /* b0 b2 b3 c0 c1 */
+        for (int32_t j = 0; j < n; j++) {
+            assert_string_equal(res->hits[j]->id, ix->ids[want[j].row]);
+            assert_true(allow[want[j].row]);
+            assert_true(res->hits[j]->similarity == want[j].similarity);
+            assert_true(res->hits[j]->similarity >= cases[c].floor);
+        }
+        omld_reply_free(&r);
+    }
+}
 
 static void test_embed(void **state)
 {
@@ -772,6 +834,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_classify_empty_and_unindexed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_verify, setup, teardown),
         cmocka_unit_test_setup_teardown(test_retrieve, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_retrieve_filtered, setup, teardown),
         cmocka_unit_test_setup_teardown(test_embed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_get_items, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unknown_id, setup, teardown),

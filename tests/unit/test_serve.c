@@ -202,7 +202,7 @@ static void test_classify_errors(void **state)
         assert_string_equal(d.field, "features");
         oml_hit h[1];
         int32_t nh = 7;
-        assert_int_equal(oml_retrieve(ix, bad[i], 1, -1, h, &nh, NULL), OML_ENONFINITE);
+        assert_int_equal(oml_retrieve(ix, bad[i], 1, -1, NULL, h, &nh, NULL), OML_ENONFINITE);
         assert_int_equal(nh, 7);
     }
     oml_index_destroy(ix);
@@ -232,7 +232,7 @@ static void test_classify_errors(void **state)
     assert_int_equal(oml_classify_batch(ix, X, 0, 1, labels), OML_OK);
     oml_hit h[2];
     int32_t nh = 7;
-    assert_int_equal(oml_retrieve(ix, x, 2, -1, h, &nh, NULL), OML_OK);
+    assert_int_equal(oml_retrieve(ix, x, 2, -1, NULL, h, &nh, NULL), OML_OK);
     assert_int_equal(nh, 0);
     oml_index_destroy(ix);
     oml_store_destroy(st);
@@ -321,7 +321,7 @@ static void test_retrieve(void **state)
     const float x[2] = {1, 0};
     oml_hit h[8];
     int32_t n = -1;
-    assert_int_equal(oml_retrieve(ix, x, 3, -1, h, &n, NULL), OML_OK);
+    assert_int_equal(oml_retrieve(ix, x, 3, -1, NULL, h, &n, NULL), OML_OK);
     assert_int_equal(n, 3);
     assert_int_equal(h[0].row, 0);
     assert_int_equal(h[1].row, 3);
@@ -330,7 +330,7 @@ static void test_retrieve(void **state)
     assert_float_equal(h[1].score, 0.75, 1e-7);
     assert_float_equal(h[2].score, E1 * 0.75, 1e-7);
 
-    assert_int_equal(oml_retrieve(ix, x, 2, -1, h, &n, NULL), OML_OK);
+    assert_int_equal(oml_retrieve(ix, x, 2, -1, NULL, h, &n, NULL), OML_OK);
     assert_int_equal(n, 2);
     assert_int_equal(h[0].row, 0);
     assert_int_equal(h[1].row, 3);
@@ -339,7 +339,7 @@ static void test_retrieve(void **state)
      *   head 0: e 0, c D_AC, b sqrt(2): e .75, c .75 e^(-D_AC/sqrt 2) = .43653873, b .75 e^-1
      *   head 1: c 0, e 0, b sqrt(2): c .25, e .25, b .25 e^-1
      * best per row: e .75, c .43653873, b .27590958. */
-    assert_int_equal(oml_retrieve(ix, x, 3, 0, h, &n, NULL), OML_OK);
+    assert_int_equal(oml_retrieve(ix, x, 3, 0, NULL, h, &n, NULL), OML_OK);
     assert_int_equal(n, 3);
     assert_int_equal(h[0].row, 3);
     assert_int_equal(h[1].row, 2);
@@ -349,7 +349,7 @@ static void test_retrieve(void **state)
     assert_float_equal(h[2].score, E1 * 0.75, 1e-7);
 
     /* k beyond the items: each row once, although every head returns all 4. */
-    assert_int_equal(oml_retrieve(ix, x, 8, -1, h, &n, NULL), OML_OK);
+    assert_int_equal(oml_retrieve(ix, x, 8, -1, NULL, h, &n, NULL), OML_OK);
     assert_int_equal(n, 4);
     for (int i = 0; i < n; i++)
         for (int j = i + 1; j < n; j++)
@@ -361,13 +361,86 @@ static void test_retrieve(void **state)
     oml_diag d;
     memset(&d, 0, sizeof d);
     n = 7;
-    assert_int_equal(oml_retrieve(ix, x, 0, -1, h, &n, &d), OML_EINVAL);
+    assert_int_equal(oml_retrieve(ix, x, 0, -1, NULL, h, &n, &d), OML_EINVAL);
     assert_string_equal(d.field, "k");
-    assert_int_equal(oml_retrieve(ix, x, OML_SERVE_MAX_K + 1, -1, h, &n, &d), OML_EINVAL);
+    assert_int_equal(oml_retrieve(ix, x, OML_SERVE_MAX_K + 1, -1, NULL, h, &n, &d), OML_EINVAL);
     assert_int_equal(n, 7);
     oml_index_destroy(ix);
     oml_snapshot_release(s);
 }
+
+/* What a web service filters by, on the hand model, x = (1,0), alpha =
+ * (.75, .25). Similarities, sum_l alpha(l) cos: head 0 cosines a 1, b 0,
+ * c 1/sqrt 2, e 1; head 1 (f1 = (1,0) for x1 > 0, else 0) a 1, b 0, c 1,
+ * e 1: a 1.0, b 0, c .75/sqrt 2 + .25 = .78033009, e 1.0. */
+static void test_retrieve_filters_and_similarity(void **state)
+{
+    (void)state;
+    oml_snapshot *s = hand_snap(0.75f, 0.25f);
+    oml_index *ix = hand_index(s);
+    const float x[2] = {1, 0};
+    oml_hit h[8];
+    int32_t n = -1;
+    /* The similarity is the pair's: c's is the same at k = 3 and k = 8,
+     * where its Eq. 27 score moves (.27590958 -> .43653873: d_max grew). */
+    assert_int_equal(oml_retrieve(ix, x, 3, -1, NULL, h, &n, NULL), OML_OK);
+    assert_int_equal(h[2].row, 2);
+    assert_float_equal(h[0].similarity, 1.0, 1e-6);
+    assert_float_equal(h[1].similarity, 1.0, 1e-6);
+    assert_float_equal(h[2].similarity, 0.78033009, 1e-6);
+    assert_float_equal(h[2].score, E1 * 0.75, 1e-6);
+    assert_int_equal(oml_retrieve(ix, x, 8, -1, NULL, h, &n, NULL), OML_OK);
+    assert_int_equal(h[2].row, 2);
+    assert_float_equal(h[2].similarity, 0.78033009, 1e-6);
+    assert_float_equal(h[2].score, 0.43653873, 1e-6);
+    assert_int_equal(h[3].row, 1);
+    assert_float_equal(h[3].similarity, 0.0, 1e-6);
+
+    /* Only blue (rows b, c): the search runs over them. head 0: c D_AC, b
+     * sqrt 2 -> c .75, b .75/e; head 1: c 0, b sqrt 2 -> c .25, b .25/e. */
+    uint8_t blue[4] = {0, 1, 1, 0};
+    oml_retrieve_opts o = {blue, 0, -INFINITY};
+    assert_int_equal(oml_retrieve(ix, x, 3, -1, &o, h, &n, NULL), OML_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(h[0].row, 2);
+    assert_int_equal(h[1].row, 1);
+    assert_float_equal(h[0].score, 0.75, 1e-6);
+    assert_float_equal(h[1].score, 0.75 * E1, 1e-6);
+
+    /* All but e, k = 2: head 0 a 0, c D_AC; head 1 a, c at 0: a .75, c .75/e. */
+    uint8_t no_e[4] = {1, 1, 1, 0};
+    o.allow = no_e;
+    assert_int_equal(oml_retrieve(ix, x, 2, -1, &o, h, &n, NULL), OML_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(h[0].row, 0);
+    assert_int_equal(h[1].row, 2);
+
+    /* Page 2 of 1: offset 1, k 2 is hits 1-2 of the k = 3 ranking a, e, c,
+     * with that ranking's scores. */
+    o = (oml_retrieve_opts){NULL, 1, -INFINITY};
+    assert_int_equal(oml_retrieve(ix, x, 2, -1, &o, h, &n, NULL), OML_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(h[0].row, 3);
+    assert_int_equal(h[1].row, 2);
+    assert_float_equal(h[1].score, E1 * 0.75, 1e-6);
+
+    /* A similarity floor of .9 drops c: fewer than k come back. */
+    o = (oml_retrieve_opts){NULL, 0, 0.9f};
+    assert_int_equal(oml_retrieve(ix, x, 3, -1, &o, h, &n, NULL), OML_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(h[0].row, 0);
+    assert_int_equal(h[1].row, 3);
+
+    /* A page beyond the largest ranking is refused, naming offset. */
+    oml_diag d;
+    memset(&d, 0, sizeof d);
+    o = (oml_retrieve_opts){NULL, OML_SERVE_MAX_K, -INFINITY};
+    assert_int_equal(oml_retrieve(ix, x, 1, -1, &o, h, &n, &d), OML_EINVAL);
+    assert_string_equal(d.field, "offset");
+    oml_index_destroy(ix);
+    oml_snapshot_release(s);
+}
+
 
 /* The evaluation path must agree label for label with oml_classify. */
 static void test_batch_equals_single(void **state)
@@ -497,6 +570,7 @@ int main(void)
         cmocka_unit_test(test_classify_errors),
         cmocka_unit_test(test_verify),
         cmocka_unit_test(test_retrieve),
+        cmocka_unit_test(test_retrieve_filters_and_similarity),
         cmocka_unit_test(test_batch_hand),
         cmocka_unit_test(test_batch_equals_single),
     };

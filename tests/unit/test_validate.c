@@ -744,6 +744,48 @@ static void test_retrieve_and_embed(void **state)
     rr.model_opt_case = OMLD__RETRIEVE_REQUEST__MODEL_OPT_MODEL;
     rr.model = name_of(big, OMLD_ID_MAX + 1);
     expect_err(&req, OMLD__STATUS__CODE__INVALID_ARGUMENT, "retrieve.model", NULL);
+    rr.model_opt_case = OMLD__RETRIEVE_REQUEST__MODEL_OPT__NOT_SET;
+
+    /* Paging: offset + k within max_k (k absent: default_k, 5). */
+    rr.k = 3;
+    rr.offset = MAX_K - 3;
+    expect_ok(&req, OMLD_ROUTE_QUERY, 1);
+    rr.offset = MAX_K - 2;
+    expect_err(&req, OMLD__STATUS__CODE__INVALID_ARGUMENT, "retrieve.offset", "max_k");
+    rr.k_opt_case = OMLD__RETRIEVE_REQUEST__K_OPT__NOT_SET;
+    rr.offset = MAX_K - 5;
+    expect_ok(&req, OMLD_ROUTE_QUERY, 1);
+    rr.offset = MAX_K - 4;
+    expect_err(&req, OMLD__STATUS__CODE__INVALID_ARGUMENT, "retrieve.offset", NULL);
+    rr.offset = 0;
+    /* Filters: valid names, at most max_batch of each. */
+    char *names[MAX_BATCH + 1];
+    for (int i = 0; i <= MAX_BATCH; i++)
+        names[i] = (char *)"red";
+    rr.labels = names;
+    rr.n_labels = MAX_BATCH;
+    expect_ok(&req, OMLD_ROUTE_QUERY, 1);
+    rr.n_labels = MAX_BATCH + 1;
+    expect_err(&req, OMLD__STATUS__CODE__INVALID_ARGUMENT, "retrieve.labels", "max_batch");
+    rr.n_labels = 2;
+    names[1] = (char *)"";
+    expect_err(&req, OMLD__STATUS__CODE__INVALID_ARGUMENT, "retrieve.labels[1]", "empty");
+    rr.n_labels = 0;
+    rr.exclude_ids = names;
+    rr.n_exclude_ids = 2;
+    expect_err(&req, OMLD__STATUS__CODE__INVALID_ARGUMENT, "retrieve.exclude_ids[1]", "empty");
+    names[1] = name_of(big, OMLD_ID_MAX + 1);
+    expect_err(&req, OMLD__STATUS__CODE__INVALID_ARGUMENT, "retrieve.exclude_ids[1]", "longer");
+    rr.n_exclude_ids = 0;
+    /* A similarity floor in [-1, 1]. */
+    rr.min_similarity_opt_case = OMLD__RETRIEVE_REQUEST__MIN_SIMILARITY_OPT_MIN_SIMILARITY;
+    const float floors_ok[3] = {-1.0f, 0.0f, 1.0f}, floors_bad[3] = {-1.01f, 1.5f, NAN};
+    for (int i = 0; i < 3; i++) {
+        rr.min_similarity = floors_ok[i];
+        expect_ok(&req, OMLD_ROUTE_QUERY, 1);
+        rr.min_similarity = floors_bad[i];
+        expect_err(&req, OMLD__STATUS__CODE__INVALID_ARGUMENT, "retrieve.min_similarity", NULL);
+    }
 
     Omld__EmbedRequest er = OMLD__EMBED_REQUEST__INIT;
     req.body_case = OMLD__REQUEST__BODY_EMBED;

@@ -449,17 +449,28 @@ class Client:
         v = r.verify
         return Verification(v.similar, v.score, list(v.distances), r.model_version)
 
-    def retrieve(self, query, k=None, model=None):
+    def retrieve(self, query, k=None, model=None, labels=None, exclude_ids=None, offset=0,
+                 min_similarity=None):
         """The k stored items most like query, best first (a query by id
-        never returns that id)."""
+        never returns that id). labels: only items with one of these
+        labels; exclude_ids: never these; offset: skip the best offset
+        (paging, offset + k <= the daemon's max_k); min_similarity: only
+        hits whose similarity (in [-1, 1], not k-dependent) is at least
+        this."""
         req = pb.Request()
         _set_ref(req.retrieve.query, query, "query")
         if k is not None:
             req.retrieve.k = k
         if model is not None:
             req.retrieve.model = model
+        req.retrieve.labels.extend(labels or [])
+        req.retrieve.exclude_ids.extend(exclude_ids or [])
+        req.retrieve.offset = offset
+        if min_similarity is not None:
+            req.retrieve.min_similarity = min_similarity
         r = self.call(req, "retrieve")
-        return Retrieval([Hit(h.id, h.score, h.label if h.HasField("label") else None)
+        return Retrieval([Hit(h.id, h.score, h.label if h.HasField("label") else None,
+                              h.similarity)
                           for h in r.retrieve.hits], r.model_version)
 
     def embed(self, item, model=None):

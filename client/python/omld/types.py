@@ -94,8 +94,9 @@ class Verification:
 @dataclass
 class Hit:
     id: str
-    score: float
+    score: float                 # OAHU Eq. 27: a share among the hits, changes with k
     label: Optional[str] = None
+    similarity: float = 0.0      # the pair's, in [-1, 1], whatever k is
 
 
 @dataclass

@@ -260,6 +260,22 @@ class TestClient(unittest.TestCase):
         by_vec = self.c.retrieve(X[2], k=3)
         self.assertEqual(len(by_vec.hits), 3)
         self.assertIn(ID[2], by_vec.ids)  # a vector query may find the item itself
+        # Filters, paging and the k-independent similarity.
+        other = LABEL[1] if LABEL[1] != LABEL[0] else LABEL[2]
+        only = self.c.retrieve(ID[0], k=6, labels=[other])
+        self.assertEqual(len(only), 6)
+        self.assertTrue(all(h.label == other for h in only), only)
+        sims = {h.id: h.similarity for h in only}
+        page = self.c.retrieve(ID[0], k=3, labels=[other], exclude_ids=[only.hits[0].id],
+                               offset=1)
+        self.assertNotIn(only.hits[0].id, page.ids)
+        for h in page:
+            self.assertTrue(-1.0 <= h.similarity <= 1.0)
+            if h.id in sims:
+                self.assertEqual(h.similarity, sims[h.id])
+        floor = only.hits[2].similarity
+        above = self.c.retrieve(ID[0], k=6, labels=[other], min_similarity=floor)
+        self.assertTrue(all(h.similarity >= floor for h in above))
 
     def test_06_embed_status_health(self):
         e = self.c.embed(ID[0])
@@ -319,6 +335,8 @@ class TestClient(unittest.TestCase):
         self.expect(omld.InvalidArgument, "classify.k", c.classify, ID[1], k=MAX_K + 1)
         self.expect(omld.InvalidArgument, "classify.k", c.classify, ID[1], k=0)
         self.expect(omld.InvalidArgument, "retrieve.k", c.retrieve, ID[1], k=10 ** 6)
+        self.expect(omld.InvalidArgument, "retrieve.min_similarity", c.retrieve, ID[1],
+                    min_similarity=1.5)
         self.expect(omld.NotFound, "classify.model", c.classify, ID[1], model="no-such-model")
         self.expect(omld.NotFound, "retrieve.model", c.retrieve, ID[1], model="no-such-model")
         self.expect(omld.InvalidArgument, "verify.threshold", c.verify, ID[1], ID[1],
