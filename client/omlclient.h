@@ -87,6 +87,21 @@ typedef struct omlc_triplet {
 int omlc_add_triplets(omlc *c, const omlc_triplet *t, size_t n, uint32_t *accepted,
                       uint64_t *queue_depth, omlc_error *err);
 
+/* One triplet a partial batch left out, with the error it alone would have had. */
+typedef struct omlc_rejected {
+    size_t index;                /* its position in the batch */
+    int code;                    /* a Status.Code, as omlc_code_name names it */
+    char field[128];
+    char message[256];
+} omlc_rejected;
+/* The good triplets of t are learned, each bad one reported in rejected
+ * (max_rejected entries; *n_rejected gets the count, which may be larger):
+ * 0 unless the batch itself is refused (empty, over max_batch) or the call
+ * fails. */
+int omlc_add_triplets_partial(omlc *c, const omlc_triplet *t, size_t n, uint32_t *accepted,
+                              omlc_rejected *rejected, size_t max_rejected, size_t *n_rejected,
+                              omlc_error *err);
+
 typedef struct omlc_pair {
     omlc_ref a, b;
     int similar;           /* 1 similar, 0 dissimilar */

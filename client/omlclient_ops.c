@@ -317,6 +317,37 @@ int omlc_add_triplets(omlc *c, const omlc_triplet *t, size_t n, uint32_t *accept
     return 0;
 }
 
+int omlc_add_triplets_partial(omlc *c, const omlc_triplet *t, size_t n, uint32_t *accepted,
+                              omlc_rejected *rejected, size_t max_rejected, size_t *n_rejected,
+                              omlc_error *err)
+{
+    omlc__err_clear(err);
+    if ((t == NULL && n > 0) || (rejected == NULL && max_rejected > 0))
+        return omlc__err_set(err, OMLC_EARG, NULL, "omlc_add_triplets_partial: no triplets");
+    trip_msg m;
+    int rc = trip_build(&m, t, n, err);
+    Omld__Response *r = NULL;
+    m.body.partial = 1;
+    if (rc == 0)
+        rc = omlc__call_expect(c, &m.req, OMLD__RESPONSE__BODY_ADD_TRIPLETS, &r, err);
+    trip_free(&m);
+    if (rc != 0)
+        return rc;
+    const Omld__AddTripletsResponse *a = r->add_triplets;
+    for (size_t i = 0; i < a->n_rejected && i < max_rejected; i++) {
+        rejected[i].index = a->rejected[i]->index;
+        rejected[i].code = (int)a->rejected[i]->code;
+        copy_str(rejected[i].field, sizeof rejected[i].field, a->rejected[i]->field);
+        copy_str(rejected[i].message, sizeof rejected[i].message, a->rejected[i]->message);
+    }
+    if (accepted)
+        *accepted = a->accepted;
+    if (n_rejected)
+        *n_rejected = a->n_rejected;
+    omld__response__free_unpacked(r, NULL);
+    return 0;
+}
+
 int omlc_add_pairs(omlc *c, const omlc_pair *p, size_t n, uint32_t *accepted,
                    uint64_t *derived, omlc_error *err)
 {

@@ -172,65 +172,110 @@ int omld_rehearse(omld_engine *e, int32_t steps)
     return taken;
 }
 
+/* Resolves triplet i's members into rows[0..2] and slots[0..2]: 0, or the
+ * code with r filled (an unknown id, out-of-bounds features, a negative
+ * that is the anchor or the positive). */
+static int resolve_triplet(omld_engine *e, const Omld__Triplet *t, size_t i, const float **rows,
+                           uint32_t *slots, omld_reply *r)
+{
+    static const char *const member[3] = {"anchor", "positive", "negative"};
+    const Omld__ItemRef *refs[3] = {t->anchor, t->positive, t->negative};
+    for (int j = 0; j < 3; j++) {
+        const float *x = resolve(e, refs[j], "add_triplets.triplets", i, member[j], r, &slots[j]);
+        if (x == NULL || member_bad(e, x, refs[j], "add_triplets.triplets", i, member[j], r))
+            return (int)r->status.code;
+        rows[j] = x;
+    }
+    /* The negative is another item than the anchor and the positive:
+     * validation refused the same id and equal inline vectors; here an
+     * inline vector equal to the stored item it is paired with, and
+     * (replayed logs from before that check) the same stored item. */
+    for (int j = 0; j < 2; j++) {
+        int same = rows[j] == rows[2];
+        if (!same && refs[j]->ref_case != refs[2]->ref_case) {
+            same = 1;
+            for (int32_t k = 0; k < oml_store_dim(e->store) && same; k++)
+                same = rows[j][k] == rows[2][k];
+        }
+        if (same) {
+            char field[96];
+            snprintf(field, sizeof field, "add_triplets.triplets[%zu].negative", i);
+            return omld_reply_error(r, OMLD__STATUS__CODE__INVALID_ARGUMENT, field,
+                                    "the negative is the same item as the %s; a triplet needs "
+                                    "a negative that is another item", member[j]);
+        }
+    }
+    return 0;
+}
+
+/* A partial batch's triplet i: its stateless checks (skipped at the edge)
+ * and its resolution; a refusal is recorded in out (the answer's arena)
+ * instead of failing the batch. 1 if it is to be learned. */
+static int partial_entry(omld_engine *e, const Omld__Triplet *t, size_t i, const float **rows,
+                         uint32_t *slots, omld_reply *r, Omld__EntryError *out)
+{
+    omld_reply one;
+    omld_reply_init(&one, 0);
+    omld_limits lim = omld_limits_of(&e->opts);
+    int rc = omld_check_triplet(t, i, &lim, &one);
+    if (rc == 0)
+        rc = resolve_triplet(e, t, i, rows, slots, &one);
+    if (rc != 0) {
+        omld__entry_error__init(out);
+        out->index = (uint32_t)i;
+        out->code = one.status.code;
+        out->field = omld_reply_strdup(r, one.status.field, strlen(one.status.field));
+        out->message = omld_reply_strdup(r, one.status.message, strlen(one.status.message));
+        if (out->field == NULL || out->message == NULL)
+            out->field = out->message = (char *)"";
+    }
+    omld_reply_free(&one);
+    return rc == 0;
+}
+
 int omld_apply_add_triplets(omld_engine *e, const Omld__Request *req, omld_reply *r)
 {
     const Omld__AddTripletsRequest *rq = req->add_triplets;
-    size_t n = rq->n_triplets;
-    /* Resolve every member first: an unknown id refuses the whole batch. */
-    static const char *const member[3] = {"anchor", "positive", "negative"};
-    for (size_t i = 0; i < n; i++) {
-        const Omld__Triplet *t = rq->triplets[i];
-        const Omld__ItemRef *refs[3] = {t->anchor, t->positive, t->negative};
-        for (int j = 0; j < 3; j++) {
-            uint32_t *sl = e->slots + 3 * i + (size_t)j;
-            const float *x = resolve(e, refs[j], "add_triplets.triplets", i, member[j], r, sl);
-            if (x == NULL || member_bad(e, x, refs[j], "add_triplets.triplets", i, member[j], r)) {
-                atomic_fetch_sub(&e->queued_triplets, n);
-                return 0;
-            }
-            e->rows[3 * i + (size_t)j] = x;
-        }
-        /* The negative is another item than the anchor and the positive:
-         * validation refused the same id and equal inline vectors; here an
-         * inline vector equal to the stored item it is paired with, and
-         * (replayed logs from before that check) the same stored item. */
-        for (int j = 0; j < 2; j++) {
-            const float *x = e->rows[3 * i + (size_t)j], *neg = e->rows[3 * i + 2];
-            int same = x == neg;
-            if (!same && refs[j]->ref_case != refs[2]->ref_case) {
-                same = 1;
-                for (int32_t k = 0; k < oml_store_dim(e->store) && same; k++)
-                    same = x[k] == neg[k];
-            }
-            if (same) {
-                char field[96];
-                snprintf(field, sizeof field, "add_triplets.triplets[%zu].negative", i);
-                omld_reply_error(r, OMLD__STATUS__CODE__INVALID_ARGUMENT, field,
-                                 "the negative is the same item as the %s; a triplet needs a "
-                                 "negative that is another item", member[j]);
-                atomic_fetch_sub(&e->queued_triplets, n);
-                return 0;
-            }
-        }
-    }
-    omld_count(&e->metrics->triplets_received, n);
-    prepare_model(e);
-    int inline_rows = 0;
-    for (size_t i = 0; i < 3 * n; i++)
-        inline_rows |= e->slots[i] == OML_REPLAY_NONE;
-    learn(e, e->rows, e->slots, n, inline_rows);
-    atomic_fetch_sub(&e->queued_triplets, n);
+    size_t n = rq->n_triplets, good = 0, bad = 0;
     Omld__AddTripletsResponse *b = omld_reply_alloc(r, sizeof *b);
-    if (b == NULL) {
+    Omld__EntryError *errs = rq->partial ? omld_reply_alloc(r, n * sizeof *errs) : NULL;
+    Omld__EntryError **errp = rq->partial ? omld_reply_alloc(r, n * sizeof *errp) : NULL;
+    if (b == NULL || (rq->partial && (errs == NULL || errp == NULL))) {
+        atomic_fetch_sub(&e->queued_triplets, n);
         omld_reply_error(r, OMLD__STATUS__CODE__INTERNAL, NULL, "out of memory");
-        return 1;
+        return 0;
     }
+    /* Resolve every member first: all-or-nothing, an unknown id refuses
+     * the whole batch; partial, each bad triplet is left out and said. */
+    for (size_t i = 0; i < n; i++) {
+        const float **rows = e->rows + 3 * good;
+        uint32_t *slots = e->slots + 3 * good;
+        if (!rq->partial && resolve_triplet(e, rq->triplets[i], i, rows, slots, r) != 0) {
+            atomic_fetch_sub(&e->queued_triplets, n);
+            return 0;
+        }
+        if (!rq->partial || partial_entry(e, rq->triplets[i], i, rows, slots, r, &errs[bad]))
+            good++;
+        else
+            errp[bad] = &errs[bad], bad++;
+    }
+    omld_count(&e->metrics->triplets_received, good);
+    if (good > 0) {
+        prepare_model(e);
+        int inline_rows = 0;
+        for (size_t i = 0; i < 3 * good; i++)
+            inline_rows |= e->slots[i] == OML_REPLAY_NONE;
+        learn(e, e->rows, e->slots, good, inline_rows);
+    }
+    atomic_fetch_sub(&e->queued_triplets, n);
     omld__add_triplets_response__init(b);
-    b->accepted = (uint32_t)n;
+    b->accepted = (uint32_t)good;
     b->queue_depth = atomic_load(&e->queued_triplets);
+    b->n_rejected = bad;
+    b->rejected = errp;
     r->msg.body_case = OMLD__RESPONSE__BODY_ADD_TRIPLETS;
     r->msg.add_triplets = b;
-    return 1;
+    return good > 0; /* nothing learned: nothing to log */
 }
 
 /* Pairs name stored items (closure nodes are store slots). Each pair is

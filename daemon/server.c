@@ -171,13 +171,7 @@ static void server_limits(omld_server *s, const omld_config *cfg)
     s->idle_ns = (uint64_t)cfg->idle_timeout_ms * 1000000u;
     s->request_ns = (uint64_t)cfg->request_timeout_ms * 1000000u;
     s->min_rate = (uint64_t)cfg->min_request_rate;
-    s->lim.dim = (int32_t)cfg->dim;
-    s->lim.max_batch = (uint32_t)cfg->max_batch;
-    s->lim.max_k = (uint32_t)cfg->max_k;
-    s->lim.default_k = (uint32_t)cfg->default_k;
-    s->lim.default_threshold = (float)cfg->default_threshold;
-    s->lim.max_abs = (float)cfg->max_feature_abs;
-    s->lim.max_answer = (uint32_t)cfg->max_frame_bytes;
+    s->lim = omld_limits_of(cfg);
     /* Until the engine is attached, answer bounds assume the largest model. */
     s->dims = (omld_answer_dims){.dim = (uint64_t)cfg->dim, .heads = OML_MAX_HEADS, .emb = 1024,
                                  .default_k = (uint64_t)cfg->default_k};

@@ -293,31 +293,49 @@ static int same_ref(const Omld__ItemRef *x, const Omld__ItemRef *y)
     return 1;
 }
 
+int omld_check_triplet(const Omld__Triplet *t, size_t i, const omld_limits *lim, omld_reply *r)
+{
+    char path[PATH_CAP];
+    const Omld__ItemRef *refs[3] = {t->anchor, t->positive, t->negative};
+    static const char *const names[3] = {"anchor", "positive", "negative"};
+    int rc = 0;
+    for (int j = 0; j < 3 && rc == 0; j++) {
+        snprintf(path, sizeof path, "add_triplets.triplets[%zu].%s", i, names[j]);
+        rc = omld_validate_ref(refs[j], lim, path, r);
+    }
+    /* The negative must be another item than the anchor and the
+     * positive: a triplet (a, p, a) asks a to be far from itself. */
+    for (int j = 0; j < 2 && rc == 0; j++)
+        if (same_ref(refs[j], refs[2])) {
+            snprintf(path, sizeof path, "add_triplets.triplets[%zu].negative", i);
+            rc = omld_reply_error(r, INVALID, path, "the negative is the same item as the "
+                                  "%s; a triplet needs a negative that is another item",
+                                  names[j]);
+        }
+    return rc;
+}
+
 int omld_check_add_triplets(const Omld__Request *req, const omld_limits *lim, omld_reply *r)
 {
     const Omld__AddTripletsRequest *m = req->add_triplets;
     size_t n = m ? m->n_triplets : 0;
     int rc = check_batch(n, lim, "triplets", "add_triplets.triplets", r);
-    char path[PATH_CAP];
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        const Omld__Triplet *t = m->triplets[i];
-        const Omld__ItemRef *refs[3] = {t->anchor, t->positive, t->negative};
-        static const char *const names[3] = {"anchor", "positive", "negative"};
-        for (int j = 0; j < 3 && rc == 0; j++) {
-            snprintf(path, sizeof path, "add_triplets.triplets[%zu].%s", i, names[j]);
-            rc = omld_validate_ref(refs[j], lim, path, r);
-        }
-        /* The negative must be another item than the anchor and the
-         * positive: a triplet (a, p, a) asks a to be far from itself. */
-        for (int j = 0; j < 2 && rc == 0; j++)
-            if (same_ref(refs[j], refs[2])) {
-                snprintf(path, sizeof path, "add_triplets.triplets[%zu].negative", i);
-                rc = omld_reply_error(r, INVALID, path, "the negative is the same item as the "
-                                      "%s; a triplet needs a negative that is another item",
-                                      names[j]);
-            }
-    }
+    /* A partial batch's entries are checked one by one where they are
+     * applied (apply.c), each refusal reported on its own. */
+    for (size_t i = 0; i < n && rc == 0 && !m->partial; i++)
+        rc = omld_check_triplet(m->triplets[i], i, lim, r);
     return rc;
+}
+
+omld_limits omld_limits_of(const omld_config *cfg)
+{
+    return (omld_limits){.dim = (int32_t)cfg->dim,
+                         .max_batch = (uint32_t)cfg->max_batch,
+                         .max_k = (uint32_t)cfg->max_k,
+                         .default_k = (uint32_t)cfg->default_k,
+                         .default_threshold = (float)cfg->default_threshold,
+                         .max_abs = (float)cfg->max_feature_abs,
+                         .max_answer = (uint32_t)cfg->max_frame_bytes};
 }
 
 int omld_check_add_pairs(const Omld__Request *req, const omld_limits *lim, omld_reply *r)

@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "omld.pb-c.h"
+#include "options.h"
 #include "ops.h"
 #include "reply.h"
 
@@ -45,6 +46,14 @@ size_t omld_first_bad_feature(const float *x, size_t n, float max_abs);
  * the code (> 0). */
 int omld_validate(const Omld__Request *req, const omld_limits *lim, omld_reply *r,
                   int *route, uint64_t *cost);
+
+/* The limits the options set (server.c's edge, apply.c's partial batches). */
+omld_limits omld_limits_of(const omld_config *cfg);
+
+/* One triplet of an AddTriplets batch, entry i (for the field path): every
+ * member a valid ref, the negative another item than the other two. 0 or
+ * the code (r filled). */
+int omld_check_triplet(const Omld__Triplet *t, size_t i, const omld_limits *lim, omld_reply *r);
 
 /* One ItemRef: set, id 1..255 bytes without NUL or vector of dim finite
  * values. field is the path used in errors. 0 or the code (r filled). */

@@ -492,6 +492,16 @@ static void test_triplets(void **state)
     f.t[1].anchor = NULL;
     expect_err(&f.req, OMLD__STATUS__CODE__INVALID_ARGUMENT, "add_triplets.triplets[1].anchor",
                NULL);
+    /* Partial: the entries are checked where they are applied, one by one
+     * (apply.c); the batch itself still is here. */
+    f.add.partial = 1;
+    expect_ok(&f.req, OMLD_ROUTE_MUTATION, 3);
+    trip_init(&f, 0);
+    f.add.partial = 1;
+    expect_err(&f.req, OMLD__STATUS__CODE__INVALID_ARGUMENT, "add_triplets.triplets", "empty");
+    trip_init(&f, MAX_BATCH + 1);
+    f.add.partial = 1;
+    expect_err(&f.req, OMLD__STATUS__CODE__INVALID_ARGUMENT, "add_triplets.triplets", NULL);
     trip_init(&f, 3);
     omld__item_ref__init(&f.refs[1][2]); /* set but empty */
     expect_err(&f.req, OMLD__STATUS__CODE__INVALID_ARGUMENT, "add_triplets.triplets[1].negative",

@@ -15,8 +15,8 @@ from .errors import (CODE_NAMES, Conflict, FrameTooLarge, Internal, InvalidArgum
                      OmldProtocolError, OmldTimeout, PermissionDenied, ResourceExhausted,
                      Unauthenticated, Unavailable, WrongDimension, code_name, error_for)
 from .types import (BatchResult, CheckpointResult, Classification, ClassScore, DeleteResult,
-                    Embedding, Health, Hit, Item, Pair, PairResult, PutResult, Retrieval, Status,
-                    Triplet, TripletResult, Verification)
+                    Embedding, Health, Hit, Item, Pair, PairResult, PutResult, Rejected,
+                    Retrieval, Status, Triplet, TripletResult, Verification)
 from .client import DEFAULT_SERVER, Client, batched, connect, parse_server, pb
 
 __version__ = "0.1.0"
@@ -24,7 +24,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Client", "connect", "batched", "parse_server", "DEFAULT_SERVER", "pb",
     "Item", "Triplet", "Pair",
-    "PutResult", "DeleteResult", "TripletResult", "PairResult", "Classification", "ClassScore",
+    "PutResult", "DeleteResult", "TripletResult", "Rejected", "PairResult", "Classification", "ClassScore",
     "Verification", "Hit", "Retrieval", "Embedding", "Status", "Health", "CheckpointResult",
     "BatchResult",
     "OmldException", "OmldError", "OmldConnectionError", "OmldTimeout", "OmldProtocolError",

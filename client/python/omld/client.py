@@ -21,10 +21,10 @@ import time
 from dataclasses import fields
 
 from . import _pb
-from .errors import (OmldConnectionError, OmldProtocolError, OmldTimeout, error_for)
+from .errors import (OmldConnectionError, OmldProtocolError, OmldTimeout, code_name, error_for)
 from .types import (BatchResult, CheckpointResult, Classification, ClassScore, DeleteResult,
-                    Embedding, Health, Hit, Item, Pair, PairResult, PutResult, Retrieval,
-                    Status, Triplet, TripletResult, Verification)
+                    Embedding, Health, Hit, Item, Pair, PairResult, PutResult, Rejected,
+                    Retrieval, Status, Triplet, TripletResult, Verification)
 
 pb = _pb.load()
 
@@ -419,12 +419,19 @@ class Client:
 
     # ---- constraints
 
-    def add_triplets(self, triplets):
+    def add_triplets(self, triplets, partial=False):
         """Queues (anchor, positive, negative) triplets for the learner,
-        all-or-nothing. Members: str -> stored id, sequence of floats ->
-        inline vector."""
-        r = self.call(_triplets_request(triplets), "add_triplets")
-        return TripletResult(r.add_triplets.accepted, r.add_triplets.queue_depth, r.model_version)
+        all-or-nothing; with partial=True the good ones are learned and
+        each bad one is listed in the result's rejected (index, code,
+        field, message) instead. Members: str -> stored id, sequence of
+        floats -> inline vector."""
+        req = _triplets_request(triplets)
+        req.add_triplets.partial = partial
+        r = self.call(req, "add_triplets")
+        a = r.add_triplets
+        return TripletResult(a.accepted, a.queue_depth, r.model_version,
+                             [Rejected(e.index, code_name(e.code), e.field, e.message)
+                              for e in a.rejected])
 
     def add_pairs(self, pairs):
         """Adds (a, b, similar) pairs of stored ids."""

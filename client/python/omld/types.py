@@ -57,10 +57,20 @@ class DeleteResult:
 
 
 @dataclass
+class Rejected:
+    """A triplet a partial batch left out, with the error it alone would have had."""
+    index: int
+    code: str        # e.g. "NOT_FOUND"
+    field: str       # e.g. "add_triplets.triplets[3].anchor.id"
+    message: str
+
+
+@dataclass
 class TripletResult:
     accepted: int
     queue_depth: int
     model_version: int = 0
+    rejected: List[Rejected] = field(default_factory=list)  # partial batches only
 
 
 @dataclass

@@ -248,6 +248,16 @@ class TestClient(unittest.TestCase):
         far = self.c.verify(ID[0], ID[1], threshold=1e-6)
         self.assertFalse(far.similar)
 
+    def test_04b_partial_triplets(self):
+        before = self.c.status().triplets_applied
+        res = self.c.add_triplets([(ID[0], ID[CLASSES], ID[1]), (ID[0], "no-such", ID[1]),
+                                   (ID[2], ID[2 + CLASSES], ID[2])], partial=True)
+        self.assertEqual(res.accepted, 1)
+        self.assertEqual([(r.index, r.code) for r in res.rejected],
+                         [(1, "NOT_FOUND"), (2, "INVALID_ARGUMENT")])
+        self.assertEqual(res.rejected[0].field, "add_triplets.triplets[1].positive.id")
+        self.assertGreaterEqual(self.c.status().triplets_applied, before + 1)
+
     def test_05_retrieve(self):
         for i in (0, 1, 2, 3, 17):
             hits = self.c.retrieve(ID[i], k=10)
