@@ -230,8 +230,10 @@ void omld_engine_stats(omld_engine *e, omld_model_stats *out)
         out->view_items = (uint64_t)v->ix->n;
         out->view_updates = v->updates;
         out->view_lists = (uint32_t)v->ix->n_lists;
-        out->view_recall_hits = atomic_load(&v->recall_hits);
-        out->view_recall_total = atomic_load(&v->recall_total);
+        omld_view *b = v->base ? v->base : v;
+        out->view_index_version = b->version; /* older than view_version when it re-ranks */
+        out->view_recall_hits = atomic_load(&b->recall_hits);
+        out->view_recall_total = atomic_load(&b->recall_total);
         omld_view_release(v);
     }
 }
@@ -700,8 +702,10 @@ int omld_engine_create(omld_engine **out, const omld_config *opts, omld_metrics 
     }
     omld_models_load(e->models);
     e->models_gen = e->store_gen;
-    if (omld_views_create(&e->views, e->store, &e->lock, metrics, NULL, NULL) == 0)
+    if (omld_views_create(&e->views, e->store, &e->lock, metrics, NULL, NULL) == 0) {
         omld_views_set_lists(e->views, (uint64_t)e->opts.ann_min_items);
+        omld_views_set_rerank(e->views, (uint64_t)e->opts.rerank_min_items);
+    }
     if (e->views == NULL) {
         snprintf(err, errlen, "cannot start the indexer thread");
         goto fail;

@@ -66,6 +66,8 @@ typedef struct omld_model_stats {
     uint64_t view_items;
     uint64_t view_updates;            /* triplets learned by the view's model */
     uint32_t view_lists;              /* its index's inverted lists, 0: every query scans all */
+    uint64_t view_index_version;      /* the model its index was built under (< view_version:
+                                         queries re-rank the index's candidates) */
     uint64_t view_recall_hits, view_recall_total; /* its sampled recall (query.c) */
     /* persistence (persist.c), as of the last group the learner took */
     uint64_t wal_bytes;               /* write-ahead log segments on disk */

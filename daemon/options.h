@@ -35,6 +35,8 @@ typedef struct omld_config {
     double max_feature_abs;         /* |feature| bound at validation and when applying */
     int64_t queue_capacity, publish_every, publish_ms;
     int64_t ann_min_items;          /* inverted lists from this many items (0: never) */
+    int64_t rerank_min_items;       /* fresh views from this many items (0: never) */
+    int64_t rerank_candidates;      /* candidates per head a fresh view's query re-ranks */
     /* connection limits (server.c) */
     int64_t max_conn_input_bytes, max_conn_output_bytes;
     int64_t idle_timeout_ms, request_timeout_ms, min_request_rate;

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "err.h"
+#include "fresh.h"
 #include "ops.h"
 #include "serve.h"
 
@@ -122,8 +123,9 @@ static void sample_recall(const omld_query_ctx *q, omld_view *v, const float *x,
     oml_index_recall(v->ix, x, k, row, &hits, &total);
     omld_count(&q->metrics->ann_recall_hits, (uint64_t)hits);
     omld_count(&q->metrics->ann_recall_total, (uint64_t)total);
-    atomic_fetch_add(&v->recall_hits, (uint64_t)hits);
-    atomic_fetch_add(&v->recall_total, (uint64_t)total);
+    omld_view *b = v->base ? v->base : v; /* the index's figure, whichever model serves */
+    atomic_fetch_add(&b->recall_hits, (uint64_t)hits);
+    atomic_fetch_add(&b->recall_total, (uint64_t)total);
 }
 
 static int run_classify(const omld_query_ctx *q, omld_view *v, const Omld__Request *req,
@@ -138,7 +140,8 @@ static int run_classify(const omld_query_ctx *q, omld_view *v, const Omld__Reque
         return rc;
     oml_classification c;
     oml_diag d = {0};
-    rc = oml_classify(v->ix, qi.x, k, qi.row, &c, &d);
+    rc = v->fresh ? omld_fresh_classify(q, v, qi.x, k, qi.row, &c, &d)
+                  : oml_classify(v->ix, qi.x, k, qi.row, &c, &d);
     if (rc != OML_OK && rc != OML_EEMPTY)
         return lib_error(r, rc, &d, "classify");
     sample_recall(q, v, qi.x, k, qi.row);
@@ -182,7 +185,7 @@ static int run_verify(const omld_query_ctx *q, omld_view *v, const Omld__Request
     if ((rc = resolve(q, v, m->a, "verify.a", &a, r)) != 0
         || (rc = resolve(q, v, m->b, "verify.b", &b, r)) != 0)
         return rc;
-    const oml_snapshot *s = v->ix->snap;
+    const oml_snapshot *s = omld_view_model(v);
     oml_verification res;
     oml_diag d = {0};
     /* The wire allows T = 1 (omld.proto: (0, 1]); oml_verify takes (0, 1).
@@ -297,7 +300,8 @@ static int run_retrieve(const omld_query_ctx *q, omld_view *v, const Omld__Reque
         return oom(r, "retrieve");
     int32_t n = 0;
     oml_diag d = {0};
-    rc = oml_retrieve(v->ix, qi.x, k, qi.row, &opts, hits, &n, &d);
+    rc = v->fresh ? omld_fresh_retrieve(q, v, qi.x, k, qi.row, &opts, hits, &n, &d)
+                  : oml_retrieve(v->ix, qi.x, k, qi.row, &opts, hits, &n, &d);
     int filtered = opts.allow != NULL || opts.offset > 0;
     free((void *)opts.allow);
     if (rc != OML_OK)
@@ -315,7 +319,7 @@ static int run_embed(const omld_query_ctx *q, omld_view *v, const Omld__Request 
     query_item qi;
     if ((rc = resolve(q, v, m->item, "embed.item", &qi, r)) != 0)
         return rc;
-    const oml_snapshot *s = v->ix->snap;
+    const oml_snapshot *s = omld_view_model(v);
     size_t heads = (size_t)oml_snapshot_heads(s), emb = (size_t)s->cfg.emb;
     Omld__EmbedResponse *resp = omld_reply_alloc(r, sizeof *resp);
     float *out = omld_reply_alloc(r, heads * emb * sizeof *out); /* (heads, 1, emb) */

@@ -243,6 +243,12 @@ static void json_search(omld_json *j, const omld_status_input *in, const omld_mo
     omld_json_kv_string(j, "mode", m->view_lists > 0 ? "lists" : "exact");
     omld_json_kv_uint(j, "lists", m->view_lists);
     omld_json_kv_uint(j, "lists_from_items", in->cfg ? (uint64_t)in->cfg->ann_min_items : 0);
+    /* A view serving a newer model than its index's re-ranks the index's
+     * candidates under it (index_version < the serving version). */
+    omld_json_kv_bool(j, "rerank", m->view_index_version < m->view_version);
+    omld_json_kv_uint(j, "index_version", m->view_index_version);
+    omld_json_kv_uint(j, "rerank_from_items",
+                      in->cfg ? (uint64_t)in->cfg->rerank_min_items : 0);
     omld_json_kv_uint(j, "recall_checked", m->view_recall_total);
     omld_json_kv_double(j, "recall", m->view_recall_total > 0
                                          ? (double)m->view_recall_hits /

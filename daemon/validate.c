@@ -335,7 +335,8 @@ omld_limits omld_limits_of(const omld_config *cfg)
                          .default_k = (uint32_t)cfg->default_k,
                          .default_threshold = (float)cfg->default_threshold,
                          .max_abs = (float)cfg->max_feature_abs,
-                         .max_answer = (uint32_t)cfg->max_frame_bytes};
+                         .max_answer = (uint32_t)cfg->max_frame_bytes,
+                         .rerank_k = (uint32_t)cfg->rerank_candidates};
 }
 
 int omld_check_add_pairs(const Omld__Request *req, const omld_limits *lim, omld_reply *r)

@@ -32,6 +32,7 @@ typedef struct omld_limits {
     float default_threshold;
     float max_abs;           /* largest |feature value| accepted; 0: no bound */
     uint32_t max_answer;     /* largest answer frame (max_frame_bytes); 0: no bound */
+    uint32_t rerank_k;       /* candidates per head a fresh view's query re-ranks */
 } omld_limits;
 
 /* Index of the first value of x (n) that is NaN, infinite or (max_abs > 0)

@@ -40,6 +40,7 @@ struct omld_views {
     char refused_why[256];      /* guarded by mu */
     oml_snapshot *pending;      /* guarded by mu; latest wins */
     atomic_uint_fast64_t lists_min_items; /* inverted lists from this many items (0: never) */
+    atomic_uint_fast64_t rerank_min_items; /* fresh views from this many items (0: never) */
     uint64_t pending_ns;
     int stop;
     int started;
@@ -49,7 +50,8 @@ struct omld_views {
 int32_t omld_view_row(const omld_view *v, const char *id, size_t len)
 {
     uint32_t row;
-    return oml_idmap_get(&v->by_id, id, len, &row) == OML_OK ? (int32_t)row : -1;
+    const omld_view *b = v->base ? v->base : v;
+    return oml_idmap_get(&b->by_id, id, len, &row) == OML_OK ? (int32_t)row : -1;
 }
 
 omld_view *omld_view_retain(omld_view *v)
@@ -66,9 +68,31 @@ void omld_view_release(omld_view *v)
     assert(before >= 1); /* released more often than retained */
     if (before != 1)
         return;
+    if (v->base) { /* a fresh view: its model and its base */
+        oml_snapshot_release(v->fresh);
+        omld_view_release(v->base);
+        free(v);
+        return;
+    }
     oml_idmap_free(&v->by_id);
     oml_index_destroy(v->ix);
     free(v);
+}
+
+/* A view serving snap over base's index (base: a built view, retained). */
+static omld_view *fresh_view(omld_view *base, oml_snapshot *snap, uint64_t snapshot_ns)
+{
+    omld_view *v = calloc(1, sizeof *v);
+    if (v == NULL)
+        return NULL;
+    atomic_init(&v->_refs, 1);
+    v->base = omld_view_retain(base);
+    v->ix = base->ix;
+    v->fresh = oml_snapshot_retain(snap);
+    v->version = snap->version;
+    v->updates = snap->updates;
+    v->snapshot_ns = snapshot_ns;
+    return v;
 }
 
 /* Values of x (n) that are NaN or infinite. */
@@ -207,13 +231,27 @@ static omld_view *view_build(omld_views *vs, oml_snapshot *snap, uint64_t snapsh
     return v;
 }
 
-/* Swaps v in as the current view and wakes waiters. */
+/* Swaps v in as the current view and wakes waiters. A built view whose
+ * model is older than the current one's (the index was being built while
+ * fresh views served newer models) serves the current model over its new
+ * index instead: the served model never goes back. */
 static void view_swap(omld_views *vs, omld_view *v)
 {
     v->published_ns = omld_now_ns();
     int recovered = 0;
     pthread_mutex_lock(&vs->mu);
     omld_view *old = vs->current;
+    omld_view *old_base = old ? (old->base ? old->base : old) : NULL;
+    omld_view *w = NULL;
+    if (old && old->fresh && v->base == NULL && old->version > v->version)
+        w = fresh_view(v, old->fresh, old->snapshot_ns);
+    else if (v->base && old_base && old_base != v->base && old_base->version > v->base->version)
+        w = fresh_view(old_base, v->fresh, v->snapshot_ns); /* the indexer won the race */
+    if (w) {
+        w->published_ns = v->published_ns;
+        omld_view_release(v); /* w holds what it needs of it */
+        v = w;
+    }
     vs->current = v;
     atomic_store(&vs->version, v->version);
     if (v->version >= vs->built) {
@@ -274,6 +312,7 @@ int omld_views_create(omld_views **out, const oml_store *store, omld_store_lock 
     vs->arg = arg;
     atomic_init(&vs->version, 0);
     atomic_init(&vs->lists_min_items, 0);
+    atomic_init(&vs->rerank_min_items, 0);
     pthread_mutex_init(&vs->mu, NULL);
     pthread_cond_init(&vs->cv, NULL);
     if (pthread_create(&vs->thread, NULL, indexer_main, vs) != 0) {
@@ -309,8 +348,33 @@ void omld_views_set_lists(omld_views *vs, uint64_t min_items)
     atomic_store(&vs->lists_min_items, min_items);
 }
 
+void omld_views_set_rerank(omld_views *vs, uint64_t min_items)
+{
+    atomic_store(&vs->rerank_min_items, min_items);
+}
+
+/* Serves snap at once over the current index when re-ranking is on and the
+ * index is large enough (a finite model only: the indexer refuses the
+ * rest, saying why). Called before the indexer gets snap. */
+static void publish_fresh(omld_views *vs, oml_snapshot *snap, uint64_t snapshot_ns)
+{
+    uint64_t min = atomic_load(&vs->rerank_min_items);
+    if (min == 0 || count_non_finite(snap->params, snap->lay.count) > 0)
+        return;
+    omld_view *cur = omld_views_acquire(vs);
+    omld_view *base = cur ? (cur->base ? cur->base : cur) : NULL;
+    omld_view *v = NULL;
+    if (base && (uint64_t)base->ix->n >= min && snap->version > cur->version &&
+        base->ix->snap->cfg.dim == snap->cfg.dim)
+        v = fresh_view(base, snap, snapshot_ns);
+    omld_view_release(cur);
+    if (v)
+        view_swap(vs, v);
+}
+
 void omld_views_submit(omld_views *vs, oml_snapshot *snap, uint64_t snapshot_ns)
 {
+    publish_fresh(vs, snap, snapshot_ns);
     pthread_mutex_lock(&vs->mu);
     oml_snapshot *dropped = vs->pending;
     vs->pending = snap;

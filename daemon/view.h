@@ -23,8 +23,13 @@
 
 typedef struct omld_view {
     atomic_int _refs;
-    oml_index *ix;          /* owns a reference on ix->snap */
-    oml_idmap by_id;        /* id -> index row; keys borrowed from ix->ids */
+    oml_index *ix;          /* owns a reference on ix->snap; borrowed from base if set */
+    oml_idmap by_id;        /* id -> index row; keys borrowed from ix->ids (unused if base) */
+    /* A view that serves a newer model than its index's (rerank.h): the
+     * view whose index it uses (a reference) and that model (a reference).
+     * Both NULL: the index's own model serves. */
+    struct omld_view *base;
+    oml_snapshot *fresh;
     uint64_t version;       /* model version (== ix->snap->version) */
     uint64_t updates;       /* triplets the model had learned */
     uint64_t published_ns;  /* omld_now_ns() when it was swapped in */
@@ -36,6 +41,12 @@ typedef struct omld_view {
 
 /* Row of a stored id in this view, or -1. */
 int32_t omld_view_row(const omld_view *v, const char *id, size_t len);
+
+/* The model the view serves: the fresh one, else the index's. */
+static inline const oml_snapshot *omld_view_model(const omld_view *v)
+{
+    return v->fresh ? v->fresh : v->ix->snap;
+}
 
 omld_view *omld_view_retain(omld_view *v);
 void omld_view_release(omld_view *v); /* accepts NULL; frees at zero */
@@ -60,6 +71,13 @@ void omld_views_destroy(omld_views *vs);
 /* From views built after this call, an index of at least min_items items
  * has inverted lists (index.h); 0 (the default): never. */
 void omld_views_set_lists(omld_views *vs, uint64_t min_items);
+
+/* From now on, while the current index has at least min_items items, each
+ * submitted model is served at once over that index (queries re-rank its
+ * candidates under the new model: rerank.h) while the indexer rebuilds
+ * the index behind it; 0 (the default): a model is served only once its
+ * own index is built. */
+void omld_views_set_rerank(omld_views *vs, uint64_t min_items);
 
 /* Hands a snapshot (ownership transferred) to the indexer. snapshot_ns is
  * when it was taken. Never blocks on an index build. */

@@ -15,6 +15,7 @@
  * are recomputed canonically (oml_index_select). Votes are then summed in
  * the same order (head, then rank) by the same code. */
 #include "serve.h"
+#include "serve_int.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -34,41 +35,31 @@ static int all_finite(const float *x, size_t n)
 /* OAHU Eq. 23 (= Eq. 27) for neighbour j of one head whose k neighbours lie
  * in [d_min, d_max]; if d_max = d_min the exponent is 0/0 and we take its
  * limit for a shared distance, exp(0) = 1, i.e. S = alpha(l). */
-static double eq23_score(float d, float d_min, float d_max, float alpha)
+double oml__eq23_score(float d, float d_min, float d_max, float alpha)
 {
     if (!(d_max > d_min))
         return (double)alpha;
     return exp(-((double)d - (double)d_min) / ((double)d_max - (double)d_min)) * (double)alpha;
 }
 
-/* Per-query voting state: dense class sums with a list of touched labels. */
-typedef struct vote_ws {
-    double *cls;      /* (n_labels) S(c), Eq. 24 */
-    unsigned char *seen;
-    int32_t *touched; /* labels with at least one vote */
-} vote_ws;
-
-/* Eq. 23-25 over the neighbours nb (heads, k) with cnt[h] valid per head.
- * Writes the label (and the full result when out != NULL); OML_EEMPTY when no
- * neighbour has a label. Leaves ws zeroed again. */
-static int vote(const oml_index *ix, const oml_neighbor *nb, const int32_t *cnt, int32_t k,
-                vote_ws *ws, int32_t *label, oml_classification *out)
+int oml__vote(const oml__voter *vt, const oml_neighbor *nb, const int32_t *cnt, int32_t k,
+              vote_ws *ws, int32_t *label, oml_classification *out)
 {
     int32_t nt = 0;
-    for (int h = 0; h < ix->heads; h++) {
+    for (int h = 0; h < vt->heads; h++) {
         const oml_neighbor *nh = nb + (size_t)h * (size_t)k;
         if (cnt[h] == 0)
             continue;
         float d_min = nh[0].dist, d_max = nh[cnt[h] - 1].dist; /* ascending */
         for (int32_t j = 0; j < cnt[h]; j++) {
-            int32_t lab = ix->labels[nh[j].row];
+            int32_t lab = vt->labels[nh[j].row];
             if (lab < 0)
                 continue; /* an unlabelled neighbour votes for nothing */
             if (!ws->seen[lab]) {
                 ws->seen[lab] = 1;
                 ws->touched[nt++] = lab;
             }
-            ws->cls[lab] += eq23_score(nh[j].dist, d_min, d_max, ix->snap->alpha[h]); /* Eq. 24 */
+            ws->cls[lab] += oml__eq23_score(nh[j].dist, d_min, d_max, vt->alpha[h]); /* Eq. 24 */
         }
     }
     if (nt == 0)
@@ -115,8 +106,8 @@ static int vote(const oml_index *ix, const oml_neighbor *nb, const int32_t *cnt,
 }
 
 /* Validation shared by classify and retrieve. */
-static int check_query(const oml_index *ix, const float *x, int32_t k, int32_t exclude_row,
-                       oml_diag *diag)
+int oml__check_query(const oml_index *ix, const float *x, int32_t k, int32_t exclude_row,
+                     oml_diag *diag)
 {
     if (ix == NULL || x == NULL)
         return oml_diag_set(diag, OML_EINVAL, "index", "no index or no query");
@@ -131,20 +122,8 @@ static int check_query(const oml_index *ix, const float *x, int32_t k, int32_t e
     return OML_OK;
 }
 
-/* Query workspace: the query's embedding, GEMV scratch and k neighbours per
- * head, in one allocation. */
-typedef struct query_ws {
-    float *q;          /* (heads, emb) */
-    float *scratch;    /* (n) */
-    int32_t *rowmap;   /* (n) an index with lists: the rows scanned */
-    int32_t *lists;    /* (n_lists) the lists scanned */
-    oml_neighbor *nb;  /* (heads, k) */
-    int32_t cnt[OML_MAX_LAYERS + 1];
-    void *_block;
-} query_ws;
-
-static int query_ws_init(query_ws *w, const oml_index *ix, int32_t k, size_t extra,
-                         void **extra_out)
+int oml__query_ws_init(query_ws *w, const oml_index *ix, int32_t k, size_t extra,
+                       void **extra_out)
 {
     size_t nnb = (size_t)ix->heads * (size_t)k;
     size_t nf = (size_t)ix->heads * (size_t)ix->emb + (size_t)ix->n;
@@ -165,11 +144,8 @@ static int query_ws_init(query_ws *w, const oml_index *ix, int32_t k, size_t ext
     return OML_OK;
 }
 
-/* Embeds x and finds k neighbours per head (Sec. 3.6.1, first step): in
- * the lists nearest to x when the index has lists, else in every row;
- * rows allow (NULL: all) refuses are never neighbours. */
-static int query_neighbors(const oml_index *ix, const float *x, int32_t k, int32_t exclude_row,
-                           const uint8_t *allow, query_ws *w)
+int oml__query_neighbors(const oml_index *ix, const float *x, int32_t k, int32_t exclude_row,
+                         const uint8_t *allow, query_ws *w)
 {
     int rc = oml_snapshot_embed(ix->snap, x, 1, w->q); /* (heads, 1, emb) */
     if (rc != OML_OK)
@@ -191,7 +167,7 @@ static int query_neighbors(const oml_index *ix, const float *x, int32_t k, int32
 int oml_classify(const oml_index *ix, const float *x, int32_t k, int32_t exclude_row,
                  oml_classification *out, oml_diag *diag)
 {
-    int rc = check_query(ix, x, k, exclude_row, diag);
+    int rc = oml__check_query(ix, x, k, exclude_row, diag);
     if (rc != OML_OK)
         return rc;
     if (ix->n == 0)
@@ -201,7 +177,7 @@ int oml_classify(const oml_index *ix, const float *x, int32_t k, int32_t exclude
     extra = (extra + 7) & ~(size_t)7;
     query_ws w;
     void *ex;
-    if (query_ws_init(&w, ix, k, extra, &ex) != OML_OK)
+    if (oml__query_ws_init(&w, ix, k, extra, &ex) != OML_OK)
         return oml_diag_set(diag, OML_ENOMEM, "", "classify workspace");
     vote_ws vw = {ex, NULL, NULL};
     vw.touched = (int32_t *)(void *)(vw.cls + nl);
@@ -209,11 +185,12 @@ int oml_classify(const oml_index *ix, const float *x, int32_t k, int32_t exclude
     memset(vw.cls, 0, nl * sizeof(double));
     memset(vw.seen, 0, nl);
 
-    rc = query_neighbors(ix, x, k, exclude_row, NULL, &w);
+    rc = oml__query_neighbors(ix, x, k, exclude_row, NULL, &w);
     if (rc == OML_OK) {
         oml_classification res;
         int32_t label;
-        rc = vote(ix, w.nb, w.cnt, k, &vw, &label, &res);
+        oml__voter vt = {ix->heads, ix->snap->alpha, ix->labels};
+        rc = oml__vote(&vt, w.nb, w.cnt, k, &vw, &label, &res);
         if (rc == OML_OK)
             *out = res;
         else
@@ -285,7 +262,8 @@ int oml_classify_batch(const oml_index *ix, const float *X, int32_t m, int32_t k
         }
         for (size_t i = 0; i < b && rc == OML_OK; i++) {
             int32_t lab = OML_LABEL_NONE;
-            if (vote(ix, nb + i * H * K, cnts + i * H, k, &vw, &lab, NULL) != OML_OK)
+            oml__voter vt = {ix->heads, ix->snap->alpha, ix->labels};
+            if (oml__vote(&vt, nb + i * H * K, cnts + i * H, k, &vw, &lab, NULL) != OML_OK)
                 lab = OML_LABEL_NONE;
             labels[i0 + i] = lab;
         }
@@ -333,11 +311,6 @@ int oml_verify(const oml_snapshot *s, const float *x1, const float *x2, float th
     return OML_OK;
 }
 
-typedef struct pool_hit {
-    int32_t row;
-    double score;
-} pool_hit;
-
 static int by_row_then_score(const void *pa, const void *pb)
 {
     const pool_hit *a = pa, *b = pb;
@@ -369,17 +342,16 @@ static float pair_similarity(const oml_index *ix, const float *q, int32_t row)
     return (float)(sim < -1.0 ? -1.0 : sim > 1.0 ? 1.0 : sim);
 }
 
-/* Eq. 27 over the pooled neighbours: each distinct row once, at its best
- * score, by (score desc, row asc). Returns the count in pool. */
-static size_t rank_pool(const oml_index *ix, const query_ws *w, int32_t k, pool_hit *pool)
+size_t oml__rank_pool(const oml__voter *vt, const oml_neighbor *nb, const int32_t *cnt, int32_t k,
+                      pool_hit *pool)
 {
     size_t np = 0;
-    for (int h = 0; h < ix->heads; h++) {
-        const oml_neighbor *nh = w->nb + (size_t)h * (size_t)k;
-        for (int32_t j = 0; j < w->cnt[h]; j++)
-            pool[np++] = (pool_hit){nh[j].row, eq23_score(nh[j].dist, nh[0].dist,
-                                                          nh[w->cnt[h] - 1].dist,
-                                                          ix->snap->alpha[h])};
+    for (int h = 0; h < vt->heads; h++) {
+        const oml_neighbor *nh = nb + (size_t)h * (size_t)k;
+        for (int32_t j = 0; j < cnt[h]; j++)
+            pool[np++] = (pool_hit){nh[j].row, oml__eq23_score(nh[j].dist, nh[0].dist,
+                                                               nh[cnt[h] - 1].dist,
+                                                               vt->alpha[h])};
     }
     /* "Sort descending and keep the top k distinct": the first occurrence of
      * a row in descending order is its best score, so keep each row's best,
@@ -396,7 +368,7 @@ static size_t rank_pool(const oml_index *ix, const query_ws *w, int32_t k, pool_
 int oml_retrieve(const oml_index *ix, const float *x, int32_t k, int32_t exclude_row,
                  const oml_retrieve_opts *opts, oml_hit *out, int32_t *n_out, oml_diag *diag)
 {
-    int rc = check_query(ix, x, k, exclude_row, diag);
+    int rc = oml__check_query(ix, x, k, exclude_row, diag);
     if (rc != OML_OK)
         return rc;
     int32_t offset = opts ? opts->offset : 0;
@@ -411,15 +383,16 @@ int oml_retrieve(const oml_index *ix, const float *x, int32_t k, int32_t exclude
     size_t P = (size_t)ix->heads * (size_t)ranked;
     query_ws w;
     void *ex;
-    if (query_ws_init(&w, ix, ranked, P * sizeof(pool_hit), &ex) != OML_OK)
+    if (oml__query_ws_init(&w, ix, ranked, P * sizeof(pool_hit), &ex) != OML_OK)
         return oml_diag_set(diag, OML_ENOMEM, "", "retrieve workspace");
     pool_hit *pool = ex;
-    rc = query_neighbors(ix, x, ranked, exclude_row, opts ? opts->allow : NULL, &w);
+    rc = oml__query_neighbors(ix, x, ranked, exclude_row, opts ? opts->allow : NULL, &w);
     if (rc != OML_OK) {
         free(w._block);
         return oml_diag_set(diag, rc, "", "embedding the query");
     }
-    size_t nd = rank_pool(ix, &w, ranked, pool);
+    oml__voter vt = {ix->heads, ix->snap->alpha, ix->labels};
+    size_t nd = oml__rank_pool(&vt, w.nb, w.cnt, ranked, pool);
     float floor = opts ? opts->min_similarity : -INFINITY;
     int32_t cnt = 0;
     for (size_t i = (size_t)offset; i < nd && cnt < k; i++) {
@@ -436,15 +409,15 @@ void oml_index_recall(const oml_index *ix, const float *x, int32_t k, int32_t ex
                       int64_t *hits, int64_t *total)
 {
     *hits = *total = 0;
-    if (ix == NULL || ix->n_lists <= 0 || check_query(ix, x, k, exclude_row, NULL) != OML_OK)
+    if (ix == NULL || ix->n_lists <= 0 || oml__check_query(ix, x, k, exclude_row, NULL) != OML_OK)
         return;
     query_ws w;
     void *ex;
     size_t extra = (size_t)k * sizeof(oml_neighbor);
-    if (query_ws_init(&w, ix, k, extra, &ex) != OML_OK)
+    if (oml__query_ws_init(&w, ix, k, extra, &ex) != OML_OK)
         return;
     oml_neighbor *exact = ex;
-    if (query_neighbors(ix, x, k, exclude_row, NULL, &w) == OML_OK) { /* the lists' answer */
+    if (oml__query_neighbors(ix, x, k, exclude_row, NULL, &w) == OML_OK) { /* the lists' answer */
         for (int h = 0; h < ix->heads; h++) {
             int32_t n = oml_index_topk(ix, h, w.q + (size_t)h * (size_t)ix->emb, k, exclude_row,
                                        NULL, exact, w.scratch);

@@ -368,6 +368,8 @@ int main(int argc, char **argv)
     const char *job_method = NULL;
     long long items = 0;
     double rate = 2000, seconds = 20;
+    const char *omld_args[9] = {NULL};
+    int n_omld_args = 0;
     for (int i = 1; i < argc; i += 2) {
         if (strcmp(argv[i], "--job") == 0 && i + 1 < argc) {
             job_method = argv[i + 1];
@@ -389,13 +391,16 @@ int main(int argc, char **argv)
             rate = atof(argv[i + 1]);
         else if (strcmp(argv[i], "--seconds") == 0)
             seconds = atof(argv[i + 1]);
+        else if (strcmp(argv[i], "--omld") == 0 && n_omld_args < 8)
+            omld_args[n_omld_args++] = argv[i + 1];
         else if (strcmp(argv[i], "--request") == 0)
             request = atoi(argv[i + 1]) > 0 ? atoi(argv[i + 1]) : 256;
         else {
             fprintf(stderr, "usage: omld-bench [--triplets N] [--queries M] [--preset P] [--durability] [--job METHOD]\n"
-                            "       omld-bench --items N [--rate TRIPLETS_PER_S] [--seconds S]\n"
+                            "       omld-bench --items N [--rate TRIPLETS_PER_S] [--seconds S] [--omld --NAME=VALUE]...\n"
                             "  --items N: omld at N stored items (ingest, start, freshness, queries,\n"
                             "             memory, checkpoint, restart; see tests/bench/scale.c)\n"
+                            "  --omld --NAME=VALUE: an option for that omld (repeatable, up to 8)\n"
                             "  --durability: ingest per fsync policy and recovery time instead\n"
                             "  --job METHOD: a batch training job beside ingest and queries instead\n");
             return 1;
@@ -404,7 +409,7 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     openblas_set_num_threads(1);
     if (items > 0)
-        return omld_scale_bench(items, rate, seconds);
+        return omld_scale_bench(items, rate, seconds, omld_args);
     data d = {0};
     load(&d, n_triplets);
     printf("omld-bench: %d dev items, %d triplets, preset %s\n", d.split.n_dev, d.stream.n, preset);

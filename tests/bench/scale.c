@@ -527,7 +527,7 @@ static void restart(omld_proc *p, const char *const *args, double *listen_s, dou
 
 /* ------------------------------------------------------------ the run */
 
-int omld_scale_bench(int64_t n_items, double rate, double seconds)
+int omld_scale_bench(int64_t n_items, double rate, double seconds, const char *const *omld_args)
 {
     catalogue c = {.n = n_items};
     oml_diag diag = {0};
@@ -538,8 +538,10 @@ int omld_scale_bench(int64_t n_items, double rate, double seconds)
     char max_items[64];
     snprintf(max_items, sizeof max_items, "--max_items=%lld", (long long)n_items + 1000);
     /* Checkpoints only when asked: the checkpoint figure is measured alone. */
-    const char *args[] = {max_items, "--max_batch=1000", "--checkpoint_every=1000000000000",
-                          "--checkpoint_ms=86400000", NULL};
+    const char *args[16] = {max_items, "--max_batch=1000", "--checkpoint_every=1000000000000",
+                            "--checkpoint_ms=86400000", NULL};
+    for (int i = 0, a = 4; omld_args && omld_args[i] && a < 15; i++)
+        args[a++] = omld_args[i];
     omld_proc p;
     if (omld_proc_start(&p, args, 60000) != 0)
         return 1;

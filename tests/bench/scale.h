@@ -7,6 +7,7 @@
 
 /* Runs every figure at n_items items, streaming triplets at `rate` per
  * second for `seconds` for the freshness figure. 0, or 1 on failure. */
-int omld_scale_bench(int64_t n_items, double rate, double seconds);
+int omld_scale_bench(int64_t n_items, double rate, double seconds,
+                     const char *const *omld_args /* NULL-terminated extra options */);
 
 #endif

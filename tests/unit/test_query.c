@@ -537,6 +537,85 @@ static void test_retrieve_filtered(void **state)
     }
 }
 
+/* A view serving a newer model than its index's (issue 14): classify and
+ * retrieve re-rank the index's candidates under the newer model (all rows,
+ * with rerank_k >= the items: the newer model's exact answer), verify and
+ * embed use it, and an item deleted since the index was built is never
+ * returned although the index still holds it. */
+static void test_fresh_view_reranks(void **state)
+{
+    fx *f = *state;
+    const float alpha[2] = {0.3f, 0.7f};
+    oml_snapshot *newer = oml_test_snapshot(1, DIM, 8, 3, NULL, alpha, 43);
+    newer->version = VERSION + 1;
+    oml_index *exact = NULL;
+    assert_int_equal(oml_index_build(&exact, newer, f->store), OML_OK);
+    omld_view *fv = calloc(1, sizeof *fv);
+    atomic_init(&fv->_refs, 1);
+    fv->base = omld_view_retain(&f->v);
+    fv->ix = f->v.ix;
+    fv->fresh = newer; /* the view's reference */
+    fv->version = newer->version;
+    f->lim.rerank_k = 64;
+
+    Omld__Request req = OMLD__REQUEST__INIT;
+    Omld__RetrieveRequest rr = OMLD__RETRIEVE_REQUEST__INIT;
+    Omld__ItemRef q;
+    ref_id(&q, "a0");
+    req.body_case = OMLD__REQUEST__BODY_RETRIEVE;
+    req.retrieve = &rr;
+    rr.query = &q;
+    rr.k_opt_case = OMLD__RETRIEVE_REQUEST__K_OPT_K;
+    rr.k = N_ITEMS;
+    omld_reply r;
+    omld_reply_init(&r, 1);
+    omld_query_run(&f->q, fv, &req, &r);
+    assert_ok(&r, OMLD__RESPONSE__BODY_RETRIEVE);
+    assert_int_equal(r.msg.model_version, VERSION + 1);
+    oml_hit want[N_ITEMS];
+    int32_t n = -1;
+    assert_int_equal(oml_retrieve(exact, feat(f, "a0"), N_ITEMS, row(f, "a0"), NULL, want, &n,
+                                  NULL),
+                     OML_OK);
+    assert_int_equal(r.msg.retrieve->n_hits, n);
+    for (int32_t j = 0; j < n; j++) {
+        assert_string_equal(r.msg.retrieve->hits[j]->id, exact->ids[want[j].row]);
+        assert_float_equal(r.msg.retrieve->hits[j]->similarity, want[j].similarity, 1e-4);
+    }
+    omld_reply_free(&r);
+
+    /* Verify is the newer model's too. */
+    Omld__Request vreq = OMLD__REQUEST__INIT;
+    Omld__VerifyRequest vr = OMLD__VERIFY_REQUEST__INIT;
+    Omld__ItemRef a, b;
+    ref_id(&a, "a0");
+    ref_id(&b, "b0");
+    vreq.body_case = OMLD__REQUEST__BODY_VERIFY;
+    vreq.verify = &vr;
+    vr.a = &a;
+    vr.b = &b;
+    omld_reply_init(&r, 1);
+    omld_query_run(&f->q, fv, &vreq, &r);
+    assert_ok(&r, OMLD__RESPONSE__BODY_VERIFY);
+    oml_verification vd;
+    assert_int_equal(oml_verify(newer, feat(f, "a0"), feat(f, "b0"), 0.5f, &vd, NULL), OML_OK);
+    for (int h = 0; h < 2; h++)
+        assert_true(r.msg.verify->distances[h] == vd.dist[h]);
+    omld_reply_free(&r);
+
+    /* b1 deleted since the index was built: gone from the answer. */
+    assert_int_equal(oml_store_delete(f->store, "b1", 2), OML_OK);
+    omld_reply_init(&r, 1);
+    omld_query_run(&f->q, fv, &req, &r);
+    assert_ok(&r, OMLD__RESPONSE__BODY_RETRIEVE);
+    assert_int_equal(r.msg.retrieve->n_hits, (size_t)n - 1);
+    for (size_t j = 0; j < r.msg.retrieve->n_hits; j++)
+        assert_string_not_equal(r.msg.retrieve->hits[j]->id, "b1");
+    omld_reply_free(&r);
+    omld_view_release(fv);
+    oml_index_destroy(exact);
+}
+
 static void test_embed(void **state)
 {
     fx *f = *state;
@@ -835,6 +914,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_verify, setup, teardown),
         cmocka_unit_test_setup_teardown(test_retrieve, setup, teardown),
         cmocka_unit_test_setup_teardown(test_retrieve_filtered, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fresh_view_reranks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_embed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_get_items, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unknown_id, setup, teardown),

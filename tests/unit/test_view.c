@@ -130,10 +130,69 @@ static void test_non_finite_view_not_served(void **state)
     fx_free(&f);
 }
 
+/* The current view: its version, its index's version, whether it re-ranks. */
+static void expect_view(fx *f, uint64_t version, uint64_t index_version)
+{
+    omld_view *v = omld_views_acquire(f->vs);
+    assert_non_null(v);
+    assert_int_equal(v->version, version);
+    assert_int_equal(omld_view_model(v)->version, version);
+    assert_int_equal(v->ix->snap->version, index_version);
+    assert_int_equal(v->fresh != NULL, index_version != version);
+    omld_view_release(v);
+}
+
+/* With re-ranking on (issue 14), a submitted model serves at once over the
+ * last index while the indexer builds its own; an index built under an
+ * older model than the one serving then serves the newer model; a model
+ * that is not finite is never served; the served version never goes back.
+ * Holding the store's write lock keeps the indexer from building. */
+static void test_fresh_model_served_at_once(void **state)
+{
+    (void)state;
+    fx f;
+    fx_init(&f);
+    assert_int_equal(omld_views_publish_now(f.vs, snap(1, 0), 0), 0);
+    omld_views_set_rerank(f.vs, 1);
+
+    pthread_rwlock_wrlock(&f.lock.rw);
+    omld_views_submit(f.vs, snap(2, 0), 0);
+    expect_view(&f, 2, 1); /* at once, over the index of 1 */
+    omld_views_submit(f.vs, snap(3, 1), 0);
+    expect_view(&f, 2, 1); /* a NaN model: not served over any index */
+    omld_views_submit(f.vs, snap(4, 0), 0);
+    expect_view(&f, 4, 1);
+    pthread_rwlock_unlock(&f.lock.rw);
+    /* The indexer builds 4 (it may first build 2: then 4 serves over it). */
+    assert_int_equal(omld_views_wait(f.vs, 4, 10000), 1);
+    for (int i = 0; i < 500; i++) {
+        omld_view *v = omld_views_acquire(f.vs);
+        int built = v->fresh == NULL;
+        assert_int_equal(v->version, 4); /* never back */
+        omld_view_release(v);
+        if (built)
+            break;
+        struct timespec ms = {0, 10000000};
+        nanosleep(&ms, NULL);
+    }
+    expect_view(&f, 4, 4);
+
+    /* Below the item bound, a model waits for its own index. */
+    omld_views_set_rerank(f.vs, 1000);
+    pthread_rwlock_wrlock(&f.lock.rw);
+    omld_views_submit(f.vs, snap(5, 0), 0);
+    expect_view(&f, 4, 4);
+    pthread_rwlock_unlock(&f.lock.rw);
+    assert_int_equal(omld_views_wait(f.vs, 5, 10000), 1);
+    expect_view(&f, 5, 5);
+    fx_free(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_non_finite_view_not_served),
+        cmocka_unit_test(test_fresh_model_served_at_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

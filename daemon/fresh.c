@@ -1,0 +1,82 @@
+/* fresh.c - classify and retrieve on a view that serves a newer model than
+ * its index's (view.h, rerank.h).
+ *
+ * The index proposes each head's rerank_k nearest rows under its own
+ * model; their features are read from the store as they are now (under the
+ * read lock, and only while the slot still holds the item the index named:
+ * an item deleted or replaced since the index was built drops out); the
+ * view's model then answers among them exactly. */
+#include "fresh.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The candidates of x and their features now (rows, feats: malloc'd, freed
+ * by the caller even on an error): 0, or an oml error code. */
+static int gather(const omld_query_ctx *q, const omld_view *v, const float *x, int32_t k_c,
+                  int32_t exclude_row, const uint8_t *allow, oml_rerank_set *c, oml_diag *d)
+{
+    const oml_index *ix = v->ix;
+    size_t dim = (size_t)ix->snap->cfg.dim, cap = (size_t)ix->heads * (size_t)k_c;
+    int32_t *rows = malloc(cap * sizeof *rows);
+    float *feats = malloc(cap * dim * sizeof *feats);
+    c->rows = rows;
+    c->feats = feats;
+    c->m = 0;
+    if (rows == NULL || feats == NULL)
+        return oml_diag_set(d, OML_ENOMEM, "", "re-rank workspace");
+    int32_t m = 0;
+    int rc = oml_rerank_candidates(ix, x, k_c, exclude_row, allow, rows, &m, d);
+    if (rc != OML_OK)
+        return rc;
+    int32_t kept = 0;
+    pthread_rwlock_rdlock(&q->lock->rw);
+    for (int32_t j = 0; j < m; j++) {
+        uint32_t slot = ix->slots[rows[j]];
+        size_t len = 0;
+        const char *id = oml_store_is_live(q->store, slot) ? oml_store_id(q->store, slot, &len)
+                                                           : NULL;
+        if (id == NULL || len != ix->id_lens[rows[j]] || memcmp(id, ix->ids[rows[j]], len) != 0)
+            continue; /* deleted or replaced since the index was built */
+        memcpy(feats + (size_t)kept * dim, oml_store_features(q->store, slot),
+               dim * sizeof *feats);
+        rows[kept++] = rows[j];
+    }
+    pthread_rwlock_unlock(&q->lock->rw);
+    c->m = kept;
+    return OML_OK;
+}
+
+static int32_t candidates_per_head(const omld_query_ctx *q, int32_t ranked)
+{
+    int32_t k_c = (int32_t)q->lim->rerank_k;
+    return k_c > ranked ? k_c : ranked;
+}
+
+int omld_fresh_classify(const omld_query_ctx *q, const omld_view *v, const float *x, int32_t k,
+                        int32_t exclude_row, oml_classification *out, oml_diag *d)
+{
+    oml_rerank_set c;
+    int rc = gather(q, v, x, candidates_per_head(q, k), exclude_row, NULL, &c, d);
+    if (rc == OML_OK)
+        rc = oml_classify_among(v->ix, v->fresh, x, k, &c, out, d);
+    free((void *)c.rows);
+    free((void *)c.feats);
+    return rc;
+}
+
+int omld_fresh_retrieve(const omld_query_ctx *q, const omld_view *v, const float *x, int32_t k,
+                        int32_t exclude_row, const oml_retrieve_opts *opts, oml_hit *out,
+                        int32_t *n_out, oml_diag *d)
+{
+    oml_rerank_set c;
+    int32_t ranked = k + (opts ? opts->offset : 0);
+    int rc = gather(q, v, x, candidates_per_head(q, ranked), exclude_row,
+                    opts ? opts->allow : NULL, &c, d);
+    if (rc == OML_OK)
+        rc = oml_retrieve_among(v->ix, v->fresh, x, k, &c, opts, out, n_out, d);
+    free((void *)c.rows);
+    free((void *)c.feats);
+    return rc;
+}

@@ -1,0 +1,197 @@
+/* rerank.c - answering under a newer model than the index's (rerank.h).
+ *
+ * DESIGN: the candidates come from serve.c's own search (oml__query_neighbors)
+ * and the answer from serve.c's own rules (oml__vote, oml__rank_pool), so
+ * an answer among all rows is the answer oml_classify / oml_retrieve give
+ * on an index built under the newer model. Between the two, the candidates
+ * are embedded under the newer model and each head keeps its k nearest,
+ * by the same canonical distance (oml_index_dist). Neighbours name
+ * candidates by position while voting; hits are mapped back to index rows. */
+#include "rerank.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "serve_int.h"
+
+static int cmp_int32(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+int oml_rerank_candidates(const oml_index *ix, const float *x, int32_t k_c, int32_t exclude_row,
+                          const uint8_t *allow, int32_t *rows, int32_t *n_rows, oml_diag *diag)
+{
+    *n_rows = 0;
+    int rc = oml__check_query(ix, x, k_c, exclude_row, diag);
+    if (rc != OML_OK || ix->n == 0)
+        return rc;
+    query_ws w;
+    void *ex;
+    if (oml__query_ws_init(&w, ix, k_c, 0, &ex) != OML_OK)
+        return oml_diag_set(diag, OML_ENOMEM, "", "candidate workspace");
+    rc = oml__query_neighbors(ix, x, k_c, exclude_row, allow, &w);
+    int32_t m = 0;
+    for (int h = 0; rc == OML_OK && h < ix->heads; h++)
+        for (int32_t j = 0; j < w.cnt[h]; j++)
+            rows[m++] = w.nb[(size_t)h * (size_t)k_c + (size_t)j].row;
+    free(w._block);
+    if (rc != OML_OK)
+        return oml_diag_set(diag, rc, "", "embedding the query");
+    qsort(rows, (size_t)m, sizeof *rows, cmp_int32);
+    int32_t d = 0;
+    for (int32_t i = 0; i < m; i++)
+        if (d == 0 || rows[d - 1] != rows[i])
+            rows[d++] = rows[i];
+    *n_rows = d;
+    return OML_OK;
+}
+
+static int by_dist_then_row(const void *pa, const void *pb)
+{
+    const oml_neighbor *a = pa, *b = pb;
+    if (a->dist != b->dist)
+        return a->dist < b->dist ? -1 : 1;
+    return (a->row > b->row) - (a->row < b->row);
+}
+
+/* The newest model's view of the candidates: q (heads, emb) the query,
+ * E (heads, m, emb) the candidates, and each head's k nearest of them
+ * (neighbour rows are candidate positions) in nb (heads, k), cnt. */
+typedef struct among_ws {
+    float *q, *E;
+    oml_neighbor *nb, *all;
+    int32_t cnt[OML_MAX_LAYERS + 1];
+    int32_t *labels; /* (m) the candidates' labels */
+    void *_block;
+} among_ws;
+
+static int among_init(among_ws *w, const oml_index *ix, const oml_snapshot *snap,
+                      const float *x, int32_t k, const oml_rerank_set *c, size_t extra,
+                      void **extra_out)
+{
+    int heads = oml_snapshot_heads(snap);
+    size_t e = (size_t)snap->cfg.emb, m = (size_t)c->m, H = (size_t)heads;
+    size_t bytes = (H * (size_t)k + m) * sizeof(oml_neighbor) + extra +
+                   (H * e + H * m * e) * sizeof(float) + m * sizeof(int32_t);
+    char *p = malloc(bytes);
+    if (p == NULL)
+        return OML_ENOMEM;
+    w->_block = p;
+    w->nb = (oml_neighbor *)(void *)p;
+    w->all = w->nb + H * (size_t)k;
+    *extra_out = w->all + m;
+    w->q = (float *)(void *)((char *)*extra_out + extra);
+    w->E = w->q + H * e;
+    w->labels = (int32_t *)(void *)(w->E + H * m * e);
+    /* One-row embedding of the query, as every serving path does (serve.c). */
+    int rc = oml_snapshot_embed(snap, x, 1, w->q);
+    if (rc == OML_OK && m > 0)
+        rc = oml_snapshot_embed(snap, c->feats, c->m, w->E);
+    for (size_t j = 0; j < m; j++)
+        w->labels[j] = ix->labels[c->rows[j]];
+    for (int h = 0; rc == OML_OK && h < heads; h++) {
+        const float *qh = w->q + (size_t)h * e, *Eh = w->E + (size_t)h * m * e;
+        for (size_t j = 0; j < m; j++)
+            w->all[j] = (oml_neighbor){(int32_t)j, oml_index_dist(qh, Eh + j * e, (int32_t)e)};
+        qsort(w->all, m, sizeof *w->all, by_dist_then_row);
+        w->cnt[h] = (int32_t)(m < (size_t)k ? m : (size_t)k);
+        memcpy(w->nb + (size_t)h * (size_t)k, w->all, (size_t)w->cnt[h] * sizeof *w->nb);
+    }
+    if (rc != OML_OK)
+        free(p);
+    return rc;
+}
+
+static int check_among(const oml_index *ix, const oml_snapshot *snap, const float *x, int32_t k,
+                       const oml_rerank_set *c, oml_diag *diag)
+{
+    if (snap == NULL || c == NULL || c->m < 0 || (c->m > 0 && (!c->rows || !c->feats)))
+        return oml_diag_set(diag, OML_EINVAL, "index", "no model or no candidates");
+    if (snap->cfg.dim != ix->snap->cfg.dim)
+        return oml_diag_set(diag, OML_EDIM, "features", "the model's dimension is not the index's");
+    return oml__check_query(ix, x, k, -1, diag);
+}
+
+int oml_classify_among(const oml_index *ix, const oml_snapshot *snap, const float *x, int32_t k,
+                       const oml_rerank_set *c, oml_classification *out, oml_diag *diag)
+{
+    int rc = check_among(ix, snap, x, k, c, diag);
+    if (rc != OML_OK)
+        return rc;
+    if (c->m == 0)
+        return oml_diag_set(diag, OML_EEMPTY, "index", "no candidate items");
+    size_t nl = (size_t)ix->n_labels, nt = (size_t)oml_snapshot_heads(snap) * (size_t)k;
+    size_t extra = nl * sizeof(double) + nl + (nt < nl ? nt : nl) * sizeof(int32_t);
+    extra = (extra + 7) & ~(size_t)7;
+    among_ws w;
+    void *ex;
+    if ((rc = among_init(&w, ix, snap, x, k, c, extra, &ex)) != OML_OK)
+        return oml_diag_set(diag, rc, "", "re-ranking the candidates");
+    vote_ws vw = {ex, NULL, NULL};
+    vw.touched = (int32_t *)(void *)(vw.cls + nl);
+    vw.seen = (unsigned char *)(vw.touched + (nt < nl ? nt : nl));
+    memset(vw.cls, 0, nl * sizeof(double));
+    memset(vw.seen, 0, nl);
+    oml__voter vt = {oml_snapshot_heads(snap), snap->alpha, w.labels};
+    oml_classification res;
+    int32_t label;
+    rc = oml__vote(&vt, w.nb, w.cnt, k, &vw, &label, &res);
+    free(w._block);
+    if (rc != OML_OK)
+        return oml_diag_set(diag, rc, "index", "no labelled neighbour");
+    *out = res;
+    return OML_OK;
+}
+
+/* sum_l alpha(l) cos(f_l(q), f_l(candidate j)) under the newest model. */
+static float among_similarity(const among_ws *w, const oml_snapshot *snap, int32_t m, int32_t j)
+{
+    size_t e = (size_t)snap->cfg.emb;
+    double sim = 0.0;
+    for (int h = 0; h < oml_snapshot_heads(snap); h++) {
+        const float *qh = w->q + (size_t)h * e, *fj = w->E + ((size_t)h * (size_t)m + j) * e;
+        double dot = 0.0;
+        for (size_t i = 0; i < e; i++)
+            dot += (double)qh[i] * (double)fj[i];
+        sim += (double)snap->alpha[h] * dot;
+    }
+    return (float)(sim < -1.0 ? -1.0 : sim > 1.0 ? 1.0 : sim);
+}
+
+int oml_retrieve_among(const oml_index *ix, const oml_snapshot *snap, const float *x, int32_t k,
+                       const oml_rerank_set *c, const oml_retrieve_opts *opts, oml_hit *out,
+                       int32_t *n_out, oml_diag *diag)
+{
+    int rc = check_among(ix, snap, x, k, c, diag);
+    if (rc != OML_OK)
+        return rc;
+    int32_t offset = opts ? opts->offset : 0;
+    if (offset < 0 || offset > OML_SERVE_MAX_K - k)
+        return oml_diag_set(diag, OML_EINVAL, "offset", "offset %d + k %d exceeds %d",
+                            (int)offset, (int)k, OML_SERVE_MAX_K);
+    *n_out = 0;
+    if (c->m == 0)
+        return OML_OK;
+    int32_t ranked = offset + k;
+    size_t P = (size_t)oml_snapshot_heads(snap) * (size_t)ranked;
+    among_ws w;
+    void *ex;
+    if ((rc = among_init(&w, ix, snap, x, ranked, c, P * sizeof(pool_hit), &ex)) != OML_OK)
+        return oml_diag_set(diag, rc, "", "re-ranking the candidates");
+    pool_hit *pool = ex;
+    oml__voter vt = {oml_snapshot_heads(snap), snap->alpha, w.labels};
+    size_t nd = oml__rank_pool(&vt, w.nb, w.cnt, ranked, pool);
+    float floor = opts ? opts->min_similarity : -INFINITY;
+    int32_t cnt = 0;
+    for (size_t i = (size_t)offset; i < nd && cnt < k; i++) {
+        float sim = among_similarity(&w, snap, c->m, pool[i].row);
+        if (sim >= floor)
+            out[cnt++] = (oml_hit){c->rows[pool[i].row], (float)pool[i].score, sim};
+    }
+    *n_out = cnt;
+    free(w._block);
+    return OML_OK;
+}

@@ -1,0 +1,52 @@
+/* rerank.h - answering under a newer model than the index's (issue 14).
+ *
+ * At a million items an index takes seconds to build: every item is
+ * embedded under one model. The learner publishes a new model every few
+ * hundred milliseconds. So a serving view may pair an index built under an
+ * older snapshot with the newest one: the index proposes candidates (each
+ * head's k_c nearest under its own model), and the newest model decides
+ * among them exactly, from the candidates' features as they are now. The
+ * answer is exact under the newest model whenever its true neighbours are
+ * among the candidates; with k_c >= the index's rows it always is.
+ *
+ * Pure functions over immutable inputs; any thread. */
+#ifndef OML_RERANK_H
+#define OML_RERANK_H
+
+#include <stdint.h>
+
+#include "err.h"
+#include "index.h"
+#include "serve.h"
+#include "snapshot.h"
+
+/* The union of every head's k_c nearest rows to x under the index's own
+ * model (in its lists when it has lists), skipping exclude_row and rows
+ * that allow (NULL: all) refuses: distinct, ascending, into rows (capacity
+ * heads * k_c); *n_rows gets the count. Errors as oml_classify's (k_c in
+ * [1, OML_SERVE_MAX_K]), except that an empty index gives 0 rows. */
+int oml_rerank_candidates(const oml_index *ix, const float *x, int32_t k_c, int32_t exclude_row,
+                          const uint8_t *allow, int32_t *rows, int32_t *n_rows, oml_diag *diag);
+
+/* Candidates with their features now: rows (m) index rows, feats (m, dim). */
+typedef struct oml_rerank_set {
+    const int32_t *rows;
+    const float *feats;
+    int32_t m;
+} oml_rerank_set;
+
+/* oml_classify among the candidates under snap (the newest model): each
+ * head's k nearest candidates by snap's embedding, voted with snap's alpha
+ * and the index's labels. OML_EEMPTY when no candidate neighbour has a
+ * label (or there are none), else as oml_classify. */
+int oml_classify_among(const oml_index *ix, const oml_snapshot *snap, const float *x, int32_t k,
+                       const oml_rerank_set *c, oml_classification *out, oml_diag *diag);
+
+/* oml_retrieve among the candidates under snap, with opts' offset and
+ * similarity floor (its allow mask was the candidates' business). Hits
+ * name index rows; similarities are under snap. */
+int oml_retrieve_among(const oml_index *ix, const oml_snapshot *snap, const float *x, int32_t k,
+                       const oml_rerank_set *c, const oml_retrieve_opts *opts, oml_hit *out,
+                       int32_t *n_out, oml_diag *diag);
+
+#endif

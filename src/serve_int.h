@@ -1,0 +1,78 @@
+/* serve_int.h - the serving rules' parts that serve.c and rerank.c share:
+ * Eq. 23-25 voting and Eq. 27 ranking over neighbour lists, whoever found
+ * the neighbours. Not part of the API. */
+#ifndef OML_SERVE_INT_H
+#define OML_SERVE_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "index.h"
+#include "serve.h"
+
+/* Who votes: heads, their weights alpha (heads) and the label of every
+ * row a neighbour names (OML_LABEL_NONE: votes for nothing). */
+typedef struct oml__voter {
+    int heads;
+    const float *alpha;
+    const int32_t *labels;
+} oml__voter;
+
+/* OAHU Eq. 23 (= Eq. 27) for a neighbour at d among one head's k in
+ * [d_min, d_max]; d_max = d_min gives alpha (the limit). */
+double oml__eq23_score(float d, float d_min, float d_max, float alpha);
+
+/* Per-query voting state: dense class sums with a list of touched labels. */
+typedef struct vote_ws {
+    double *cls;      /* (n_labels) S(c), Eq. 24 */
+    unsigned char *seen;
+    int32_t *touched; /* labels with at least one vote */
+} vote_ws;
+
+/* Eq. 23-25 over the neighbours nb (heads, k) with cnt[h] valid per head.
+ * Writes the label (and the full result when out != NULL); OML_EEMPTY when no
+ * neighbour has a label. Leaves ws zeroed again. */
+int oml__vote(const oml__voter *vt, const oml_neighbor *nb, const int32_t *cnt, int32_t k,
+              vote_ws *ws, int32_t *label, oml_classification *out);
+
+/* Query workspace: the query's embedding, GEMV scratch and k neighbours per
+ * head, in one allocation. */
+typedef struct query_ws {
+    float *q;          /* (heads, emb) */
+    float *scratch;    /* (n) */
+    int32_t *rowmap;   /* (n) an index with lists: the rows scanned */
+    int32_t *lists;    /* (n_lists) the lists scanned */
+    oml_neighbor *nb;  /* (heads, k) */
+    int32_t cnt[OML_MAX_LAYERS + 1];
+    void *_block;
+} query_ws;
+
+/* The checks shared by classify and retrieve: index and query set, k in
+ * [1, OML_SERVE_MAX_K] (field "k"), a finite query ("features"),
+ * exclude_row in [-1, n). */
+int oml__check_query(const oml_index *ix, const float *x, int32_t k, int32_t exclude_row,
+                     oml_diag *diag);
+
+/* The workspace for k neighbours per head plus extra bytes (8-aligned, at
+ * *extra_out); free w->_block. OML_ENOMEM. */
+int oml__query_ws_init(query_ws *w, const oml_index *ix, int32_t k, size_t extra,
+                       void **extra_out);
+
+/* Embeds x under the index's snapshot and finds k neighbours per head
+ * (Sec. 3.6.1, first step): in the lists nearest to x when the index has
+ * lists, else in every row; rows allow (NULL: all) refuses are never
+ * neighbours. */
+int oml__query_neighbors(const oml_index *ix, const float *x, int32_t k, int32_t exclude_row,
+                         const uint8_t *allow, query_ws *w);
+
+typedef struct pool_hit {
+    int32_t row;
+    double score;
+} pool_hit;
+
+/* Eq. 27 over the neighbours nb (heads, k): each distinct row once, at its
+ * best score, by (score desc, row asc) in pool (heads * k). Returns the count. */
+size_t oml__rank_pool(const oml__voter *vt, const oml_neighbor *nb, const int32_t *cnt, int32_t k,
+                      pool_hit *pool);
+
+#endif

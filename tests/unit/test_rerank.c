@@ -1,0 +1,172 @@
+/* test_rerank.c - answers under a newer model from an older index's
+ * candidates (rerank.h): with every row a candidate they are the answers
+ * of an index built under the newer model; with fewer, they come from the
+ * candidates only, and the allow mask and the page hold. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rerank.h"
+#include "rng.h"
+#include "serve.h"
+#include "store.h"
+#include "testutil.h"
+
+#define DIM 6
+#define N 60
+#define LAYERS 1
+
+typedef struct fx {
+    oml_store *store;
+    oml_snapshot *old_snap, *new_snap;
+    oml_index *old_ix, *new_ix;
+    float x[N][DIM];
+} fx;
+
+static int setup(void **state)
+{
+    fx *f = calloc(1, sizeof *f);
+    assert_non_null(f);
+    assert_int_equal(oml_store_create(&f->store, DIM, N), OML_OK);
+    oml_rng r;
+    oml_rng_seed(&r, 3);
+    for (int i = 0; i < N; i++) {
+        char id[16], lab[8];
+        snprintf(id, sizeof id, "i%d", i);
+        snprintf(lab, sizeof lab, "c%d", i % 3);
+        for (int j = 0; j < DIM; j++)
+            f->x[i][j] = (float)(i % 3 == j % 3) + 0.6f * oml_rng_normal(&r);
+        assert_int_equal(oml_store_put(f->store, id, strlen(id), f->x[i], i % 7 ? lab : NULL,
+                                       i % 7 ? strlen(lab) : 0, NULL, NULL),
+                         OML_OK);
+    }
+    const float a_old[2] = {0.5f, 0.5f}, a_new[2] = {0.7f, 0.3f};
+    f->old_snap = oml_test_snapshot(LAYERS, DIM, 8, 4, NULL, a_old, 11);
+    f->new_snap = oml_test_snapshot(LAYERS, DIM, 8, 4, NULL, a_new, 12);
+    assert_int_equal(oml_index_build(&f->old_ix, f->old_snap, f->store), OML_OK);
+    assert_int_equal(oml_index_build(&f->new_ix, f->new_snap, f->store), OML_OK);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fx *f = *state;
+    oml_index_destroy(f->old_ix);
+    oml_index_destroy(f->new_ix);
+    oml_snapshot_release(f->old_snap);
+    oml_snapshot_release(f->new_snap);
+    oml_store_destroy(f->store);
+    free(f);
+    return 0;
+}
+
+/* The candidates of the old index for x with k_c per head, and their
+ * features (rows are slots: the store was filled in order). */
+static int32_t candidates(fx *f, const float *x, int32_t k_c, int32_t exclude,
+                          const uint8_t *allow, int32_t *rows, float *feats)
+{
+    int32_t m = -1;
+    assert_int_equal(oml_rerank_candidates(f->old_ix, x, k_c, exclude, allow, rows, &m, NULL),
+                     OML_OK);
+    for (int32_t j = 0; j < m; j++) {
+        assert_true(j == 0 || rows[j - 1] < rows[j]); /* distinct, ascending */
+        assert_true(rows[j] != exclude && (!allow || allow[rows[j]]));
+        memcpy(feats + (size_t)j * DIM, f->x[f->old_ix->slots[rows[j]]], sizeof f->x[0]);
+    }
+    return m;
+}
+
+/* Every row a candidate: the old index's candidates re-ranked under the new
+ * model answer as the new model's own index does. */
+static void test_all_candidates_equal_the_new_index(void **state)
+{
+    fx *f = *state;
+    int32_t rows[2 * N];
+    static float feats[2 * N][DIM];
+    for (int q = 0; q < N; q += 7) {
+        const float *x = f->x[q];
+        int32_t m = candidates(f, x, N, q, NULL, rows, &feats[0][0]);
+        assert_int_equal(m, N - 1);
+        oml_rerank_set c = {rows, &feats[0][0], m};
+        oml_classification got, want;
+        assert_int_equal(oml_classify_among(f->old_ix, f->new_snap, x, 5, &c, &got, NULL), OML_OK);
+        assert_int_equal(oml_classify(f->new_ix, x, 5, q, &want, NULL), OML_OK);
+        assert_int_equal(got.label, want.label);
+        assert_float_equal(got.score, want.score, 1e-4);
+        oml_hit hg[8], hw[8];
+        int32_t ng = -1, nw = -1;
+        assert_int_equal(oml_retrieve_among(f->old_ix, f->new_snap, x, 8, &c, NULL, hg, &ng, NULL),
+                         OML_OK);
+        assert_int_equal(oml_retrieve(f->new_ix, x, 8, q, NULL, hw, &nw, NULL), OML_OK);
+        assert_int_equal(ng, nw);
+        for (int32_t i = 0; i < ng; i++) {
+            assert_int_equal(hg[i].row, hw[i].row);
+            assert_float_equal(hg[i].score, hw[i].score, 1e-4);
+            assert_float_equal(hg[i].similarity, hw[i].similarity, 1e-4);
+        }
+    }
+}
+
+/* Fewer candidates: every answer is one of them; the mask and the page hold. */
+static void test_answers_come_from_the_candidates(void **state)
+{
+    fx *f = *state;
+    int32_t rows[2 * 4];
+    static float feats[2 * 4][DIM];
+    uint8_t allow[N];
+    for (int i = 0; i < N; i++)
+        allow[i] = i % 2 == 0;
+    const float *x = f->x[5];
+    int32_t m = candidates(f, x, 4, -1, allow, rows, &feats[0][0]);
+    assert_true(m >= 4 && m <= 8);
+    oml_rerank_set c = {rows, &feats[0][0], m};
+    oml_hit h[8], page[8];
+    int32_t n = -1, np = -1;
+    assert_int_equal(oml_retrieve_among(f->old_ix, f->new_snap, x, m, &c, NULL, h, &n, NULL),
+                     OML_OK);
+    assert_int_equal(n, m);
+    for (int32_t i = 0; i < n; i++)
+        assert_true(allow[h[i].row]);
+    oml_retrieve_opts o = {NULL, 2, -INFINITY};
+    assert_int_equal(oml_retrieve_among(f->old_ix, f->new_snap, x, 2, &c, &o, page, &np, NULL),
+                     OML_OK);
+    assert_int_equal(np, 2);
+    oml_hit first4[4];
+    int32_t n4 = -1;
+    assert_int_equal(oml_retrieve_among(f->old_ix, f->new_snap, x, 4, &c, NULL, first4, &n4, NULL),
+                     OML_OK);
+    assert_int_equal(page[0].row, first4[2].row);
+    assert_int_equal(page[1].row, first4[3].row);
+    /* No candidates: classify has no neighbour, retrieve finds nothing. */
+    oml_rerank_set none = {rows, &feats[0][0], 0};
+    oml_classification cl;
+    assert_int_equal(oml_classify_among(f->old_ix, f->new_snap, x, 5, &none, &cl, NULL),
+                     OML_EEMPTY);
+    assert_int_equal(oml_retrieve_among(f->old_ix, f->new_snap, x, 5, &none, NULL, h, &n, NULL),
+                     OML_OK);
+    assert_int_equal(n, 0);
+    /* A query that is not finite is refused by name. */
+    float bad[DIM] = {0, NAN, 0, 0, 0, 0};
+    oml_diag d;
+    memset(&d, 0, sizeof d);
+    assert_int_equal(oml_classify_among(f->old_ix, f->new_snap, bad, 5, &c, &cl, &d),
+                     OML_ENONFINITE);
+    assert_string_equal(d.field, "features");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_all_candidates_equal_the_new_index, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_answers_come_from_the_candidates, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
