@@ -118,8 +118,15 @@ static oml_snapshot *provisional_snapshot(omld_engine *e, uint64_t version)
 {
     const oml_learner *live = e->learner;
     uint32_t n = oml_store_count(e->store);
-    if (live->prepared || !oml_config_needs_data(&live->cfg) || n < 2)
+    if (live->prepared || !oml_config_needs_data(&live->cfg) || n < 2) {
+        oml_snapshot_release(e->provisional);
+        e->provisional = NULL;
         return NULL;
+    }
+    uint64_t was = e->provisional_items;
+    if (e->provisional && (uint64_t)n * 4 < was * 5 && (uint64_t)n * 5 > was * 4)
+        return oml_snapshot_create(&e->provisional->cfg, e->provisional->params,
+                                   e->provisional->alpha, version, 0);
     uint32_t m = n < PROVISIONAL_ROWS ? n : PROVISIONAL_ROWS, k = 0;
     float *X = malloc((size_t)m * (size_t)oml_store_dim(e->store) * sizeof(float));
     int32_t *labels = malloc((size_t)m * sizeof(int32_t));
@@ -130,6 +137,11 @@ static oml_snapshot *provisional_snapshot(omld_engine *e, uint64_t version)
     k = omld_start_items(e, m, X, labels);
     if (k >= 2 && oml_learner_prepare(l, X, labels, (int32_t)k) == OML_OK)
         s = oml_learner_snapshot(l, version);
+    if (s) {
+        oml_snapshot_release(e->provisional);
+        e->provisional = oml_snapshot_retain(s);
+        e->provisional_items = n;
+    }
 done:
     free(X);
     free(labels);
@@ -790,6 +802,7 @@ void omld_engine_destroy(omld_engine *e)
     free(e->rows);
     free(e->slots);
     oml_replay_free(&e->replay);
+    oml_snapshot_release(e->provisional);
     pthread_rwlock_destroy(&e->lock.rw);
     pthread_mutex_destroy(&e->stats_mu);
     pthread_mutex_destroy(&e->out_mu);

@@ -65,6 +65,13 @@ struct omld_engine {
 
     /* publishing: engine thread only */
     uint64_t version;
+    /* The provisional start last computed (engine.c), and the stored items
+     * it was computed from: reused until the store has grown or shrunk by
+     * a quarter, since a start costs the learner ~0.3 s (two candidate
+     * starts and their leave-one-out judgement) and publishes come every
+     * publish_ms while items pour in. */
+    oml_snapshot *provisional;
+    uint32_t provisional_items;
     uint64_t published_updates;
     uint64_t published_ns;
     int dirty;

@@ -325,6 +325,10 @@ static void metrics_search(omld_buf *b, const omld_metrics *mt, const omld_model
           "queries (1 when it scans every item or none was sampled yet).",
           m->view_recall_total ? (double)m->view_recall_hits / (double)m->view_recall_total
                                : 1.0);
+    gauge(b, "omld_search_index_versions_behind", "Model versions between the serving model "
+          "and the one its index was built under (> 0: queries re-rank the index's candidates "
+          "under the serving model while the next index is built).",
+          (double)(m->view_version - m->view_index_version));
 }
 
 static void metrics_rpc(omld_buf *b, const omld_metrics *mt)
