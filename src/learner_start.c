@@ -160,6 +160,7 @@ static void set_offsets(oml_learner *l, const float *X, int32_t n, const float *
     }
 }
 
+#define PCA_ROWS 40000
 /* The PCA starts (plain or whitened) on the centred raw input: the scale a
  * standardising layout holds is 1 under them, and the offsets 0. */
 static int take_pca_start(oml_learner *l, const float *X, int32_t n, const float *mean, int white)
@@ -174,8 +175,18 @@ static int take_pca_start(oml_learner *l, const float *X, int32_t n, const float
     int32_t e = lay->emb < d ? lay->emb : d;
     float *P = malloc(((size_t)e * d + (size_t)e) * sizeof(float));
     float noise = 0;
-    int rc = P ? oml_pca_components(X, NULL, n, d, mean, e, P, P + (size_t)e * d, &noise)
-               : OML_ENOMEM;
+    /* The principal directions of at most PCA_ROWS strided rows: 65,536
+     * rows cost the learner seconds at the first triplet; 20,000 moved
+     * Fashion-MNIST's whitened start 0.1272 -> 0.1284 (its weak
+     * directions and the noise level settle late). */
+    int32_t m = n < PCA_ROWS ? n : PCA_ROWS;
+    int32_t *rows = m < n ? malloc((size_t)m * sizeof *rows) : NULL;
+    for (int32_t i = 0; rows && i < m; i++)
+        rows[i] = (int32_t)((int64_t)i * n / m);
+    int rc = P && (rows || m == n)
+                 ? oml_pca_components(X, rows, m, d, mean, e, P, P + (size_t)e * d, &noise)
+                 : OML_ENOMEM;
+    free(rows);
     if (rc == OML_OK && white)
         whiten_rows(P, P + (size_t)e * d, noise, e, d);
     if (rc == OML_OK)
@@ -231,16 +242,16 @@ static int take_start(oml_learner *l, int32_t init, const float *X, int32_t n,
     }
 }
 
-/* The labelled rows of X that judge a start: all of them up to LOO_ROWS
- * (the daemon's start sample is at most 65,536 items), each classified
- * among all the others, since a start's kNN error depends on how dense
- * the references are (Fashion-MNIST, whitened: 0.1465 among 16,384 dev
- * items, 0.1355 among all 35,000, where the standardised start's moved
- * 0.1510 -> 0.1495: on half the rows the choice went the wrong way).
- * LOO_QUERIES of them are classified: two GEMMs of LOO_QUERIES x rows x
- * emb (about 1 s at 35,000 rows of 784). At 2,000 queries the test below
- * missed Fashion-MNIST's 0.017 on one seed of three. */
-#define LOO_ROWS 65536
+/* The labelled rows of X that judge a start: every (count/LOO_ROWS)-th,
+ * each classified among all the others of them. A start's kNN error
+ * depends on how dense the references are (Fashion-MNIST, whitened: 0.1465
+ * among 16,384 dev items, 0.1355 among all 35,000, where the standardised
+ * start's moved 0.1510 -> 0.1495: on 16,384 the choice went the wrong
+ * way), so they are as many as the cost allows: LOO_QUERIES of them are
+ * classified, two GEMMs of LOO_QUERIES x rows x emb (65,536 rows took the
+ * learner 8 s at the first triplet; 32,768 about half). At 2,000 queries
+ * the test below missed Fashion-MNIST's 0.017 on one seed of three. */
+#define LOO_ROWS 32768
 #define LOO_QUERIES 8192
 #define LOO_K 5
 #define FORWARD_ROWS 1024
