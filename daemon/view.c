@@ -161,6 +161,8 @@ static int index_build(omld_views *vs, oml_snapshot *snap, omld_store_lock *lock
         rc = oml_index_builder_finish(&b, vs->store, out);
         store_unlock(lock);
     }
+    if (rc == OML_OK)
+        oml_index_calibrate(*out); /* without the lock: it scans the index, not the store */
     oml_index_builder_free(&b);
     return rc;
 }

@@ -204,7 +204,8 @@ int32_t oml_index_probe(const oml_index *ix, const float *q_all, int32_t k, int3
 {
     if (ix->n_lists <= 0)
         return 0;
-    int64_t want = (int64_t)ix->n / OML_IVF_PROBE_DIV, min = 64 * (int64_t)k;
+    int64_t want = ix->probe_rows > 0 ? ix->probe_rows : (int64_t)ix->n / OML_IVF_PROBE_DIV;
+    int64_t min = 64 * (int64_t)k;
     if (want < min)
         want = min;
     int32_t got = oml_ivf_probe(ix->centroids, ix->n_lists, ix->heads * ix->emb, q_all,
