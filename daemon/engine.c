@@ -715,7 +715,8 @@ int omld_engine_create(omld_engine **out, const omld_config *opts, omld_metrics 
     omld_models_load(e->models);
     e->models_gen = e->store_gen;
     if (omld_views_create(&e->views, e->store, &e->lock, metrics, NULL, NULL) == 0) {
-        omld_views_set_lists(e->views, (uint64_t)e->opts.ann_min_items);
+        omld_views_set_lists(e->views, (uint64_t)e->opts.ann_min_items,
+                             e->opts.ann_target_recall);
         omld_views_set_rerank(e->views, (uint64_t)e->opts.rerank_min_items);
     }
     if (e->views == NULL) {

@@ -68,6 +68,7 @@ const omld_option omld_options[] = {
     INT(publish_every, 1, 1 << 30, "10000", "publish a new serving view every N updates"),
     INT(publish_ms, 1, 3600000, "500", "... or every T milliseconds when anything changed"),
     INT(ann_min_items, 0, 1LL << 31, "100000", "from this many stored items queries search the nearest inverted lists of the index, exactly within them (recall on /status); 0: every query scans every item"),
+    REAL(ann_target_recall, 0, 1, "0.95", "a query of an index with inverted lists probes the rows that found this share of the exact 10 nearest items per head on a sample of the index's own rows, measured when the index is built; 0: an eighth of the rows"),
     INT(rerank_min_items, 0, 1LL << 31, "100000", "from this many stored items a new model serves at once, over the last index built: queries re-rank its candidates under the new model while the index is rebuilt behind it; 0: a model serves once its own index is built"),
     INT(rerank_candidates, 1, OML_SERVE_MAX_K, "32", "candidates per head a re-ranking query takes from the index (at least k + offset)"),
     {NULL, OMLD_OPT_STR, 0, 0, 0, NULL, NULL},

@@ -35,6 +35,7 @@ typedef struct omld_config {
     double max_feature_abs;         /* |feature| bound at validation and when applying */
     int64_t queue_capacity, publish_every, publish_ms;
     int64_t ann_min_items;          /* inverted lists from this many items (0: never) */
+    double ann_target_recall;       /* the lists' calibrated recall (0: an eighth of the rows) */
     int64_t rerank_min_items;       /* fresh views from this many items (0: never) */
     int64_t rerank_candidates;      /* candidates per head a fresh view's query re-ranks */
     /* connection limits (server.c) */

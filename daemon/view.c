@@ -41,6 +41,7 @@ struct omld_views {
     oml_snapshot *pending;      /* guarded by mu; latest wins */
     atomic_uint_fast64_t lists_min_items; /* inverted lists from this many items (0: never) */
     atomic_uint_fast64_t rerank_min_items; /* fresh views from this many items (0: never) */
+    _Atomic double target_recall;  /* the lists' calibration target (0: none) */
     uint64_t pending_ns;
     int stop;
     int started;
@@ -162,7 +163,7 @@ static int index_build(omld_views *vs, oml_snapshot *snap, omld_store_lock *lock
         store_unlock(lock);
     }
     if (rc == OML_OK)
-        oml_index_calibrate(*out); /* without the lock: it scans the index, not the store */
+        oml_index_calibrate(*out, atomic_load(&vs->target_recall)); /* no lock: the index only */
     oml_index_builder_free(&b);
     return rc;
 }
@@ -315,6 +316,7 @@ int omld_views_create(omld_views **out, const oml_store *store, omld_store_lock 
     atomic_init(&vs->version, 0);
     atomic_init(&vs->lists_min_items, 0);
     atomic_init(&vs->rerank_min_items, 0);
+    atomic_init(&vs->target_recall, 0.0);
     pthread_mutex_init(&vs->mu, NULL);
     pthread_cond_init(&vs->cv, NULL);
     if (pthread_create(&vs->thread, NULL, indexer_main, vs) != 0) {
@@ -345,9 +347,10 @@ void omld_views_destroy(omld_views *vs)
     free(vs);
 }
 
-void omld_views_set_lists(omld_views *vs, uint64_t min_items)
+void omld_views_set_lists(omld_views *vs, uint64_t min_items, double target_recall)
 {
     atomic_store(&vs->lists_min_items, min_items);
+    atomic_store(&vs->target_recall, target_recall);
 }
 
 void omld_views_set_rerank(omld_views *vs, uint64_t min_items)

@@ -69,8 +69,10 @@ int omld_views_create(omld_views **out, const oml_store *store, omld_store_lock 
 void omld_views_destroy(omld_views *vs);
 
 /* From views built after this call, an index of at least min_items items
- * has inverted lists (index.h); 0 (the default): never. */
-void omld_views_set_lists(omld_views *vs, uint64_t min_items);
+ * has inverted lists (index.h); 0 (the default): never. Its queries probe
+ * what reached target_recall on a sample (oml_index_calibrate; 0: an
+ * eighth of the rows). */
+void omld_views_set_lists(omld_views *vs, uint64_t min_items, double target_recall);
 
 /* From now on, while the current index has at least min_items items, each
  * submitted model is served at once over that index (queries re-rank its

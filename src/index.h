@@ -59,15 +59,15 @@ typedef struct oml_index {
 #define OML_IVF_PROBE_DIV 8
 
 /* For an index with lists: how many rows a query's lists must cover for
- * OML_IVF_TARGET_RECALL of the exact 10 nearest rows per head, measured on
+ * `target` (in (0, 1]) of the exact 10 nearest rows per head, measured on
  * OML_IVF_CALIBRATION_QUERIES of its own rows (strided) as queries, into
  * ix->probe_rows (never below 64 x 10 rows). The lists split embeddings
  * unevenly: under the standardised start an eighth of the rows found 0.93-
  * 0.97 of them, under the whitened one (isotropic) 0.71-0.75. Costs that
- * many exact scans. OML_ENOMEM leaves the default rule. */
+ * many exact scans. target <= 0 or OML_ENOMEM: the default rule stays. */
 #define OML_IVF_TARGET_RECALL 0.95
 #define OML_IVF_CALIBRATION_QUERIES 64
-int oml_index_calibrate(oml_index *ix);
+int oml_index_calibrate(oml_index *ix, double target);
 
 /* Builds an index of all live items of store under snap (takes its own
  * reference on snap). OML_ENOMEM; an empty store gives an empty index.

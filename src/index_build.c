@@ -316,7 +316,7 @@ int oml_index_build(oml_index **out, oml_snapshot *snap, const oml_store *store)
     if (rc == OML_OK)
         rc = oml_index_builder_finish(&b, store, out);
     if (rc == OML_OK)
-        oml_index_calibrate(*out); /* out of memory: the default probe */
+        oml_index_calibrate(*out, OML_IVF_TARGET_RECALL); /* out of memory: the default probe */
     oml_index_builder_free(&b);
     return rc;
 }

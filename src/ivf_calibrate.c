@@ -64,10 +64,12 @@ static int32_t needs_of(const oml_index *ix, int32_t row, float *q_all, float *s
     return m;
 }
 
-int oml_index_calibrate(oml_index *ix)
+int oml_index_calibrate(oml_index *ix, double target)
 {
-    if (ix == NULL || ix->n_lists <= 0 || ix->n <= CAL_K)
+    if (ix == NULL || ix->n_lists <= 0 || ix->n <= CAL_K || !(target > 0.0))
         return OML_OK;
+    if (target > 1.0)
+        target = 1.0;
     int32_t S = ix->n < OML_IVF_CALIBRATION_QUERIES ? ix->n : OML_IVF_CALIBRATION_QUERIES;
     size_t d = (size_t)ix->heads * (size_t)ix->emb;
     size_t cap = (size_t)S * (size_t)ix->heads * CAL_K;
@@ -84,7 +86,7 @@ int oml_index_calibrate(oml_index *ix)
                               reach, nb, need + m);
     if (rc == OML_OK && m > 0) {
         qsort(need, m, sizeof *need, cmp_i64);
-        size_t at = (size_t)(OML_IVF_TARGET_RECALL * (double)m);
+        size_t at = (size_t)(target * (double)m);
         int64_t rows = need[at < m ? at : m - 1];
         ix->probe_rows = rows > 64 * CAL_K ? rows : 64 * CAL_K;
     }

@@ -192,7 +192,9 @@ static void test_calibrated_probe(void **state)
         oml_index *ix = lists_index_of(s, &st, N, 21, iso);
         assert_int_equal(ix->probe_rows, 0); /* the builder leaves it to calibration */
         double before = probe_recall(ix, s, K);
-        assert_int_equal(oml_index_calibrate(ix), OML_OK);
+        assert_int_equal(oml_index_calibrate(ix, 0.0), OML_OK); /* off: the default rule */
+        assert_int_equal(ix->probe_rows, 0);
+        assert_int_equal(oml_index_calibrate(ix, OML_IVF_TARGET_RECALL), OML_OK);
         assert_true(ix->probe_rows >= 64 * K && ix->probe_rows <= N);
         double after = probe_recall(ix, s, K);
         printf("%s: recall@%d %.3f probing %d rows, %.3f probing %lld (calibrated)\n",
