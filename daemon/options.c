@@ -19,8 +19,6 @@
 
 #define OFF(f) offsetof(omld_config, f)
 #define STR(f, def, help) {#f, OMLD_OPT_STR, OFF(f), 0, OMLD_STR_MAX - 1, def, help}
-#define STRINGIFY_(x) #x
-#define STRINGIFY(x) STRINGIFY_(x)
 #define INT(f, lo, hi, def, help) {#f, OMLD_OPT_INT, OFF(f), lo, hi, def, help}
 #define REAL(f, lo, hi, def, help) {#f, OMLD_OPT_REAL, OFF(f), lo, hi, def, help}
 
@@ -49,7 +47,7 @@ const omld_option omld_options[] = {
     INT(max_frame_bytes, 64, 1 << 30, "4194304", "largest request frame accepted"),
     INT(max_batch, 1, 1 << 20, "10000", "most items, triplets or pairs in one request"),
     INT(max_connections, 1, 1 << 20, "1024", "most concurrent client connections"),
-    INT(max_k, 1, OML_SERVE_MAX_K, STRINGIFY(OML_SERVE_MAX_K), "largest k a query may ask for"),
+    INT(max_k, 1, OML_SERVE_MAX_K, "1024", "largest k a query may ask for (its answer must also fit in max_frame_bytes)"),
     INT(default_k, 1, OML_SERVE_MAX_K, "5", "neighbours per head when a query gives no k"),
     REAL(default_threshold, 1e-6, 1, "0.5", "verify threshold T (D/2 < T) when a query gives none"),
     INT(max_pipeline, 1, 65536, "256", "requests in flight per connection before reading pauses"),

@@ -12,7 +12,9 @@
 #include "index.h"
 #include "snapshot.h"
 
-#define OML_SERVE_MAX_K 1024
+/* The largest k any query may ask for; the daemon's max_k (default 1024)
+ * bounds it further, and max_frame_bytes bounds the answer. */
+#define OML_SERVE_MAX_K 16384
 
 typedef struct oml_class_score {
     int32_t label; /* label id of the index */

@@ -815,6 +815,52 @@ static void test_partial_triplet_batch(void **state)
     omld_proc_cleanup(&p);
 }
 
+/* k above 1024 where the operator allows it (max_k, up to OML_SERVE_MAX_K):
+ * a retrieval of every item, paged past the first 1024 too. */
+static void test_k_above_1024(void **state)
+{
+    (void)state;
+    enum { N = 1500 };
+    static float x[N][DIM];
+    static char ids[N][16];
+    oml_test_blobs(&x[0][0], N, DIM, CLASSES, 99, 0.5f, 0.3f);
+    omlc_item *items = malloc(N * sizeof *items);
+    for (int i = 0; i < N; i++) {
+        snprintf(ids[i], sizeof ids[i], "k-%d", i);
+        items[i] = (omlc_item){ids[i], x[i], DIM, "c"};
+    }
+    const char *args[] = {"--dim=16", "--preset=default", "--layers=2", "--hidden=32", "--emb=8",
+                          "--max_k=4000", "--max_batch=2000", "--max_frame_bytes=8388608", NULL};
+    omld_proc p;
+    assert_int_equal(omld_proc_start(&p, args, TIMEOUT_MS), 0);
+    omlc *c = dial(&p);
+    omlc_error err;
+    assert_int_equal(omlc_put_items(c, items, N, NULL, NULL, &err), 0);
+    free(items);
+    omlc_ref q = {ids[0], NULL, 0};
+    omlc_hit *hits = malloc(N * sizeof *hits);
+    size_t n = 0;
+    for (int i = 0; i < 400 && n != N - 1; i++) { /* until a view holds every item */
+        if (i)
+            usleep(20000);
+        assert_int_equal(omlc_retrieve(c, &q, 3000, NULL, hits, N, &n, NULL, &err), 0);
+    }
+    assert_int_equal(n, N - 1); /* every other item, best first */
+    omlc_retrieve_filter f = {NULL, 0, NULL, 0, 1200, 0, 0.0f};
+    omlc_hit page[300];
+    size_t np = 0;
+    assert_int_equal(omlc_retrieve_where(c, &q, 300, NULL, &f, page, 300, &np, NULL, &err), 0);
+    assert_int_equal(np, 299); /* hits 1201..1499 of the 1499 */
+    for (size_t i = 0; i < np; i++)
+        assert_string_equal(page[i].id, hits[1200 + i].id);
+    expect_error(omlc_retrieve(c, &q, 4001, NULL, hits, N, &n, NULL, &err), &err, 1,
+                 "retrieve.k");
+    free(hits);
+    omlc_close(c);
+    assert_int_equal(omld_proc_stop(&p, SIGTERM, TIMEOUT_MS), 0);
+    omld_proc_cleanup(&p);
+}
+
 /* One client floods triplets by inline vector without reading answers: the
  * daemon must stop reading it (backpressure), so its memory stays bounded
  * however much the client tries to send, and it must still answer others. */
@@ -951,6 +997,7 @@ int main(void)
         cmocka_unit_test(test_backpressure_bounds_memory),
         cmocka_unit_test(test_inverted_lists_through_the_daemon),
         cmocka_unit_test(test_partial_triplet_batch),
+        cmocka_unit_test(test_k_above_1024),
         cmocka_unit_test(test_sigterm_under_load_exits_cleanly),
     };
     int failed = cmocka_run_group_tests_name("shared daemon", shared, setup_daemon, teardown_daemon);

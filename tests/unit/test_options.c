@@ -84,7 +84,7 @@ static void test_file_and_precedence(void **state)
     assert_non_null(strstr(err, ":2:"));
     unlink(path);
 
-    write_conf(path, sizeof path, "dim = 32\nmax_k = 5000\n");
+    write_conf(path, sizeof path, "dim = 32\nmax_k = 20000\n"); /* over OML_SERVE_MAX_K */
     assert_int_equal(omld_config_load_file(&c, path, err, sizeof err), -1);
     assert_non_null(strstr(err, ":2: option 'max_k'"));
     unlink(path);
