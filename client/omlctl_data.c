@@ -400,7 +400,9 @@ static void constraints_usage(FILE *f, int pairs)
     else
         fprintf(f, "usage: omlctl triplets [options] FILE.csv\n"
                    "Queues triplets of stored ids for the learner, in file order.\n"
-                   "  FILE.csv      lines anchor,positive,negative ('-' reads stdin; '#' lines skipped)\n");
+                   "  FILE.csv      lines anchor,positive,negative ('-' reads stdin; '#' lines skipped)\n"
+                   "  --partial     learn the good triplets of each batch and list each bad one\n"
+                   "                (its row, code, field and message) instead of stopping at it\n");
     fprintf(f,
             "  --batch N     constraints per request (default %d)\n"
             "  --window W    requests in flight (default %d)\n"
@@ -413,15 +415,48 @@ static void constraints_usage(FILE *f, int pairs)
         fprintf(f, "  omlctl triplets --batch 512 clicks.csv\n");
 }
 
+/* --partial: batches one at a time, each bad triplet reported by its row
+ * (1-based among the file's triplets); 0, or the exit code of a failed
+ * call. */
+static int add_partial(omlc *c, const omlc_triplet *t, size_t n, size_t batch)
+{
+    omlc_rejected *rej = malloc(batch * sizeof *rej);
+    if (rej == NULL)
+        return oom();
+    unsigned long long learned = 0, refused = 0;
+    omlc_error err;
+    for (size_t at = 0; at < n; at += batch) {
+        size_t b = n - at < batch ? n - at : batch, nr = 0;
+        uint32_t accepted = 0;
+        int r = omlc_add_triplets_partial(c, t + at, b, &accepted, rej, batch, &nr, &err);
+        if (r != 0) {
+            free(rej);
+            fprintf(stderr, "omlctl triplets: before the error: %llu learned\n", learned);
+            return ctl_fail("triplets", r, &err);
+        }
+        learned += accepted;
+        refused += nr;
+        for (size_t i = 0; i < nr && i < batch; i++)
+            printf("row %zu: %s %s: %s\n", at + rej[i].index + 1, omlc_code_name(rej[i].code),
+                   rej[i].field, rej[i].message);
+    }
+    free(rej);
+    printf("learned %llu triplets, refused %llu\n", learned, refused);
+    return 0;
+}
+
 static int run_constraints(ctl *g, int argc, char **argv, int pairs)
 {
     const char *cmd = pairs ? "pairs" : "triplets", *file = NULL, *v;
     long long batch = CTL_BATCH, window = CTL_WINDOW;
+    int partial = 0;
     for (int i = 1; i < argc; i++) {
         if (ctl_is_help(argv[i])) {
             constraints_usage(stdout, pairs);
             return 0;
         } else if (ctl_common_opt(g, argc, argv, &i)) {
+        } else if (!pairs && strcmp(argv[i], "--partial") == 0) {
+            partial = 1;
         } else if ((v = ctl_opt(argc, argv, &i, "--batch"))) {
             batch = ctl_int("--batch", v, 1, 1 << 20);
         } else if ((v = ctl_opt(argc, argv, &i, "--window"))) {
@@ -446,15 +481,17 @@ static int run_constraints(ctl *g, int argc, char **argv, int pairs)
         rc = oom();
     if (rc == 0)
         rc = ctl_connect(g, &c);
-    if (rc == 0) {
-        for (size_t i = 0; i < n; i++) {
-            if (pairs)
-                p[i] = (omlc_pair){{cols[0].v[i], NULL, 0}, {cols[1].v[i], NULL, 0},
-                                   cols[2].v[i][0] == '1'};
-            else
-                t[i] = (omlc_triplet){{cols[0].v[i], NULL, 0}, {cols[1].v[i], NULL, 0},
-                                      {cols[2].v[i], NULL, 0}};
-        }
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        if (pairs)
+            p[i] = (omlc_pair){{cols[0].v[i], NULL, 0}, {cols[1].v[i], NULL, 0},
+                               cols[2].v[i][0] == '1'};
+        else
+            t[i] = (omlc_triplet){{cols[0].v[i], NULL, 0}, {cols[1].v[i], NULL, 0},
+                                  {cols[2].v[i], NULL, 0}};
+    }
+    if (rc == 0 && partial) {
+        rc = add_partial(c, t, n, (size_t)batch);
+    } else if (rc == 0) {
         ctl_progress pr;
         ctl_progress_init(&pr, cmd);
         omlc_error err;
