@@ -124,17 +124,12 @@ int oml_classify_among(const oml_index *ix, const oml_snapshot *snap, const floa
     if (c->m == 0)
         return oml_diag_set(diag, OML_EEMPTY, "index", "no candidate items");
     size_t nl = (size_t)ix->n_labels, nt = (size_t)oml_snapshot_heads(snap) * (size_t)k;
-    size_t extra = nl * sizeof(double) + nl + (nt < nl ? nt : nl) * sizeof(int32_t);
-    extra = (extra + 7) & ~(size_t)7;
     among_ws w;
     void *ex;
-    if ((rc = among_init(&w, ix, snap, x, k, c, extra, &ex)) != OML_OK)
+    if ((rc = among_init(&w, ix, snap, x, k, c, oml__vote_ws_bytes(nl, nt), &ex)) != OML_OK)
         return oml_diag_set(diag, rc, "", "re-ranking the candidates");
-    vote_ws vw = {ex, NULL, NULL};
-    vw.touched = (int32_t *)(void *)(vw.cls + nl);
-    vw.seen = (unsigned char *)(vw.touched + (nt < nl ? nt : nl));
-    memset(vw.cls, 0, nl * sizeof(double));
-    memset(vw.seen, 0, nl);
+    vote_ws vw;
+    oml__vote_ws_init(&vw, ex, nl, nt);
     oml__voter vt = {oml_snapshot_heads(snap), snap->alpha, w.labels};
     oml_classification res;
     int32_t label;
@@ -146,21 +141,6 @@ int oml_classify_among(const oml_index *ix, const oml_snapshot *snap, const floa
     return OML_OK;
 }
 
-/* sum_l alpha(l) cos(f_l(q), f_l(candidate j)) under the newest model. */
-static float among_similarity(const among_ws *w, const oml_snapshot *snap, int32_t m, int32_t j)
-{
-    size_t e = (size_t)snap->cfg.emb;
-    double sim = 0.0;
-    for (int h = 0; h < oml_snapshot_heads(snap); h++) {
-        const float *qh = w->q + (size_t)h * e, *fj = w->E + ((size_t)h * (size_t)m + j) * e;
-        double dot = 0.0;
-        for (size_t i = 0; i < e; i++)
-            dot += (double)qh[i] * (double)fj[i];
-        sim += (double)snap->alpha[h] * dot;
-    }
-    return (float)(sim < -1.0 ? -1.0 : sim > 1.0 ? 1.0 : sim);
-}
-
 int oml_retrieve_among(const oml_index *ix, const oml_snapshot *snap, const float *x, int32_t k,
                        const oml_rerank_set *c, const oml_retrieve_opts *opts, oml_hit *out,
                        int32_t *n_out, oml_diag *diag)
@@ -169,9 +149,8 @@ int oml_retrieve_among(const oml_index *ix, const oml_snapshot *snap, const floa
     if (rc != OML_OK)
         return rc;
     int32_t offset = opts ? opts->offset : 0;
-    if (offset < 0 || offset > OML_SERVE_MAX_K - k)
-        return oml_diag_set(diag, OML_EINVAL, "offset", "offset %d + k %d exceeds %d",
-                            (int)offset, (int)k, OML_SERVE_MAX_K);
+    if ((rc = oml__check_offset(offset, k, diag)) != OML_OK)
+        return rc;
     *n_out = 0;
     if (c->m == 0)
         return OML_OK;
@@ -187,7 +166,9 @@ int oml_retrieve_among(const oml_index *ix, const oml_snapshot *snap, const floa
     float floor = opts ? opts->min_similarity : -INFINITY;
     int32_t cnt = 0;
     for (size_t i = (size_t)offset; i < nd && cnt < k; i++) {
-        float sim = among_similarity(&w, snap, c->m, pool[i].row);
+        size_t e = (size_t)snap->cfg.emb, j = (size_t)pool[i].row; /* candidate j's rows */
+        float sim = oml__pair_similarity(snap->alpha, oml_snapshot_heads(snap), (int32_t)e, w.q,
+                                         w.E + j * e, (size_t)c->m * e, 1);
         if (sim >= floor)
             out[cnt++] = (oml_hit){c->rows[pool[i].row], (float)pool[i].score, sim};
     }

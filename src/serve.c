@@ -173,17 +173,12 @@ int oml_classify(const oml_index *ix, const float *x, int32_t k, int32_t exclude
     if (ix->n == 0)
         return oml_diag_set(diag, OML_EEMPTY, "index", "the index has no items");
     size_t nl = (size_t)ix->n_labels, nt = (size_t)ix->heads * (size_t)k;
-    size_t extra = nl * sizeof(double) + nl + (nt < nl ? nt : nl) * sizeof(int32_t);
-    extra = (extra + 7) & ~(size_t)7;
     query_ws w;
     void *ex;
-    if (oml__query_ws_init(&w, ix, k, extra, &ex) != OML_OK)
+    if (oml__query_ws_init(&w, ix, k, oml__vote_ws_bytes(nl, nt), &ex) != OML_OK)
         return oml_diag_set(diag, OML_ENOMEM, "", "classify workspace");
-    vote_ws vw = {ex, NULL, NULL};
-    vw.touched = (int32_t *)(void *)(vw.cls + nl);
-    vw.seen = (unsigned char *)(vw.touched + (nt < nl ? nt : nl));
-    memset(vw.cls, 0, nl * sizeof(double));
-    memset(vw.seen, 0, nl);
+    vote_ws vw;
+    oml__vote_ws_init(&vw, ex, nl, nt);
 
     rc = oml__query_neighbors(ix, x, k, exclude_row, NULL, &w);
     if (rc == OML_OK) {
@@ -327,19 +322,42 @@ static int by_score_then_row(const void *pa, const void *pb)
     return a->row < b->row ? -1 : a->row > b->row ? 1 : 0;
 }
 
-/* The pair's similarity: sum_l alpha(l) cos(f_l(q), f_l(row)), the cosine
- * taken as the dot product of the unit rows (oml_index_emb). */
-static float pair_similarity(const oml_index *ix, const float *q, int32_t row)
+float oml__pair_similarity(const float *alpha, int heads, int32_t emb, const float *q,
+                           const float *f, size_t head_stride, size_t stride)
 {
     double sim = 0.0;
-    for (int h = 0; h < ix->heads; h++) {
-        const float *qh = q + (size_t)h * (size_t)ix->emb;
+    for (int h = 0; h < heads; h++) {
+        const float *qh = q + (size_t)h * (size_t)emb, *fh = f + (size_t)h * head_stride;
         double dot = 0.0;
-        for (int32_t j = 0; j < ix->emb; j++)
-            dot += (double)qh[j] * (double)oml_index_emb(ix, h, row, j);
-        sim += (double)ix->snap->alpha[h] * dot;
+        for (int32_t j = 0; j < emb; j++)
+            dot += (double)qh[j] * (double)fh[(size_t)j * stride];
+        sim += (double)alpha[h] * dot;
     }
     return (float)(sim < -1.0 ? -1.0 : sim > 1.0 ? 1.0 : sim);
+}
+
+int oml__check_offset(int32_t offset, int32_t k, oml_diag *diag)
+{
+    if (offset < 0 || offset > OML_SERVE_MAX_K - k)
+        return oml_diag_set(diag, OML_EINVAL, "offset", "offset %d + k %d exceeds %d",
+                            (int)offset, (int)k, OML_SERVE_MAX_K);
+    return OML_OK;
+}
+
+size_t oml__vote_ws_bytes(size_t n_labels, size_t votes)
+{
+    size_t touched = votes < n_labels ? votes : n_labels;
+    size_t bytes = n_labels * sizeof(double) + n_labels + touched * sizeof(int32_t);
+    return (bytes + 7) & ~(size_t)7;
+}
+
+void oml__vote_ws_init(vote_ws *ws, void *mem, size_t n_labels, size_t votes)
+{
+    ws->cls = mem;
+    ws->touched = (int32_t *)(void *)(ws->cls + n_labels);
+    ws->seen = (unsigned char *)(ws->touched + (votes < n_labels ? votes : n_labels));
+    memset(ws->cls, 0, n_labels * sizeof(double));
+    memset(ws->seen, 0, n_labels);
 }
 
 size_t oml__rank_pool(const oml__voter *vt, const oml_neighbor *nb, const int32_t *cnt, int32_t k,
@@ -372,9 +390,8 @@ int oml_retrieve(const oml_index *ix, const float *x, int32_t k, int32_t exclude
     if (rc != OML_OK)
         return rc;
     int32_t offset = opts ? opts->offset : 0;
-    if (offset < 0 || offset > OML_SERVE_MAX_K - k)
-        return oml_diag_set(diag, OML_EINVAL, "offset", "offset %d + k %d exceeds %d",
-                            (int)offset, (int)k, OML_SERVE_MAX_K);
+    if ((rc = oml__check_offset(offset, k, diag)) != OML_OK)
+        return rc;
     if (ix->n == 0) {
         *n_out = 0; /* retrieving from nothing finds nothing */
         return OML_OK;
@@ -396,7 +413,9 @@ int oml_retrieve(const oml_index *ix, const float *x, int32_t k, int32_t exclude
     float floor = opts ? opts->min_similarity : -INFINITY;
     int32_t cnt = 0;
     for (size_t i = (size_t)offset; i < nd && cnt < k; i++) {
-        float sim = pair_similarity(ix, w.q, pool[i].row);
+        float sim = oml__pair_similarity(ix->snap->alpha, ix->heads, ix->emb, w.q,
+                                         ix->emb_cols + pool[i].row,
+                                         (size_t)ix->emb * (size_t)ix->n, (size_t)ix->n);
         if (sim >= floor)
             out[cnt++] = (oml_hit){pool[i].row, (float)pool[i].score, sim};
     }

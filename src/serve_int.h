@@ -65,6 +65,21 @@ int oml__query_ws_init(query_ws *w, const oml_index *ix, int32_t k, size_t extra
 int oml__query_neighbors(const oml_index *ix, const float *x, int32_t k, int32_t exclude_row,
                          const uint8_t *allow, query_ws *w);
 
+/* The bytes a vote_ws for n_labels labels and `votes` neighbours takes
+ * (8-aligned), and the workspace laid out in them, zeroed as oml__vote
+ * wants it. */
+size_t oml__vote_ws_bytes(size_t n_labels, size_t votes);
+void oml__vote_ws_init(vote_ws *ws, void *mem, size_t n_labels, size_t votes);
+
+/* offset + k within OML_SERVE_MAX_K (field "offset"): OML_OK or OML_EINVAL. */
+int oml__check_offset(int32_t offset, int32_t k, oml_diag *diag);
+
+/* A pair's similarity, sum_l alpha(l) cos(q_l, f_l), clamped to [-1, 1]:
+ * q (heads, emb) unit rows; value j of f's head h at f[h * head_stride +
+ * j * stride] (an index's columns or embedded rows alike). */
+float oml__pair_similarity(const float *alpha, int heads, int32_t emb, const float *q,
+                           const float *f, size_t head_stride, size_t stride);
+
 typedef struct pool_hit {
     int32_t row;
     double score;
