@@ -545,6 +545,31 @@ static void on_refused_closed(uv_handle_t *h)
     free(h);
 }
 
+/* A connection of s, linked and counted, its handle initialised but not
+ * yet connected to anything. NULL if out of memory. */
+static omld_conn *conn_new(omld_server *s, int is_pipe)
+{
+    omld_conn *c = calloc(1, sizeof *c);
+    if (c == NULL)
+        return NULL;
+    if (is_pipe)
+        uv_pipe_init(s->loop, &c->h.pipe, 0);
+    else
+        uv_tcp_init(s->loop, &c->h.tcp);
+    c->h.handle.data = c;
+    c->srv = s;
+    c->session.peer = c->peer;
+    c->refs = 1;
+    oml_frame_reader_init(&c->rd, s->max_frame);
+    c->next = s->conns;
+    if (s->conns)
+        s->conns->prev = c;
+    s->conns = c;
+    s->n_conns++;
+    atomic_fetch_add_explicit(&s->metrics->connections_open, 1, memory_order_relaxed);
+    return c;
+}
+
 void omld_conn_accept(uv_stream_t *server, int status)
 {
     omld_server *s = server->data;
@@ -579,26 +604,11 @@ void omld_conn_accept(uv_stream_t *server, int status)
                  (unsigned long long)s->max_connections);
         return;
     }
-    omld_conn *c = calloc(1, sizeof *c);
+    omld_conn *c = conn_new(s, is_pipe);
     if (c == NULL) {
         LOG_ERROR("server", "out of memory accepting a connection");
         return;
     }
-    if (is_pipe)
-        uv_pipe_init(s->loop, &c->h.pipe, 0);
-    else
-        uv_tcp_init(s->loop, &c->h.tcp);
-    c->h.handle.data = c;
-    c->srv = s;
-    c->session.peer = c->peer;
-    c->refs = 1;
-    oml_frame_reader_init(&c->rd, s->max_frame);
-    c->next = s->conns;
-    if (s->conns)
-        s->conns->prev = c;
-    s->conns = c;
-    s->n_conns++;
-    atomic_fetch_add_explicit(&s->metrics->connections_open, 1, memory_order_relaxed);
     int rc = uv_accept(server, &c->h.stream);
     if (rc != 0) {
         LOG_WARN("server", "accept failed: %s", uv_strerror(rc));
@@ -619,6 +629,25 @@ void omld_conn_accept(uv_stream_t *server, int status)
         snprintf(c->peer, sizeof c->peer, "unix:%.70s", s->cfg->unix_socket);
     }
     omld_conn_pump(c); /* starts reading */
+}
+
+int omld_server_adopt(omld_server *s, uv_os_sock_t fd, int rights, const char *peer)
+{
+    if (s->draining)
+        return UV_ECANCELED;
+    omld_conn *c = conn_new(s, 1);
+    if (c == NULL)
+        return UV_ENOMEM;
+    int rc = uv_pipe_open(&c->h.pipe, fd);
+    if (rc != 0) {
+        omld_conn_close(c);
+        return rc;
+    }
+    c->session.rights = rights;
+    c->last_active_ns = omld_now_ns();
+    snprintf(c->peer, sizeof c->peer, "%.79s", peer);
+    omld_conn_pump(c); /* starts reading */
+    return 0;
 }
 
 /* ------------------------------------------------------------ timeouts */

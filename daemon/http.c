@@ -58,6 +58,7 @@ static int on_headers_complete(http_parser *p);
 static int on_message_complete(http_parser *p);
 static int on_header_field(http_parser *p, const char *at, size_t n);
 static int on_header_value(http_parser *p, const char *at, size_t n);
+static int on_body(http_parser *p, const char *at, size_t n);
 
 static const http_parser_settings g_settings = {
     .on_message_begin = on_message_begin,
@@ -65,12 +66,14 @@ static const http_parser_settings g_settings = {
     .on_header_field = on_header_field,
     .on_header_value = on_header_value,
     .on_headers_complete = on_headers_complete,
+    .on_body = on_body,
     .on_message_complete = on_message_complete,
 };
 
 static void conn_close(http_conn *c);
 static void conn_finish(http_conn *c);
 static void conn_feed(http_conn *c, const char *data, size_t n);
+static void conn_resume(http_conn *c);
 
 /* ---- lifetime ---- */
 
@@ -94,6 +97,7 @@ static void on_conn_handle_closed(uv_handle_t *handle)
         c->next->prev = c->prev;
     h->nconns--;
     free(c->pending);
+    free(c->body);
     free(c);
     server_maybe_free(h);
 }
@@ -105,6 +109,7 @@ static void conn_close(http_conn *c)
         return;
     c->closed = 1;
     c->finishing = 1;
+    omld_api_conn_closed(c);
     uv_close((uv_handle_t *)&c->tcp, on_conn_handle_closed);
     uv_close((uv_handle_t *)&c->timer, on_conn_handle_closed);
 }
@@ -134,9 +139,15 @@ static void on_write(uv_write_t *req, int status)
         conn_close(c);
         return;
     }
-    if (c->paused && !c->finishing &&
+    conn_resume(c);
+}
+
+/* Parses what was held back (paused for backpressure or for an API answer
+ * being computed), then reads again, once neither holds any more. */
+static void conn_resume(http_conn *c)
+{
+    if (c->paused && !c->awaiting && !c->finishing && !c->closed &&
         uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) <= WRITE_LOW) {
-        /* Resume: parse what was held back, then read again. */
         char *data = c->pending;
         size_t n = c->pending_len;
         c->pending = NULL;
@@ -148,17 +159,34 @@ static void on_write(uv_write_t *req, int status)
     }
 }
 
+void omld_http_request_done(http_conn *c)
+{
+    c->awaiting = 0;
+    c->since_ns = omld_now_ns();
+    if (c->closed)
+        return;
+    if (!c->keep_alive) {
+        conn_finish(c);
+        return;
+    }
+    arm_timer(c, IDLE_MS);
+    conn_resume(c);
+}
+
 static const char *reason(int code)
 {
     switch (code) {
     case 200: return "OK";
     case 400: return "Bad Request";
     case 401: return "Unauthorized";
+    case 403: return "Forbidden";
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
     case 408: return "Request Timeout";
+    case 409: return "Conflict";
     case 413: return "Payload Too Large";
     case 414: return "URI Too Long";
+    case 429: return "Too Many Requests";
     case 431: return "Request Header Fields Too Large";
     case 500: return "Internal Server Error";
     case 503: return "Service Unavailable";
@@ -191,7 +219,8 @@ void omld_http_send_response(http_conn *c, int code, const char *ctype, char *bo
                      "%s"
                      "Connection: %s\r\n\r\n",
                      code, reason(code), ctype, body_len,
-                     code == 405   ? "Allow: GET, HEAD\r\n"
+                     code == 405 && omld_api_path(c->url, c->url_len) ? "Allow: POST, GET\r\n"
+                     : code == 405 ? "Allow: GET, HEAD\r\n"
                      : code == 401 ? "WWW-Authenticate: Bearer realm=\"omld\"\r\n"
                                    : "",
                      keep_alive ? "keep-alive" : "close");
@@ -319,6 +348,8 @@ static int on_message_begin(http_parser *p)
     c->auth_field = 0;
     c->auth_seen = 0;
     c->auth_len = 0;
+    c->body_len = 0;
+    c->body_limit = 0;
     arm_timer(c, REQUEST_MS);
     return 0;
 }
@@ -339,11 +370,43 @@ static int on_url(http_parser *p, const char *at, size_t n)
 static int on_headers_complete(http_parser *p)
 {
     http_conn *c = p->data;
-    /* content_length is ULLONG_MAX when the header is absent. */
-    if ((p->flags & F_CHUNKED) || (p->content_length > 0 && p->content_length != ULLONG_MAX)) {
+    /* content_length is ULLONG_MAX when the header is absent. Only the
+     * API's requests carry bodies, up to max_body (the RPC's frame limit,
+     * with room for JSON's longer numbers). */
+    int has_body = (p->flags & F_CHUNKED) || (p->content_length > 0 && p->content_length != ULLONG_MAX);
+    if (!has_body)
+        return 0;
+    if (c->srv->rpc == NULL || !omld_api_path(c->url, c->url_len) ||
+        (!(p->flags & F_CHUNKED) && p->content_length > c->srv->max_body)) {
         c->reject = 413;
         return -1;
     }
+    c->body_limit = c->srv->max_body;
+    return 0;
+}
+
+static int on_body(http_parser *p, const char *at, size_t n)
+{
+    http_conn *c = p->data;
+    if (n > c->body_limit - c->body_len || c->body_limit == 0) {
+        c->reject = 413;
+        return -1;
+    }
+    if (c->body_len + n + 1 > c->body_cap) {
+        size_t cap = c->body_cap ? c->body_cap : 4096;
+        while (cap < c->body_len + n + 1)
+            cap *= 2;
+        char *b = realloc(c->body, cap);
+        if (b == NULL) {
+            c->reject = 413;
+            return -1;
+        }
+        c->body = b;
+        c->body_cap = cap;
+    }
+    memcpy(c->body + c->body_len, at, n);
+    c->body_len += n;
+    c->body[c->body_len] = '\0';
     return 0;
 }
 
@@ -355,6 +418,21 @@ static int on_message_complete(http_parser *p)
     c->since_ns = omld_now_ns();
     memset(c->auth, 0, sizeof c->auth); /* the bearer token is not kept */
     c->auth_len = 0;
+    if (c->body_cap > (1u << 20)) { /* a large body's buffer is not kept for the next request */
+        free(c->body);
+        c->body = NULL;
+        c->body_cap = 0;
+    }
+    c->body_len = 0;
+    if (c->awaiting && !c->closed) {
+        /* The answer is being computed: nothing after this request is
+         * parsed until it is queued (omld_http_request_done). */
+        c->keep_alive = keep_alive;
+        c->paused = 1;
+        http_parser_pause(p, 1);
+        arm_timer(c, IDLE_MS);
+        return 0;
+    }
     if (!keep_alive)
         conn_finish(c);
     if (c->closed || c->finishing) {
@@ -480,7 +558,7 @@ static void on_connection(uv_stream_t *server, int status)
          * connections open cannot lock /livez and /readyz out (issue 12). */
         http_conn *victim = NULL;
         for (http_conn *o = h->conns; o; o = o->next)
-            if (o != c && !o->closed && (victim == NULL || o->since_ns < victim->since_ns))
+            if (o != c && !o->closed && !o->awaiting && (victim == NULL || o->since_ns < victim->since_ns))
                 victim = o;
         if (victim == NULL) {
             omld_log(OMLD_LOG_WARN, "http", "connection refused: %d open", MAX_CONNS);
@@ -607,6 +685,13 @@ void omld_http_set_tokens(omld_http *h, const omld_tokens *tokens,
 {
     h->tokens = tokens;
     h->unauthorized = unauthorized;
+}
+
+void omld_http_set_api(omld_http *h, struct omld_server *rpc, uint32_t max_frame)
+{
+    h->rpc = rpc;
+    h->max_frame = max_frame;
+    h->max_body = (size_t)OMLD_HTTP_BODY_FACTOR * max_frame + 65536;
 }
 
 void omld_http_set_history(omld_http *h, const omld_history *history)

@@ -23,6 +23,7 @@
 
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <uv.h>
 
 #include "history.h"
@@ -53,6 +54,15 @@ void omld_http_set_tokens(omld_http *h, const omld_tokens *tokens,
  * thread; NULL detaches). Call before the loop runs; the history must
  * outlive the server. Same authorisation as /status. */
 void omld_http_set_history(omld_http *h, const omld_history *history);
+
+/* Serves the HTTP/JSON API (api.c: POST /v1/{operation}, GET
+ * /openapi.json) through rpc, the RPC server (borrowed; must outlive h),
+ * whose frame limit is max_frame. A request's JSON body may be up to
+ * OMLD_HTTP_BODY_FACTOR x max_frame bytes (JSON spells a float in up to
+ * 15 characters where protobuf takes 4). Call before the loop runs. */
+#define OMLD_HTTP_BODY_FACTOR 4
+struct omld_server;
+void omld_http_set_api(omld_http *h, struct omld_server *rpc, uint32_t max_frame);
 
 /* Stops listening and closes every connection; frees itself once the loop
  * has closed the handles. Accepts NULL. */

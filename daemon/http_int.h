@@ -30,6 +30,9 @@ struct omld_http {
     const omld_tokens *tokens;      /* NULL or empty: no authorisation */
     atomic_uint_fast64_t *unauthorized;
     const omld_history *history;    /* NULL: /status/history is 404 */
+    struct omld_server *rpc;        /* NULL: no /v1 API (api.c) */
+    uint32_t max_frame;             /* the RPC's frame limit */
+    size_t max_body;                /* a /v1 request's JSON body bound */
     http_conn *conns;   /* doubly linked */
     int nconns;
     int closing;
@@ -65,6 +68,15 @@ struct http_conn {
     int auth_seen;
     size_t auth_len;    /* may exceed the buffer: then it matches nothing */
     char auth[OMLD_TOKEN_MAX + 32];
+    /* The /v1 API (api.c): the body being read, the link to the RPC
+     * server, and the request being answered (parsing waits for it). */
+    char *body;
+    size_t body_len, body_cap, body_limit; /* body_limit 0: bodies are refused */
+    struct omld_gateway_link *link;
+    int awaiting;       /* an API answer is being computed */
+    int keep_alive;     /* ... and the connection stays open after it */
+    int api_op;         /* ... its body case */
+    uint64_t api_t0;
 };
 
 typedef struct http_write {
@@ -81,7 +93,21 @@ void omld_http_send_response(http_conn *c, int code, const char *ctype, char *bo
                           int head_only, int keep_alive);
 void omld_http_send_text(http_conn *c, int code, const char *text, int head_only, int keep_alive);
 
+/* The request is answered: parse what arrived after it (held while it was
+ * being computed) and read again; or end the connection if it asked to. */
+void omld_http_request_done(http_conn *c);
+
 /* http_routes.c: answers the request the parser just completed. */
 void omld_http_answer(http_conn *c, int keep_alive);
+/* The bearer token the request carried (not NUL-terminated), or NULL. */
+const char *omld_http_bearer(const http_conn *c, size_t *len);
+
+/* api.c: the /v1 routes and /openapi.json. */
+int omld_api_path(const char *path, size_t plen);
+/* Answers the API request just completed; may leave c->awaiting set, and
+ * then calls omld_http_request_done() once the answer is queued. */
+void omld_api_answer(http_conn *c, const char *path, size_t plen, int keep_alive);
+/* Releases what a connection's API use holds (its link). */
+void omld_api_conn_closed(http_conn *c);
 
 #endif

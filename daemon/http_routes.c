@@ -176,6 +176,10 @@ void omld_http_answer(http_conn *c, int keep_alive)
         omld_http_send_error_and_finish(c, 400);
         return;
     }
+    if (h->rpc != NULL && omld_api_path(path, plen)) {
+        omld_api_answer(c, path, plen, keep_alive);
+        return;
+    }
     enum route route = route_of(path, plen);
     if (method != HTTP_GET && !head) {
         omld_http_send_text(c, 405, "405 Method Not Allowed\n", 0, keep_alive);
@@ -208,6 +212,26 @@ void omld_http_answer(http_conn *c, int keep_alive)
     }
 }
 
+const char *omld_http_bearer(const http_conn *c, size_t *len)
+{
+    if (!c->auth_seen || c->auth_len > sizeof c->auth)
+        return NULL;
+    const char *v = c->auth;
+    size_t n = c->auth_len;
+    while (n > 0 && (*v == ' ' || *v == '\t'))
+        v++, n--;
+    if (n < 7 || strncasecmp(v, "bearer ", 7) != 0)
+        return NULL;
+    v += 7;
+    n -= 7;
+    while (n > 0 && (*v == ' ' || *v == '\t'))
+        v++, n--;
+    while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+        n--;
+    *len = n;
+    return v;
+}
+
 /* 1 if no tokens are configured or the request carried "Bearer TOKEN" with
  * a configured token. */
 static int authorized(const http_conn *c)
@@ -215,20 +239,7 @@ static int authorized(const http_conn *c)
     const omld_tokens *t = c->srv->tokens;
     if (t == NULL || t->n == 0)
         return 1;
-    if (!c->auth_seen || c->auth_len > sizeof c->auth)
-        return 0;
-    const char *v = c->auth;
-    size_t n = c->auth_len;
-    while (n > 0 && (*v == ' ' || *v == '\t'))
-        v++, n--;
-    if (n < 7 || strncasecmp(v, "bearer ", 7) != 0)
-        return 0;
-    v += 7;
-    n -= 7;
-    while (n > 0 && (*v == ' ' || *v == '\t'))
-        v++, n--;
-    while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == '\t'))
-        n--;
-    return omld_tokens_check(t, v, n) >= 0;
+    size_t n = 0;
+    const char *v = omld_http_bearer(c, &n);
+    return v != NULL && omld_tokens_check(t, v, n) >= 0;
 }
-

@@ -455,6 +455,7 @@ static int start_listeners(omld_main *m, struct sockaddr_storage *http_addr)
         return -1;
     }
     omld_http_set_tokens(m->http, &m->tokens, &m->metrics.http_unauthorized);
+    omld_http_set_api(m->http, m->server, (uint32_t)m->cfg.max_frame_bytes);
     return 0;
 }
 

@@ -63,6 +63,14 @@ void omld_server_set_tokens(omld_server *s, const omld_tokens *tokens);
 struct omld_trainer;
 void omld_server_set_trainer(omld_server *s, struct omld_trainer *t);
 
+/* Serves one more connection over fd, a connected stream socket (one end
+ * of a socketpair: the HTTP/JSON gateway's link, gateway.h), with the
+ * rights of enum omld_rights already granted (the HTTP side checked the
+ * bearer token). On success the connection owns fd; peer names it in logs.
+ * 0, or a libuv error (UV_ECANCELED while draining): then fd is still the
+ * caller's. Loop thread. */
+int omld_server_adopt(omld_server *s, uv_os_sock_t fd, int rights, const char *peer);
+
 /* The bound TCP address (the real port when cfg->listen asked for port 0). */
 void omld_server_rpc_address(const omld_server *s, struct sockaddr_storage *out);
 

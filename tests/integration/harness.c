@@ -211,6 +211,12 @@ int omld_http_get(const char *host_port, const char *path, char **body, size_t *
 int omld_http_get_auth(const char *host_port, const char *path, const char *auth, char **body,
                        size_t *len)
 {
+    return omld_http_call(host_port, "GET", path, auth, NULL, body, len);
+}
+
+int omld_http_call(const char *host_port, const char *method, const char *path, const char *auth,
+                   const char *send_body, char **body, size_t *len)
+{
     if (body)
         *body = NULL;
     int fd = dial(host_port);
@@ -218,13 +224,27 @@ int omld_http_get_auth(const char *host_port, const char *path, const char *auth
         return -1;
     struct timeval tv = {10, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    char req[1024];
-    int n = snprintf(req, sizeof req,
-                     "GET %s HTTP/1.1\r\nHost: %s\r\n%s%s%sConnection: close\r\n\r\n", path,
-                     host_port, auth ? "Authorization: " : "", auth ? auth : "", auth ? "\r\n" : "");
-    if (write(fd, req, (size_t)n) != n) {
+    size_t blen = send_body ? strlen(send_body) : 0;
+    char clen[96] = "";
+    if (send_body)
+        snprintf(clen, sizeof clen, "Content-Type: application/json\r\nContent-Length: %zu\r\n",
+                 blen);
+    char head[1024];
+    int n = snprintf(head, sizeof head,
+                     "%s %s HTTP/1.1\r\nHost: %s\r\n%s%s%s%sConnection: close\r\n\r\n", method,
+                     path, host_port, auth ? "Authorization: " : "", auth ? auth : "",
+                     auth ? "\r\n" : "", clen);
+    if (n < 0 || (size_t)n >= sizeof head || write(fd, head, (size_t)n) != n) {
         close(fd);
         return -1;
+    }
+    for (size_t off = 0; off < blen;) {
+        ssize_t w = write(fd, send_body + off, blen - off);
+        if (w <= 0) {
+            close(fd);
+            return -1;
+        }
+        off += (size_t)w;
     }
     size_t cap = 65536, got = 0;
     char *buf = malloc(cap + 1);

@@ -58,6 +58,12 @@ int omld_http_get_auth(const char *host_port, const char *path, const char *auth
                        size_t *len);
 
 /* Resident set size of a process in KiB (from /proc), or -1. */
+/* One HTTP/1.1 request (method, path, optional "Bearer X" auth, optional
+ * JSON body) on a new connection: the status code, the body in *body
+ * (malloc'd, NUL-terminated; may be NULL), or -1. */
+int omld_http_call(const char *host_port, const char *method, const char *path, const char *auth,
+                   const char *send_body, char **body, size_t *len);
+
 long omld_proc_rss_kib(pid_t pid);
 
 #endif
