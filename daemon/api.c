@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api.h"
 #include "gateway.h"
 #include "http_int.h"
 #include "local.h"
@@ -81,8 +82,7 @@ static void send_error(http_conn *c, int code, const char *field, const char *me
     send_json(c, http_status_of(code), doc, keep_alive);
 }
 
-/* The row named name (len bytes) that the API serves, or NULL. */
-static const omld_op *op_named(const char *name, size_t len)
+const omld_op *omld_api_op(const char *name, size_t len)
 {
     int n = 0;
     const omld_op *ops = omld_ops(&n);
@@ -138,19 +138,17 @@ static int request_rights(const http_conn *c)
     return which < 0 ? OMLD_RIGHTS_NONE : which ? OMLD_RIGHTS_READ_WRITE : OMLD_RIGHTS_READ_ONLY;
 }
 
-/* The operation's request message from the body ({} when empty), packed
- * into a Request frame payload; 0, or -1 with the error answered. */
-static int build_request(http_conn *c, const omld_op *op, uint8_t **out, size_t *out_len,
-                         int keep_alive)
+int omld_api_request(const omld_op *op, const char *body, size_t n, uint32_t max_frame,
+                     uint8_t **out, size_t *out_len, omld_api_refusal *why)
 {
     json_error_t jerr;
-    json_t *j = c->body_len ? json_loadb(c->body, c->body_len, JSON_REJECT_DUPLICATES, &jerr)
-                            : json_object();
+    json_t *j = n ? json_loadb(body, n, JSON_REJECT_DUPLICATES, &jerr) : json_object();
     if (j == NULL) {
-        char msg[320];
-        snprintf(msg, sizeof msg, "the body is not JSON: %s (line %d, column %d)", jerr.text,
-                 jerr.line, jerr.column);
-        send_error(c, OMLD__STATUS__CODE__MALFORMED, "", msg, keep_alive);
+        why->code = OMLD__STATUS__CODE__MALFORMED;
+        why->field[0] = '\0';
+        snprintf(why->message, sizeof why->message,
+                 "the body is not JSON: %s (line %d, column %d)", jerr.text, jerr.line,
+                 jerr.column);
         return -1;
     }
     const ProtobufCFieldDescriptor *f =
@@ -159,31 +157,36 @@ static int build_request(http_conn *c, const omld_op *op, uint8_t **out, size_t 
     ProtobufCMessage *m = omld_pbjson_read(f->descriptor, j, op->name, &err);
     json_decref(j);
     if (m == NULL) {
-        send_error(c, OMLD__STATUS__CODE__INVALID_ARGUMENT, err.field, err.message, keep_alive);
+        why->code = OMLD__STATUS__CODE__INVALID_ARGUMENT;
+        snprintf(why->field, sizeof why->field, "%s", err.field);
+        snprintf(why->message, sizeof why->message, "%s", err.message);
         return -1;
     }
     Omld__Request req;
     omld__request__init(&req);
     req.body_case = (Omld__Request__BodyCase)op->body;
     *(ProtobufCMessage **)((char *)&req + f->offset) = m;
-    size_t n = omld__request__get_packed_size(&req);
-    if (n > c->srv->max_frame) {
+    size_t size = omld__request__get_packed_size(&req);
+    if (size > max_frame) {
         protobuf_c_message_free_unpacked(m, NULL);
-        char msg[160];
-        snprintf(msg, sizeof msg, "the request is %zu bytes as protobuf, above max_frame_bytes "
-                 "(%u): send it in smaller batches", n, c->srv->max_frame);
-        send_error(c, OMLD__STATUS__CODE__FRAME_TOO_LARGE, op->name, msg, keep_alive);
+        why->code = OMLD__STATUS__CODE__FRAME_TOO_LARGE;
+        snprintf(why->field, sizeof why->field, "%s", op->name);
+        snprintf(why->message, sizeof why->message,
+                 "the request is %zu bytes as protobuf, above max_frame_bytes (%u): send it in "
+                 "smaller batches", size, max_frame);
         return -1;
     }
-    *out = malloc(n ? n : 1);
+    *out = malloc(size ? size : 1);
     if (*out)
         omld__request__pack(&req, *out);
     protobuf_c_message_free_unpacked(m, NULL);
     if (*out == NULL) {
-        send_error(c, OMLD__STATUS__CODE__INTERNAL, "", "out of memory", keep_alive);
+        why->code = OMLD__STATUS__CODE__INTERNAL;
+        why->field[0] = '\0';
+        snprintf(why->message, sizeof why->message, "out of memory");
         return -1;
     }
-    *out_len = n;
+    *out_len = size;
     return 0;
 }
 
@@ -219,7 +222,7 @@ void omld_api_answer(http_conn *c, const char *path, size_t plen, int keep_alive
     const char *q = memchr(name, '?', len);
     if (q)
         len = (size_t)(q - name);
-    const omld_op *op = op_named(name, len);
+    const omld_op *op = omld_api_op(name, len);
     if (op == NULL) {
         char msg[160];
         snprintf(msg, sizeof msg, "no operation \"%.*s\": /openapi.json lists them", (int)(len > 60 ? 60 : len), name);
@@ -242,8 +245,11 @@ void omld_api_answer(http_conn *c, const char *path, size_t plen, int keep_alive
     }
     uint8_t *payload = NULL;
     size_t n = 0;
-    if (build_request(c, op, &payload, &n, keep_alive) != 0)
+    omld_api_refusal why;
+    if (omld_api_request(op, c->body, c->body_len, c->srv->max_frame, &payload, &n, &why) != 0) {
+        send_error(c, why.code, why.field, why.message, keep_alive);
         return;
+    }
     omld_gateway_link *g = link_for(c, rights);
     c->api_op = op->body;
     c->keep_alive = keep_alive;

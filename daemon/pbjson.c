@@ -183,7 +183,7 @@ static int read_integer(reader *r, const json_t *j, int is_signed, int64_t lo, i
             return -1;
         }
         for (; *p; p++) {
-            if (*p < '0' || *p > '9' || uv > (UINT64_MAX - 9) / 10) {
+            if (*p < '0' || *p > '9' || uv > (UINT64_MAX - (uint64_t)(*p - '0')) / 10) {
                 refuse(r, "expected an integer, got the string \"%.40s\"", s);
                 return -1;
             }

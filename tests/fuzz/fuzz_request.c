@@ -22,6 +22,12 @@
  * (and then the request's case), and every string in it is UTF-8 (proto3
  * parsers other than protobuf-c refuse anything else). Any violation aborts.
  *
+ * An input that starts with "/v1/NAME\n" is an HTTP/JSON API request
+ * instead: the rest is the JSON body of operation NAME, turned into the
+ * Request payload by the API's own conversion (omld_api_request: a refusal
+ * there must name a code and, for INVALID_ARGUMENT, a field), which then
+ * takes the path above.
+ *
  * Built as a libFuzzer target with -DOML_FUZZ=ON (clang) and always as a
  * replay program that runs the committed corpus (tests/fuzz/corpus_request)
  * under ctest. */
@@ -34,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api.h"
 #include "dispatch.h"
 #include "engine_int.h"
 #include "local.h"
@@ -309,10 +316,42 @@ static void check_reply(omld_reply *r, const Omld__Request *req, int body_expect
 
 /* ------------------------------------------------------------ the target */
 
+static int run_payload(const uint8_t *data, size_t size);
+
+/* "/v1/NAME\nJSON": the API's conversion, then the payload's path. */
+static int run_api(const uint8_t *data, size_t size)
+{
+    const uint8_t *nl = memchr(data, '\n', size);
+    if (nl == NULL)
+        return 0;
+    const omld_op *op = omld_api_op((const char *)data + 4, (size_t)(nl - data) - 4);
+    if (op == NULL)
+        return 0;
+    uint8_t *payload = NULL;
+    size_t n = 0;
+    omld_api_refusal why;
+    if (omld_api_request(op, (const char *)nl + 1, size - (size_t)(nl + 1 - data), MAX_PAYLOAD,
+                         &payload, &n, &why) != 0) {
+        CHECK(why.code != OMLD__STATUS__CODE__OK && why.message[0] != '\0');
+        CHECK(why.code != OMLD__STATUS__CODE__INVALID_ARGUMENT || why.field[0] != '\0');
+        return 0;
+    }
+    run_payload(payload, n);
+    free(payload);
+    return 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (!Q.ready)
         LLVMFuzzerInitialize(NULL, NULL);
+    if (size > 4 && memcmp(data, "/v1/", 4) == 0)
+        return run_api(data, size);
+    return run_payload(data, size);
+}
+
+static int run_payload(const uint8_t *data, size_t size)
+{
     /* The server's NUL-in-string check walks every frame before decoding:
      * it must take any bytes, and whatever protobuf-c decodes it must have
      * walked as well-formed (it may not call decodable input malformed). */
