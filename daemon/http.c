@@ -7,10 +7,12 @@
  * callbacks have run; the server frees itself once the listener and every
  * connection are closed (omld_http_close).
  *
- * Requests are answered synchronously from the parser's message-complete
- * callback (gather + render), so answers leave in request order and
- * pipelining needs no queue. Bounds: header bytes (8 KiB, enforced by
- * http_parser's own counter, then 431), no bodies (413), at most
+ * Requests are answered from the parser's message-complete callback
+ * (gather + render), so answers leave in request order and pipelining
+ * needs no queue; an API request (api.c) is answered later, and parsing
+ * pauses until it is (c->awaiting, omld_http_request_done). Bounds: header
+ * bytes (8 KiB, enforced by http_parser's own counter, then 431), no
+ * bodies but the API's (413; up to max_body), at most
  * MAX_CONNS connections, a request must arrive whole within REQUEST_MS and
  * an idle keep-alive connection is closed after IDLE_MS. When MAX_CONNS
  * are open, a new connection is still accepted and the one that has gone

@@ -13,7 +13,10 @@
  * for other methods, 400 for a request that does not parse; 401 without a
  * valid bearer token when tokens are configured (omld_http_set_tokens),
  * except on /livez and /readyz. Keep-alive is
- * honoured; header bytes are bounded (8 KiB) and bodies are refused (413).
+ * honoured; header bytes are bounded (8 KiB) and bodies are refused (413)
+ * but on the API's paths (omld_http_set_api: POST /v1/{operation}, GET
+ * /openapi.json; api.c), whose answers may come later: parsing of the
+ * connection waits for them, so answers stay in request order.
  * At most 64 connections: when they are all open, a new one replaces the
  * one that has gone longest without a complete request (probes always get
  * in).

@@ -7,7 +7,7 @@ PKGS="build-essential cmake pkg-config
 libopenblas-dev libcmocka-dev libuv1-dev zlib1g-dev libsystemd-dev
 libprotobuf-c-dev protobuf-c-compiler libhttp-parser-dev libjansson-dev
 python3-protobuf protobuf-compiler
-prometheus shellcheck
+prometheus shellcheck curl
 chromium clang libclang-rt-14-dev
 dataset-fashion-mnist"
 
