@@ -21,6 +21,7 @@
 #include "config.h"
 #include "bench_util.h"
 #include "harness.h"
+#include "http_bench.h"
 #include "idx.h"
 #include "learner.h"
 #include "omlclient.h"
@@ -364,7 +365,7 @@ int main(int argc, char **argv)
     int32_t n_triplets = 100000;
     int queries = 2000, probes = 20, request = 256;
     const char *preset = "default";
-    int durable = 0;
+    int durable = 0, http_compare = 0;
     const char *job_method = NULL;
     long long items = 0;
     double rate = 2000, seconds = 20;
@@ -375,6 +376,9 @@ int main(int argc, char **argv)
             job_method = argv[i + 1];
         } else if (strcmp(argv[i], "--durability") == 0) {
             durable = 1;
+            i--;
+        } else if (strcmp(argv[i], "--http") == 0) {
+            http_compare = 1;
             i--;
         } else if (i + 1 >= argc) {
             fprintf(stderr, "omld-bench: %s needs a value\n", argv[i]);
@@ -396,13 +400,14 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--request") == 0)
             request = atoi(argv[i + 1]) > 0 ? atoi(argv[i + 1]) : 256;
         else {
-            fprintf(stderr, "usage: omld-bench [--triplets N] [--queries M] [--preset P] [--durability] [--job METHOD]\n"
+            fprintf(stderr, "usage: omld-bench [--triplets N] [--queries M] [--preset P] [--durability] [--job METHOD] [--http]\n"
                             "       omld-bench --items N [--rate TRIPLETS_PER_S] [--seconds S] [--omld --NAME=VALUE]...\n"
                             "  --items N: omld at N stored items (ingest, start, freshness, queries,\n"
                             "             memory, checkpoint, restart; see tests/bench/scale.c)\n"
                             "  --omld --NAME=VALUE: an option for that omld (repeatable, up to 8)\n"
                             "  --durability: ingest per fsync policy and recovery time instead\n"
-                            "  --job METHOD: a batch training job beside ingest and queries instead\n");
+                            "  --job METHOD: a batch training job beside ingest and queries instead\n"
+                            "  --http: the HTTP/JSON API beside the RPC (classify, triplets) instead\n");
             return 1;
         }
     }
@@ -437,6 +442,19 @@ int main(int argc, char **argv)
     omlc_triplet *t = triplets_by_id(&d);
     if (omlc_add_triplets(c, t, 1, NULL, NULL, &err) != 0)
         die("first triplet", &err);
+    if (http_compare) {
+        float *tq = malloc((size_t)d.split.n_test * d.dim * sizeof(float));
+        for (int32_t i = 0; i < d.split.n_test; i++)
+            memcpy(tq + (size_t)i * d.dim, d.images + (size_t)d.split.test[i] * d.dim,
+                   (size_t)d.dim * sizeof(float));
+        int hrc = omld_http_bench(c, p.http, tq, d.split.n_test, d.dim, t + 1,
+                                  (size_t)d.stream.n - 1, queries / 4 > 0 ? queries / 4 : 1);
+        free(tq);
+        omlc_close(c);
+        int src = omld_proc_stop(&p, SIGTERM, 60000);
+        omld_proc_cleanup(&p);
+        return hrc || src ? 1 : 0;
+    }
     double in_rate = in_process_rate(&d, preset);
     t0 = now_s();
     if (omlc_add_triplets_pipelined(c, t + 1, (size_t)d.stream.n - 1, (size_t)request,
