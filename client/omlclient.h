@@ -87,6 +87,13 @@ typedef struct omlc_triplet {
 int omlc_add_triplets(omlc *c, const omlc_triplet *t, size_t n, uint32_t *accepted,
                       uint64_t *queue_depth, omlc_error *err);
 
+/* omlc_add_triplets with an idempotency key (1..255 bytes; proto/omld.proto,
+ * IDEMPOTENCY): a batch sent again with the same key is learned once;
+ * *duplicate (may be NULL) is 1 when the daemon had applied the key
+ * before (*accepted is then the first answer's count). */
+int omlc_add_triplets_keyed(omlc *c, const omlc_triplet *t, size_t n, const char *key,
+                            uint32_t *accepted, int *duplicate, omlc_error *err);
+
 /* One triplet a partial batch left out, with the error it alone would have had. */
 typedef struct omlc_rejected {
     size_t index;                /* its position in the batch */

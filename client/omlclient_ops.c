@@ -295,24 +295,54 @@ int omlc_get_items(omlc *c, const char *const *ids, size_t n, Omld__Response **r
     return rc;
 }
 
+/* One AddTriplets request (partial and key as given; key NULL: none): the
+ * answer in *r (the caller frees it), or an error. */
+static int trip_call(omlc *c, const omlc_triplet *t, size_t n, int partial, const char *key,
+                     Omld__Response **r, omlc_error *err)
+{
+    trip_msg m;
+    int rc = trip_build(&m, t, n, err);
+    m.body.partial = partial;
+    if (key)
+        m.body.idempotency_key = (char *)key; /* borrowed for the call */
+    if (rc == 0)
+        rc = omlc__call_expect(c, &m.req, OMLD__RESPONSE__BODY_ADD_TRIPLETS, r, err);
+    trip_free(&m);
+    return rc;
+}
+
 int omlc_add_triplets(omlc *c, const omlc_triplet *t, size_t n, uint32_t *accepted,
                       uint64_t *queue_depth, omlc_error *err)
 {
     omlc__err_clear(err);
     if (t == NULL && n > 0)
         return omlc__err_set(err, OMLC_EARG, NULL, "omlc_add_triplets: no triplets");
-    trip_msg m;
-    int rc = trip_build(&m, t, n, err);
     Omld__Response *r = NULL;
-    if (rc == 0)
-        rc = omlc__call_expect(c, &m.req, OMLD__RESPONSE__BODY_ADD_TRIPLETS, &r, err);
-    trip_free(&m);
+    int rc = trip_call(c, t, n, 0, NULL, &r, err);
     if (rc != 0)
         return rc;
     if (accepted)
         *accepted = r->add_triplets->accepted;
     if (queue_depth)
         *queue_depth = r->add_triplets->queue_depth;
+    omld__response__free_unpacked(r, NULL);
+    return 0;
+}
+
+int omlc_add_triplets_keyed(omlc *c, const omlc_triplet *t, size_t n, const char *key,
+                            uint32_t *accepted, int *duplicate, omlc_error *err)
+{
+    omlc__err_clear(err);
+    if ((t == NULL && n > 0) || key == NULL)
+        return omlc__err_set(err, OMLC_EARG, NULL, "omlc_add_triplets_keyed: no triplets or key");
+    Omld__Response *r = NULL;
+    int rc = trip_call(c, t, n, 0, key, &r, err);
+    if (rc != 0)
+        return rc;
+    if (accepted)
+        *accepted = r->add_triplets->accepted;
+    if (duplicate)
+        *duplicate = r->add_triplets->duplicate != 0;
     omld__response__free_unpacked(r, NULL);
     return 0;
 }
@@ -324,13 +354,8 @@ int omlc_add_triplets_partial(omlc *c, const omlc_triplet *t, size_t n, uint32_t
     omlc__err_clear(err);
     if ((t == NULL && n > 0) || (rejected == NULL && max_rejected > 0))
         return omlc__err_set(err, OMLC_EARG, NULL, "omlc_add_triplets_partial: no triplets");
-    trip_msg m;
-    int rc = trip_build(&m, t, n, err);
     Omld__Response *r = NULL;
-    m.body.partial = 1;
-    if (rc == 0)
-        rc = omlc__call_expect(c, &m.req, OMLD__RESPONSE__BODY_ADD_TRIPLETS, &r, err);
-    trip_free(&m);
+    int rc = trip_call(c, t, n, 1, NULL, &r, err);
     if (rc != 0)
         return rc;
     const Omld__AddTripletsResponse *a = r->add_triplets;

@@ -402,7 +402,10 @@ static void constraints_usage(FILE *f, int pairs)
                    "Queues triplets of stored ids for the learner, in file order.\n"
                    "  FILE.csv      lines anchor,positive,negative ('-' reads stdin; '#' lines skipped)\n"
                    "  --partial     learn the good triplets of each batch and list each bad one\n"
-                   "                (its row, code, field and message) instead of stopping at it\n");
+                   "                (its row, code, field and message) instead of stopping at it\n"
+                   "  --key PREFIX  send batch i with the idempotency key PREFIX-i, one batch at a\n"
+                   "                time: the same command run again after a failure learns each\n"
+                   "                batch once (the daemon keeps its newest idempotency_keys keys)\n");
     fprintf(f,
             "  --batch N     constraints per request (default %d)\n"
             "  --window W    requests in flight (default %d)\n"
@@ -445,11 +448,40 @@ static int add_partial(omlc *c, const omlc_triplet *t, size_t n, size_t batch)
     return 0;
 }
 
+/* --key: batches one at a time, batch i under the key PREFIX-i; 0, or the
+ * exit code of a failed call. */
+static int add_keyed(omlc *c, const omlc_triplet *t, size_t n, size_t batch, const char *prefix)
+{
+    unsigned long long learned = 0, again = 0;
+    omlc_error err;
+    for (size_t at = 0, i = 0; at < n; at += batch, i++) {
+        size_t b = n - at < batch ? n - at : batch;
+        char key[300];
+        snprintf(key, sizeof key, "%s-%zu", prefix, i);
+        uint32_t accepted = 0;
+        int dup = 0;
+        int r = omlc_add_triplets_keyed(c, t + at, b, key, &accepted, &dup, &err);
+        if (r != 0) {
+            fprintf(stderr, "omlctl triplets: before the error (batch %s): %llu learned\n", key,
+                    learned);
+            return ctl_fail("triplets", r, &err);
+        }
+        if (dup)
+            again++;
+        else
+            learned += accepted;
+    }
+    printf("learned %llu triplets; %llu batches had been learned before (their keys)\n", learned,
+           again);
+    return 0;
+}
+
 static int run_constraints(ctl *g, int argc, char **argv, int pairs)
 {
     const char *cmd = pairs ? "pairs" : "triplets", *file = NULL, *v;
     long long batch = CTL_BATCH, window = CTL_WINDOW;
     int partial = 0;
+    const char *key = NULL;
     for (int i = 1; i < argc; i++) {
         if (ctl_is_help(argv[i])) {
             constraints_usage(stdout, pairs);
@@ -457,6 +489,10 @@ static int run_constraints(ctl *g, int argc, char **argv, int pairs)
         } else if (ctl_common_opt(g, argc, argv, &i)) {
         } else if (!pairs && strcmp(argv[i], "--partial") == 0) {
             partial = 1;
+        } else if (!pairs && (v = ctl_opt(argc, argv, &i, "--key"))) {
+            if (strlen(v) == 0 || strlen(v) > 200)
+                return ctl_usage_error(cmd, "--key takes 1 to 200 bytes");
+            key = v;
         } else if ((v = ctl_opt(argc, argv, &i, "--batch"))) {
             batch = ctl_int("--batch", v, 1, 1 << 20);
         } else if ((v = ctl_opt(argc, argv, &i, "--window"))) {
@@ -489,7 +525,11 @@ static int run_constraints(ctl *g, int argc, char **argv, int pairs)
             t[i] = (omlc_triplet){{cols[0].v[i], NULL, 0}, {cols[1].v[i], NULL, 0},
                                   {cols[2].v[i], NULL, 0}};
     }
-    if (rc == 0 && partial) {
+    if (rc == 0 && partial && key)
+        rc = ctl_usage_error(cmd, "--partial and --key are one or the other");
+    if (rc == 0 && key) {
+        rc = add_keyed(c, t, n, (size_t)batch, key);
+    } else if (rc == 0 && partial) {
         rc = add_partial(c, t, n, (size_t)batch);
     } else if (rc == 0) {
         ctl_progress pr;

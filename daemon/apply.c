@@ -647,7 +647,120 @@ int omld_apply_rollback(omld_engine *e, const Omld__Request *req, omld_reply *r)
     return 1;
 }
 
+static int apply_request(omld_engine *e, const Omld__Request *q, omld_reply *r);
+
+/* ------------------------------------------------------------ idempotency */
+
+/* The idempotency key of a write request ("" or NULL: none). */
+static const char *request_key(const Omld__Request *q)
+{
+    switch (q->body_case) {
+    case OMLD__REQUEST__BODY_PUT_ITEMS: return q->put_items->idempotency_key;
+    case OMLD__REQUEST__BODY_ADD_TRIPLETS: return q->add_triplets->idempotency_key;
+    case OMLD__REQUEST__BODY_ADD_PAIRS: return q->add_pairs->idempotency_key;
+    default: return NULL;
+    }
+}
+
+/* A request whose key was applied before: nothing changes (not even the
+ * learner's waiting mini-batch: the answer is not logged, so the state
+ * must be exactly what replay will see), and the first answer's counts
+ * come back with duplicate set. CONFLICT if the key was another kind's. */
+static void answer_duplicate(omld_engine *e, const Omld__Request *q, const omld_idem_entry *k,
+                             omld_reply *r)
+{
+    const omld_op *op = omld_op_of(q);
+    if (q->body_case == OMLD__REQUEST__BODY_ADD_TRIPLETS) /* counted at submit */
+        atomic_fetch_sub(&e->queued_triplets, q->add_triplets->n_triplets);
+    if (k->op != (int32_t)q->body_case) {
+        const omld_op *first = omld_op_find(k->op);
+        char field[64];
+        snprintf(field, sizeof field, "%s.idempotency_key", op->name);
+        omld_reply_error(r, OMLD__STATUS__CODE__CONFLICT, field,
+                         "this idempotency key was used by a %s request; a key names one request",
+                         first ? first->name : "different");
+        return;
+    }
+    omld_count(&e->metrics->duplicates, 1);
+    switch (q->body_case) {
+    case OMLD__REQUEST__BODY_PUT_ITEMS: {
+        Omld__PutItemsResponse *b = omld_reply_alloc(r, sizeof *b);
+        if (b == NULL)
+            break;
+        omld__put_items_response__init(b);
+        b->created = (uint32_t)k->a;
+        b->replaced = (uint32_t)k->b;
+        b->duplicate = 1;
+        r->msg.put_items = b;
+        r->msg.body_case = OMLD__RESPONSE__BODY_PUT_ITEMS;
+        return;
+    }
+    case OMLD__REQUEST__BODY_ADD_TRIPLETS: {
+        Omld__AddTripletsResponse *b = omld_reply_alloc(r, sizeof *b);
+        if (b == NULL)
+            break;
+        omld__add_triplets_response__init(b);
+        b->accepted = (uint32_t)k->a;
+        b->queue_depth = atomic_load(&e->queued_triplets);
+        b->duplicate = 1;
+        r->msg.add_triplets = b;
+        r->msg.body_case = OMLD__RESPONSE__BODY_ADD_TRIPLETS;
+        return;
+    }
+    default: {
+        Omld__AddPairsResponse *b = omld_reply_alloc(r, sizeof *b);
+        if (b == NULL)
+            break;
+        omld__add_pairs_response__init(b);
+        b->accepted = (uint32_t)k->a;
+        b->derived_triplets = k->b;
+        b->duplicate = 1;
+        r->msg.add_pairs = b;
+        r->msg.body_case = OMLD__RESPONSE__BODY_ADD_PAIRS;
+        return;
+    }
+    }
+    omld_reply_error(r, OMLD__STATUS__CODE__INTERNAL, NULL, "out of memory");
+}
+
+/* Remembers the key of a request applied with an OK answer, with the
+ * answer's counts (a failed request leaves no key: it may be retried). */
+static void remember_key(omld_engine *e, const Omld__Request *q, const char *key,
+                         const omld_reply *r)
+{
+    uint64_t a = 0, b = 0;
+    const Omld__Response *m = &r->msg;
+    if (m->body_case == OMLD__RESPONSE__BODY_PUT_ITEMS && m->put_items)
+        a = m->put_items->created, b = m->put_items->replaced;
+    else if (m->body_case == OMLD__RESPONSE__BODY_ADD_TRIPLETS && m->add_triplets)
+        a = m->add_triplets->accepted;
+    else if (m->body_case == OMLD__RESPONSE__BODY_ADD_PAIRS && m->add_pairs)
+        a = m->add_pairs->accepted, b = m->add_pairs->derived_triplets;
+    else
+        return;
+    if (omld_idem_add(&e->idem, key, strlen(key), (int32_t)q->body_case, a, b) != OML_OK)
+        LOG_WARN("engine", "out of memory remembering an idempotency key: a retry of this "
+                 "request would be applied again");
+}
+
 int omld_apply(omld_engine *e, const Omld__Request *q, omld_reply *r)
+{
+    const char *key = e->idem.cap > 0 ? request_key(q) : NULL;
+    if (key && key[0]) {
+        const omld_idem_entry *k = omld_idem_find(&e->idem, key, strlen(key));
+        if (k != NULL) {
+            answer_duplicate(e, q, k, r);
+            return 0;
+        }
+    }
+    int changed = apply_request(e, q, r);
+    if (changed && key && key[0] && r->status.code == OMLD__STATUS__CODE__OK)
+        remember_key(e, q, key, r);
+    return changed;
+}
+
+/* One mutation by its row's handler. */
+static int apply_request(omld_engine *e, const Omld__Request *q, omld_reply *r)
 {
     /* New triplets waiting for a full mini-batch borrow store rows and
      * belong to the learner: learn them before either can change. */

@@ -675,7 +675,8 @@ static int create_state(omld_engine *e, const oml_config *mcfg, char *err, size_
     e->rows = malloc(3 * (size_t)opts->max_batch * sizeof *e->rows);
     e->slots = malloc(3 * (size_t)opts->max_batch * sizeof *e->slots);
     if (rc == OML_OK && (e->derived == NULL || e->rows == NULL || e->slots == NULL ||
-                         oml_replay_init(&e->replay, (uint32_t)mcfg->replay) != OML_OK))
+                         oml_replay_init(&e->replay, (uint32_t)mcfg->replay) != OML_OK ||
+                         omld_idem_init(&e->idem, (uint32_t)opts->idempotency_keys) != OML_OK))
         rc = OML_ENOMEM;
     if (rc != OML_OK) {
         snprintf(err, errlen, "cannot create the model: %s%s%s", oml_strerror(rc),
@@ -803,6 +804,7 @@ void omld_engine_destroy(omld_engine *e)
     free(e->rows);
     free(e->slots);
     oml_replay_free(&e->replay);
+    omld_idem_free(&e->idem);
     oml_snapshot_release(e->provisional);
     pthread_rwlock_destroy(&e->lock.rw);
     pthread_mutex_destroy(&e->stats_mu);

@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 
 #include "engine.h"
+#include "idempotency.h"
 #include "models.h"
 #include "replay.h"
 #include "wal.h"
@@ -39,6 +40,7 @@ struct omld_engine {
     oml_closure *closure;
     oml_learner *learner;
     oml_replay replay;          /* triplets kept for rehearsal (replay.h) */
+    omld_idem idem;             /* keys of the write requests applied (idempotency.h) */
     omld_views *views;
 
     /* inbox: guarded by mu */

@@ -43,6 +43,7 @@ void omld_local_status(omld_local_ctx *c, const Omld__Request *req, omld_reply *
     st->alpha = alpha;
     st->items = ms.items;
     st->triplets_received = omld_read(&c->metrics->triplets_received);
+    st->duplicates = omld_read(&c->metrics->duplicates);
     st->triplets_applied = ms.updates;
     st->queue_depth = ms.queue_depth;
     st->snapshot_age_ms = ms.view_age_ms;

@@ -47,6 +47,7 @@ typedef struct omld_metrics {
     atomic_uint_fast64_t pairs_received;
     atomic_uint_fast64_t derived_triplets;   /* queued because of pairs */
     atomic_uint_fast64_t backpressure_events;/* times a connection was paused for a full queue */
+    atomic_uint_fast64_t duplicates;         /* write requests whose idempotency key was seen */
     /* requests */
     atomic_uint_fast64_t requests;           /* frames answered */
     atomic_uint_fast64_t responses_by_code[OMLD_STATUS_CODES];

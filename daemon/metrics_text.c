@@ -193,6 +193,9 @@ static void metrics_ingest(omld_buf *b, const omld_metrics *mt, const omld_model
             omld_read(&mt->pairs_received));
     counter(b, "omld_derived_triplets_total", "Triplets queued because of pairs.",
             omld_read(&mt->derived_triplets));
+    counter(b, "omld_duplicate_requests_total",
+            "Write requests answered from their idempotency key (applied before: not again).",
+            omld_read(&mt->duplicates));
     counter(b, "omld_backpressure_events_total",
             "Times a connection was paused because the learner queue was full.",
             omld_read(&mt->backpressure_events));

@@ -42,6 +42,7 @@ const omld_option omld_options[] = {
     REAL(rehearse, 0, 64, "", "stored triplets rehearsed per new one, as soon as the queue is empty; empty: the preset's"),
     REAL(rehearse_idle, 0, 1000, "4", "... and more per new one while no request arrives (in steps of a few ms, logged)"),
     INT(replay, 0, 1 << 28, "", "newest triplets kept for rehearsal (12 bytes each: the memory bound); empty: the preset's"),
+    INT(idempotency_keys, 0, 1 << 24, "100000", "idempotency keys of write requests remembered (the newest; logged and checkpointed, so a retried batch is applied once across restarts); 0: keys are ignored"),
     INT(max_items, 1, 1LL << 31, "10000000", "most items the store holds (live items: a deleted item's slot is reused)"),
     REAL(max_feature_abs, 1, 3.4e38, "1e6", "largest |value| of a feature (stored items and inline vectors); larger values are refused by name. Above ~1e15 the network's sums can overflow"),
     INT(max_frame_bytes, 64, 1 << 30, "4194304", "largest request frame accepted"),

@@ -27,6 +27,7 @@ typedef struct omld_config {
     double eta, tau, beta, s, prox;
     double rehearse, rehearse_idle; /* rehearsed triplets per new one: at once, in idle time */
     int64_t replay;                 /* triplets kept for rehearsal */
+    int64_t idempotency_keys;
     int64_t max_items, max_frame_bytes, max_batch, max_connections, max_k;
     int64_t default_k, max_pipeline;
     int64_t checkpoint_every, checkpoint_ms;

@@ -42,8 +42,10 @@ enum { REC_PROBE = 0, REC_REQUEST = 1, REC_REHEARSE = 2 };
  * of persisted_counter() (later builds may append; a reader takes the ones
  * it knows). */
 /* SEC_REPLAY (optional): the rehearsal ring (replay.h codec). */
+/* SEC_IDEM (optional): the idempotency keys applied (idempotency.h codec);
+ * a checkpoint without it (written before keys existed) has none. */
 enum { SEC_MODEL = 1, SEC_STORE = 2, SEC_CLOSURE = 3, SEC_META = 4, SEC_ROLLBACK = 5,
-       SEC_COUNTERS = 6, SEC_REPLAY = 7 };
+       SEC_COUNTERS = 6, SEC_REPLAY = 7, SEC_IDEM = 8 };
 #define META_BYTES 16     /* u64 view version, u64 reserved */
 #define RETRY_NS 5000000000ull
 
@@ -249,6 +251,9 @@ static int load_checkpoint(omld_engine *e, oml_ckpt *ck, loaded_state *s, oml_di
     const oml_ckpt_section *rp = oml_ckpt_find(ck, SEC_REPLAY);
     if (*rc == OML_OK && rp)
         *rc = oml_replay_decode(&s->replay, rp->data, rp->len, d);
+    const oml_ckpt_section *ik = oml_ckpt_find(ck, SEC_IDEM);
+    if (*rc == OML_OK && ik)
+        *rc = omld_idem_decode(&e->idem, ik->data, ik->len, d);
     if (*rc == OML_OK && oml_replay_check(&s->replay, s->store) != OML_OK)
         *rc = oml_diag_set(d, OML_EFORMAT, "replay",
                            "the rehearsal ring names a slot the store does not have");
@@ -365,7 +370,10 @@ static int load_state(omld_engine *e, char *err, size_t errlen)
     uint64_t t0 = omld_now_ns();
     int rc = oml_ckpt_load_newest(dir, &ck, on_refused, NULL, &d);
     loaded_state s = {.lsn = 0, .version = e->version};
-    if (oml_replay_init(&s.replay, (uint32_t)e->model_cfg.replay) != OML_OK) {
+    /* The keys come from the checkpoint and the log, like the rest. */
+    omld_idem_free(&e->idem);
+    if (omld_idem_init(&e->idem, (uint32_t)e->opts.idempotency_keys) != OML_OK ||
+        oml_replay_init(&s.replay, (uint32_t)e->model_cfg.replay) != OML_OK) {
         snprintf(err, errlen, "out of memory for the rehearsal ring");
         return -1;
     }
@@ -519,9 +527,11 @@ static int checkpoint_write(omld_engine *e, char *path, size_t path_cap, uint64_
     if (rc != OML_OK)
         return rc;
     uint8_t *model = NULL, *store = NULL, *closure = NULL, *rbs = NULL, meta[META_BYTES] = {0};
-    uint8_t *ring = NULL;
-    size_t nm = 0, ns = 0, nc = 0, nr = 0, ng = 0;
+    uint8_t *ring = NULL, *keys = NULL;
+    size_t nm = 0, ns = 0, nc = 0, nr = 0, ng = 0, nk = 0;
     rc = oml_model_encode(e->learner, &model, &nm);
+    if (rc == OML_OK)
+        rc = omld_idem_encode(&e->idem, &keys, &nk);
     if (rc == OML_OK)
         rc = oml_replay_encode(&e->replay, &ring, &ng);
     if (rc == OML_OK)
@@ -547,11 +557,12 @@ static int checkpoint_write(omld_engine *e, char *path, size_t path_cap, uint64_
     for (int i = 0; i < N_COUNTERS; i++)
         oml_le64_store(counters + 4 + 8 * i, atomic_load(persisted_counter(e->metrics, i)));
     if (rc == OML_OK) {
-        oml_ckpt_section s[7] = {{SEC_MODEL, model, nm}, {SEC_STORE, store, ns},
+        oml_ckpt_section s[8] = {{SEC_MODEL, model, nm}, {SEC_STORE, store, ns},
                                  {SEC_CLOSURE, closure, nc}, {SEC_META, meta, META_BYTES},
                                  {SEC_COUNTERS, counters, sizeof counters},
-                                 {SEC_REPLAY, ring, ng}, {SEC_ROLLBACK, rbs, nr}};
-        rc = oml_ckpt_write(e->opts.data_dir, lsn, s, rbs ? 7 : 6, 2, path, path_cap, bytes, d);
+                                 {SEC_REPLAY, ring, ng}, {SEC_IDEM, keys, nk},
+                                 {SEC_ROLLBACK, rbs, nr}};
+        rc = oml_ckpt_write(e->opts.data_dir, lsn, s, rbs ? 8 : 7, 2, path, path_cap, bytes, d);
     } else {
         oml_diag_set(d, rc, "checkpoint", "cannot encode the state: %s", oml_strerror(rc));
     }
@@ -559,6 +570,7 @@ static int checkpoint_write(omld_engine *e, char *path, size_t path_cap, uint64_
     free(store);
     free(closure);
     free(ring);
+    free(keys);
     free(rbs);
     if (rc != OML_OK)
         return rc;

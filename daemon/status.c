@@ -217,6 +217,7 @@ static void json_ingest(omld_json *j, const omld_metrics *mt, const omld_model_s
     omld_json_kv_uint(j, "queue_depth", m->queue_depth);
     omld_json_kv_uint(j, "queue_capacity", m->queue_capacity);
     omld_json_kv_uint(j, "backpressure_events", omld_read(&mt->backpressure_events));
+    omld_json_kv_uint(j, "duplicates", omld_read(&mt->duplicates));
     omld_json_object_end(j);
 }
 

@@ -224,11 +224,19 @@ static int check_model(int set, const char *model, const char *field, omld_reply
     return set ? check_name(model, "model name", 1, field, r) : 0;
 }
 
+/* An idempotency key: empty (none), or an id-like string. */
+static int check_key(const char *key, const char *field, omld_reply *r)
+{
+    return check_name(key, "idempotency key", 1, field, r);
+}
+
 int omld_check_put_items(const Omld__Request *req, const omld_limits *lim, omld_reply *r)
 {
     const Omld__PutItemsRequest *m = req->put_items;
     size_t n = m ? m->n_items : 0;
     int rc = check_batch(n, lim, "items", "put_items.items", r);
+    if (rc == 0)
+        rc = check_key(m->idempotency_key, "put_items.idempotency_key", r);
     if (rc)
         return rc;
     dupset seen;
@@ -320,6 +328,8 @@ int omld_check_add_triplets(const Omld__Request *req, const omld_limits *lim, om
     const Omld__AddTripletsRequest *m = req->add_triplets;
     size_t n = m ? m->n_triplets : 0;
     int rc = check_batch(n, lim, "triplets", "add_triplets.triplets", r);
+    if (rc == 0)
+        rc = check_key(m->idempotency_key, "add_triplets.idempotency_key", r);
     /* A partial batch's entries are checked one by one where they are
      * applied (apply.c), each refusal reported on its own. */
     for (size_t i = 0; i < n && rc == 0 && !m->partial; i++)
@@ -344,6 +354,8 @@ int omld_check_add_pairs(const Omld__Request *req, const omld_limits *lim, omld_
     const Omld__AddPairsRequest *m = req->add_pairs;
     size_t n = m ? m->n_pairs : 0;
     int rc = check_batch(n, lim, "pairs", "add_pairs.pairs", r);
+    if (rc == 0)
+        rc = check_key(m->idempotency_key, "add_pairs.idempotency_key", r);
     char path[PATH_CAP];
     for (size_t i = 0; i < n && rc == 0; i++) {
         const Omld__Pair *p = m->pairs[i];
