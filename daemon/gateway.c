@@ -10,16 +10,26 @@
 #include "log.h"
 #include "server.h"
 
+/* A call waiting for its answer (answers come in call order). */
+typedef struct pending {
+    omld_gateway_done done;
+    void *arg;
+} pending;
+
+/* One frame being written. */
+typedef struct gw_write {
+    uv_write_t req;
+    omld_gateway_link *g;
+    uint8_t frame[];
+} gw_write;
+
 struct omld_gateway_link {
     uv_pipe_t pipe;
-    uv_write_t write;
     oml_frame_reader rd;
-    uint8_t *out;              /* the frame being written (owned) */
-    omld_gateway_done done;    /* the call in flight, or NULL */
-    void *arg;
+    pending q[OMLD_GATEWAY_MAX_CALLS]; /* a ring: the calls in flight, oldest first */
+    uint32_t q_head, q_n;
     int rights;
-    int closed;                /* the server's end went away, or omld_gateway_close */
-    int writing;
+    int closed;                /* the server's end went away */
     int freed_by_close;        /* omld_gateway_close was called */
     char rbuf[65536];
 };
@@ -28,27 +38,28 @@ static void on_closed(uv_handle_t *h)
 {
     omld_gateway_link *g = h->data;
     oml_frame_reader_free(&g->rd);
-    free(g->out);
     free(g);
 }
 
-/* Ends the call in flight with payload (NULL: the link failed). */
+/* Ends the oldest call with payload (NULL: the link failed). */
 static void finish_call(omld_gateway_link *g, const uint8_t *payload, size_t n)
 {
-    omld_gateway_done done = g->done;
-    g->done = NULL;
-    if (done)
-        done(g->arg, payload, n);
+    pending p = g->q[g->q_head];
+    g->q_head = (g->q_head + 1) % OMLD_GATEWAY_MAX_CALLS;
+    g->q_n--;
+    p.done(p.arg, payload, n);
 }
 
-/* The server's end is gone (or the stream broke): fail the call in flight. */
+/* The server's end is gone (or the stream broke): every call in flight
+ * fails, oldest first. */
 static void link_fail(omld_gateway_link *g)
 {
     if (!g->closed) {
         g->closed = 1;
         uv_read_stop((uv_stream_t *)&g->pipe);
     }
-    finish_call(g, NULL, 0);
+    while (g->q_n > 0 && !g->freed_by_close)
+        finish_call(g, NULL, 0);
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
@@ -71,7 +82,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     size_t n;
     int rc;
     while ((rc = oml_frame_reader_next(&g->rd, &p, &n)) == 1) {
-        if (g->done == NULL) { /* an answer nobody asked for: the stream is out of step */
+        if (g->q_n == 0) { /* an answer nobody asked for: the stream is out of step */
             LOG_WARN("gateway", "an answer came with no request in flight; link closed");
             link_fail(g);
             return;
@@ -86,10 +97,9 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 
 static void on_write(uv_write_t *w, int status)
 {
-    omld_gateway_link *g = w->data;
-    g->writing = 0;
-    free(g->out);
-    g->out = NULL;
+    gw_write *gw = w->data;
+    omld_gateway_link *g = gw->g;
+    free(gw);
     if (status < 0 && !g->freed_by_close)
         link_fail(g);
 }
@@ -110,7 +120,6 @@ int omld_gateway_open(omld_gateway_link **out, uv_loop_t *loop, omld_server *s, 
     oml_frame_reader_init(&g->rd, max_frame);
     uv_pipe_init(loop, &g->pipe, 0);
     g->pipe.data = g;
-    g->write.data = g;
     int rc = uv_pipe_open(&g->pipe, fds[0]);
     if (rc == 0) {
         rc = omld_server_adopt(s, fds[1], rights, "http-gateway");
@@ -144,23 +153,28 @@ int omld_gateway_usable(const omld_gateway_link *g)
 int omld_gateway_call(omld_gateway_link *g, const uint8_t *payload, size_t n,
                       omld_gateway_done done, void *arg)
 {
-    if (!omld_gateway_usable(g) || g->done != NULL || g->writing || n > UINT32_MAX)
+    if (!omld_gateway_usable(g) || g->q_n == OMLD_GATEWAY_MAX_CALLS || n > UINT32_MAX)
         return -1;
-    g->out = malloc(OML_FRAME_HEADER_BYTES + n);
-    if (g->out == NULL)
+    gw_write *w = malloc(sizeof *w + OML_FRAME_HEADER_BYTES + n);
+    if (w == NULL)
         return -1;
-    oml_frame_write_header(g->out, (uint32_t)n);
-    memcpy(g->out + OML_FRAME_HEADER_BYTES, payload, n);
-    uv_buf_t b = uv_buf_init((char *)g->out, (unsigned)(OML_FRAME_HEADER_BYTES + n));
-    if (uv_write(&g->write, (uv_stream_t *)&g->pipe, &b, 1, on_write) != 0) {
-        free(g->out);
-        g->out = NULL;
+    w->g = g;
+    w->req.data = w;
+    oml_frame_write_header(w->frame, (uint32_t)n);
+    memcpy(w->frame + OML_FRAME_HEADER_BYTES, payload, n);
+    uv_buf_t b = uv_buf_init((char *)w->frame, (unsigned)(OML_FRAME_HEADER_BYTES + n));
+    if (uv_write(&w->req, (uv_stream_t *)&g->pipe, &b, 1, on_write) != 0) {
+        free(w);
         return -1;
     }
-    g->writing = 1;
-    g->done = done;
-    g->arg = arg;
+    g->q[(g->q_head + g->q_n) % OMLD_GATEWAY_MAX_CALLS] = (pending){done, arg};
+    g->q_n++;
     return 0;
+}
+
+int omld_gateway_in_flight(const omld_gateway_link *g)
+{
+    return g ? (int)g->q_n : 0;
 }
 
 void omld_gateway_close(omld_gateway_link *g)
@@ -168,6 +182,6 @@ void omld_gateway_close(omld_gateway_link *g)
     if (g == NULL || g->freed_by_close)
         return;
     g->freed_by_close = 1;
-    g->done = NULL;
-    uv_close((uv_handle_t *)&g->pipe, on_closed); /* a pending write is cancelled first */
+    g->q_n = 0; /* dropped: no callback runs after close */
+    uv_close((uv_handle_t *)&g->pipe, on_closed); /* pending writes are cancelled first */
 }

@@ -48,6 +48,7 @@
 
 #include "atomic_file.h"
 #include "engine.h"
+#include "ingest.h"
 #include "history.h"
 #include "http.h"
 #include "log.h"
@@ -72,6 +73,8 @@ typedef struct omld_main {
     omld_server *server;
     omld_http *http;
     omld_history *history;       /* GET /status/history; sampled by its timer */
+    omld_ingest *ingest;         /* the Redis Stream consumer (option ingest), or NULL */
+    omld_ingest_stats ingest_stats; /* storage the HTTP gather callback points into */
     omld_trainer *trainer;
     uv_signal_t sigterm, sigint;
     int signals_open;
@@ -226,6 +229,9 @@ static void gather(void *arg, omld_status_input *in)
     in->cfg = &m->cfg;
     in->metrics = &m->metrics;
     in->draining = m->draining;
+    omld_ingest_stats_get(m->ingest, &m->ingest_stats);
+    m->ingest_stats.configured = m->cfg.ingest[0] != '\0';
+    in->ingest = &m->ingest_stats;
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     in->now_unix_ms = (uint64_t)now.tv_sec * 1000u + (uint64_t)now.tv_nsec / 1000000u;
@@ -302,6 +308,8 @@ static void shutdown_begin(omld_main *m)
         return;
     m->draining = 1;
     omld_notify_stopping();
+    omld_ingest_stop(m->ingest); /* what it has not XACKed stays pending in Redis */
+    m->ingest = NULL;
     if (m->server)
         omld_server_drain(m->server, on_drained, m); /* on_drained runs when it is done */
     else
@@ -567,6 +575,11 @@ static int start(omld_main *m)
     struct sockaddr_storage http_addr;
     if (load_tokens(m) != 0 || start_listeners(m, &http_addr) != 0 || start_history(m) != 0)
         return -1;
+    char err[512];
+    if (omld_ingest_start(&m->ingest, &m->loop, &m->cfg, m->server, err, sizeof err) != 0) {
+        LOG_ERROR("main", "%s", err);
+        return -1;
+    }
     announce_listeners(m, &http_addr);
     if (start_signals(m) != 0 || start_recovery(m) != 0)
         return -1;

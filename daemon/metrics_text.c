@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ingest.h"
 #include "json.h" /* omld_buf */
 #include "replay.h"
 #include "status.h"
@@ -177,6 +178,29 @@ static void metrics_server(omld_buf *b, const omld_status_input *in, const omld_
     gauge(b, "omld_recovery_records_replayed",
           "Log records the last recovery replayed (so far, while it runs).",
           (double)omld_read(&mt->recovery_replayed));
+}
+
+/* The Redis Stream consumer (ingest.h), when configured; -1 (unknown) for
+ * pending and lag until XINFO answered. */
+static void metrics_redis_ingest(omld_buf *b, const omld_ingest_stats *g)
+{
+    if (g == NULL || !g->configured)
+        return;
+    gauge(b, "omld_redis_ingest_connected", "1 while both connections to Redis are up.",
+          g->connected);
+    counter(b, "omld_redis_ingest_entries_learned_total",
+            "Stream entries answered OK and XACKed.", g->entries_learned);
+    counter(b, "omld_redis_ingest_entries_dead_total",
+            "Stream entries refused, copied to the dead-letter stream and XACKed.", g->entries_dead);
+    counter(b, "omld_redis_ingest_retries_total",
+            "Times reading restarted from the pending entries after a refusal for now.",
+            g->retries);
+    gauge(b, "omld_redis_ingest_pending",
+          "Entries of the group delivered and not XACKed (XINFO GROUPS; -1 unknown).",
+          (double)g->pending);
+    gauge(b, "omld_redis_ingest_lag",
+          "Entries of the stream not yet delivered to the group (XINFO GROUPS; -1 unknown).",
+          (double)g->lag);
 }
 
 /* Ingest: items, triplets and pairs received, the learner queue, the store. */
@@ -443,6 +467,7 @@ char *omld_metrics_text(const omld_status_input *in, size_t *len)
     omld_buf_init(&b);
     metrics_server(&b, in, mt);
     metrics_ingest(&b, mt, m);
+    metrics_redis_ingest(&b, in->ingest);
     metrics_closure(&b, m);
     metrics_model(&b, mt, m);
     metrics_persistence(&b, in, m);

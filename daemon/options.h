@@ -28,6 +28,9 @@ typedef struct omld_config {
     double rehearse, rehearse_idle; /* rehearsed triplets per new one: at once, in idle time */
     int64_t replay;                 /* triplets kept for rehearsal */
     int64_t idempotency_keys;
+    char ingest[OMLD_STR_MAX], ingest_group[OMLD_STR_MAX], ingest_consumer[OMLD_STR_MAX],
+        ingest_dead_letter[OMLD_STR_MAX];
+    int64_t ingest_batch;
     int64_t max_items, max_frame_bytes, max_batch, max_connections, max_k;
     int64_t default_k, max_pipeline;
     int64_t checkpoint_every, checkpoint_ms;

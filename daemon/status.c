@@ -4,6 +4,7 @@
  * Both pages are pure functions of one omld_status_input, so they always
  * agree. Counters are read once each (relaxed). Any thread; no global
  * state. */
+#include "ingest.h"
 #include "status.h"
 
 #include <math.h>
@@ -202,6 +203,28 @@ static void json_jobs(omld_json *j, const omld_status_input *in)
     omld_json_string(j, in->rollback); /* the promoted model a Rollback undoes, or null */
 }
 
+/* "redis_ingest": the Redis Stream consumer (ingest.h), when configured. */
+static void json_redis_ingest(omld_json *j, const omld_ingest_stats *g)
+{
+    if (g == NULL || !g->configured)
+        return;
+    omld_json_key(j, "redis_ingest");
+    omld_json_object_begin(j);
+    omld_json_kv_bool(j, "connected", g->connected);
+    omld_json_kv_string(j, "stream", g->stream);
+    omld_json_kv_string(j, "group", g->group);
+    omld_json_kv_string(j, "consumer", g->consumer);
+    omld_json_kv_string(j, "dead_letter", g->dead_letter);
+    omld_json_kv_uint(j, "entries_read", g->entries_read);
+    omld_json_kv_uint(j, "entries_learned", g->entries_learned);
+    omld_json_kv_uint(j, "entries_dead", g->entries_dead);
+    omld_json_kv_uint(j, "retries", g->retries);
+    omld_json_kv_int(j, "pending", g->pending);
+    omld_json_kv_int(j, "lag", g->lag);
+    omld_json_kv_string(j, "last_error", g->last_error);
+    omld_json_object_end(j);
+}
+
 /* "ingest": what was put, deleted and sent for learning, and the queue. */
 static void json_ingest(omld_json *j, const omld_metrics *mt, const omld_model_stats *m)
 {
@@ -387,6 +410,7 @@ char *omld_status_json(const omld_status_input *in, size_t *len)
     json_config(&j, in->cfg);
     json_model(&j, in->model);
     json_ingest(&j, mt, m);
+    json_redis_ingest(&j, in->ingest);
     json_closure(&j, m);
     json_search(&j, in, m);
     json_latency(&j, mt);

@@ -5,7 +5,7 @@ set -eu
 
 PKGS="build-essential cmake pkg-config
 libopenblas-dev libcmocka-dev libuv1-dev zlib1g-dev libsystemd-dev
-libprotobuf-c-dev protobuf-c-compiler libhttp-parser-dev libjansson-dev
+libprotobuf-c-dev protobuf-c-compiler libhttp-parser-dev libjansson-dev libhiredis-dev redis-server
 python3-protobuf protobuf-compiler
 prometheus shellcheck curl
 chromium clang libclang-rt-14-dev
