@@ -180,12 +180,15 @@ static void metrics_server(omld_buf *b, const omld_status_input *in, const omld_
           (double)omld_read(&mt->recovery_replayed));
 }
 
-/* The Redis Stream consumer (ingest.h), when configured; -1 (unknown) for
- * pending and lag until XINFO answered. */
-static void metrics_redis_ingest(omld_buf *b, const omld_ingest_stats *g)
+/* The Redis Stream consumer (ingest.h): always exported (zeros and
+ * configured 0 without `ingest`, so alert rules can name the families);
+ * -1 (unknown) for pending and lag until XINFO answered. */
+static void metrics_redis_ingest(omld_buf *b, const omld_ingest_stats *in)
 {
-    if (g == NULL || !g->configured)
-        return;
+    static const omld_ingest_stats none;
+    const omld_ingest_stats *g = in ? in : &none;
+    gauge(b, "omld_redis_ingest_configured", "1 when omld reads a Redis Stream (option ingest).",
+          g->configured);
     gauge(b, "omld_redis_ingest_connected", "1 while both connections to Redis are up.",
           g->connected);
     counter(b, "omld_redis_ingest_entries_learned_total",
