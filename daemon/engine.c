@@ -28,6 +28,8 @@
 #include "log.h"
 #include "modelfile.h"
 
+#define WAIT_VIEW_NS 10000000000ull /* a wait_for_view answer goes out after this anyway */
+#define WAIT_CHECK_MS 2               /* ... its view is looked for this often */
 #define GROUP_COST 1024      /* entries applied before the group is answered */
 #define REHEARSE_SLICE_NS 10000000u /* rehearsal in slices of at most ~10 ms, so a request
                                        arriving meanwhile waits no longer */
@@ -348,6 +350,37 @@ static void publish_promoted(omld_engine *e, cmd_list *group)
     }
 }
 
+/* The request's wait_for_view flag (proto/omld.proto, WAITING FOR THE VIEW). */
+static int wants_view(const Omld__Request *q)
+{
+    switch (q->body_case) {
+    case OMLD__REQUEST__BODY_PUT_ITEMS: return q->put_items->wait_for_view;
+    case OMLD__REQUEST__BODY_ADD_TRIPLETS: return q->add_triplets->wait_for_view;
+    case OMLD__REQUEST__BODY_ADD_PAIRS: return q->add_pairs->wait_for_view;
+    default: return 0;
+    }
+}
+
+/* Writes that asked for their view: a snapshot now (after the commit: a
+ * view never shows an unlogged change), and their answers held on the
+ * loop until the view of that version serves (on_async). */
+static void publish_for_waiters(omld_engine *e, cmd_list *group)
+{
+    int any = 0;
+    for (cmd *c = group->head; c && !any; c = c->next)
+        any = wants_view(c->req) && c->reply->status.code == OMLD__STATUS__CODE__OK;
+    if (!any)
+        return;
+    if (e->dirty || e->version == 0)
+        omld_engine_publish(e);
+    uint64_t until = omld_now_ns() + WAIT_VIEW_NS;
+    for (cmd *c = group->head; c; c = c->next)
+        if (wants_view(c->req) && c->reply->status.code == OMLD__STATUS__CODE__OK) {
+            c->wait_version = e->version;
+            c->wait_until_ns = until;
+        }
+}
+
 /* Applies a group in order, logs every change, commits the log once (group
  * commit), and only then lets the answers go. If the commit fails, the
  * group's changes are undone (omld_persist_rollback reloads the durable
@@ -377,6 +410,7 @@ static void run_group(omld_engine *e, cmd_list *group)
     }
     if (e->publish_now)
         publish_promoted(e, group);
+    publish_for_waiters(e, group);
     for (cmd *c = group->head; c; c = c->next)
         if (c->req->body_case == OMLD__REQUEST__BODY_CHECKPOINT) {
             answer_checkpoint(e, c->reply);
@@ -523,6 +557,44 @@ static void *engine_main(void *arg)
     return NULL;
 }
 
+static void on_wait_timer(uv_timer_t *t);
+
+/* Loop thread: one answer out (its model_version the view serving now). */
+static void deliver(omld_engine *e, cmd *c)
+{
+    if (c->wait_version > 0)
+        c->reply->msg.model_version = omld_views_version(e->views);
+    c->done(c->ctx, c->reply);
+    free(c);
+}
+
+/* Loop thread: the held answers whose view serves (or whose wait is up),
+ * in order; the timer runs while any is still held. force: all of them. */
+static void deliver_waiting(omld_engine *e, int force)
+{
+    uint64_t serving = e->views ? omld_views_version(e->views) : 0, now = omld_now_ns();
+    cmd_list keep = {NULL, NULL};
+    for (cmd *c = e->waiting.head, *next; c; c = next) {
+        next = c->next;
+        if (force || serving >= c->wait_version || now >= c->wait_until_ns)
+            deliver(e, c);
+        else
+            list_push(&keep, c);
+    }
+    e->waiting = keep;
+    if (!e->wait_timer_open)
+        return;
+    if (e->waiting.head && !uv_is_active((uv_handle_t *)&e->wait_timer))
+        uv_timer_start(&e->wait_timer, on_wait_timer, WAIT_CHECK_MS, WAIT_CHECK_MS);
+    else if (!e->waiting.head)
+        uv_timer_stop(&e->wait_timer);
+}
+
+static void on_wait_timer(uv_timer_t *t)
+{
+    deliver_waiting(t->data, 0);
+}
+
 /* Loop thread: deliver the answers, then tell paused connections there is room. */
 static void on_async(uv_async_t *h)
 {
@@ -535,10 +607,14 @@ static void on_async(uv_async_t *h)
     pthread_mutex_unlock(&e->out_mu);
     while (c) {
         cmd *next = c->next;
-        c->done(c->ctx, c->reply);
-        free(c);
+        c->next = NULL;
+        if (c->wait_version > 0 && (e->waiting.head || omld_views_version(e->views) < c->wait_version))
+            list_push(&e->waiting, c); /* in order behind any held before */
+        else
+            deliver(e, c);
         c = next;
     }
+    deliver_waiting(e, 0);
     if (wake && e->wake)
         e->wake(e->wake_arg);
 }
@@ -753,6 +829,9 @@ int omld_engine_run(omld_engine *e, uv_loop_t *loop, char *err, size_t errlen)
     }
     e->async.data = e;
     e->async_open = 1;
+    uv_timer_init(loop, &e->wait_timer);
+    e->wait_timer.data = e;
+    e->wait_timer_open = 1;
     if (pthread_create(&e->thread, NULL, engine_main, e) != 0) {
         snprintf(err, errlen, "cannot start the learner thread");
         return -1;
@@ -777,8 +856,10 @@ void omld_engine_stop(omld_engine *e)
         pthread_join(e->thread, NULL);
         e->running = 0;
     }
-    if (e->async_open)
+    if (e->async_open) {
         on_async(&e->async); /* answers of the last group */
+        deliver_waiting(e, 1);
+    }
     omld_persist_close(e); /* final checkpoint; the thread has ended */
     omld_views_destroy(e->views);
     e->views = NULL;
@@ -786,6 +867,9 @@ void omld_engine_stop(omld_engine *e)
     e->models = NULL;
     if (e->async_open && !uv_is_closing((uv_handle_t *)&e->async))
         uv_close((uv_handle_t *)&e->async, NULL);
+    if (e->wait_timer_open && !uv_is_closing((uv_handle_t *)&e->wait_timer))
+        uv_close((uv_handle_t *)&e->wait_timer, NULL);
+    e->wait_timer_open = 0;
 }
 
 void omld_engine_destroy(omld_engine *e)

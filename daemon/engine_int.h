@@ -25,6 +25,8 @@ typedef struct cmd {
     void *ctx;
     omld_reply *reply;
     int changed;
+    uint64_t wait_version;   /* > 0: answered once the serving view is this new (loop) */
+    uint64_t wait_until_ns;  /* ... or at this time */
 } cmd;
 
 typedef struct cmd_list {
@@ -58,6 +60,9 @@ struct omld_engine {
     int wake_due;
     uv_async_t async;
     int async_open;        /* async initialised on the loop (omld_engine_run) */
+    cmd_list waiting;      /* loop thread: answers held until their view serves */
+    uv_timer_t wait_timer; /* ... checked every few ms while any is held */
+    int wait_timer_open;
     void (*wake)(void *arg);
     void *wake_arg;
 

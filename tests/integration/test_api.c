@@ -276,6 +276,47 @@ static void test_pipelined_in_order(void **state)
     }
 }
 
+/* A write with wait_for_view is answered once a view serves it: a query
+ * sent right after the answer finds the new item, and the answer's
+ * model_version is that view's (at least the one before). */
+static void test_wait_for_view(void **state)
+{
+    (void)state;
+    for (int i = 0; i < 20; i++) {
+        int http;
+        json_t *st = call("GET", "/v1/health", RO, NULL, &http);
+        json_int_t before = json_integer_value(json_object_get(st, "model_version"));
+        json_decref(st);
+        json_t *f = json_array();
+        for (int d = 0; d < DIM; d++)
+            json_array_append_new(f, json_real(d == i % DIM ? 40.0 + i : -3.0));
+        char id[32];
+        snprintf(id, sizeof id, "waited-%d", i);
+        json_t *doc = json_pack("{s:[{s:s,s:O,s:s}],s:b}", "items", "id", id, "features", f,
+                                "label", "w", "wait_for_view", 1);
+        char *body = json_dumps(doc, JSON_COMPACT);
+        json_decref(doc);
+        json_t *j = call("POST", "/v1/put_items", RW, body, &http);
+        free(body);
+        assert_int_equal(http, 200);
+        json_int_t version = json_integer_value(json_object_get(j, "model_version"));
+        assert_true(version > before);
+        json_decref(j);
+        doc = json_pack("{s:O,s:i}", "query", f, "k", 1);
+        body = json_dumps(doc, JSON_COMPACT);
+        json_decref(doc);
+        json_decref(f);
+        j = call("POST", "/v1/retrieve", RO, body, &http);
+        free(body);
+        assert_int_equal(http, 200);
+        json_t *hit = json_array_get(json_object_get(json_object_get(j, "result"), "hits"), 0);
+        if (hit == NULL || strcmp(json_string_value(json_object_get(hit, "id")), id) != 0)
+            fail_msg("%s not found right after its answer (version %lld)", id, (long long)version);
+        assert_true(json_integer_value(json_object_get(j, "model_version")) >= version);
+        json_decref(j);
+    }
+}
+
 /* /openapi.json is OpenAPI 3: every operation of the proto's Request but
  * Auth has its path, and every $ref resolves to a schema. */
 static int refs_resolve(const json_t *node, const json_t *schemas)
@@ -335,6 +376,7 @@ int main(void)
         cmocka_unit_test(test_learn_and_query),
         cmocka_unit_test(test_errors_name_the_field),
         cmocka_unit_test(test_pipelined_in_order),
+        cmocka_unit_test(test_wait_for_view),
         cmocka_unit_test(test_openapi),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
