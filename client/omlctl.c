@@ -276,13 +276,44 @@ int ctl_csv_split(char *line, char **fields, int max)
     int n = 0;
     char *p = line;
     while (n < max) {
-        char *comma = strchr(p, ',');
-        if (comma)
-            *comma = '\0';
-        fields[n++] = trim(p);
-        if (!comma)
-            break;
-        p = comma + 1;
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (*p != '"') { /* plain: up to the next comma, trimmed */
+            char *comma = strchr(p, ',');
+            if (comma)
+                *comma = '\0';
+            fields[n++] = trim(p);
+            if (!comma)
+                return n;
+            p = comma + 1;
+            continue;
+        }
+        /* RFC 4180: "..." may hold commas, and "" is one quote. Dequoted in
+         * place: the text only shrinks, so out never passes p. */
+        char *start = ++p, *out = start;
+        for (;;) {
+            if (*p == '\0')
+                return -1; /* the quote is not closed on this line */
+            if (*p == '"' && p[1] == '"') {
+                *out++ = '"';
+                p += 2;
+            } else if (*p == '"') {
+                p++;
+                break;
+            } else {
+                *out++ = *p++;
+            }
+        }
+        while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')
+            p++;
+        char next = *p;
+        *out = '\0';
+        fields[n++] = start;
+        if (next == '\0')
+            return n;
+        if (next != ',')
+            return -1; /* text after a closing quote */
+        p++;
     }
     return n;
 }

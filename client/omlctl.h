@@ -80,8 +80,11 @@ int ctl_fail(const char *what, int rc, const omlc_error *err);
 
 /* ---- CSV ---- */
 
-/* Splits line in place at commas into at most max fields (trimmed of
- * blanks and the line end); returns the field count. */
+/* Splits one CSV line in place into at most max fields; returns the field
+ * count, or -1 for a quoted field not closed on the line (or text after its
+ * closing quote). RFC 4180 quoting: a field in double quotes may hold
+ * commas, and "" stands for one quote ("id,with,commas" is one id); plain
+ * fields are trimmed of blanks and the line end. */
 int ctl_csv_split(char *line, char **fields, int max);
 
 /* ---- progress bar on stderr, only when stderr is a terminal ---- */

@@ -139,6 +139,12 @@ static int read_csv_items(const char *path, item_set *s)
         if (*p == '\0' || *p == '#')
             continue;
         int nf = ctl_csv_split(line, fields, maxf);
+        if (nf < 0) {
+            fprintf(stderr, "omlctl put: %s:%ld: a quoted field is not closed (or text follows "
+                    "its closing quote)\n", path, lineno);
+            rc = CTL_EXIT_USAGE;
+            break;
+        }
         if (nf < 3) {
             fprintf(stderr, "omlctl put: %s:%ld: need id,label,f1,...\n", path, lineno);
             rc = CTL_EXIT_USAGE;
@@ -345,6 +351,12 @@ static int read_csv3(const char *cmd, const char *path, int pairs, strvec *cols)
         if (*p == '\0' || *p == '#')
             continue;
         int nf = ctl_csv_split(line, fields, 4);
+        if (nf < 0) {
+            fprintf(stderr, "omlctl %s: %s:%ld: a quoted field is not closed (or text follows its "
+                    "closing quote)\n", cmd, path, lineno);
+            rc = CTL_EXIT_USAGE;
+            break;
+        }
         if (nf != 3) {
             fprintf(stderr, "omlctl %s: %s:%ld: need 3 fields (%s), got %d\n", cmd, path, lineno,
                     pairs ? "a,b,similar|dissimilar" : "anchor,positive,negative", nf);

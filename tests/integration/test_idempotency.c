@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -238,6 +240,29 @@ static void test_clients_send_keys(void **state)
             fail_msg("run %d: %s", run, got);
     }
     unlink(csv);
+
+    /* omlctl reads CSV with RFC 4180 quoting: an id holding commas and a
+     * quote; a quote left open is refused, naming the line. */
+    char items_csv[] = "/tmp/omld-quoted-XXXXXX";
+    fd = mkstemp(items_csv);
+    assert_true(fd >= 0);
+    dprintf(fd, "\"a,b \"\"c\"\"\",lab,1,2,3,4\n");
+    close(fd);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "%s --server %s put --format csv %s >/dev/null", OMLCTL_BIN, p.rpc,
+             items_csv);
+    assert_int_equal(system(cmd), 0);
+    int http;
+    json_t *j = post(&p, "get_items", "{\"ids\": [\"a,b \\\"c\\\"\"]}", &http);
+    assert_int_equal(http, 200);
+    json_decref(j);
+    fd = open(items_csv, O_WRONLY | O_TRUNC);
+    dprintf(fd, "\"open,lab,1,2,3,4\n");
+    close(fd);
+    snprintf(cmd, sizeof cmd, "%s --server %s put --format csv %s 2>/dev/null", OMLCTL_BIN, p.rpc,
+             items_csv);
+    assert_int_equal(WEXITSTATUS(system(cmd)), 1);
+    unlink(items_csv);
 #endif
     assert_int_equal(omld_proc_stop(&p, SIGTERM, TIMEOUT_MS), 0);
     omld_proc_cleanup(&p);
