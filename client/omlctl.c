@@ -19,6 +19,8 @@ static const ctl_cmd commands[] = {
     {"put", ctl_put, "store items from an IDX image file (+ IDX labels) or a CSV file"},
     {"triplets", ctl_triplets, "add triplets from a CSV file: anchor,positive,negative"},
     {"pairs", ctl_pairs, "add pairs from a CSV file: a,b,similar|dissimilar"},
+    {"get", ctl_get, "stored items by id, as JSON"},
+    {"delete", ctl_delete, "delete stored items by id"},
     {"classify", ctl_classify, "k-NN class of an item (--id) or a vector (--vector)"},
     {"verify", ctl_verify, "are two items similar?"},
     {"retrieve", ctl_retrieve, "the k stored items most like a query"},
@@ -35,6 +37,7 @@ static const ctl_cmd commands[] = {
     {"promote", ctl_promote, "make a batch model the live model's trunk and head"},
     {"rollback", ctl_rollback, "undo the last promote"},
     {"delete-model", ctl_delete_model, "remove a batch model"},
+    {"call", ctl_call, "any operation by name with a JSON body; the answer as JSON"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

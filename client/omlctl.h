@@ -53,6 +53,9 @@ int ctl_models(ctl *g, int argc, char **argv);
 int ctl_promote(ctl *g, int argc, char **argv);
 int ctl_rollback(ctl *g, int argc, char **argv);
 int ctl_delete_model(ctl *g, int argc, char **argv);
+int ctl_call(ctl *g, int argc, char **argv);
+int ctl_get(ctl *g, int argc, char **argv);
+int ctl_delete(ctl *g, int argc, char **argv);
 
 /* ---- option parsing (exit(1) with a message on a malformed value) ---- */
 

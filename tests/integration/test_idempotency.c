@@ -263,6 +263,29 @@ static void test_clients_send_keys(void **state)
              items_csv);
     assert_int_equal(WEXITSTATUS(system(cmd)), 1);
     unlink(items_csv);
+
+    /* omlctl call / get / delete: the HTTP API's JSON over the RPC. */
+    snprintf(cmd, sizeof cmd, "%s --server %s call get_items '{\"ids\": [\"i1\"]}'", OMLCTL_BIN,
+             p.rpc);
+    FILE *out = popen(cmd, "r");
+    char got[4096] = {0};
+    size_t len = fread(got, 1, sizeof got - 1, out);
+    got[len] = '\0';
+    assert_int_equal(pclose(out), 0);
+    json_error_t je;
+    j = json_loads(got, 0, &je);
+    assert_non_null(j);
+    json_t *item = json_array_get(json_object_get(json_object_get(j, "result"), "items"), 0);
+    assert_string_equal(json_string_value(json_object_get(item, "id")), "i1");
+    assert_int_equal(json_array_size(json_object_get(item, "features")), 4);
+    json_decref(j);
+    snprintf(cmd, sizeof cmd, "%s --server %s delete i39 >/dev/null", OMLCTL_BIN, p.rpc);
+    assert_int_equal(system(cmd), 0);
+    snprintf(cmd, sizeof cmd, "%s --server %s get i39 >/dev/null 2>&1", OMLCTL_BIN, p.rpc);
+    assert_int_equal(WEXITSTATUS(system(cmd)), 2); /* NOT_FOUND: deleted */
+    snprintf(cmd, sizeof cmd, "%s --server %s call classify '{\"qury\": 1}' 2>/dev/null",
+             OMLCTL_BIN, p.rpc);
+    assert_int_equal(WEXITSTATUS(system(cmd)), 1); /* a misspelt field is a usage error */
 #endif
     assert_int_equal(omld_proc_stop(&p, SIGTERM, TIMEOUT_MS), 0);
     omld_proc_cleanup(&p);

@@ -1,0 +1,197 @@
+/* omlctl_call.c - `call`: any operation by its name with a JSON body, the
+ * answer printed as JSON (the HTTP/JSON API's mapping, proto/pbjson.h),
+ * and `get` / `delete`, stored items by id, built on it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "omlctl.h"
+#include "pbjson.h"
+
+#define BODY_MAX (64u << 20)
+
+/* The text of FILE ('-': stdin), or NULL. */
+static char *read_all(const char *path)
+{
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    if (f == NULL)
+        return NULL;
+    size_t cap = 65536, n = 0;
+    char *buf = malloc(cap);
+    size_t got;
+    while (buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+        n += got;
+        if (n + 1 == cap && cap < BODY_MAX) {
+            char *nb = realloc(buf, cap * 2);
+            if (nb == NULL) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+    }
+    if (f != stdin)
+        fclose(f);
+    if (buf)
+        buf[n] = '\0';
+    return buf;
+}
+
+/* Sends operation op with the JSON body text; prints the Response as JSON
+ * ({"status":..., "model_version":..., "result":...}, as over HTTP). */
+static int call_json(ctl *g, const char *op, const char *text)
+{
+    const ProtobufCFieldDescriptor *f =
+        protobuf_c_message_descriptor_get_field_by_name(&omld__request__descriptor, op);
+    if (f == NULL || f->type != PROTOBUF_C_TYPE_MESSAGE || strcmp(op, "auth") == 0)
+        return ctl_usage_error("call", "no operation '%s' (see proto/omld.proto, or GET "
+                               "/openapi.json)", op);
+    json_error_t je;
+    json_t *j = json_loads(text, JSON_REJECT_DUPLICATES, &je);
+    if (j == NULL)
+        return ctl_usage_error("call", "the body is not JSON: %s (line %d, column %d)", je.text,
+                               je.line, je.column);
+    omld_pbjson_error perr;
+    ProtobufCMessage *m = omld_pbjson_read(f->descriptor, j, op, &perr);
+    json_decref(j);
+    if (m == NULL)
+        return ctl_usage_error("call", "%s: %s", perr.field, perr.message);
+    Omld__Request req = OMLD__REQUEST__INIT;
+    req.body_case = (Omld__Request__BodyCase)f->id;
+    *(ProtobufCMessage **)((char *)&req + f->offset) = m;
+    omlc *c = NULL;
+    int rc = ctl_connect(g, &c);
+    Omld__Response *resp = NULL;
+    omlc_error err;
+    int e = rc == 0 ? omlc_call(c, &req, &resp, &err) : 0;
+    protobuf_c_message_free_unpacked(m, NULL);
+    if (rc == 0 && e != 0)
+        rc = ctl_fail(op, e, &err);
+    if (rc == 0) {
+        json_t *out = json_object();
+        json_object_set_new(out, "status", omld_pbjson_write(&resp->status->base));
+        json_object_set_new(out, "model_version", json_integer((json_int_t)resp->model_version));
+        const ProtobufCFieldDescriptor *rf =
+            protobuf_c_message_descriptor_get_field(&omld__response__descriptor, f->id);
+        const ProtobufCMessage *body =
+            rf && resp->body_case == (Omld__Response__BodyCase)f->id
+                ? *(ProtobufCMessage *const *)((const char *)resp + rf->offset)
+                : NULL;
+        if (body)
+            json_object_set_new(out, "result", omld_pbjson_write(body));
+        char *s = json_dumps(out, JSON_INDENT(2) | JSON_REAL_PRECISION(9));
+        puts(s ? s : "{}");
+        free(s);
+        json_decref(out);
+        if (resp->status->code != OMLD__STATUS__CODE__OK)
+            rc = CTL_EXIT_DAEMON;
+    }
+    omld__response__free_unpacked(resp, NULL);
+    omlc_close(c);
+    return rc;
+}
+
+static void call_usage(FILE *f)
+{
+    fprintf(f, "usage: omlctl call OPERATION [JSON | @FILE | -]\n"
+               "Sends any operation of proto/omld.proto by its name with its request as JSON\n"
+               "(the mapping of the HTTP/JSON API: POST /v1/OPERATION takes the same body), and\n"
+               "prints the answer as JSON: {\"status\": ..., \"model_version\": ..., \"result\": ...}.\n"
+               "No JSON: {}. Exit 2 when the daemon answered an error (the JSON says which).\n"
+               "examples:\n"
+               "  omlctl call classify '{\"query\": \"item-17\", \"k\": 5}'\n"
+               "  omlctl call add_triplets @clicks.json\n");
+}
+
+int ctl_call(ctl *g, int argc, char **argv)
+{
+    const char *op = NULL, *body = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (ctl_is_help(argv[i])) {
+            call_usage(stdout);
+            return 0;
+        } else if (ctl_common_opt(g, argc, argv, &i)) {
+        } else if (op == NULL) {
+            op = argv[i];
+        } else if (body == NULL) {
+            body = argv[i];
+        } else {
+            return ctl_usage_error("call", "one OPERATION and one body ('%s')", argv[i]);
+        }
+    }
+    if (op == NULL)
+        return ctl_usage_error("call", "no OPERATION");
+    char *text = NULL;
+    if (body && (body[0] == '@' || strcmp(body, "-") == 0)) {
+        text = read_all(body[0] == '@' ? body + 1 : body);
+        if (text == NULL) {
+            fprintf(stderr, "omlctl call: cannot read %s\n", body);
+            return CTL_EXIT_USAGE;
+        }
+    }
+    int rc = call_json(g, op, text ? text : body ? body : "{}");
+    free(text);
+    return rc;
+}
+
+/* get / delete: the ids from the command line, as a JSON body. */
+static int ids_call(ctl *g, int argc, char **argv, const char *cmd, const char *op,
+                    void (*usage)(FILE *))
+{
+    json_t *ids = json_array();
+    int missing_ok = 0;
+    for (int i = 1; i < argc; i++) {
+        if (ctl_is_help(argv[i])) {
+            usage(stdout);
+            json_decref(ids);
+            return 0;
+        } else if (ctl_common_opt(g, argc, argv, &i)) {
+        } else if (strcmp(op, "delete_items") == 0 && strcmp(argv[i], "--missing-ok") == 0) {
+            missing_ok = 1;
+        } else if (argv[i][0] == '-' && argv[i][1] == '-') {
+            json_decref(ids);
+            return ctl_usage_error(cmd, "unknown option '%s'", argv[i]);
+        } else {
+            json_array_append_new(ids, json_string(argv[i]));
+        }
+    }
+    if (json_array_size(ids) == 0) {
+        json_decref(ids);
+        return ctl_usage_error(cmd, "no ID");
+    }
+    json_t *doc = json_pack("{s:o}", "ids", ids);
+    if (missing_ok)
+        json_object_set_new(doc, "missing_ok", json_true());
+    char *text = json_dumps(doc, JSON_COMPACT);
+    json_decref(doc);
+    int rc = call_json(g, op, text);
+    free(text);
+    return rc;
+}
+
+static void get_usage(FILE *f)
+{
+    fprintf(f, "usage: omlctl get ID...\n"
+               "Prints the stored items (id, features, label) as JSON, in the order given.\n"
+               "example:\n  omlctl get item-17 item-42\n");
+}
+
+static void delete_usage(FILE *f)
+{
+    fprintf(f, "usage: omlctl delete [--missing-ok] ID...\n"
+               "Deletes stored items; an unknown id refuses the whole request (NOT_FOUND)\n"
+               "unless --missing-ok. Prints the answer as JSON.\n"
+               "example:\n  omlctl delete item-17\n");
+}
+
+int ctl_get(ctl *g, int argc, char **argv)
+{
+    return ids_call(g, argc, argv, "get", "get_items", get_usage);
+}
+
+int ctl_delete(ctl *g, int argc, char **argv)
+{
+    return ids_call(g, argc, argv, "delete", "delete_items", delete_usage);
+}
