@@ -12,7 +12,8 @@
  * published and while not draining, else 503); 404 for other paths, 405
  * for other methods, 400 for a request that does not parse; 401 without a
  * valid bearer token when tokens are configured (omld_http_set_tokens),
- * except on /livez and /readyz. Keep-alive is
+ * except on /livez, /readyz and the dashboard's files (the page asks for
+ * the token itself). Keep-alive is
  * honoured; header bytes are bounded (8 KiB) and bodies are refused (413)
  * but on the API's paths (omld_http_set_api: POST /v1/{operation}, GET
  * /openapi.json; api.c), whose answers may come later: parsing of the
@@ -47,7 +48,8 @@ int omld_http_start(omld_http **out, uv_loop_t *loop, const char *host_port,
                     char *err, size_t errlen);
 
 /* Requires "Authorization: Bearer TOKEN" (any configured token, compared in
- * constant time) on every path but /livez and /readyz when tokens->n > 0;
+ * constant time) on every path but /livez, /readyz and the dashboard's
+ * files when tokens->n > 0;
  * refusals are answered 401 and counted in *unauthorized (may be NULL).
  * Borrowed; call before the loop runs. */
 void omld_http_set_tokens(omld_http *h, const omld_tokens *tokens,

@@ -185,12 +185,15 @@ void omld_http_answer(http_conn *c, int keep_alive)
         omld_http_send_text(c, 405, "405 Method Not Allowed\n", 0, keep_alive);
         return;
     }
-    if (route != ROUTE_LIVEZ && route != ROUTE_READYZ && !authorized(c)) {
+    /* The probes and the dashboard's own files are open: the page holds
+     * no data and asks for the token itself (on /status's 401). */
+    if (route != ROUTE_LIVEZ && route != ROUTE_READYZ && route != ROUTE_DASHBOARD &&
+        !authorized(c)) {
         if (h->unauthorized)
             atomic_fetch_add_explicit(h->unauthorized, 1, memory_order_relaxed);
         omld_http_send_text(c, 401,
-                  "401 Unauthorized: send Authorization: Bearer TOKEN (/livez and /readyz "
-                  "are open)\n",
+                  "401 Unauthorized: send Authorization: Bearer TOKEN (/livez, /readyz and "
+                  "the dashboard's page are open)\n",
                   head, keep_alive);
         return;
     }

@@ -106,7 +106,7 @@ function run(bin, args, timeoutMs) {
   });
 }
 
-async function startOmld(bin, dir) {
+async function startOmld(bin, dir, extra) {
   const logPath = path.join(dir, "omld.log");
   const logFd = fs.openSync(logPath, "w");
   // The paper preset: its hedge moves with every triplet, so the charts
@@ -115,6 +115,7 @@ async function startOmld(bin, dir) {
   const child = spawn(bin, [
     `--data_dir=${dir}`, "--listen=127.0.0.1:0", "--http=127.0.0.1:0",
     "--dim=16", "--preset=paper", "--layers=2", "--hidden=32", "--emb=8", "--publish_ms=100",
+    ...(extra || []),
   ], { stdio: ["ignore", logFd, logFd], env: { ...process.env, OPENBLAS_NUM_THREADS: "1" } });
   fs.closeSync(logFd);
   const proc = { child, logPath, exited: null };
@@ -434,6 +435,31 @@ async function main() {
     const shot2 = path.resolve(OUT_DIR, "dashboard-disconnected.png");
     await page.screenshot({ path: shot2, fullPage: false });
     log(`screenshot (disconnected): ${shot2}`);
+
+    // With tokens: the page loads, asks for a token on /status's 401,
+    // refuses a wrong one, and shows the daemon with a right one.
+    const tdir = fs.mkdtempSync(path.join(os.tmpdir(), "omld-dash-tok-"));
+    const tproc = await startOmld(pre.omld, tdir, ["--tokens=ro:dash-ro-secret"]);
+    try {
+      const page3 = await browser.newPage({ viewport: { width: 1200, height: 900 } });
+      const r3 = await page3.goto(`http://${tproc.http}/`);
+      check(r3.status() === 200, `with tokens the dashboard page itself loads (${r3.status()})`);
+      await page3.waitForFunction(() => document.body.dataset.token === "wanted", null, { timeout: 10000 });
+      check(await page3.locator("#token-form").isVisible(), "the page asks for a token on a 401");
+      await page3.fill("#token-input", "wrong-token");
+      await page3.click("#token-form button");
+      await page3.waitForFunction(() => document.body.dataset.token === "wanted" &&
+                                  /refused/.test(document.getElementById("token-msg").textContent), null, { timeout: 10000 });
+      check(true, "a wrong token is refused and asked for again");
+      await page3.fill("#token-input", "dash-ro-secret");
+      await page3.click("#token-form button");
+      await page3.waitForFunction(() => document.body.dataset.connection === "connected", null, { timeout: 10000 });
+      check(!(await page3.locator("#token-form").isVisible()), "with the token the page shows the daemon");
+      await page3.close();
+    } finally {
+      await stopOmld(tproc, "SIGTERM");
+      fs.rmSync(tdir, { recursive: true, force: true });
+    }
     ok = true;
   } finally {
     if (browser) await browser.close().catch(() => {});
