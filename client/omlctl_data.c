@@ -3,9 +3,11 @@
  * before anything is sent), then sent in batches with several requests in
  * flight (omlc_*_pipelined). */
 #include <ctype.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "idx.h"
 #include "omlctl.h"
@@ -332,6 +334,52 @@ int ctl_put(ctl *g, int argc, char **argv)
 
 /* ---------------------------------------------------------------- triplets, pairs */
 
+/* One line of a triplets or pairs CSV: its 3 fields in f (in place), the
+ * third a pair's relation as "1"/"0". 0, LINE_SKIP (blank, comment, a
+ * header on the first row), or CTL_EXIT_USAGE (said, naming the line). */
+#define LINE_SKIP (-1)
+static int parse_line3(const char *cmd, const char *path, long lineno, int rows, int pairs,
+                       char *line, char *f[4])
+{
+    char *p = line;
+    while (isspace((unsigned char)*p))
+        p++;
+    if (*p == '\0' || *p == '#')
+        return LINE_SKIP;
+    int nf = ctl_csv_split(line, f, 4);
+    if (nf < 0) {
+        fprintf(stderr, "omlctl %s: %s:%ld: a quoted field is not closed (or text follows its "
+                "closing quote)\n", cmd, path, lineno);
+        return CTL_EXIT_USAGE;
+    }
+    if (nf != 3) {
+        fprintf(stderr, "omlctl %s: %s:%ld: need 3 fields (%s), got %d\n", cmd, path, lineno,
+                pairs ? "a,b,similar|dissimilar" : "anchor,positive,negative", nf);
+        return CTL_EXIT_USAGE;
+    }
+    if (rows == 0 && (strcasecmp(f[0], "anchor") == 0 || strcasecmp(f[0], "a") == 0) &&
+        (strcasecmp(f[1], "positive") == 0 || strcasecmp(f[1], "b") == 0))
+        return LINE_SKIP; /* a header line */
+    if (pairs) {
+        if (strcasecmp(f[2], "similar") == 0 || strcasecmp(f[2], "sim") == 0 || strcmp(f[2], "1") == 0)
+            f[2] = "1";
+        else if (strcasecmp(f[2], "dissimilar") == 0 || strcasecmp(f[2], "dis") == 0 ||
+                 strcmp(f[2], "0") == 0)
+            f[2] = "0";
+        else if (rows == 0 && lineno == 1)
+            return LINE_SKIP; /* a header line such as a,b,relation */
+        else {
+            fprintf(stderr, "omlctl pairs: %s:%ld: '%s' is not similar or dissimilar\n", path,
+                    lineno, f[2]);
+            return CTL_EXIT_USAGE;
+        }
+    }
+    for (int k = 0; k < (pairs ? 2 : 3); k++)
+        if (check_id(cmd, path, lineno, "an id", f[k]) != 0)
+            return CTL_EXIT_USAGE;
+    return 0;
+}
+
 /* Reads lines of exactly 3 fields; fields 0..1 (pairs) or 0..2 (triplets)
  * are ids. For pairs the third is the relation, stored as "1"/"0". */
 static int read_csv3(const char *cmd, const char *path, int pairs, strvec *cols)
@@ -345,49 +393,13 @@ static int read_csv3(const char *cmd, const char *path, int pairs, strvec *cols)
     int rc = 0, rows = 0;
     while (rc == 0 && getline(&line, &lcap, f) >= 0) {
         lineno++;
-        char *p = line;
-        while (isspace((unsigned char)*p))
-            p++;
-        if (*p == '\0' || *p == '#')
+        int r = parse_line3(cmd, path, lineno, rows, pairs, line, fields);
+        if (r == LINE_SKIP)
             continue;
-        int nf = ctl_csv_split(line, fields, 4);
-        if (nf < 0) {
-            fprintf(stderr, "omlctl %s: %s:%ld: a quoted field is not closed (or text follows its "
-                    "closing quote)\n", cmd, path, lineno);
-            rc = CTL_EXIT_USAGE;
+        if ((rc = r) != 0)
             break;
-        }
-        if (nf != 3) {
-            fprintf(stderr, "omlctl %s: %s:%ld: need 3 fields (%s), got %d\n", cmd, path, lineno,
-                    pairs ? "a,b,similar|dissimilar" : "anchor,positive,negative", nf);
-            rc = CTL_EXIT_USAGE;
-            break;
-        }
-        if (rows == 0 && (strcasecmp(fields[0], "anchor") == 0 || strcasecmp(fields[0], "a") == 0) &&
-            (strcasecmp(fields[1], "positive") == 0 || strcasecmp(fields[1], "b") == 0))
-            continue; /* a header line */
-        const char *third = fields[2];
-        if (pairs) {
-            if (strcasecmp(third, "similar") == 0 || strcasecmp(third, "sim") == 0 ||
-                strcmp(third, "1") == 0)
-                third = "1";
-            else if (strcasecmp(third, "dissimilar") == 0 || strcasecmp(third, "dis") == 0 ||
-                     strcmp(third, "0") == 0)
-                third = "0";
-            else if (rows == 0 && lineno == 1)
-                continue; /* a header line such as a,b,relation */
-            else {
-                fprintf(stderr, "omlctl pairs: %s:%ld: '%s' is not similar or dissimilar\n",
-                        path, lineno, third);
-                rc = CTL_EXIT_USAGE;
-                break;
-            }
-        }
-        for (int k = 0; k < (pairs ? 2 : 3) && rc == 0; k++)
-            if (check_id(cmd, path, lineno, "an id", fields[k]) != 0)
-                rc = CTL_EXIT_USAGE;
-        if (rc == 0 && (strvec_push(&cols[0], fields[0]) || strvec_push(&cols[1], fields[1]) ||
-                        strvec_push(&cols[2], third)))
+        if (strvec_push(&cols[0], fields[0]) || strvec_push(&cols[1], fields[1]) ||
+            strvec_push(&cols[2], fields[2]))
             rc = oom();
         rows++;
     }
@@ -412,7 +424,9 @@ static void constraints_usage(FILE *f, int pairs)
     else
         fprintf(f, "usage: omlctl triplets [options] FILE.csv\n"
                    "Queues triplets of stored ids for the learner, in file order.\n"
-                   "  FILE.csv      lines anchor,positive,negative ('-' reads stdin; '#' lines skipped)\n"
+                   "  FILE.csv      lines anchor,positive,negative ('#' lines skipped); '-' reads\n"
+                   "                stdin as lines arrive, each batch sent when full or after 0.2 s\n"
+                   "                without a new line (tail -f clicks.csv | omlctl triplets -)\n"
                    "  --partial     learn the good triplets of each batch and list each bad one\n"
                    "                (its row, code, field and message) instead of stopping at it\n"
                    "  --key PREFIX  send batch i with the idempotency key PREFIX-i, one batch at a\n"
@@ -428,6 +442,109 @@ static void constraints_usage(FILE *f, int pairs)
         fprintf(f, "  printf 'dev-1,dev-7,similar\\ndev-1,dev-9,dissimilar\\n' | omlctl pairs -\n");
     else
         fprintf(f, "  omlctl triplets --batch 512 clicks.csv\n");
+}
+
+/* ---- '-': constraints as lines arrive ---- */
+
+#define STREAM_FLUSH_MS 200     /* a part batch goes out when no line came for this long */
+#define STREAM_LINE_MAX (1u << 20)
+
+/* Sends the constraints in cols (then emptied). 0 or the exit code. */
+static int stream_send(omlc *c, int pairs, strvec cols[3], unsigned long long *sent)
+{
+    size_t n = cols[0].n;
+    omlc_triplet *t = pairs ? NULL : calloc(n, sizeof *t);
+    omlc_pair *p = pairs ? calloc(n, sizeof *p) : NULL;
+    if (t == NULL && p == NULL)
+        return oom();
+    for (size_t i = 0; i < n; i++) {
+        if (pairs)
+            p[i] = (omlc_pair){{cols[0].v[i], NULL, 0}, {cols[1].v[i], NULL, 0},
+                               cols[2].v[i][0] == '1'};
+        else
+            t[i] = (omlc_triplet){{cols[0].v[i], NULL, 0}, {cols[1].v[i], NULL, 0},
+                                  {cols[2].v[i], NULL, 0}};
+    }
+    omlc_error err;
+    uint32_t accepted = 0;
+    int r = pairs ? omlc_add_pairs(c, p, n, &accepted, NULL, &err)
+                  : omlc_add_triplets(c, t, n, &accepted, NULL, &err);
+    free(t);
+    free(p);
+    for (int k = 0; k < 3; k++)
+        strvec_free(&cols[k]);
+    if (r != 0) {
+        fprintf(stderr, "omlctl %s: before the error: %llu accepted\n", pairs ? "pairs" : "triplets",
+                *sent);
+        return ctl_fail(pairs ? "pairs" : "triplets", r, &err);
+    }
+    *sent += accepted;
+    return 0;
+}
+
+/* FILE '-': reads stdin as lines arrive and sends them in batches of up to
+ * `batch`, a part batch as soon as no line came for STREAM_FLUSH_MS, so
+ * `tail -f clicks.csv | omlctl triplets -` has each click learned within a
+ * fraction of a second. Ends at the end of input. */
+static int stream_constraints(omlc *c, const char *cmd, int pairs, size_t batch)
+{
+    size_t cap = 65536, len = 0;
+    char *buf = malloc(cap), *f[4];
+    strvec cols[3] = {{0}};
+    long lineno = 0;
+    int rows = 0, rc = 0, eof = 0;
+    unsigned long long sent = 0;
+    while (buf && rc == 0 && !eof) {
+        struct pollfd pfd = {.fd = STDIN_FILENO, .events = POLLIN};
+        int pr = poll(&pfd, 1, cols[0].n ? STREAM_FLUSH_MS : -1);
+        if (pr > 0) {
+            if (len == cap) {
+                char *nb = cap < STREAM_LINE_MAX ? realloc(buf, cap * 2) : NULL;
+                if (nb == NULL) {
+                    fprintf(stderr, "omlctl %s: -:%ld: a line longer than %u bytes\n", cmd,
+                            lineno + 1, STREAM_LINE_MAX);
+                    rc = CTL_EXIT_USAGE;
+                    break;
+                }
+                buf = nb;
+                cap *= 2;
+            }
+            ssize_t r = read(STDIN_FILENO, buf + len, cap - len);
+            if (r <= 0) {
+                eof = 1;
+                if (len > 0 && len < cap) /* the last line without its newline */
+                    buf[len++] = '\n';
+            } else {
+                len += (size_t)r;
+            }
+        }
+        char *start = buf, *nl;
+        while (rc == 0 && (nl = memchr(start, '\n', (size_t)(buf + len - start))) != NULL) {
+            *nl = '\0';
+            int r = parse_line3(cmd, "-", ++lineno, rows, pairs, start, f);
+            start = nl + 1;
+            if (r == LINE_SKIP)
+                continue;
+            if ((rc = r) != 0)
+                break;
+            if (strvec_push(&cols[0], f[0]) || strvec_push(&cols[1], f[1]) ||
+                strvec_push(&cols[2], f[2]))
+                rc = oom();
+            rows++;
+            if (rc == 0 && cols[0].n == batch)
+                rc = stream_send(c, pairs, cols, &sent);
+        }
+        memmove(buf, start, (size_t)(buf + len - start));
+        len -= (size_t)(start - buf);
+        if (rc == 0 && cols[0].n > 0 && (pr == 0 || eof))
+            rc = stream_send(c, pairs, cols, &sent);
+    }
+    for (int k = 0; k < 3; k++)
+        strvec_free(&cols[k]);
+    free(buf);
+    if (rc == 0)
+        printf("added %llu %s from the input stream\n", sent, pairs ? "pairs" : "triplets");
+    return buf ? rc : oom();
 }
 
 /* --partial: batches one at a time, each bad triplet reported by its row
@@ -519,6 +636,14 @@ static int run_constraints(ctl *g, int argc, char **argv, int pairs)
     }
     if (file == NULL)
         return ctl_usage_error(cmd, "no FILE");
+    if (strcmp(file, "-") == 0 && !partial && key == NULL) {
+        omlc *sc = NULL;
+        int src = ctl_connect(g, &sc);
+        if (src == 0)
+            src = stream_constraints(sc, cmd, pairs, (size_t)batch);
+        omlc_close(sc);
+        return src;
+    }
     strvec cols[3] = {{0}};
     int rc = read_csv3(cmd, file, pairs, cols);
     size_t n = cols[0].n;

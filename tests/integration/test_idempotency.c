@@ -286,6 +286,24 @@ static void test_clients_send_keys(void **state)
     snprintf(cmd, sizeof cmd, "%s --server %s call classify '{\"qury\": 1}' 2>/dev/null",
              OMLCTL_BIN, p.rpc);
     assert_int_equal(WEXITSTATUS(system(cmd)), 1); /* a misspelt field is a usage error */
+
+    /* omlctl triplets -: lines are learned as they arrive, before the input
+     * ends (a part batch goes out after 0.2 s without a new line). */
+    json_int_t before = status_count(&p, "triplets_received");
+    snprintf(cmd, sizeof cmd, "%s --server %s triplets - >/dev/null", OMLCTL_BIN, p.rpc);
+    FILE *in = popen(cmd, "w");
+    assert_non_null(in);
+    fprintf(in, "i1,i3,i2\ni4,i6,i5\n");
+    fflush(in);
+    json_int_t now = before;
+    for (int tries = 0; tries < 300 && now < before + 2; tries++) {
+        usleep(10000);
+        now = status_count(&p, "triplets_received");
+    }
+    assert_int_equal(now, before + 2); /* learned while the input is still open */
+    fprintf(in, "i7,i9,i8\n");
+    assert_int_equal(pclose(in), 0);
+    assert_int_equal(status_count(&p, "triplets_received"), before + 3);
 #endif
     assert_int_equal(omld_proc_stop(&p, SIGTERM, TIMEOUT_MS), 0);
     omld_proc_cleanup(&p);
