@@ -380,6 +380,23 @@ static int parse_line3(const char *cmd, const char *path, long lineno, int rows,
     return 0;
 }
 
+/* One line into cols (parse_line3; *rows counts the constraints taken):
+ * 0, or the exit code. */
+static int take_line3(const char *cmd, const char *path, long lineno, int *rows, int pairs,
+                      char *line, strvec cols[3])
+{
+    char *f[4];
+    int r = parse_line3(cmd, path, lineno, *rows, pairs, line, f);
+    if (r == LINE_SKIP)
+        return 0;
+    if (r != 0)
+        return r;
+    if (strvec_push(&cols[0], f[0]) || strvec_push(&cols[1], f[1]) || strvec_push(&cols[2], f[2]))
+        return oom();
+    (*rows)++;
+    return 0;
+}
+
 /* Reads lines of exactly 3 fields; fields 0..1 (pairs) or 0..2 (triplets)
  * are ids. For pairs the third is the relation, stored as "1"/"0". */
 static int read_csv3(const char *cmd, const char *path, int pairs, strvec *cols)
@@ -387,22 +404,12 @@ static int read_csv3(const char *cmd, const char *path, int pairs, strvec *cols)
     FILE *f = open_input(cmd, path);
     if (f == NULL)
         return CTL_EXIT_USAGE;
-    char *line = NULL, *fields[4];
+    char *line = NULL;
     size_t lcap = 0;
     long lineno = 0;
     int rc = 0, rows = 0;
-    while (rc == 0 && getline(&line, &lcap, f) >= 0) {
-        lineno++;
-        int r = parse_line3(cmd, path, lineno, rows, pairs, line, fields);
-        if (r == LINE_SKIP)
-            continue;
-        if ((rc = r) != 0)
-            break;
-        if (strvec_push(&cols[0], fields[0]) || strvec_push(&cols[1], fields[1]) ||
-            strvec_push(&cols[2], fields[2]))
-            rc = oom();
-        rows++;
-    }
+    while (rc == 0 && getline(&line, &lcap, f) >= 0)
+        rc = take_line3(cmd, path, ++lineno, &rows, pairs, line, cols);
     free(line);
     if (f != stdin)
         fclose(f);
@@ -489,7 +496,7 @@ static int stream_send(omlc *c, int pairs, strvec cols[3], unsigned long long *s
 static int stream_constraints(omlc *c, const char *cmd, int pairs, size_t batch)
 {
     size_t cap = 65536, len = 0;
-    char *buf = malloc(cap), *f[4];
+    char *buf = malloc(cap);
     strvec cols[3] = {{0}};
     long lineno = 0;
     int rows = 0, rc = 0, eof = 0;
@@ -521,16 +528,8 @@ static int stream_constraints(omlc *c, const char *cmd, int pairs, size_t batch)
         char *start = buf, *nl;
         while (rc == 0 && (nl = memchr(start, '\n', (size_t)(buf + len - start))) != NULL) {
             *nl = '\0';
-            int r = parse_line3(cmd, "-", ++lineno, rows, pairs, start, f);
+            rc = take_line3(cmd, "-", ++lineno, &rows, pairs, start, cols);
             start = nl + 1;
-            if (r == LINE_SKIP)
-                continue;
-            if ((rc = r) != 0)
-                break;
-            if (strvec_push(&cols[0], f[0]) || strvec_push(&cols[1], f[1]) ||
-                strvec_push(&cols[2], f[2]))
-                rc = oom();
-            rows++;
             if (rc == 0 && cols[0].n == batch)
                 rc = stream_send(c, pairs, cols, &sent);
         }
