@@ -30,6 +30,7 @@
 
 #define WAIT_VIEW_NS 10000000000ull /* a wait_for_view answer goes out after this anyway */
 #define WAIT_CHECK_MS 2               /* ... its view is looked for this often */
+#define BG_POLL_NS 50000000u          /* a background checkpoint is reaped within this */
 #define GROUP_COST 1024      /* entries applied before the group is answered */
 #define REHEARSE_SLICE_NS 10000000u /* rehearsal in slices of at most ~10 ms, so a request
                                        arriving meanwhile waits no longer */
@@ -498,6 +499,8 @@ static void *engine_main(void *arg)
                 if (due_ns - now < wait_ns)
                     wait_ns = due_ns - now;
             }
+            if (omld_persist_bg_poll(e) && wait_ns > BG_POLL_NS) /* a checkpoint is being written */
+                wait_ns = BG_POLL_NS;
             wait_for(e, wait_ns);
         }
         if (e->inbox.head == NULL && e->stopping)
@@ -530,6 +533,7 @@ static void *engine_main(void *arg)
         pthread_mutex_unlock(&e->mu);
 
         uint64_t learned = e->learner->stats.updates;
+        omld_persist_bg_poll(e);
         run_group(e, &group);
         /* The idle allowance grows with what was learned, up to what the
          * ring holds times the ratio. */

@@ -6,6 +6,7 @@
 #define OMLD_ENGINE_INT_H
 
 #include <pthread.h>
+#include <sys/types.h>
 #include <stdatomic.h>
 
 #include "engine.h"
@@ -98,6 +99,8 @@ struct omld_engine {
     uint64_t ckpt_unix_ms;      /* wall clock of the newest checkpoint (0: none) */
     uint64_t ckpt_dur_ns;       /* the last one written took */
     uint64_t ckpt_written, ckpt_failed;
+    pid_t bg_pid;               /* a background checkpoint's writer (0: none) */
+    uint64_t bg_lsn, bg_t0, bg_records; /* ... its position, start, records it covers */
     int read_only;              /* the log cannot be written: refuse changes */
     uint64_t read_only_since;
     char read_only_why[512];
@@ -155,5 +158,7 @@ int omld_persist_checkpoint(omld_engine *e, char *path, size_t path_cap, uint64_
                             oml_diag *d);
 void omld_persist_maybe_checkpoint(omld_engine *e);
 void omld_persist_close(omld_engine *e);                            /* final checkpoint */
+int omld_persist_bg_poll(omld_engine *e);  /* reaps a finished background checkpoint; 1: running */
+void omld_persist_bg_wait(omld_engine *e); /* waits for a running one */
 
 #endif

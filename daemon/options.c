@@ -68,6 +68,7 @@ const omld_option omld_options[] = {
     STR(fsync, "everysec", "write-ahead log fsync: always (ack after fsync) | everysec | no"),
     INT(wal_salvage, 0, 1, "0", "1: a write-ahead log damaged in the middle is cut at the damage (the records before it are recovered, the ones after it lost; later segments kept as *.corrupt) instead of refusing to start. Start once with it after a refusal that names it, then remove it"),
     INT(checkpoint_every, 1, 1LL << 40, "100000", "write a checkpoint every N log records"),
+    INT(checkpoint_background, 0, 1, "1", "1: periodic checkpoints are written by a forked copy of the process while the learner goes on (copy-on-write, as Redis's BGSAVE); 0: the learner writes them and waits"),
     INT(checkpoint_ms, 1000, 86400000, "300000", "... or every T milliseconds when the log grew"),
     INT(publish_every, 1, 1 << 30, "10000", "publish a new serving view every N updates"),
     INT(publish_ms, 1, 3600000, "500", "... or every T milliseconds when anything changed"),

@@ -20,8 +20,12 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "bytes.h"
 #include "checkpoint.h"
@@ -505,10 +509,12 @@ int omld_persist_checkpoint(omld_engine *e, char *path, size_t path_cap, uint64_
     return rc;
 }
 
-static int checkpoint_write(omld_engine *e, char *path, size_t path_cap, uint64_t *bytes,
-                            oml_diag *d)
+/* What every checkpoint does first, on the learner thread: the part batch
+ * waiting in the ring is learned (and logged), a model that is not finite
+ * is refused, and the log is committed and synced; *lsn is the position
+ * the checkpoint will hold. */
+static int checkpoint_prepare(omld_engine *e, uint64_t *lsn, oml_diag *d)
 {
-    uint64_t t0 = omld_now_ns();
     if (e->replay.n_pending > 0) { /* a checkpoint never holds borrowed rows */
         omld_rehearse(e, 0);
         if (omld_persist_log_rehearse(e, 0) != OML_OK)
@@ -524,12 +530,21 @@ static int checkpoint_write(omld_engine *e, char *path, size_t path_cap, uint64_
     int rc = oml_wal_commit(e->wal, d);
     if (rc == OML_OK)
         rc = oml_wal_sync(e->wal, d);
-    if (rc != OML_OK)
-        return rc;
+    *lsn = oml_wal_last_lsn(e->wal);
+    return rc;
+}
+
+/* Encodes the state and writes it as the checkpoint at lsn. Runs on the
+ * learner thread, or in a forked child (checkpoint_background): so it
+ * logs nothing and takes no lock (the learner thread, the only writer of
+ * the state, is the one that forked). */
+static int checkpoint_encode_write(omld_engine *e, uint64_t lsn, char *path, size_t path_cap,
+                                   uint64_t *bytes, oml_diag *d)
+{
     uint8_t *model = NULL, *store = NULL, *closure = NULL, *rbs = NULL, meta[META_BYTES] = {0};
     uint8_t *ring = NULL, *keys = NULL;
     size_t nm = 0, ns = 0, nc = 0, nr = 0, ng = 0, nk = 0;
-    rc = oml_model_encode(e->learner, &model, &nm);
+    int rc = oml_model_encode(e->learner, &model, &nm);
     if (rc == OML_OK)
         rc = omld_idem_encode(&e->idem, &keys, &nk);
     if (rc == OML_OK)
@@ -539,7 +554,6 @@ static int checkpoint_write(omld_engine *e, char *path, size_t path_cap, uint64_
     if (rc == OML_OK)
         rc = oml_closure_encode(e->closure, &closure, &nc);
     oml_le64_store(meta, e->version);
-    uint64_t lsn = oml_wal_last_lsn(e->wal);
     if (rc == OML_OK && e->rb_buf) {
         size_t nl = strlen(e->rb_name);
         nr = 4 + nl + e->rb_len;
@@ -572,20 +586,136 @@ static int checkpoint_write(omld_engine *e, char *path, size_t path_cap, uint64_
     free(ring);
     free(keys);
     free(rbs);
-    if (rc != OML_OK)
-        return rc;
-    /* Keep the log after the older of the two kept checkpoints. */
+    return rc;
+}
+
+/* A checkpoint at lsn is durable: the log before the older of the two kept
+ * ones goes, and the figures follow. */
+static void checkpoint_done(omld_engine *e, uint64_t lsn, uint64_t t0, const char *path,
+                            uint64_t bytes)
+{
     if (e->ckpt_lsn > 0)
         oml_wal_truncate_before(e->wal, e->ckpt_lsn + 1, NULL);
     e->ckpt_lsn = lsn;
-    e->records_since_ckpt = 0;
     e->ckpt_ns = omld_now_ns();
     e->ckpt_dur_ns = e->ckpt_ns - t0;
     e->ckpt_unix_ms = wall_ms();
     LOG_INFO("persist", "checkpoint at log position %" PRIu64 ": %s (%.1f MB) in %.0f ms", lsn,
-             path ? path : "", bytes ? (double)*bytes / 1e6 : 0.0,
-             (double)(omld_now_ns() - t0) / 1e6);
+             path, (double)bytes / 1e6, (double)(omld_now_ns() - t0) / 1e6);
+}
+
+static int checkpoint_write(omld_engine *e, char *path, size_t path_cap, uint64_t *bytes,
+                            oml_diag *d)
+{
+    omld_persist_bg_wait(e); /* one writer of the directory at a time */
+    uint64_t t0 = omld_now_ns(), lsn = 0, nbytes = 0;
+    char where[512];
+    int rc = checkpoint_prepare(e, &lsn, d);
+    if (rc == OML_OK)
+        rc = checkpoint_encode_write(e, lsn, where, sizeof where, &nbytes, d);
+    if (rc != OML_OK)
+        return rc;
+    if (path)
+        snprintf(path, path_cap, "%s", where);
+    if (bytes)
+        *bytes = nbytes;
+    e->records_since_ckpt = 0;
+    checkpoint_done(e, lsn, t0, where, nbytes);
     return OML_OK;
+}
+
+/* ------------------------------------------------------------ in the background */
+
+/* A periodic checkpoint never stops the learner: after checkpoint_prepare
+ * (a commit and a sync: milliseconds), the process forks, and the child
+ * writes the checkpoint from its copy-on-write image of the state, as it
+ * was at lsn, while the learner goes on (Redis's BGSAVE does the same).
+ * The learner thread is the only writer of everything a checkpoint holds,
+ * so the image is consistent; the child logs nothing, takes no lock, dies
+ * with its parent (PR_SET_PDEATHSIG) and ends with _exit. The parent
+ * reaps it (omld_persist_bg_poll) and then truncates the log. */
+static void checkpoint_background(omld_engine *e)
+{
+    uint64_t t0 = omld_now_ns(), lsn = 0;
+    oml_diag d = {0};
+    if (checkpoint_prepare(e, &lsn, &d) != OML_OK) {
+        e->ckpt_failed++;
+        LOG_ERROR("persist", "periodic checkpoint failed: %s (the log keeps everything)", d.msg);
+        return;
+    }
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(1); /* the parent is already gone */
+        oml_diag cd = {0};
+        char path[512];
+        uint64_t bytes = 0;
+        _exit(checkpoint_encode_write(e, lsn, path, sizeof path, &bytes, &cd) == OML_OK ? 0 : 1);
+    }
+    if (pid < 0) { /* no process to spare: in the foreground, as before */
+        LOG_WARN("persist", "fork for a background checkpoint failed (%s): writing it in the "
+                 "foreground", strerror(errno));
+        char path[512];
+        uint64_t bytes = 0;
+        if (omld_persist_checkpoint(e, path, sizeof path, &bytes, &d) != OML_OK)
+            LOG_ERROR("persist", "periodic checkpoint failed: %s (the log keeps everything)",
+                      d.msg);
+        return;
+    }
+    e->bg_pid = pid;
+    e->bg_lsn = lsn;
+    e->bg_t0 = t0;
+    e->bg_records = e->records_since_ckpt;
+    e->records_since_ckpt = 0;
+    e->ckpt_ns = omld_now_ns(); /* the next periodic one counts from here */
+}
+
+/* The background checkpoint ended with status: its bookkeeping. */
+static void bg_reaped(omld_engine *e, int status)
+{
+    e->bg_pid = 0;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        char path[600];
+        snprintf(path, sizeof path, "%s/checkpoint-%016" PRIx64 ".ckpt", e->opts.data_dir,
+                 e->bg_lsn);
+        struct stat st;
+        uint64_t bytes = stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+        e->ckpt_written++;
+        checkpoint_done(e, e->bg_lsn, e->bg_t0, path, bytes);
+        return;
+    }
+    e->ckpt_failed++;
+    e->records_since_ckpt += e->bg_records; /* still owed */
+    LOG_ERROR("persist", "background checkpoint at log position %" PRIu64 " failed (%s %d): the "
+              "log keeps everything; the next one is tried as usual", e->bg_lsn,
+              WIFEXITED(status) ? "exit status" : "signal",
+              WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+}
+
+int omld_persist_bg_poll(omld_engine *e)
+{
+    if (e->bg_pid <= 0)
+        return 0;
+    int status = 0;
+    pid_t r = waitpid(e->bg_pid, &status, WNOHANG);
+    if (r == e->bg_pid || (r < 0 && errno == ECHILD)) {
+        bg_reaped(e, r == e->bg_pid ? status : 1 << 8);
+        return 0;
+    }
+    return 1;
+}
+
+void omld_persist_bg_wait(omld_engine *e)
+{
+    if (e->bg_pid <= 0)
+        return;
+    int status = 0;
+    pid_t r;
+    while ((r = waitpid(e->bg_pid, &status, 0)) < 0 && errno == EINTR)
+        ;
+    bg_reaped(e, r == e->bg_pid ? status : 1 << 8);
 }
 
 void omld_persist_maybe_checkpoint(omld_engine *e)
@@ -596,6 +726,12 @@ void omld_persist_maybe_checkpoint(omld_engine *e)
     if (e->records_since_ckpt < (uint64_t)e->opts.checkpoint_every &&
         age_ms < (uint64_t)e->opts.checkpoint_ms)
         return;
+    if (e->bg_pid > 0)
+        return; /* one at a time: the next comes after it */
+    if (e->opts.checkpoint_background) {
+        checkpoint_background(e);
+        return;
+    }
     char path[512];
     uint64_t bytes = 0;
     oml_diag d = {0};
@@ -607,6 +743,7 @@ void omld_persist_close(omld_engine *e)
 {
     if (e->wal == NULL)
         return;
+    omld_persist_bg_wait(e);
     oml_diag d = {0};
     if (!e->read_only && e->records_since_ckpt > 0) {
         char path[512];

@@ -220,10 +220,57 @@ static void test_damaged_checkpoint_falls_back(void **state)
     omld_proc_cleanup(&p);
 }
 
+/* Periodic checkpoints are written in the background (a forked copy)
+ * while puts keep coming: they land in data_dir, the log is cut behind
+ * them, and kill -9 after them loses nothing acknowledged. */
+static void test_background_checkpoints(void **state)
+{
+    (void)state;
+    const char *args[16];
+    int n = 0;
+    for (; ARGS[n]; n++)
+        args[n] = ARGS[n];
+    args[n++] = "--checkpoint_every=5";
+    args[n++] = "--checkpoint_background=1";
+    args[n] = NULL;
+    omld_proc p;
+    assert_int_equal(omld_proc_start(&p, args, TIMEOUT_MS), 0);
+    omlc *c = omld_proc_dial(&p, TIMEOUT_MS);
+    assert_non_null(c);
+    omlc_error err;
+    for (int b = 0; b < 40; b++)
+        assert_int_equal(put_batch(c, b, &err), 0);
+    /* Until two background checkpoints have been reaped. */
+    long long written = 0;
+    for (int tries = 0; tries < 500 && written < 2; tries++) {
+        char *body = NULL;
+        assert_int_equal(omld_http_get(p.http, "/metrics", &body, NULL), 200);
+        const char *at = strstr(body, "\nomld_checkpoints_written_total ");
+        written = at ? atoll(at + strlen("\nomld_checkpoints_written_total ")) : 0;
+        free(body);
+        usleep(20000);
+    }
+    assert_true(written >= 2);
+    uint64_t items = status_items(c);
+    assert_int_equal(items, 40 * BATCH);
+    omlc_close(c);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "ls %s/checkpoint-*.ckpt >/dev/null 2>&1", p.dir);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(omld_proc_stop(&p, SIGKILL, TIMEOUT_MS), 128 + SIGKILL);
+    assert_int_equal(omld_proc_restart(&p, args, TIMEOUT_MS), 0);
+    c = omld_proc_dial(&p, TIMEOUT_MS);
+    assert_int_equal(status_items(c), items);
+    omlc_close(c);
+    assert_int_equal(omld_proc_stop(&p, SIGTERM, TIMEOUT_MS), 0);
+    omld_proc_cleanup(&p);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_background_checkpoints),
         cmocka_unit_test(test_disk_full_refuses_writes_keeps_reads),
         cmocka_unit_test(test_checkpoint_disk_full),
         cmocka_unit_test(test_stored_model_keeps_its_settings),
