@@ -22,6 +22,9 @@ const DEFAULT_SERVER = "127.0.0.1:7600";
 const FRAME_TOO_LARGE = StatusCode.values.FRAME_TOO_LARGE;
 const MALFORMED = StatusCode.values.MALFORMED;
 
+// A decoded uint64 (a Long, or a number when long.js is absent) as a Number.
+const u64 = (v) => (typeof v === "number" ? v : v.toNumber());
+
 // "HOST:PORT", "[V6ADDR]:PORT" or "unix:/path" -> net.connect options.
 function parseServer(server) {
   if (server && typeof server === "object") return server;
@@ -120,7 +123,7 @@ class Client extends EventEmitter {
   // Sends one Request with body `name` (camelCase, e.g. "putItems") set to
   // `value`; resolves with the decoded Response (a protobufjs message) when
   // its status is OK. options.timeout overrides the client's for this call.
-  call(name, value, options = {}) {
+  call(name, value, options) {
     if (this.closed || !this.socket)
       return Promise.reject(new OmldConnectionError(`${this.server}: the connection is closed`));
     const id = this.nextId;
@@ -136,7 +139,7 @@ class Client extends EventEmitter {
     this.nextId++;
     return new Promise((resolve, reject) => {
       const c = { id, name, answer: ANSWER[name] || name, resolve, reject, timer: null };
-      const ms = options.timeout === undefined ? this.timeout : options.timeout;
+      const ms = options && options.timeout !== undefined ? options.timeout : this.timeout;
       if (ms > 0)
         c.timer = setTimeout(() => this.destroy(
           new OmldConnectionError(`${this.server}: closed: request ${id} (${name}) timed out`),
@@ -165,7 +168,7 @@ class Client extends EventEmitter {
 
   answer(resp) {
     const c = this.pending[this.pendingHead];
-    const rid = Number(resp.requestId);
+    const rid = u64(resp.requestId);
     const code = resp.status ? resp.status.code : 0;
     if (!c)
       return this.destroy(new OmldProtocolError(`${this.server}: an answer (request id ${rid}) to no request`));
@@ -178,7 +181,7 @@ class Client extends EventEmitter {
       this.pendingHead = 0;
     }
     clearTimeout(c.timer);
-    this.lastModelVersion = Number(resp.modelVersion);
+    this.lastModelVersion = u64(resp.modelVersion);
     if (code !== 0) {
       const st = resp.status;
       c.reject(new OmldError(codeName(code), code, st.message, st.field, rid, this.lastModelVersion));
@@ -198,7 +201,7 @@ class Client extends EventEmitter {
   async op(name, value, options) {
     const resp = await this.call(name, value, options);
     const out = convert[resp.body](body(resp));
-    return Array.isArray(out) ? out : { modelVersion: Number(resp.modelVersion), ...out };
+    return Array.isArray(out) ? out : { modelVersion: u64(resp.modelVersion), ...out };
   }
 
   // ---- items, constraints, queries. o: the request's options (README.md)
@@ -261,7 +264,7 @@ class Client extends EventEmitter {
 
 // The request's own options among a call's options (timeout is the call's).
 function req(o) {
-  if (o == null || o.timeout === undefined) return o;
+  if (o == null || !("timeout" in o)) return o;
   const { timeout, ...rest } = o;
   return rest;
 }
