@@ -24,14 +24,20 @@ export type CodeName = "OK" | "INVALID_ARGUMENT" | "NOT_FOUND" | "WRONG_DIMENSIO
 /** Per call: ms allowed for this call's answer (0: none); default the client's. */
 export interface CallOptions { timeout?: number; }
 export interface ModelOption extends CallOptions { model?: string; }
+/** Writes: idempotencyKey (1..255 bytes; a retry with the same key changes
+ * nothing and answers duplicate: true); waitForView (answered once a serving
+ * view includes the write, with that view's modelVersion). */
+export interface WriteOptions extends CallOptions { idempotencyKey?: string; waitForView?: boolean; }
 
 export interface Answer { modelVersion: number; }
 export interface Item { id: string; features: number[]; label: string | null; }
-export interface PutResult extends Answer { created: number; replaced: number; }
+export interface PutResult extends Answer { created: number; replaced: number; duplicate: boolean; }
 export interface DeleteResult extends Answer { deleted: number; }
 export interface Rejected { index: number; code: CodeName; field: string; message: string; }
-export interface TripletResult extends Answer { accepted: number; queueDepth: number; rejected: Rejected[]; }
-export interface PairResult extends Answer { accepted: number; derivedTriplets: number; }
+export interface TripletResult extends Answer {
+  accepted: number; queueDepth: number; rejected: Rejected[]; duplicate: boolean;
+}
+export interface PairResult extends Answer { accepted: number; derivedTriplets: number; duplicate: boolean; }
 export interface Classification extends Answer { label: string; scores: { label: string; score: number }[]; }
 export interface Verification extends Answer { similar: boolean; score: number; distances: number[]; }
 export interface Hit { id: string; score: number; label: string | null; similarity: number; }
@@ -42,6 +48,7 @@ export interface Status extends Answer {
   tripletsReceived: number; tripletsApplied: number; queueDepth: number; snapshotAgeMs: number;
   viewTriplets: number; preset: string; seed: number; utilisation: number;
   tripletAccuracy: number; recentAccuracy: number; tripletsRehearsed: number; replayTriplets: number;
+  duplicates: number;
 }
 export interface Health extends Answer { live: boolean; ready: boolean; draining: boolean; }
 export interface CheckpointResult extends Answer { path: string; bytes: number; tripletsApplied: number; }
@@ -92,11 +99,11 @@ export class Client extends EventEmitter {
   close(): Promise<void>;
   on(event: "close", listener: (err: OmldConnectionError) => void): this;
 
-  putItems(items: Iterable<ItemLike>, o?: CallOptions): Promise<PutResult>;
+  putItems(items: Iterable<ItemLike>, o?: WriteOptions): Promise<PutResult>;
   deleteItems(ids: string | Iterable<string>, o?: CallOptions & { missingOk?: boolean }): Promise<DeleteResult>;
   getItems(ids: string | Iterable<string>, o?: CallOptions): Promise<Item[]>;
-  addTriplets(triplets: Iterable<TripletLike>, o?: CallOptions & { partial?: boolean }): Promise<TripletResult>;
-  addPairs(pairs: Iterable<PairLike>, o?: CallOptions): Promise<PairResult>;
+  addTriplets(triplets: Iterable<TripletLike>, o?: WriteOptions & { partial?: boolean }): Promise<TripletResult>;
+  addPairs(pairs: Iterable<PairLike>, o?: WriteOptions): Promise<PairResult>;
   classify(query: ItemRef, o?: ModelOption & { k?: number }): Promise<Classification>;
   verify(a: ItemRef, b: ItemRef, o?: ModelOption & { threshold?: number }): Promise<Verification>;
   retrieve(query: ItemRef, o?: ModelOption & {

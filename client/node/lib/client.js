@@ -209,11 +209,11 @@ class Client extends EventEmitter {
   // RangeError; the frame is written before the first await, so calls
   // made one after another are sent (and answered) in that order.
 
-  async putItems(items, o) { return this.op("putItems", build.putItems(items), o); }
+  async putItems(items, o) { return this.op("putItems", build.putItems(items, req(o)), o); }
   async deleteItems(ids, o) { return this.op("deleteItems", build.deleteItems(ids, req(o)), o); }
   async getItems(ids, o) { return this.op("getItems", build.getItems(ids), o); }
   async addTriplets(triplets, o) { return this.op("addTriplets", build.addTriplets(triplets, req(o)), o); }
-  async addPairs(pairs, o) { return this.op("addPairs", build.addPairs(pairs), o); }
+  async addPairs(pairs, o) { return this.op("addPairs", build.addPairs(pairs, req(o)), o); }
   async classify(query, o) { return this.op("classify", build.classify(query, req(o)), o); }
   async verify(a, b, o) { return this.op("verify", build.verify(a, b, req(o)), o); }
   async retrieve(query, o) { return this.op("retrieve", build.retrieve(query, req(o)), o); }

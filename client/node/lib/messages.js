@@ -118,6 +118,9 @@ function list(xs, what, one) {
 }
 
 const MODEL = { model: str };
+// Writes may carry an idempotency key (a retry changes nothing and answers
+// duplicate: true) and ask to be answered once a serving view includes them.
+const WRITE = { idempotencyKey: str, waitForView: Boolean };
 const PARAMS = {
   epochs: uint, learningRate: num, depth: uint, batchM: uint, batchK: uint, margin: num,
   gamma1: num, gamma2: num, lambda1: num, lambda2: num,
@@ -126,13 +129,14 @@ const PARAMS = {
 };
 
 const build = {
-  putItems: (items) => ({ items: list(items, "items", item) }),
+  putItems: (items, opts) => ({ items: list(items, "items", item),
+                                ...options(opts, WRITE, "putItems") }),
   deleteItems: (ids, opts) => ({ ids: strings(ids, "ids"),
                                  ...options(opts, { missingOk: Boolean }, "deleteItems") }),
   getItems: (ids) => ({ ids: strings(ids, "ids") }),
   addTriplets: (triplets, opts) => ({ triplets: list(triplets, "triplets", triplet),
-                                      ...options(opts, { partial: Boolean }, "addTriplets") }),
-  addPairs: (pairs) => ({ pairs: list(pairs, "pairs", pair) }),
+                                      ...options(opts, { partial: Boolean, ...WRITE }, "addTriplets") }),
+  addPairs: (pairs, opts) => ({ pairs: list(pairs, "pairs", pair), ...options(opts, WRITE, "addPairs") }),
   classify: (query, opts) => ({ query: ref(query, "query"),
                                 ...options(opts, { k: uint, ...MODEL }, "classify") }),
   verify: (a, b, opts) => ({ a: ref(a, "a"), b: ref(b, "b"),

@@ -83,6 +83,29 @@ test("add triplets: all-or-nothing, inline vectors, partial with rejected", asyn
   assert.equal(s.queueDepth, 0);
 });
 
+test("writes: an idempotency key makes a retry a duplicate; waitForView reads the write", async () => {
+  const fresh = { id: "fresh", features: new Array(DIM).fill(-1), label: "class-x" };
+  const first = await c.putItems([fresh], { idempotencyKey: "put-fresh-1" });
+  assert.deepEqual([first.created, first.duplicate], [1, false]);
+  const again = await c.putItems([fresh], { idempotencyKey: "put-fresh-1" });
+  assert.deepEqual([again.created, again.replaced, again.duplicate], [1, 0, true]);
+  const t1 = await c.addTriplets([triplet(3)], { idempotencyKey: "t-1", partial: true });
+  const t2 = await c.addTriplets([triplet(3)], { idempotencyKey: "t-1", partial: true });
+  assert.deepEqual([t1.duplicate, t2.duplicate, t2.accepted], [false, true, 1]);
+  await assert.rejects(c.addPairs([["item-0", "item-4", true]], { idempotencyKey: "t-1" }),
+                       (e) => e.code === "CONFLICT" && e.field === "add_pairs.idempotency_key");
+  assert.ok((await c.status()).duplicates >= 2);
+  // Moved far away, and answered once a serving view has it: the next query finds it there.
+  const moved = { ...fresh, features: new Array(DIM).fill(-2) };
+  const w = await c.putItems([moved], { waitForView: true });
+  assert.equal(w.replaced, 1);
+  const hit = (await c.retrieve(moved.features, { k: 1 })).hits[0];
+  assert.equal(hit.id, "fresh");
+  assert.ok(hit.similarity > 0.99, `${hit.similarity}`);
+  assert.ok((await c.addPairs([["item-0", "item-4", true]], { waitForView: true })).modelVersion >= w.modelVersion);
+  assert.equal((await c.deleteItems(["fresh"])).deleted, 1);
+});
+
 test("add pairs: similar, dissimilar, a contradiction", async () => {
   const r = await c.addPairs([["item-0", "item-4", true], { a: "item-8", b: "item-4", similar: "similar" },
                               ["item-0", "item-1", "dissimilar"]]);
