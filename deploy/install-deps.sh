@@ -6,14 +6,14 @@ set -eu
 PKGS="build-essential cmake pkg-config
 libopenblas-dev libcmocka-dev libuv1-dev zlib1g-dev libsystemd-dev
 libprotobuf-c-dev protobuf-c-compiler libhttp-parser-dev libjansson-dev libhiredis-dev redis-server
-python3-protobuf protobuf-compiler
+python3-protobuf protobuf-compiler python3-pip python3-venv
 prometheus shellcheck curl
 chromium clang libclang-rt-14-dev
 dataset-fashion-mnist"
 
-# Node.js for the dashboard test: Debian's nodejs + npm, unless a node and
-# npm are already there (e.g. NodeSource's nodejs, which bundles npm and
-# conflicts with Debian's npm package).
+# Node.js for the dashboard test and the Node.js client: Debian's nodejs +
+# npm, unless a node and npm are already there (e.g. NodeSource's nodejs,
+# which bundles npm and conflicts with Debian's npm package).
 command -v node >/dev/null 2>&1 || PKGS="$PKGS nodejs"
 command -v npm >/dev/null 2>&1 || PKGS="$PKGS npm"
 
@@ -36,8 +36,13 @@ fi
 
 # The dashboard test drives Chromium with playwright-core (pinned in
 # tests/dashboard/package-lock.json; 1.x that runs on Debian 12's Node 18).
+# The Node.js client (client/node) needs protobufjs (pinned in its
+# package-lock.json; runs on Node 18).
 here=$(cd "$(dirname "$0")/.." && pwd)
-if [ ! -d "$here/tests/dashboard/node_modules/playwright-core" ]; then
-    echo "install-deps: npm ci --prefix tests/dashboard"
-    npm ci --prefix "$here/tests/dashboard" --no-audit --no-fund >/dev/null
-fi
+for dir_module in tests/dashboard:playwright-core client/node:protobufjs; do
+    dir=${dir_module%%:*}
+    if [ ! -d "$here/$dir/node_modules/${dir_module#*:}" ]; then
+        echo "install-deps: npm ci --prefix $dir"
+        npm ci --prefix "$here/$dir" --no-audit --no-fund >/dev/null
+    fi
+done

@@ -2,8 +2,10 @@
 
 Generated code is never committed. The module is looked for, in order:
 
-1. ``omld/omld_pb2.py`` inside this package (an installed copy: the CMake
-   install rule and ``make_pb2`` below put it there);
+1. ``omld/omld_pb2.py`` inside this package (an installed copy: the wheel
+   that ``pip install ./client/python`` builds and the CMake install rule
+   put it there; the build backend, ../_backend/omld_backend.py, runs
+   ``make_pb2`` below);
 2. ``$OMLD_PB2_DIR/omld_pb2.py`` (the build tree: CMake generates it into
    ``<build>/client/python/`` and the tests set this variable);
 3. a cache: if ``protoc`` is available (``$OMLD_PROTOC`` or ``protoc`` on
