@@ -255,33 +255,101 @@ void omld_engine_stats(omld_engine *e, omld_model_stats *out)
 
 /* ------------------------------------------------------------ the thread */
 
-static void answer_checkpoint(omld_engine *e, omld_reply *r)
+/* The answer to a Checkpoint request: the newest checkpoint written. */
+static void checkpoint_reply(omld_engine *e, omld_reply *r)
 {
-    char path[512];
-    uint64_t bytes = 0;
-    oml_diag d = {0};
-    if (e->read_only) {
-        omld_reply_error(r, OMLD__STATUS__CODE__INTERNAL, NULL,
-                         "cannot checkpoint while the write-ahead log cannot be written: %s",
-                         e->read_only_why);
-        return;
-    }
-    if (omld_persist_checkpoint(e, path, sizeof path, &bytes, &d) != OML_OK) {
-        omld_reply_error(r, OMLD__STATUS__CODE__INTERNAL, NULL, "checkpoint failed: %s", d.msg);
-        return;
-    }
     Omld__CheckpointResponse *b = omld_reply_alloc(r, sizeof *b);
-    char *p = omld_reply_strdup(r, path, strlen(path));
+    char *p = omld_reply_strdup(r, e->ckpt_path, strlen(e->ckpt_path));
     if (b == NULL || p == NULL) {
         omld_reply_error(r, OMLD__STATUS__CODE__INTERNAL, NULL, "out of memory");
         return;
     }
     omld__checkpoint_response__init(b);
     b->path = p;
-    b->bytes = bytes;
-    b->triplets_applied = e->learner->stats.updates;
+    b->bytes = e->ckpt_bytes;
+    b->triplets_applied = e->ckpt_updates;
     r->msg.body_case = OMLD__RESPONSE__BODY_CHECKPOINT;
     r->msg.checkpoint = b;
+    r->msg.model_version = omld_views_version(e->views);
+}
+
+/* A Checkpoint request: with checkpoint_background, held (answered by
+ * serve_checkpoint_waiters once a checkpoint at the log's present position
+ * is durable) while the learner goes on; else written now. */
+static void take_checkpoint_request(omld_engine *e, cmd *c)
+{
+    oml_diag d = {0};
+    if (e->read_only) {
+        omld_reply_error(c->reply, OMLD__STATUS__CODE__INTERNAL, NULL,
+                         "cannot checkpoint while the write-ahead log cannot be written: %s",
+                         e->read_only_why);
+        return;
+    }
+    if (e->opts.checkpoint_background) {
+        c->need_lsn = omld_persist_position(e);
+        c->held = 1;
+        if (e->bg_pid > 0 || omld_persist_bg_start(e, &d) >= 0)
+            return; /* a running one is waited for, then one at need_lsn if it is older */
+        c->held = 0;
+        omld_reply_error(c->reply, OMLD__STATUS__CODE__INTERNAL, NULL, "checkpoint failed: %s", d.msg);
+        return;
+    }
+    char path[512];
+    uint64_t bytes = 0;
+    if (omld_persist_checkpoint(e, path, sizeof path, &bytes, &d) != OML_OK) {
+        omld_reply_error(c->reply, OMLD__STATUS__CODE__INTERNAL, NULL, "checkpoint failed: %s", d.msg);
+        return;
+    }
+    checkpoint_reply(e, c->reply);
+}
+
+/* Held Checkpoint requests whose checkpoint is durable are answered (or all
+ * of them, with the error, when the background one failed); for the rest a
+ * new one starts once none is running. */
+static void serve_checkpoint_waiters(omld_engine *e)
+{
+    if (e->ckpt_waiting.head == NULL || e->bg_pid > 0)
+        return;
+    oml_diag d = {0};
+    int failed = e->bg_failed;
+    e->bg_failed = 0;
+    cmd_list keep = {NULL, NULL}, ready = {NULL, NULL};
+    for (cmd *c = e->ckpt_waiting.head, *next; c; c = next) {
+        next = c->next;
+        if (failed) {
+            omld_reply_error(c->reply, OMLD__STATUS__CODE__INTERNAL, NULL,
+                             "checkpoint failed (the daemon's log says why; the write-ahead log "
+                             "keeps everything)");
+            list_push(&ready, c);
+        } else if (e->ckpt_lsn >= c->need_lsn && e->ckpt_path[0]) {
+            checkpoint_reply(e, c->reply);
+            list_push(&ready, c);
+        } else {
+            list_push(&keep, c);
+        }
+    }
+    e->ckpt_waiting = keep;
+    if (keep.head && omld_persist_bg_start(e, &d) < 0) {
+        for (cmd *c = keep.head, *next; c; c = next) {
+            next = c->next;
+            omld_reply_error(c->reply, OMLD__STATUS__CODE__INTERNAL, NULL, "checkpoint failed: %s",
+                             d.msg);
+            list_push(&ready, c);
+        }
+        e->ckpt_waiting = (cmd_list){NULL, NULL};
+    } else if (keep.head && e->bg_pid == 0) {
+        serve_checkpoint_waiters(e); /* written in the foreground (no fork): answer now */
+        return;
+    }
+    if (ready.head == NULL)
+        return;
+    pthread_mutex_lock(&e->out_mu);
+    for (cmd *c = ready.head, *next; c; c = next) {
+        next = c->next;
+        list_push(&e->outbox, c);
+    }
+    pthread_mutex_unlock(&e->out_mu);
+    uv_async_send(&e->async);
 }
 
 /* Applies each command of the group in order and appends every change to
@@ -414,8 +482,9 @@ static void run_group(omld_engine *e, cmd_list *group)
     publish_for_waiters(e, group);
     for (cmd *c = group->head; c; c = c->next)
         if (c->req->body_case == OMLD__REQUEST__BODY_CHECKPOINT) {
-            answer_checkpoint(e, c->reply);
-            c->reply->msg.model_version = omld_views_version(e->views);
+            take_checkpoint_request(e, c);
+            if (!c->held)
+                c->reply->msg.model_version = omld_views_version(e->views);
         }
     omld_persist_maybe_checkpoint(e);
 }
@@ -501,10 +570,18 @@ static void *engine_main(void *arg)
             }
             if (omld_persist_bg_poll(e) && wait_ns > BG_POLL_NS) /* a checkpoint is being written */
                 wait_ns = BG_POLL_NS;
+            if (e->ckpt_waiting.head && e->bg_pid == 0)
+                break; /* held Checkpoint requests to answer or to start one for */
             wait_for(e, wait_ns);
         }
         if (e->inbox.head == NULL && e->stopping)
             break;
+        if (e->inbox.head == NULL && e->ckpt_waiting.head && e->bg_pid == 0) {
+            pthread_mutex_unlock(&e->mu);
+            serve_checkpoint_waiters(e);
+            pthread_mutex_lock(&e->mu);
+            continue;
+        }
         if (e->inbox.head == NULL && rehearsal_due(e)) {
             pthread_mutex_unlock(&e->mu);
             rehearse_slice(e);
@@ -545,17 +622,28 @@ static void *engine_main(void *arg)
             pthread_mutex_lock(&e->out_mu);
             for (cmd *c = group.head, *next; c; c = next) {
                 next = c->next;
-                list_push(&e->outbox, c);
+                list_push(c->held ? &e->ckpt_waiting : &e->outbox, c);
             }
             e->wake_due |= wake;
             pthread_mutex_unlock(&e->out_mu);
             uv_async_send(&e->async);
         }
+        serve_checkpoint_waiters(e);
         refresh_stats(e);
         maybe_publish(e);
         pthread_mutex_lock(&e->mu);
     }
     pthread_mutex_unlock(&e->mu);
+    if (e->ckpt_waiting.head) { /* stopping: their checkpoint is written now */
+        omld_persist_bg_wait(e);
+        oml_diag d = {0};
+        char path[512];
+        uint64_t bytes;
+        if (e->ckpt_waiting.head && e->ckpt_lsn < omld_persist_position(e) &&
+            omld_persist_checkpoint(e, path, sizeof path, &bytes, &d) != OML_OK)
+            e->bg_failed = 1;
+        serve_checkpoint_waiters(e);
+    }
     if (e->dirty)
         publish(e);
     return NULL;

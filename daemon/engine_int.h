@@ -27,6 +27,8 @@ typedef struct cmd {
     omld_reply *reply;
     int changed;
     uint64_t wait_version;   /* > 0: answered once the serving view is this new (loop) */
+    uint64_t need_lsn;       /* a held Checkpoint: answered once one at this position is durable */
+    int held;                /* ... not answered with its group */
     uint64_t wait_until_ns;  /* ... or at this time */
 } cmd;
 
@@ -100,7 +102,11 @@ struct omld_engine {
     uint64_t ckpt_dur_ns;       /* the last one written took */
     uint64_t ckpt_written, ckpt_failed;
     pid_t bg_pid;               /* a background checkpoint's writer (0: none) */
-    uint64_t bg_lsn, bg_t0, bg_records; /* ... its position, start, records it covers */
+    uint64_t bg_lsn, bg_t0, bg_records, bg_updates; /* ... its position, start, records, learner updates */
+    char ckpt_path[600];        /* the newest checkpoint written: its file, size, learner updates */
+    uint64_t ckpt_bytes, ckpt_updates;
+    cmd_list ckpt_waiting;      /* Checkpoint requests held for a background one (engine thread) */
+    int bg_failed;              /* the last background checkpoint failed (its waiters get an error) */
     int read_only;              /* the log cannot be written: refuse changes */
     uint64_t read_only_since;
     char read_only_why[512];
@@ -159,6 +165,8 @@ int omld_persist_checkpoint(omld_engine *e, char *path, size_t path_cap, uint64_
 void omld_persist_maybe_checkpoint(omld_engine *e);
 void omld_persist_close(omld_engine *e);                            /* final checkpoint */
 int omld_persist_bg_poll(omld_engine *e);  /* reaps a finished background checkpoint; 1: running */
+int omld_persist_bg_start(omld_engine *e, oml_diag *d); /* 1 started or running, 0 written now, <0 */
+uint64_t omld_persist_position(const omld_engine *e);   /* the log's last position */
 void omld_persist_bg_wait(omld_engine *e); /* waits for a running one */
 
 #endif

@@ -592,8 +592,11 @@ static int checkpoint_encode_write(omld_engine *e, uint64_t lsn, char *path, siz
 /* A checkpoint at lsn is durable: the log before the older of the two kept
  * ones goes, and the figures follow. */
 static void checkpoint_done(omld_engine *e, uint64_t lsn, uint64_t t0, const char *path,
-                            uint64_t bytes)
+                            uint64_t bytes, uint64_t updates)
 {
+    snprintf(e->ckpt_path, sizeof e->ckpt_path, "%s", path);
+    e->ckpt_bytes = bytes;
+    e->ckpt_updates = updates;
     if (e->ckpt_lsn > 0)
         oml_wal_truncate_before(e->wal, e->ckpt_lsn + 1, NULL);
     e->ckpt_lsn = lsn;
@@ -620,13 +623,13 @@ static int checkpoint_write(omld_engine *e, char *path, size_t path_cap, uint64_
     if (bytes)
         *bytes = nbytes;
     e->records_since_ckpt = 0;
-    checkpoint_done(e, lsn, t0, where, nbytes);
+    checkpoint_done(e, lsn, t0, where, nbytes, e->learner->stats.updates);
     return OML_OK;
 }
 
 /* ------------------------------------------------------------ in the background */
 
-/* A periodic checkpoint never stops the learner: after checkpoint_prepare
+/* A checkpoint never stops the learner: after checkpoint_prepare
  * (a commit and a sync: milliseconds), the process forks, and the child
  * writes the checkpoint from its copy-on-write image of the state, as it
  * was at lsn, while the learner goes on (Redis's BGSAVE does the same).
@@ -634,14 +637,15 @@ static int checkpoint_write(omld_engine *e, char *path, size_t path_cap, uint64_
  * so the image is consistent; the child logs nothing, takes no lock, dies
  * with its parent (PR_SET_PDEATHSIG) and ends with _exit. The parent
  * reaps it (omld_persist_bg_poll) and then truncates the log. */
-static void checkpoint_background(omld_engine *e)
+int omld_persist_bg_start(omld_engine *e, oml_diag *d)
 {
+    if (e->bg_pid > 0)
+        return 1;
     uint64_t t0 = omld_now_ns(), lsn = 0;
-    oml_diag d = {0};
-    if (checkpoint_prepare(e, &lsn, &d) != OML_OK) {
+    int rc = checkpoint_prepare(e, &lsn, d);
+    if (rc != OML_OK) {
         e->ckpt_failed++;
-        LOG_ERROR("persist", "periodic checkpoint failed: %s (the log keeps everything)", d.msg);
-        return;
+        return rc;
     }
     pid_t parent = getpid();
     pid_t pid = fork();
@@ -659,17 +663,17 @@ static void checkpoint_background(omld_engine *e)
                  "foreground", strerror(errno));
         char path[512];
         uint64_t bytes = 0;
-        if (omld_persist_checkpoint(e, path, sizeof path, &bytes, &d) != OML_OK)
-            LOG_ERROR("persist", "periodic checkpoint failed: %s (the log keeps everything)",
-                      d.msg);
-        return;
+        rc = omld_persist_checkpoint(e, path, sizeof path, &bytes, d);
+        return rc == OML_OK ? 0 : rc;
     }
     e->bg_pid = pid;
     e->bg_lsn = lsn;
     e->bg_t0 = t0;
+    e->bg_updates = e->learner->stats.updates;
     e->bg_records = e->records_since_ckpt;
     e->records_since_ckpt = 0;
     e->ckpt_ns = omld_now_ns(); /* the next periodic one counts from here */
+    return 1;
 }
 
 /* The background checkpoint ended with status: its bookkeeping. */
@@ -683,15 +687,21 @@ static void bg_reaped(omld_engine *e, int status)
         struct stat st;
         uint64_t bytes = stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
         e->ckpt_written++;
-        checkpoint_done(e, e->bg_lsn, e->bg_t0, path, bytes);
+        checkpoint_done(e, e->bg_lsn, e->bg_t0, path, bytes, e->bg_updates);
         return;
     }
     e->ckpt_failed++;
+    e->bg_failed = 1;
     e->records_since_ckpt += e->bg_records; /* still owed */
     LOG_ERROR("persist", "background checkpoint at log position %" PRIu64 " failed (%s %d): the "
               "log keeps everything; the next one is tried as usual", e->bg_lsn,
               WIFEXITED(status) ? "exit status" : "signal",
               WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+}
+
+uint64_t omld_persist_position(const omld_engine *e)
+{
+    return e->wal ? oml_wal_last_lsn(e->wal) : 0;
 }
 
 int omld_persist_bg_poll(omld_engine *e)
@@ -729,7 +739,10 @@ void omld_persist_maybe_checkpoint(omld_engine *e)
     if (e->bg_pid > 0)
         return; /* one at a time: the next comes after it */
     if (e->opts.checkpoint_background) {
-        checkpoint_background(e);
+        oml_diag bd = {0};
+        if (omld_persist_bg_start(e, &bd) < 0)
+            LOG_ERROR("persist", "periodic checkpoint failed: %s (the log keeps everything)",
+                      bd.msg);
         return;
     }
     char path[512];
