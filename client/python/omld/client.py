@@ -181,6 +181,15 @@ def _pairs_request(pairs):
     return req
 
 
+def _write_options(body, idempotency_key, wait_for_view):
+    """The IDEMPOTENCY and WAITING FOR THE VIEW fields of a write (omld.proto)."""
+    if idempotency_key is not None:
+        if not isinstance(idempotency_key, str) or not idempotency_key:
+            raise ValueError("idempotency_key must be a non-empty str")
+        body.idempotency_key = idempotency_key
+    body.wait_for_view = bool(wait_for_view)
+
+
 def _ids(ids):
     if isinstance(ids, str):
         return [ids]
@@ -395,11 +404,17 @@ class Client:
 
     # ---- items
 
-    def put_items(self, items):
+    def put_items(self, items, idempotency_key=None, wait_for_view=False):
         """Stores (or replaces, by id) a batch of items, all-or-nothing.
-        items: Item, dict or (id, features[, label]) elements."""
-        r = self.call(_items_request(items), "put_items")
-        return PutResult(r.put_items.created, r.put_items.replaced, r.model_version)
+        items: Item, dict or (id, features[, label]) elements.
+        idempotency_key: a retry with the same key is applied once (the
+        result then has duplicate=True and the first answer's counts).
+        wait_for_view: answered once a serving view includes the items."""
+        req = _items_request(items)
+        _write_options(req.put_items, idempotency_key, wait_for_view)
+        r = self.call(req, "put_items")
+        return PutResult(r.put_items.created, r.put_items.replaced, r.model_version,
+                         r.put_items.duplicate)
 
     def delete_items(self, ids, missing_ok=False):
         req = pb.Request()
@@ -419,24 +434,30 @@ class Client:
 
     # ---- constraints
 
-    def add_triplets(self, triplets, partial=False):
+    def add_triplets(self, triplets, partial=False, idempotency_key=None, wait_for_view=False):
         """Queues (anchor, positive, negative) triplets for the learner,
         all-or-nothing; with partial=True the good ones are learned and
         each bad one is listed in the result's rejected (index, code,
         field, message) instead. Members: str -> stored id, sequence of
-        floats -> inline vector."""
+        floats -> inline vector. idempotency_key and wait_for_view as for
+        put_items."""
         req = _triplets_request(triplets)
         req.add_triplets.partial = partial
+        _write_options(req.add_triplets, idempotency_key, wait_for_view)
         r = self.call(req, "add_triplets")
         a = r.add_triplets
         return TripletResult(a.accepted, a.queue_depth, r.model_version,
                              [Rejected(e.index, code_name(e.code), e.field, e.message)
-                              for e in a.rejected])
+                              for e in a.rejected], a.duplicate)
 
-    def add_pairs(self, pairs):
-        """Adds (a, b, similar) pairs of stored ids."""
-        r = self.call(_pairs_request(pairs), "add_pairs")
-        return PairResult(r.add_pairs.accepted, r.add_pairs.derived_triplets, r.model_version)
+    def add_pairs(self, pairs, idempotency_key=None, wait_for_view=False):
+        """Adds (a, b, similar) pairs of stored ids (idempotency_key and
+        wait_for_view as for put_items)."""
+        req = _pairs_request(pairs)
+        _write_options(req.add_pairs, idempotency_key, wait_for_view)
+        r = self.call(req, "add_pairs")
+        return PairResult(r.add_pairs.accepted, r.add_pairs.derived_triplets, r.model_version,
+                          r.add_pairs.duplicate)
 
     # ---- queries (k / threshold / model None: the daemon's default / live model)
 

@@ -48,6 +48,7 @@ class PutResult:
     created: int
     replaced: int
     model_version: int = 0
+    duplicate: bool = False  # the idempotency key was applied before: nothing changed
 
 
 @dataclass
@@ -71,6 +72,7 @@ class TripletResult:
     queue_depth: int
     model_version: int = 0
     rejected: List[Rejected] = field(default_factory=list)  # partial batches only
+    duplicate: bool = False  # the idempotency key was applied before: nothing learned again
 
 
 @dataclass
@@ -78,6 +80,7 @@ class PairResult:
     accepted: int
     derived_triplets: int
     model_version: int = 0
+    duplicate: bool = False  # the idempotency key was applied before: nothing changed
 
 
 @dataclass

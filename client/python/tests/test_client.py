@@ -258,6 +258,21 @@ class TestClient(unittest.TestCase):
         self.assertEqual(res.rejected[0].field, "add_triplets.triplets[1].positive.id")
         self.assertGreaterEqual(self.c.status().triplets_applied, before + 1)
 
+    def test_04c_idempotency_and_wait_for_view(self):
+        received = self.c.status().triplets_received
+        t = [(ID[0], ID[CLASSES], ID[1]), (ID[2], ID[2 + CLASSES], ID[3])]
+        first = self.c.add_triplets(t, idempotency_key="py-retry-1", wait_for_view=True)
+        self.assertEqual((first.accepted, first.duplicate), (2, False))
+        again = self.c.add_triplets(t, idempotency_key="py-retry-1")
+        self.assertEqual((again.accepted, again.duplicate), (2, True))
+        self.assertEqual(self.c.status().triplets_received, received + 2)
+        # The same key on another kind of write is a conflict.
+        with self.assertRaises(omld.OmldError) as cm:
+            self.c.add_pairs([(ID[0], ID[CLASSES], True)], idempotency_key="py-retry-1")
+        self.assertEqual(cm.exception.field, "add_pairs.idempotency_key")
+        with self.assertRaises(ValueError):
+            self.c.put_items([], idempotency_key="")
+
     def test_05_retrieve(self):
         for i in (0, 1, 2, 3, 17):
             hits = self.c.retrieve(ID[i], k=10)
