@@ -72,6 +72,10 @@ int omld_check_add_pairs(const Omld__Request *req, const omld_limits *lim, omld_
 int omld_check_classify(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
 int omld_check_verify(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
 int omld_check_retrieve(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
+/* Each query as its single request is checked (paths "classify_batch.
+ * queries[i]..."), 1..max_batch of them, all naming one model. */
+int omld_check_classify_batch(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
+int omld_check_retrieve_batch(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
 int omld_check_embed(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
 int omld_check_train_start(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
 int omld_check_train_status(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
