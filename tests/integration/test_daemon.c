@@ -374,11 +374,53 @@ static void test_query_batches(void **state)
     assert_int_equal(omlc_classify_batch(c, q, 2, 5, "no-model", many_out, &err), 2);
     assert_string_equal(err.field, "classify_batch.queries[0].model");
     omlc_close(c);
+#ifdef OMLCTL_BIN
+    /* omlctl classify / retrieve --batch FILE: ids and a vector, in
+     * requests of 2 queries; one JSON answer per query, in order. */
+    char path[] = "/tmp/omld-batch-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    dprintf(fd, "# queries\n%s\n\n%s\n", ID[1], ID[2]);
+    for (int j = 0; j < DIM; j++)
+        dprintf(fd, "%s%.9g", j ? "," : "", X[3][j]);
+    dprintf(fd, "\n");
+    close(fd);
+    char cmd[512], got[8192];
+    snprintf(cmd, sizeof cmd, "%s --server %s classify --batch %s --batch-size 2 --k 5 --json",
+             OMLCTL_BIN, g_proc.rpc, path);
+    FILE *out = popen(cmd, "r");
+    assert_non_null(out);
+    size_t len = fread(got, 1, sizeof got - 1, out);
+    got[len] = '\0';
+    assert_int_equal(pclose(out), 0);
+    char want[128];
+    const char *at = got;
+    for (int i = 1; i <= 3; i++) {
+        snprintf(want, sizeof want, "{\"query\":\"%s\",\"label\":\"%s\"",
+                 i < 3 ? ID[i] : "line 5", LABEL[i]);
+        at = strstr(at, want);
+        if (at == NULL)
+            fail_msg("omlctl classify --batch printed:\n%s\nwithout %s", got, want);
+    }
+    snprintf(cmd, sizeof cmd, "%s --server %s retrieve --batch %s --k 3 --label %s", OMLCTL_BIN,
+             g_proc.rpc, path, LABEL[0]);
+    out = popen(cmd, "r");
+    assert_non_null(out);
+    len = fread(got, 1, sizeof got - 1, out);
+    got[len] = '\0';
+    assert_int_equal(pclose(out), 0);
+    unlink(path);
+    assert_non_null(strstr(got, "query line 5\n3 hits"));
+    size_t hits_of_label = 0;
+    for (at = got; (at = strstr(at, LABEL[0])) != NULL; at++)
+        hits_of_label++;
+    assert_int_equal(hits_of_label, 3 * 3);
+#endif
 
     /* Counted once per batch, by kind. */
     char *body = NULL;
-    size_t len = 0;
-    assert_int_equal(omld_http_get(g_proc.http, "/metrics", &body, &len), 200);
+    size_t body_len = 0;
+    assert_int_equal(omld_http_get(g_proc.http, "/metrics", &body, &body_len), 200);
     const char *line = strstr(body, "omld_queries_total{kind=\"classify_batch\"} ");
     assert_non_null(line);
     assert_true(atof(line + strlen("omld_queries_total{kind=\"classify_batch\"} ")) >= 2);
