@@ -162,7 +162,7 @@ int omlc_retrieve_where(omlc *c, const omlc_ref *q, uint32_t k, const char *mode
 
 /* --- query batches: many queries in one request (omld.proto QUERY BATCHES).
  * The daemon answers a batch together, with one matrix product per head
- * for up to 64 queries at a time: faster per query than as many single
+ * for up to 128 queries at a time: faster per query than as many single
  * requests (pipelined or not); each answer is the one the query would get
  * alone. n is 1..the daemon's max_batch (10,000 by default) and the answer
  * must fit in its max_frame_bytes. All-or-nothing: an error names the

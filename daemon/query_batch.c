@@ -11,8 +11,8 @@
  * older index re-ranked under a newer model, fresh.c) answers them one by
  * one, as an index with lists does inside liboml. Each answer is the one
  * the query would get alone. Retrieve filters are masks of the view's rows
- * (one byte per row), built OML_SERVE_BATCH_QUERIES queries at a time so a
- * batch holds at most that many at once whatever its size. The answers
+ * (one byte per row), built a block of queries at a time, at most 16 MiB
+ * of them at once whatever the batch's size. The answers
  * live in the reply's arena; the scratch arrays are malloc'd and freed
  * here. Every query of a batch names one model (validate.c), so one view
  * answers it. */
@@ -135,16 +135,23 @@ static int retrieve_some(const omld_query_ctx *q, const omld_view *v, const oml_
     return 0;
 }
 
-/* The queries' searches, OML_SERVE_BATCH_QUERIES at a time with their
- * filters (masks of the view's rows) built for those only. */
+/* Filters are masks of the view's rows, a byte each: at most this many
+ * bytes of them at a time (a block of the batched search, or fewer
+ * queries on a large view). */
+#define FILTER_BYTES ((size_t)16 << 20)
+
+/* The queries' searches, a block at a time with their filters built for
+ * that block only. */
 static int retrieve_all(const omld_query_ctx *q, omld_view *v, const Omld__RetrieveBatchRequest *m,
                         oml_query *qs, oml_retrieve_opts *opts, oml_hit *const *hits,
                         int32_t *n_hits, omld_reply *r)
 {
-    size_t n = m->n_queries;
+    size_t n = m->n_queries, rows = (size_t)v->ix->n + 1, chunk = OML_SERVE_BATCH_QUERIES;
+    if (rows * chunk > FILTER_BYTES)
+        chunk = FILTER_BYTES / rows > 0 ? FILTER_BYTES / rows : 1;
     int rc = 0;
-    for (size_t i0 = 0; i0 < n && rc == 0; i0 += OML_SERVE_BATCH_QUERIES) {
-        size_t b = n - i0 < OML_SERVE_BATCH_QUERIES ? n - i0 : OML_SERVE_BATCH_QUERIES;
+    for (size_t i0 = 0; i0 < n && rc == 0; i0 += chunk) {
+        size_t b = n - i0 < chunk ? n - i0 : chunk;
         for (size_t i = i0; i < i0 + b; i++) {
             omld__query_retrieve_opts(m->queries[i], &opts[i]);
             if (rc == 0 && omld__query_retrieve_filter(v, m->queries[i], &opts[i]) != 0)

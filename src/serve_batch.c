@@ -6,7 +6,7 @@
  * are bound by memory bandwidth. A batch reads each block of rows once for
  * a block of queries instead: dots (b, rows) = Q_h (b, emb) E_h (emb, rows),
  * one sgemm per head and block of RB rows, which is bound by compute. The
- * scratch is bounded whatever n is: dots holds QB x RB floats (1 MiB), and
+ * scratch is bounded whatever n is: dots holds QB x RB floats (2 MiB), and
  * the neighbours of a block of queries at most NB_BUDGET (or one query's).
  *
  * Exactness: the answers equal the single path's bit for bit.

@@ -510,7 +510,7 @@ class Client:
         return _retrieval_of(r.retrieve, r.model_version)
 
     # ---- query batches: many queries in one request, answered together (one
-    # matrix product per head for up to 64 queries at a time), faster per
+    # matrix product per head for up to 128 queries at a time), faster per
     # query than one request each; each answer is the one its query gets
     # alone. 1..max_batch queries (10,000 by default) whose answers fit in
     # one frame; all-or-nothing: an error names the query's path, e.g.
