@@ -273,6 +273,27 @@ static int durability(const data *d, const char *preset)
     return 0;
 }
 
+/* omld on preset with --max_batch=1000, the dev items stored and the
+ * model started by the first triplet of t: a connection to it (p gets the
+ * process). Exits on a failure. */
+static omlc *start_with_dev(const data *d, const char *preset, const omlc_triplet *t,
+                            omld_proc *p)
+{
+    char preset_arg[64];
+    snprintf(preset_arg, sizeof preset_arg, "--preset=%s", preset);
+    const char *args[] = {preset_arg, "--max_batch=1000", NULL};
+    if (omld_proc_start(p, args, 30000) != 0)
+        exit(1);
+    omlc *c = NULL;
+    omlc_error err;
+    if (omlc_connect(&c, p->rpc, 60000, &err) != 0)
+        die("connect", &err);
+    put_dev(c, d);
+    if (omlc_add_triplets(c, t, 1, NULL, NULL, &err) != 0)
+        die("first triplet", &err);
+    return c;
+}
+
 /* ---- a batch training job beside the live model ---- */
 
 /* Runs one job of `method` over the labelled dev items while two clients
@@ -281,19 +302,9 @@ static int durability(const data *d, const char *preset)
 static int job_bench(const data *d, const char *preset, const char *method, int queries)
 {
     omlc_triplet *t = triplets_by_id(d);
-    char preset_arg[64];
-    snprintf(preset_arg, sizeof preset_arg, "--preset=%s", preset);
-    const char *args[] = {preset_arg, "--max_batch=1000", NULL};
     omld_proc p;
-    if (omld_proc_start(&p, args, 30000) != 0)
-        return 1;
-    omlc *c = NULL;
+    omlc *c = start_with_dev(d, preset, t, &p);
     omlc_error err;
-    if (omlc_connect(&c, p.rpc, 60000, &err) != 0)
-        die("connect", &err);
-    put_dev(c, d);
-    if (omlc_add_triplets(c, t, 1, NULL, NULL, &err) != 0)
-        die("first triplet", &err);
     flood fl[2];
     for (int i = 0; i < 2; i++) {
         fl[i] = (flood){.server = p.rpc, .t = t, .n = d->stream.n, .run = 1};
@@ -369,20 +380,10 @@ static int job_bench(const data *d, const char *preset, const char *method, int 
  * quiet for a second (no index is built meanwhile). */
 static int batch_queries(const data *d, const char *preset, int batch, int rounds)
 {
-    char preset_arg[64];
-    snprintf(preset_arg, sizeof preset_arg, "--preset=%s", preset);
-    const char *args[] = {preset_arg, "--max_batch=10000", NULL};
-    omld_proc p;
-    if (omld_proc_start(&p, args, 30000) != 0)
-        return 1;
-    omlc *c = NULL;
-    omlc_error err;
-    if (omlc_connect(&c, p.rpc, 60000, &err) != 0)
-        die("connect", &err);
-    put_dev(c, d);
     omlc_triplet *t = triplets_by_id(d);
-    if (omlc_add_triplets(c, t, 1, NULL, NULL, &err) != 0)
-        die("first triplet", &err);
+    omld_proc p;
+    omlc *c = start_with_dev(d, preset, t, &p);
+    omlc_error err;
     free(t);
     uint64_t version = 0;
     double quiet_since = now_s();
@@ -467,8 +468,9 @@ int main(int argc, char **argv)
                             "  --omld --NAME=VALUE: an option for that omld (repeatable, up to 8)\n"
                             "  --durability: ingest per fsync policy and recovery time instead\n"
                             "  --job METHOD: a batch training job beside ingest and queries instead\n"
-                            "  --batch-queries [--batch B] [--rounds R]: B classify queries (100) as one\n"
-                            "             ClassifyBatch against B single requests, R rounds (20), instead\n");
+                            "  --batch-queries [--batch B] [--rounds R]: B classify queries (100, at most\n"
+                            "             1000) as one ClassifyBatch against B single requests, R rounds\n"
+                            "             (20), instead\n");
             return 1;
         }
     }
