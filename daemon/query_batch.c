@@ -114,23 +114,23 @@ static int run_classify_batch(const omld_query_ctx *q, omld_view *v, const Omld_
 
 #define RETRIEVE_OP "retrieve_batch"
 
-/* Queries first .. first + b - 1 (qs, their filters set): hits[i] and
- * n_hits[i] for each. */
+/* Queries first .. first + b - 1 (qs, their filters set): query first + j's
+ * hits into hits[j], their count into n_hits[j]. */
 static int retrieve_some(const omld_query_ctx *q, const omld_view *v, const oml_query *qs,
                          size_t first, size_t b, oml_hit *const *hits, int32_t *n_hits,
                          omld_reply *r)
 {
     oml_diag d = {0};
     if (!v->fresh) {
-        int rc = oml_retrieve_batch(v->ix, qs + first, (int32_t)b, hits + first, n_hits + first,
-                                    &d);
+        int rc = oml_retrieve_batch(v->ix, qs + first, (int32_t)b, hits, n_hits, &d);
         return rc == OML_OK ? 0 : batch_error(r, rc, &d, RETRIEVE_OP, first);
     }
-    for (size_t i = first; i < first + b; i++) {
-        int rc = omld_fresh_retrieve(q, v, qs[i].x, qs[i].k, qs[i].exclude_row, qs[i].opts,
-                                     hits[i], &n_hits[i], &d);
+    for (size_t j = 0; j < b; j++) {
+        const oml_query *qi = &qs[first + j];
+        int rc = omld_fresh_retrieve(q, v, qi->x, qi->k, qi->exclude_row, qi->opts, hits[j],
+                                     &n_hits[j], &d);
         if (rc != OML_OK)
-            return batch_error(r, rc, &d, RETRIEVE_OP, i);
+            return batch_error(r, rc, &d, RETRIEVE_OP, first + j);
     }
     return 0;
 }
@@ -140,34 +140,80 @@ static int retrieve_some(const omld_query_ctx *q, const omld_view *v, const oml_
  * queries on a large view). */
 #define FILTER_BYTES ((size_t)16 << 20)
 
-/* The queries' searches, a block at a time with their filters built for
- * that block only. */
+/* The answers of queries first .. first + b - 1, searched with their
+ * filters: into answers, their packed size added to *bytes. hits (b) is
+ * scratch for k hits each. */
+static int retrieve_block(const omld_query_ctx *q, omld_view *v,
+                          const Omld__RetrieveBatchRequest *m, oml_query *qs,
+                          oml_retrieve_opts *opts, size_t first, size_t b, oml_hit **hits,
+                          int32_t *n_hits, Omld__RetrieveResponse **answers, uint64_t *bytes,
+                          omld_reply *r)
+{
+    int rc = 0;
+    for (size_t i = first; i < first + b; i++) {
+        omld__query_retrieve_opts(m->queries[i], &opts[i]);
+        if (rc == 0 && omld__query_retrieve_filter(v, m->queries[i], &opts[i]) != 0)
+            rc = omld__query_oom(r, RETRIEVE_OP);
+        qs[i].opts = &opts[i];
+    }
+    if (rc == 0)
+        rc = retrieve_some(q, v, qs, first, b, hits, n_hits, r);
+    for (size_t i = first; i < first + b; i++) {
+        /* The recall sample compares plain searches. */
+        if (rc == 0 && opts[i].allow == NULL && opts[i].offset == 0)
+            omld__query_sample_recall(q, v, qs[i].x, qs[i].k, qs[i].exclude_row);
+        free((void *)opts[i].allow);
+        opts[i].allow = NULL;
+    }
+    for (size_t i = first; i < first + b && rc == 0; i++) {
+        answers[i] = omld__query_retrieve_response(v->ix, hits[i - first], n_hits[i - first], r);
+        if (answers[i] == NULL)
+            rc = omld__query_oom(r, RETRIEVE_OP);
+        else
+            *bytes += omld__retrieve_response__get_packed_size(answers[i]) + 6; /* tag, length */
+    }
+    return rc;
+}
+
+/* Every query's answer into answers, a block at a time: the block's
+ * filters and hits exist only while it is searched, and the answers stop
+ * (RESOURCE_EXHAUSTED) as soon as they outgrow a frame, so a batch holds
+ * at most about a frame of answers whatever its size and k. */
 static int retrieve_all(const omld_query_ctx *q, omld_view *v, const Omld__RetrieveBatchRequest *m,
-                        oml_query *qs, oml_retrieve_opts *opts, oml_hit *const *hits,
-                        int32_t *n_hits, omld_reply *r)
+                        oml_query *qs, Omld__RetrieveResponse **answers, omld_reply *r)
 {
     size_t n = m->n_queries, rows = (size_t)v->ix->n + 1, chunk = OML_SERVE_BATCH_QUERIES;
     if (rows * chunk > FILTER_BYTES)
         chunk = FILTER_BYTES / rows > 0 ? FILTER_BYTES / rows : 1;
-    int rc = 0;
+    oml_retrieve_opts *opts = malloc(n * sizeof *opts);
+    oml_hit **hits = malloc(chunk * sizeof *hits);
+    int32_t *n_hits = malloc(chunk * sizeof *n_hits);
+    int rc = opts && hits && n_hits ? 0 : omld__query_oom(r, RETRIEVE_OP);
+    uint64_t bytes = 0;
     for (size_t i0 = 0; i0 < n && rc == 0; i0 += chunk) {
-        size_t b = n - i0 < chunk ? n - i0 : chunk;
-        for (size_t i = i0; i < i0 + b; i++) {
-            omld__query_retrieve_opts(m->queries[i], &opts[i]);
-            if (rc == 0 && omld__query_retrieve_filter(v, m->queries[i], &opts[i]) != 0)
-                rc = omld__query_oom(r, RETRIEVE_OP);
-            qs[i].opts = &opts[i];
+        size_t b = n - i0 < chunk ? n - i0 : chunk, total = 0;
+        for (size_t i = i0; i < i0 + b; i++)
+            total += (size_t)qs[i].k;
+        oml_hit *block = malloc(total * sizeof *block);
+        if (block == NULL) {
+            rc = omld__query_oom(r, RETRIEVE_OP);
+            break;
         }
-        if (rc == 0)
-            rc = retrieve_some(q, v, qs, i0, b, hits, n_hits, r);
-        for (size_t i = i0; i < i0 + b; i++) {
-            /* The recall sample compares plain searches. */
-            if (rc == 0 && opts[i].allow == NULL && opts[i].offset == 0)
-                omld__query_sample_recall(q, v, qs[i].x, qs[i].k, qs[i].exclude_row);
-            free((void *)opts[i].allow);
-            opts[i].allow = NULL;
-        }
+        for (size_t i = 0, at = 0; i < b; at += (size_t)qs[i0 + i].k, i++)
+            hits[i] = block + at;
+        rc = retrieve_block(q, v, m, qs, opts, i0, b, hits, n_hits, answers, &bytes, r);
+        free(block);
+        if (rc == 0 && q->lim->max_answer > 0 && bytes > q->lim->max_answer)
+            rc = omld_reply_error(r, OMLD__STATUS__CODE__RESOURCE_EXHAUSTED,
+                                  RETRIEVE_OP ".queries",
+                                  "the answers of the first %zu queries already take %llu bytes, "
+                                  "more than max_frame_bytes (%u): send fewer queries or a "
+                                  "smaller k", i0 + b, (unsigned long long)bytes,
+                                  (unsigned)q->lim->max_answer);
     }
+    free(opts);
+    free(hits);
+    free(n_hits);
     return rc;
 }
 
@@ -177,25 +223,16 @@ static int run_retrieve_batch(const omld_query_ctx *q, omld_view *v, const Omld_
     const Omld__RetrieveBatchRequest *m = req->retrieve_batch;
     size_t n = m->n_queries;
     oml_query *qs = malloc(n * sizeof *qs);
-    oml_retrieve_opts *opts = malloc(n * sizeof *opts);
-    int32_t *n_hits = malloc(n * sizeof *n_hits);
-    /* The hits themselves from the arena (k <= max_k each), as retrieve's. */
-    oml_hit **hits = omld_reply_alloc(r, n * sizeof *hits);
     Omld__RetrieveBatchResponse *resp = omld_reply_alloc(r, sizeof *resp);
     Omld__RetrieveResponse **answers = omld_reply_alloc(r, n * sizeof *answers);
-    int rc = qs && opts && n_hits && hits && resp && answers ? 0 : omld__query_oom(r, RETRIEVE_OP);
+    int rc = qs && resp && answers ? 0 : omld__query_oom(r, RETRIEVE_OP);
     for (size_t i = 0; i < n && rc == 0; i++) {
         const Omld__RetrieveRequest *rq = m->queries[i];
         int32_t k = omld__query_k(rq->k_opt_case == OMLD__RETRIEVE_REQUEST__K_OPT_K, rq->k, q->lim);
         rc = resolve_query(q, v, RETRIEVE_OP, i, rq->query, k, &qs[i], r);
-        if (rc == 0 && (hits[i] = omld_reply_alloc(r, (size_t)k * sizeof **hits)) == NULL)
-            rc = omld__query_oom(r, RETRIEVE_OP);
     }
     if (rc == 0)
-        rc = retrieve_all(q, v, m, qs, opts, hits, n_hits, r);
-    for (size_t i = 0; i < n && rc == 0; i++)
-        if ((answers[i] = omld__query_retrieve_response(v->ix, hits[i], n_hits[i], r)) == NULL)
-            rc = omld__query_oom(r, RETRIEVE_OP);
+        rc = retrieve_all(q, v, m, qs, answers, r);
     if (rc == 0) {
         omld__retrieve_batch_response__init(resp);
         resp->n_answers = n;
@@ -204,8 +241,6 @@ static int run_retrieve_batch(const omld_query_ctx *q, omld_view *v, const Omld_
         r->msg.retrieve_batch = resp;
     }
     free(qs);
-    free(opts);
-    free(n_hits);
     return rc;
 }
 
