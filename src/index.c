@@ -7,7 +7,7 @@
  * label-name bytes.
  *
  * Search is exact and its result does not depend on how the dot products
- * were computed. BLAS (sgemv here, sgemm in serve.c's batch path) rounds
+ * were computed. BLAS (sgemv here, sgemm in serve_batch.c) rounds
  * differently for different shapes, so its dot products only *pre-select*
  * candidates: every row within a proven error margin of the k-th best BLAS
  * dot product is kept, and the final distances come from one fixed-order
