@@ -167,6 +167,28 @@ int omlc_retrieve_where(omlc *c, const omlc_ref *q, uint32_t k, const char *mode
                         const omlc_retrieve_filter *f, omlc_hit *out, size_t max_hits,
                         size_t *n_hits, uint64_t *model_version, omlc_error *err);
 
+/* --- query batches: many queries in one request (omld.proto QUERY BATCHES).
+ * The daemon answers a batch together, with one matrix product per head
+ * for up to 128 queries at a time: faster per query than as many single
+ * requests (pipelined or not); each answer is the one the query would get
+ * alone. n is 1..the daemon's max_batch (10,000 by default) and the answer
+ * must fit in its max_frame_bytes. All-or-nothing: an error names the
+ * query, e.g. field "classify_batch.queries[3].query.id". --- */
+
+/* Classifies the n queries q with k (0: the daemon's default) against
+ * model (NULL: the live one); out (n) gets the answers in order, each
+ * with the batch's model_version. */
+int omlc_classify_batch(omlc *c, const omlc_ref *q, size_t n, uint32_t k, const char *model,
+                        omlc_classification *out, omlc_error *err);
+
+/* Retrieves for the n queries q, query i with filter f[i] (f NULL: none
+ * for any; a zeroed filter is none): its hits into out + i * max_hits (at
+ * most max_hits kept) and their count into n_hits[i]; *model_version (may
+ * be NULL) gets the batch's. */
+int omlc_retrieve_batch(omlc *c, const omlc_ref *q, size_t n, uint32_t k, const char *model,
+                        const omlc_retrieve_filter *f, omlc_hit *out, size_t max_hits,
+                        size_t *n_hits, uint64_t *model_version, omlc_error *err);
+
 /* Answer owned by the caller; (*resp)->embed holds heads and alpha. */
 int omlc_embed(omlc *c, const omlc_ref *item, const char *model, Omld__Response **resp,
                omlc_error *err);

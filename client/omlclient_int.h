@@ -1,6 +1,6 @@
 /* omlclient_int.h - what omlclient.c (connection, framing, the generic
- * layer) shares with omlclient_ops.c (typed operations, pipelining).
- * Internal to libomlclient. */
+ * layer) shares with omlclient_ops.c (typed operations, pipelining) and
+ * omlclient_batch.c (query batches). Internal to libomlclient. */
 #ifndef OMLCLIENT_INT_H
 #define OMLCLIENT_INT_H
 
@@ -24,6 +24,32 @@ struct omlc {
     uint64_t last_version;
     omlc_totals totals;
 };
+
+/* Storage for one ItemRef (the message and its vector). */
+typedef struct omlc__ref_box {
+    Omld__ItemRef ref;
+    Omld__Vector vec;
+} omlc__ref_box;
+
+/* b's message naming src (borrowed: its id or vector); what names it in
+ * the error. 0, or OMLC_EARG with err filled. */
+int omlc__ref_fill(omlc__ref_box *b, const omlc_ref *src, omlc_error *err, const char *what);
+/* snprintf's "%s" of src ("" for NULL), cut to cap. */
+void omlc__copy_str(char *dst, size_t cap, const char *src);
+
+/* One query's message, borrowing ref's data and q's storage (k 0: the
+ * daemon's default; model NULL: the live one; f NULL: no filter). 0, or
+ * OMLC_EARG with err filled. */
+int omlc__classify_body(Omld__ClassifyRequest *body, omlc__ref_box *q, const omlc_ref *ref,
+                        uint32_t k, const char *model, omlc_error *err);
+int omlc__retrieve_body(Omld__RetrieveRequest *body, omlc__ref_box *q, const omlc_ref *ref,
+                        uint32_t k, const char *model, const omlc_retrieve_filter *f,
+                        omlc_error *err);
+/* One answer copied out: a classification, and up to max_hits hits (the
+ * count copied is returned). */
+void omlc__classify_copy(const Omld__ClassifyResponse *b, uint64_t model_version,
+                         omlc_classification *out);
+size_t omlc__hits_copy(const Omld__RetrieveResponse *b, omlc_hit *out, size_t max_hits);
 
 /* Clears err (may be NULL). */
 void omlc__err_clear(omlc_error *err);

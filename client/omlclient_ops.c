@@ -10,13 +10,7 @@
 
 /* ---------------------------------------------------------------- message building */
 
-/* Storage for one ItemRef (the message and its vector). */
-typedef struct ref_box {
-    Omld__ItemRef ref;
-    Omld__Vector vec;
-} ref_box;
-
-static int ref_fill(ref_box *b, const omlc_ref *src, omlc_error *err, const char *what)
+int omlc__ref_fill(omlc__ref_box *b, const omlc_ref *src, omlc_error *err, const char *what)
 {
     omld__item_ref__init(&b->ref);
     omld__vector__init(&b->vec);
@@ -36,7 +30,7 @@ static int ref_fill(ref_box *b, const omlc_ref *src, omlc_error *err, const char
     return 0;
 }
 
-static void copy_str(char *dst, size_t cap, const char *src)
+void omlc__copy_str(char *dst, size_t cap, const char *src)
 {
     snprintf(dst, cap, "%s", src ? src : "");
 }
@@ -87,7 +81,7 @@ typedef struct trip_msg {
     Omld__AddTripletsRequest body;
     Omld__Triplet *t;
     Omld__Triplet **ptrs;
-    ref_box *refs; /* 3 per triplet */
+    omlc__ref_box *refs; /* 3 per triplet */
 } trip_msg;
 
 static int trip_build(trip_msg *m, const omlc_triplet *t, size_t n, omlc_error *err)
@@ -103,9 +97,9 @@ static int trip_build(trip_msg *m, const omlc_triplet *t, size_t n, omlc_error *
         Omld__Triplet *x = &m->t[i];
         omld__triplet__init(x);
         int rc;
-        if ((rc = ref_fill(&m->refs[3 * i], &t[i].anchor, err, "anchor")) != 0 ||
-            (rc = ref_fill(&m->refs[3 * i + 1], &t[i].positive, err, "positive")) != 0 ||
-            (rc = ref_fill(&m->refs[3 * i + 2], &t[i].negative, err, "negative")) != 0)
+        if ((rc = omlc__ref_fill(&m->refs[3 * i], &t[i].anchor, err, "anchor")) != 0 ||
+            (rc = omlc__ref_fill(&m->refs[3 * i + 1], &t[i].positive, err, "positive")) != 0 ||
+            (rc = omlc__ref_fill(&m->refs[3 * i + 2], &t[i].negative, err, "negative")) != 0)
             return rc;
         x->anchor = &m->refs[3 * i].ref;
         x->positive = &m->refs[3 * i + 1].ref;
@@ -131,7 +125,7 @@ typedef struct pair_msg {
     Omld__AddPairsRequest body;
     Omld__Pair *p;
     Omld__Pair **ptrs;
-    ref_box *refs; /* 2 per pair */
+    omlc__ref_box *refs; /* 2 per pair */
 } pair_msg;
 
 static int pair_build(pair_msg *m, const omlc_pair *p, size_t n, omlc_error *err)
@@ -147,8 +141,8 @@ static int pair_build(pair_msg *m, const omlc_pair *p, size_t n, omlc_error *err
         Omld__Pair *x = &m->p[i];
         omld__pair__init(x);
         int rc;
-        if ((rc = ref_fill(&m->refs[2 * i], &p[i].a, err, "a")) != 0 ||
-            (rc = ref_fill(&m->refs[2 * i + 1], &p[i].b, err, "b")) != 0)
+        if ((rc = omlc__ref_fill(&m->refs[2 * i], &p[i].a, err, "a")) != 0 ||
+            (rc = omlc__ref_fill(&m->refs[2 * i + 1], &p[i].b, err, "b")) != 0)
             return rc;
         x->a = &m->refs[2 * i].ref;
         x->b = &m->refs[2 * i + 1].ref;
@@ -169,46 +163,53 @@ static void pair_free(pair_msg *m)
     free(m->refs);
 }
 
+int omlc__classify_body(Omld__ClassifyRequest *body, omlc__ref_box *q, const omlc_ref *ref,
+                        uint32_t k, const char *model, omlc_error *err)
+{
+    omld__classify_request__init(body);
+    int rc = omlc__ref_fill(q, ref, err, "query");
+    if (rc != 0)
+        return rc;
+    body->query = &q->ref;
+    if (k > 0) {
+        body->k_opt_case = OMLD__CLASSIFY_REQUEST__K_OPT_K;
+        body->k = k;
+    }
+    if (model) {
+        body->model_opt_case = OMLD__CLASSIFY_REQUEST__MODEL_OPT_MODEL;
+        body->model = (char *)model;
+    }
+    return 0;
+}
+
 typedef struct classify_msg {
     Omld__Request req;
     Omld__ClassifyRequest body;
-    ref_box q;
+    omlc__ref_box q;
 } classify_msg;
 
 static int classify_build(classify_msg *m, const omlc_ref *q, uint32_t k, const char *model,
                           omlc_error *err)
 {
     omld__request__init(&m->req);
-    omld__classify_request__init(&m->body);
-    int rc = ref_fill(&m->q, q, err, "query");
-    if (rc != 0)
-        return rc;
-    m->body.query = &m->q.ref;
-    if (k > 0) {
-        m->body.k_opt_case = OMLD__CLASSIFY_REQUEST__K_OPT_K;
-        m->body.k = k;
-    }
-    if (model) {
-        m->body.model_opt_case = OMLD__CLASSIFY_REQUEST__MODEL_OPT_MODEL;
-        m->body.model = (char *)model;
-    }
+    int rc = omlc__classify_body(&m->body, &m->q, q, k, model, err);
     m->req.body_case = OMLD__REQUEST__BODY_CLASSIFY;
     m->req.classify = &m->body;
-    return 0;
+    return rc;
 }
 
-static void classify_copy(const Omld__Response *r, omlc_classification *out)
+void omlc__classify_copy(const Omld__ClassifyResponse *b, uint64_t model_version,
+                         omlc_classification *out)
 {
-    const Omld__ClassifyResponse *b = r->classify;
     memset(out, 0, sizeof *out);
-    copy_str(out->label, sizeof out->label, b->label);
+    omlc__copy_str(out->label, sizeof out->label, b->label);
     size_t n = b->n_scores < 16 ? b->n_scores : 16;
     for (size_t i = 0; i < n; i++) {
-        copy_str(out->scores[i].label, sizeof out->scores[i].label, b->scores[i]->label);
+        omlc__copy_str(out->scores[i].label, sizeof out->scores[i].label, b->scores[i]->label);
         out->scores[i].score = b->scores[i]->score;
     }
     out->n_scores = (int)n;
-    out->model_version = r->model_version;
+    out->model_version = model_version;
 }
 
 /* ---------------------------------------------------------------- typed operations */
@@ -362,8 +363,8 @@ int omlc_add_triplets_partial(omlc *c, const omlc_triplet *t, size_t n, uint32_t
     for (size_t i = 0; i < a->n_rejected && i < max_rejected; i++) {
         rejected[i].index = a->rejected[i]->index;
         rejected[i].code = (int)a->rejected[i]->code;
-        copy_str(rejected[i].field, sizeof rejected[i].field, a->rejected[i]->field);
-        copy_str(rejected[i].message, sizeof rejected[i].message, a->rejected[i]->message);
+        omlc__copy_str(rejected[i].field, sizeof rejected[i].field, a->rejected[i]->field);
+        omlc__copy_str(rejected[i].message, sizeof rejected[i].message, a->rejected[i]->message);
     }
     if (accepted)
         *accepted = a->accepted;
@@ -409,7 +410,7 @@ int omlc_classify(omlc *c, const omlc_ref *q, uint32_t k, const char *model,
     rc = omlc__call_expect(c, &m.req, OMLD__RESPONSE__BODY_CLASSIFY, &r, err);
     if (rc != 0)
         return rc;
-    classify_copy(r, out);
+    omlc__classify_copy(r->classify, r->model_version, out);
     omld__response__free_unpacked(r, NULL);
     return 0;
 }
@@ -422,10 +423,10 @@ int omlc_verify(omlc *c, const omlc_ref *a, const omlc_ref *b, float threshold,
         return omlc__err_set(err, OMLC_EARG, NULL, "omlc_verify: no out");
     Omld__Request req = OMLD__REQUEST__INIT;
     Omld__VerifyRequest body = OMLD__VERIFY_REQUEST__INIT;
-    ref_box ra, rb;
-    int rc = ref_fill(&ra, a, err, "a");
+    omlc__ref_box ra, rb;
+    int rc = omlc__ref_fill(&ra, a, err, "a");
     if (rc == 0)
-        rc = ref_fill(&rb, b, err, "b");
+        rc = omlc__ref_fill(&rb, b, err, "b");
     if (rc != 0)
         return rc;
     body.a = &ra.ref;
@@ -462,10 +463,25 @@ int omlc_retrieve(omlc *c, const omlc_ref *q, uint32_t k, const char *model, oml
     return omlc_retrieve_where(c, q, k, model, NULL, out, max_hits, n_hits, model_version, err);
 }
 
-static void retrieve_filter_fill(Omld__RetrieveRequest *body, const omlc_retrieve_filter *f)
+int omlc__retrieve_body(Omld__RetrieveRequest *body, omlc__ref_box *q, const omlc_ref *ref,
+                        uint32_t k, const char *model, const omlc_retrieve_filter *f,
+                        omlc_error *err)
 {
+    omld__retrieve_request__init(body);
+    int rc = omlc__ref_fill(q, ref, err, "query");
+    if (rc != 0)
+        return rc;
+    body->query = &q->ref;
+    if (k > 0) {
+        body->k_opt_case = OMLD__RETRIEVE_REQUEST__K_OPT_K;
+        body->k = k;
+    }
+    if (model) {
+        body->model_opt_case = OMLD__RETRIEVE_REQUEST__MODEL_OPT_MODEL;
+        body->model = (char *)model;
+    }
     if (f == NULL)
-        return;
+        return 0;
     body->labels = (char **)f->labels;
     body->n_labels = f->n_labels;
     body->exclude_ids = (char **)f->exclude_ids;
@@ -475,6 +491,21 @@ static void retrieve_filter_fill(Omld__RetrieveRequest *body, const omlc_retriev
         body->min_similarity_opt_case = OMLD__RETRIEVE_REQUEST__MIN_SIMILARITY_OPT_MIN_SIMILARITY;
         body->min_similarity = f->min_similarity;
     }
+    return 0;
+}
+
+size_t omlc__hits_copy(const Omld__RetrieveResponse *b, omlc_hit *out, size_t max_hits)
+{
+    size_t n = b->n_hits < max_hits ? b->n_hits : max_hits;
+    for (size_t i = 0; i < n; i++) {
+        const Omld__Hit *h = b->hits[i];
+        omlc__copy_str(out[i].id, sizeof out[i].id, h->id);
+        omlc__copy_str(out[i].label, sizeof out[i].label,
+                       h->label_opt_case == OMLD__HIT__LABEL_OPT_LABEL ? h->label : "");
+        out[i].score = h->score;
+        out[i].similarity = h->similarity;
+    }
+    return n;
 }
 
 int omlc_retrieve_where(omlc *c, const omlc_ref *q, uint32_t k, const char *model,
@@ -485,36 +516,18 @@ int omlc_retrieve_where(omlc *c, const omlc_ref *q, uint32_t k, const char *mode
     if (out == NULL && max_hits > 0)
         return omlc__err_set(err, OMLC_EARG, NULL, "omlc_retrieve: no out");
     Omld__Request req = OMLD__REQUEST__INIT;
-    Omld__RetrieveRequest body = OMLD__RETRIEVE_REQUEST__INIT;
-    ref_box rq;
-    int rc = ref_fill(&rq, q, err, "query");
+    Omld__RetrieveRequest body;
+    omlc__ref_box rq;
+    int rc = omlc__retrieve_body(&body, &rq, q, k, model, f, err);
     if (rc != 0)
         return rc;
-    body.query = &rq.ref;
-    if (k > 0) {
-        body.k_opt_case = OMLD__RETRIEVE_REQUEST__K_OPT_K;
-        body.k = k;
-    }
-    if (model) {
-        body.model_opt_case = OMLD__RETRIEVE_REQUEST__MODEL_OPT_MODEL;
-        body.model = (char *)model;
-    }
-    retrieve_filter_fill(&body, f);
     req.body_case = OMLD__REQUEST__BODY_RETRIEVE;
     req.retrieve = &body;
     Omld__Response *r = NULL;
     rc = omlc__call_expect(c, &req, OMLD__RESPONSE__BODY_RETRIEVE, &r, err);
     if (rc != 0)
         return rc;
-    size_t n = r->retrieve->n_hits < max_hits ? r->retrieve->n_hits : max_hits;
-    for (size_t i = 0; i < n; i++) {
-        const Omld__Hit *h = r->retrieve->hits[i];
-        copy_str(out[i].id, sizeof out[i].id, h->id);
-        copy_str(out[i].label, sizeof out[i].label,
-                 h->label_opt_case == OMLD__HIT__LABEL_OPT_LABEL ? h->label : "");
-        out[i].score = h->score;
-        out[i].similarity = h->similarity;
-    }
+    size_t n = omlc__hits_copy(r->retrieve, out, max_hits);
     if (n_hits)
         *n_hits = n;
     if (model_version)
@@ -532,8 +545,8 @@ int omlc_embed(omlc *c, const omlc_ref *item, const char *model, Omld__Response 
     *resp = NULL;
     Omld__Request req = OMLD__REQUEST__INIT;
     Omld__EmbedRequest body = OMLD__EMBED_REQUEST__INIT;
-    ref_box ri;
-    int rc = ref_fill(&ri, item, err, "item");
+    omlc__ref_box ri;
+    int rc = omlc__ref_fill(&ri, item, err, "item");
     if (rc != 0)
         return rc;
     body.item = &ri.ref;
@@ -750,7 +763,7 @@ static int classify_send(omlc *c, size_t i, void *ctx, omlc_error *err)
 static size_t classify_recv(omlc *c, size_t i, const Omld__Response *r, void *ctx)
 {
     batch_ctx *b = ctx;
-    classify_copy(r, &b->out[i]);
+    omlc__classify_copy(r->classify, r->model_version, &b->out[i]);
     return 1;
 }
 

@@ -57,6 +57,19 @@ int ctl_call(ctl *g, int argc, char **argv);
 int ctl_get(ctl *g, int argc, char **argv);
 int ctl_delete(ctl *g, int argc, char **argv);
 
+/* classify / retrieve --batch FILE (omlctl_batch.c): the queries of FILE
+ * (one per line: an id, or f1,f2,... a vector; '-' is stdin) sent as
+ * batches of batch_size (0: 1,000) with k, model and, for retrieve, the
+ * filter f applied to each; every answer printed as for one query, with
+ * the query first. Returns an exit code. */
+int ctl_query_batch(const ctl *g, const char *cmd, const char *file, size_t batch_size,
+                    uint32_t k, const char *model, const omlc_retrieve_filter *f, int json);
+/* One answer on stdout: a JSON object (with "query" when query != NULL)
+ * or text lines (after "query Q" when query != NULL). */
+void ctl_print_classification(const char *query, const omlc_classification *out, int json);
+void ctl_print_hits(const char *query, const omlc_hit *hits, size_t n, uint32_t offset,
+                    uint64_t version, int json);
+
 /* ---- option parsing (exit(1) with a message on a malformed value) ---- */
 
 /* The value of option `name` at argv[*i] ("--name V" or "--name=V"),

@@ -22,6 +22,8 @@ typedef struct query_opts {
      * --min-similarity; the name arrays point into argv */
     const char *labels[MAX_FILTER], *exclude[MAX_FILTER];
     omlc_retrieve_filter filter;
+    const char *batch;      /* classify / retrieve --batch FILE: its queries instead */
+    long long batch_size;   /* --batch-size: queries per request */
 } query_opts;
 
 static int add_ref(query_opts *q, const char *cmd, int max_refs, const char *v, int is_id)
@@ -100,6 +102,10 @@ static int parse_query(ctl *g, int argc, char **argv, const char *cmd, void (*us
             q->threshold = ctl_real("--threshold", v, 1e-9, 1.0);
         } else if ((v = ctl_opt(argc, argv, &i, "--model"))) {
             q->model = v;
+        } else if (want_k && (v = ctl_opt(argc, argv, &i, "--batch"))) {
+            q->batch = v;
+        } else if (want_k && (v = ctl_opt(argc, argv, &i, "--batch-size"))) {
+            q->batch_size = ctl_int("--batch-size", v, 1, 1 << 20);
         } else if (want_k && (rc = parse_filter(q, cmd, argc, argv, &i)) != 0) {
             if (rc < 0)
                 return CTL_EXIT_USAGE + 1; /* printed */
@@ -109,7 +115,9 @@ static int parse_query(ctl *g, int argc, char **argv, const char *cmd, void (*us
             return ctl_usage_error(cmd, "unknown argument '%s'", argv[i]) + 1;
         }
     }
-    if (q->n_refs != max_refs)
+    if (q->batch && q->n_refs > 0)
+        return ctl_usage_error(cmd, "--batch FILE names the queries: no --id / --vector") + 1;
+    if (!q->batch && q->n_refs != max_refs)
         return ctl_usage_error(cmd, "needs %d item(s): --id ID or --vector f1,f2,...", max_refs) + 1;
     return 0;
 }
@@ -123,6 +131,11 @@ static void query_free(query_opts *q)
 #define REF_HELP                                                                       \
     "  --id ID             a stored item\n"                                            \
     "  --vector F1,F2,...  an inline vector of the daemon's dimension (not stored)\n"
+#define BATCH_HELP                                                                     \
+    "  --batch FILE        many queries, one per line (an id, or f1,f2,... a vector;\n"    \
+    "                      '-' is stdin, '#' lines skipped), sent as batches the\n"        \
+    "                      daemon answers together; each query's answer as above\n"        \
+    "  --batch-size N      queries per request (default 1000; at most max_batch)\n"
 #define MODEL_HELP                                                                     \
     "  --model NAME        a batch-trained model instead of the live one\n"            \
     "  --json              print the answer as one JSON object\n"                      \
@@ -130,11 +143,47 @@ static void query_free(query_opts *q)
 
 static void classify_usage(FILE *f)
 {
-    fprintf(f, "usage: omlctl classify (--id ID | --vector F1,...) [--k K] [--model NAME]\n"
+    fprintf(f, "usage: omlctl classify (--id ID | --vector F1,... | --batch FILE) [--k K]\n"
+               "                       [--model NAME]\n"
                "k-nearest-neighbour class over every head (OAHU Eq. 23-25): the label and\n"
-               "every class with a non-zero score, best first.\n" REF_HELP
+               "every class with a non-zero score, best first.\n" REF_HELP BATCH_HELP
                "  --k K               neighbours per head (default: the daemon's default_k)\n" MODEL_HELP
-               "example:\n  omlctl classify --id test-17 --k 5\n");
+               "examples:\n  omlctl classify --id test-17 --k 5\n"
+               "  omlctl classify --batch queries.txt --k 5 --json\n");
+}
+
+/* Opens an answer's JSON object, with "query" first for a batch's. */
+static void json_open(const char *query)
+{
+    printf("{");
+    if (query) {
+        printf("\"query\":");
+        ctl_json_string(stdout, query);
+        printf(",");
+    }
+}
+
+void ctl_print_classification(const char *query, const omlc_classification *out, int json)
+{
+    if (json) {
+        json_open(query);
+        printf("\"label\":");
+        ctl_json_string(stdout, out->label);
+        printf(",\"model_version\":%llu,\"scores\":[", (unsigned long long)out->model_version);
+        for (int i = 0; i < out->n_scores; i++) {
+            printf("%s{\"label\":", i ? "," : "");
+            ctl_json_string(stdout, out->scores[i].label);
+            printf(",\"score\":%.6g}", out->scores[i].score);
+        }
+        printf("]}\n");
+        return;
+    }
+    if (query)
+        printf("query %s\n", query);
+    printf("label %s   (model version %llu)\n", out->label[0] ? out->label : "(none)",
+           (unsigned long long)out->model_version);
+    for (int i = 0; i < out->n_scores; i++)
+        printf("  %-24s %.4f\n", out->scores[i].label, out->scores[i].score);
 }
 
 int ctl_classify(ctl *g, int argc, char **argv)
@@ -145,29 +194,21 @@ int ctl_classify(ctl *g, int argc, char **argv)
         query_free(&q);
         return rc - 1;
     }
+    if (q.batch) {
+        rc = ctl_query_batch(g, "classify", q.batch, (size_t)q.batch_size, (uint32_t)q.k, q.model,
+                             NULL, q.json);
+        query_free(&q);
+        return rc;
+    }
     omlc *c = NULL;
     if ((rc = ctl_connect(g, &c)) == 0) {
         omlc_classification out;
         omlc_error err;
         int r = omlc_classify(c, &q.refs[0], (uint32_t)q.k, q.model, &out, &err);
-        if (r != 0) {
+        if (r != 0)
             rc = ctl_fail("classify", r, &err);
-        } else if (q.json) {
-            printf("{\"label\":");
-            ctl_json_string(stdout, out.label);
-            printf(",\"model_version\":%llu,\"scores\":[", (unsigned long long)out.model_version);
-            for (int i = 0; i < out.n_scores; i++) {
-                printf("%s{\"label\":", i ? "," : "");
-                ctl_json_string(stdout, out.scores[i].label);
-                printf(",\"score\":%.6g}", out.scores[i].score);
-            }
-            printf("]}\n");
-        } else {
-            printf("label %s   (model version %llu)\n", out.label[0] ? out.label : "(none)",
-                   (unsigned long long)out.model_version);
-            for (int i = 0; i < out.n_scores; i++)
-                printf("  %-24s %.4f\n", out.scores[i].label, out.scores[i].score);
-        }
+        else
+            ctl_print_classification(NULL, &out, q.json);
     }
     omlc_close(c);
     query_free(&q);
@@ -221,7 +262,8 @@ int ctl_verify(ctl *g, int argc, char **argv)
 
 static void retrieve_usage(FILE *f)
 {
-    fprintf(f, "usage: omlctl retrieve (--id ID | --vector F1,...) [--k K] [--model NAME]\n"
+    fprintf(f, "usage: omlctl retrieve (--id ID | --vector F1,... | --batch FILE) [--k K]\n"
+               "                       [--model NAME]\n"
                "                       [--label L]... [--exclude ID]... [--offset N]\n"
                "                       [--min-similarity S]\n"
                "The k stored items most like the query, best first (OAHU Eq. 27); a query by\n"
@@ -231,8 +273,39 @@ static void retrieve_usage(FILE *f)
                "  --label L           only items labelled L (repeat for several labels)\n"
                "  --exclude ID        never this item (repeatable)\n"
                "  --offset N          skip the best N: the next page (offset + k <= max_k)\n"
-               "  --min-similarity S  only hits at least this similar, S in [-1, 1]\n" MODEL_HELP
-               "example:\n  omlctl retrieve --id dev-17 --k 10 --label shirt --exclude dev-3\n");
+               "  --min-similarity S  only hits at least this similar, S in [-1, 1]\n"
+               "                      (with --batch, the filters apply to every query)\n"
+               BATCH_HELP MODEL_HELP
+               "examples:\n  omlctl retrieve --id dev-17 --k 10 --label shirt --exclude dev-3\n"
+               "  omlctl retrieve --batch queries.txt --k 10 --label shirt\n");
+}
+
+void ctl_print_hits(const char *query, const omlc_hit *hits, size_t n, uint32_t offset,
+                    uint64_t version, int json)
+{
+    if (json) {
+        json_open(query);
+        printf("\"model_version\":%llu,\"hits\":[", (unsigned long long)version);
+        for (size_t i = 0; i < n; i++) {
+            printf("%s{\"id\":", i ? "," : "");
+            ctl_json_string(stdout, hits[i].id);
+            printf(",\"label\":");
+            if (hits[i].label[0])
+                ctl_json_string(stdout, hits[i].label);
+            else
+                printf("null");
+            printf(",\"score\":%.6g,\"similarity\":%.6g}", hits[i].score, hits[i].similarity);
+        }
+        printf("]}\n");
+        return;
+    }
+    if (query)
+        printf("query %s\n", query);
+    printf("%zu hits   (model version %llu)\n", n, (unsigned long long)version);
+    printf("  %4s  %-32s %-16s %-8s %s\n", "rank", "id", "label", "score", "similarity");
+    for (size_t i = 0; i < n; i++)
+        printf("  %4zu  %-32s %-16s %-8.4f %.4f\n", offset + i + 1, hits[i].id,
+               hits[i].label[0] ? hits[i].label : "-", hits[i].score, hits[i].similarity);
 }
 
 int ctl_retrieve(ctl *g, int argc, char **argv)
@@ -242,6 +315,12 @@ int ctl_retrieve(ctl *g, int argc, char **argv)
     if (rc) {
         query_free(&q);
         return rc - 1;
+    }
+    if (q.batch) {
+        rc = ctl_query_batch(g, "retrieve", q.batch, (size_t)q.batch_size, (uint32_t)q.k, q.model,
+                             &q.filter, q.json);
+        query_free(&q);
+        return rc;
     }
     omlc *c = NULL;
     size_t cap = q.k > 0 ? (size_t)q.k : 1024;
@@ -257,29 +336,10 @@ int ctl_retrieve(ctl *g, int argc, char **argv)
         omlc_error err;
         int r = omlc_retrieve_where(c, &q.refs[0], (uint32_t)q.k, q.model, &q.filter, hits, cap,
                                     &n, &version, &err);
-        if (r != 0) {
+        if (r != 0)
             rc = ctl_fail("retrieve", r, &err);
-        } else if (q.json) {
-            printf("{\"model_version\":%llu,\"hits\":[", (unsigned long long)version);
-            for (size_t i = 0; i < n; i++) {
-                printf("%s{\"id\":", i ? "," : "");
-                ctl_json_string(stdout, hits[i].id);
-                printf(",\"label\":");
-                if (hits[i].label[0])
-                    ctl_json_string(stdout, hits[i].label);
-                else
-                    printf("null");
-                printf(",\"score\":%.6g,\"similarity\":%.6g}", hits[i].score,
-                       hits[i].similarity);
-            }
-            printf("]}\n");
-        } else {
-            printf("%zu hits   (model version %llu)\n", n, (unsigned long long)version);
-            printf("  %4s  %-32s %-16s %-8s %s\n", "rank", "id", "label", "score", "similarity");
-            for (size_t i = 0; i < n; i++)
-                printf("  %4zu  %-32s %-16s %-8.4f %.4f\n", q.filter.offset + i + 1, hits[i].id,
-                       hits[i].label[0] ? hits[i].label : "-", hits[i].score, hits[i].similarity);
-        }
+        else
+            ctl_print_hits(NULL, hits, n, q.filter.offset, version, q.json);
     }
     free(hits);
     omlc_close(c);

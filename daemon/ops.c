@@ -45,16 +45,55 @@ static uint64_t add_pairs_n(const Omld__Request *q)
     return q->add_pairs ? q->add_pairs->n_pairs : 0;
 }
 
+static uint64_t classify_batch_n(const Omld__Request *q)
+{
+    return q->classify_batch ? q->classify_batch->n_queries : 0;
+}
+
+static uint64_t retrieve_batch_n(const Omld__Request *q)
+{
+    return q->retrieve_batch ? q->retrieve_batch->n_queries : 0;
+}
+
+static uint32_t classify_msg_k(const Omld__ClassifyRequest *m)
+{
+    return m && m->k_opt_case == OMLD__CLASSIFY_REQUEST__K_OPT_K ? m->k : 0;
+}
+
+static uint32_t retrieve_msg_k(const Omld__RetrieveRequest *m)
+{
+    return m && m->k_opt_case == OMLD__RETRIEVE_REQUEST__K_OPT_K ? m->k : 0;
+}
+
 static uint32_t classify_k(const Omld__Request *q)
 {
-    const Omld__ClassifyRequest *m = q->classify;
-    return m && m->k_opt_case == OMLD__CLASSIFY_REQUEST__K_OPT_K ? m->k : 0;
+    return classify_msg_k(q->classify);
 }
 
 static uint32_t retrieve_k(const Omld__Request *q)
 {
-    const Omld__RetrieveRequest *m = q->retrieve;
-    return m && m->k_opt_case == OMLD__RETRIEVE_REQUEST__K_OPT_K ? m->k : 0;
+    return retrieve_msg_k(q->retrieve);
+}
+
+/* A batch's k for max_k: the largest its queries ask for. */
+static uint32_t classify_batch_k(const Omld__Request *q)
+{
+    uint32_t k = 0;
+    for (uint64_t i = 0; i < classify_batch_n(q); i++) {
+        uint32_t ki = classify_msg_k(q->classify_batch->queries[i]);
+        k = ki > k ? ki : k;
+    }
+    return k;
+}
+
+static uint32_t retrieve_batch_k(const Omld__Request *q)
+{
+    uint32_t k = 0;
+    for (uint64_t i = 0; i < retrieve_batch_n(q); i++) {
+        uint32_t ki = retrieve_msg_k(q->retrieve_batch->queries[i]);
+        k = ki > k ? ki : k;
+    }
+    return k;
 }
 
 /* ------------------------------------------------------------ answer bounds */
@@ -72,15 +111,45 @@ static uint64_t get_items_answer(const Omld__Request *q, const omld_answer_dims 
     return get_items_n(q) * (d->dim * 4 + 2 * NAME_BYTES + 16);
 }
 
-static uint64_t retrieve_answer(const Omld__Request *q, const omld_answer_dims *d)
+static uint64_t retrieve_msg_answer(const Omld__RetrieveRequest *m, const omld_answer_dims *d)
 {
-    return k_or_default(retrieve_k(q), d) * (2 * NAME_BYTES + 16);
+    return k_or_default(retrieve_msg_k(m), d) * (2 * NAME_BYTES + 16);
 }
 
 /* A score per class met per head, and the label. */
+static uint64_t classify_msg_answer(const Omld__ClassifyRequest *m, const omld_answer_dims *d)
+{
+    return k_or_default(classify_msg_k(m), d) * d->heads * (NAME_BYTES + 8) + NAME_BYTES;
+}
+
+static uint64_t retrieve_answer(const Omld__Request *q, const omld_answer_dims *d)
+{
+    return retrieve_msg_answer(q->retrieve, d);
+}
+
 static uint64_t classify_answer(const Omld__Request *q, const omld_answer_dims *d)
 {
-    return k_or_default(classify_k(q), d) * d->heads * (NAME_BYTES + 8) + NAME_BYTES;
+    return classify_msg_answer(q->classify, d);
+}
+
+/* A batch's answer: every query's, each in its own field (tag and length:
+ * at most 6 bytes). */
+#define ANSWER_FRAMING 6
+
+static uint64_t classify_batch_answer(const Omld__Request *q, const omld_answer_dims *d)
+{
+    uint64_t b = 0;
+    for (uint64_t i = 0; i < classify_batch_n(q); i++)
+        b += classify_msg_answer(q->classify_batch->queries[i], d) + ANSWER_FRAMING;
+    return b;
+}
+
+static uint64_t retrieve_batch_answer(const Omld__Request *q, const omld_answer_dims *d)
+{
+    uint64_t b = 0;
+    for (uint64_t i = 0; i < retrieve_batch_n(q); i++)
+        b += retrieve_msg_answer(q->retrieve_batch->queries[i], d) + ANSWER_FRAMING;
+    return b;
 }
 
 static uint64_t embed_answer(const Omld__Request *q, const omld_answer_dims *d)
@@ -128,6 +197,14 @@ static const omld_op OPS[] = {
     {.name = "embed", .body = BODY(EMBED), .route = OMLD_ROUTE_QUERY, .needs_model = 1,
      .metric = OMLD_Q_EMBED, .answer = embed_answer, .check = omld_check_embed,
      .handle.query = omld_query_embed},
+    {.name = "classify_batch", .body = BODY(CLASSIFY_BATCH), .route = OMLD_ROUTE_QUERY,
+     .needs_model = 1, .metric = OMLD_Q_CLASSIFY_BATCH, .entries = classify_batch_n,
+     .k = classify_batch_k, .answer = classify_batch_answer, .check = omld_check_classify_batch,
+     .handle.query = omld_query_classify_batch},
+    {.name = "retrieve_batch", .body = BODY(RETRIEVE_BATCH), .route = OMLD_ROUTE_QUERY,
+     .needs_model = 1, .metric = OMLD_Q_RETRIEVE_BATCH, .entries = retrieve_batch_n,
+     .k = retrieve_batch_k, .answer = retrieve_batch_answer, .check = omld_check_retrieve_batch,
+     .handle.query = omld_query_retrieve_batch},
     {.name = "status", .body = BODY(STATUS), .route = OMLD_ROUTE_INLINE, .metric = -1,
      .handle.local = omld_local_status},
     {.name = "health", .body = BODY(HEALTH), .route = OMLD_ROUTE_INLINE, .metric = -1,

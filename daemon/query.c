@@ -25,21 +25,23 @@
 #include "err.h"
 #include "fresh.h"
 #include "ops.h"
+#include "query_int.h"
 #include "serve.h"
 
-#define FIELD_CAP 128
+int32_t omld__query_k(int set, uint32_t k, const omld_limits *lim)
+{
+    return (int32_t)(set ? k : lim->default_k);
+}
 
-
-static int oom(omld_reply *r, const char *op)
+int omld__query_oom(omld_reply *r, const char *op)
 {
     return omld_reply_error(r, OMLD__STATUS__CODE__INTERNAL, NULL,
                             "the daemon ran out of memory while answering %s", op);
 }
 
-/* A liboml error: its wire code, its diag field under the op's path. */
-static int lib_error(omld_reply *r, int rc, const oml_diag *d, const char *op)
+int omld__query_lib_error(omld_reply *r, int rc, const oml_diag *d, const char *op)
 {
-    char field[FIELD_CAP];
+    char field[OMLD_QUERY_FIELD_CAP];
     if (d->field[0])
         snprintf(field, sizeof field, "%s.%s", op, d->field);
     else
@@ -48,20 +50,11 @@ static int lib_error(omld_reply *r, int rc, const oml_diag *d, const char *op)
                             d->msg[0] ? d->msg : oml_strerror(rc));
 }
 
-/* One resolved ItemRef. */
-typedef struct query_item {
-    const float *x; /* dim floats: the request's own vector, or a copy in the reply's arena */
-    int32_t row;    /* the item's row in the view, or -1 */
-} query_item;
-
-/* Resolves ref (field is its path, e.g. "classify.query"): an inline vector
- * is used as is; an id is looked up in the store and its features copied
- * out under the read lock. 0, or the error filled into r. */
-static int resolve(const omld_query_ctx *q, const omld_view *v, const Omld__ItemRef *ref,
-                   const char *field, query_item *qi, omld_reply *r)
+int omld__query_resolve(const omld_query_ctx *q, const omld_view *v, const Omld__ItemRef *ref,
+                        const char *field, query_item *qi, omld_reply *r)
 {
     size_t dim = (size_t)v->ix->snap->cfg.dim;
-    char path[FIELD_CAP];
+    char path[OMLD_QUERY_FIELD_CAP];
     qi->x = NULL;
     qi->row = -1;
     if (ref != NULL && ref->ref_case == OMLD__ITEM_REF__REF_VECTOR) {
@@ -89,7 +82,7 @@ static int resolve(const omld_query_ctx *q, const omld_view *v, const Omld__Item
     size_t len = strlen(ref->id);
     float *buf = omld_reply_alloc(r, dim * sizeof *buf);
     if (buf == NULL)
-        return oom(r, field);
+        return omld__query_oom(r, field);
     uint32_t slot;
     pthread_rwlock_rdlock(&q->lock->rw);
     int rc = oml_store_find(q->store, ref->id, len, &slot);
@@ -112,8 +105,8 @@ static int resolve(const omld_query_ctx *q, const omld_view *v, const Omld__Item
  * /status and /metrics, so an operator sees when the approximation loses
  * neighbours. */
 #define RECALL_EVERY 32
-static void sample_recall(const omld_query_ctx *q, omld_view *v, const float *x, int32_t k,
-                          int32_t row)
+void omld__query_sample_recall(const omld_query_ctx *q, omld_view *v, const float *x, int32_t k,
+                               int32_t row)
 {
     if (v->ix->n_lists <= 0 || q->metrics == NULL)
         return;
@@ -128,48 +121,55 @@ static void sample_recall(const omld_query_ctx *q, omld_view *v, const float *x,
     atomic_fetch_add(&b->recall_total, (uint64_t)total);
 }
 
+Omld__ClassifyResponse *omld__query_classify_response(const oml_index *ix,
+                                                      const oml_classification *c, omld_reply *r)
+{
+    Omld__ClassifyResponse *resp = omld_reply_alloc(r, sizeof *resp);
+    if (resp == NULL)
+        return NULL;
+    omld__classify_response__init(resp);
+    if (c == NULL || c->label < 0) /* no labelled neighbour: an empty answer */
+        return resp;
+    size_t n = (size_t)c->n_classes;
+    const char *name = ix->label_names[c->label];
+    resp->label = omld_reply_strdup(r, name, strlen(name));
+    Omld__ClassScore *sc = omld_reply_alloc(r, n * sizeof *sc);
+    resp->scores = omld_reply_alloc(r, n * sizeof *resp->scores);
+    if (resp->label == NULL || sc == NULL || resp->scores == NULL)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        omld__class_score__init(&sc[i]);
+        name = ix->label_names[c->classes[i].label];
+        if ((sc[i].label = omld_reply_strdup(r, name, strlen(name))) == NULL)
+            return NULL;
+        sc[i].score = c->classes[i].score;
+        resp->scores[i] = &sc[i];
+    }
+    resp->n_scores = n;
+    return resp;
+}
+
 static int run_classify(const omld_query_ctx *q, omld_view *v, const Omld__Request *req,
                         omld_reply *r)
 {
     const Omld__ClassifyRequest *m = req->classify;
     int rc;
-    int32_t k = (int32_t)(m->k_opt_case == OMLD__CLASSIFY_REQUEST__K_OPT_K ? m->k
-                                                                           : q->lim->default_k);
+    int32_t k = omld__query_k(m->k_opt_case == OMLD__CLASSIFY_REQUEST__K_OPT_K, m->k, q->lim);
     query_item qi;
-    if ((rc = resolve(q, v, m->query, "classify.query", &qi, r)) != 0)
+    if ((rc = omld__query_resolve(q, v, m->query, "classify.query", &qi, r)) != 0)
         return rc;
     oml_classification c;
     oml_diag d = {0};
     rc = v->fresh ? omld_fresh_classify(q, v, qi.x, k, qi.row, &c, &d)
                   : oml_classify(v->ix, qi.x, k, qi.row, &c, &d);
     if (rc != OML_OK && rc != OML_EEMPTY)
-        return lib_error(r, rc, &d, "classify");
-    sample_recall(q, v, qi.x, k, qi.row);
-    Omld__ClassifyResponse *resp = omld_reply_alloc(r, sizeof *resp);
-    if (resp == NULL)
-        return oom(r, "classify");
-    omld__classify_response__init(resp);
-    if (rc == OML_OK) { /* OML_EEMPTY (no labelled neighbour) is an empty answer */
-        const oml_index *ix = v->ix;
-        size_t n = (size_t)c.n_classes;
-        const char *name = ix->label_names[c.label];
-        resp->label = omld_reply_strdup(r, name, strlen(name));
-        Omld__ClassScore *sc = omld_reply_alloc(r, n * sizeof *sc);
-        resp->scores = omld_reply_alloc(r, n * sizeof *resp->scores);
-        if (resp->label == NULL || sc == NULL || resp->scores == NULL)
-            return oom(r, "classify");
-        for (size_t i = 0; i < n; i++) {
-            omld__class_score__init(&sc[i]);
-            name = ix->label_names[c.classes[i].label];
-            if ((sc[i].label = omld_reply_strdup(r, name, strlen(name))) == NULL)
-                return oom(r, "classify");
-            sc[i].score = c.classes[i].score;
-            resp->scores[i] = &sc[i];
-        }
-        resp->n_scores = n;
-    }
+        return omld__query_lib_error(r, rc, &d, "classify");
+    omld__query_sample_recall(q, v, qi.x, k, qi.row);
+    /* OML_EEMPTY (no labelled neighbour) is an empty answer */
+    r->msg.classify = omld__query_classify_response(v->ix, rc == OML_OK ? &c : NULL, r);
+    if (r->msg.classify == NULL)
+        return omld__query_oom(r, "classify");
     r->msg.body_case = OMLD__RESPONSE__BODY_CLASSIFY;
-    r->msg.classify = resp;
     return 0;
 }
 
@@ -182,8 +182,8 @@ static int run_verify(const omld_query_ctx *q, omld_view *v, const Omld__Request
                   ? m->threshold
                   : q->lim->default_threshold;
     query_item a, b;
-    if ((rc = resolve(q, v, m->a, "verify.a", &a, r)) != 0
-        || (rc = resolve(q, v, m->b, "verify.b", &b, r)) != 0)
+    if ((rc = omld__query_resolve(q, v, m->a, "verify.a", &a, r)) != 0
+        || (rc = omld__query_resolve(q, v, m->b, "verify.b", &b, r)) != 0)
         return rc;
     const oml_snapshot *s = omld_view_model(v);
     oml_verification res;
@@ -193,7 +193,7 @@ static int run_verify(const omld_query_ctx *q, omld_view *v, const Omld__Request
      * Eq. 26 is applied here, summed in the same order and precision. */
     rc = oml_verify(s, a.x, b.x, t < 1.0f ? t : 0.5f, &res, &d);
     if (rc != OML_OK)
-        return lib_error(r, rc, &d, "verify");
+        return omld__query_lib_error(r, rc, &d, "verify");
     int heads = oml_snapshot_heads(s);
     if (!(t < 1.0f)) {
         double p = 0.0;
@@ -206,7 +206,7 @@ static int run_verify(const omld_query_ctx *q, omld_view *v, const Omld__Request
     Omld__VerifyResponse *resp = omld_reply_alloc(r, sizeof *resp);
     float *dist = omld_reply_alloc(r, (size_t)heads * sizeof *dist);
     if (resp == NULL || dist == NULL)
-        return oom(r, "verify");
+        return omld__query_oom(r, "verify");
     omld__verify_response__init(resp);
     memcpy(dist, res.dist, (size_t)heads * sizeof *dist);
     resp->similar = res.similar != 0;
@@ -218,12 +218,8 @@ static int run_verify(const omld_query_ctx *q, omld_view *v, const Omld__Request
     return 0;
 }
 
-/* The rows a retrieval may return (opts->allow, malloc'd; NULL when the
- * request filters nothing): with labels, the rows of those labels; never
- * an excluded id. Labels and ids the view does not know match nothing.
- * 0, or -1 when out of memory. */
-static int retrieve_filter(const omld_view *v, const Omld__RetrieveRequest *m,
-                           oml_retrieve_opts *opts)
+int omld__query_retrieve_filter(const omld_view *v, const Omld__RetrieveRequest *m,
+                                oml_retrieve_opts *opts)
 {
     const oml_index *ix = v->ix;
     opts->allow = NULL;
@@ -250,35 +246,40 @@ static int retrieve_filter(const omld_view *v, const Omld__RetrieveRequest *m,
     return 0;
 }
 
-/* The answer: each hit's id, scores and label. */
-static int retrieve_answer(const oml_index *ix, const oml_hit *hits, int32_t n, omld_reply *r)
+Omld__RetrieveResponse *omld__query_retrieve_response(const oml_index *ix, const oml_hit *hits,
+                                                      int32_t n, omld_reply *r)
 {
     Omld__RetrieveResponse *resp = omld_reply_alloc(r, sizeof *resp);
     Omld__Hit *h = omld_reply_alloc(r, (size_t)n * sizeof *h);
     Omld__Hit **hp = omld_reply_alloc(r, (size_t)n * sizeof *hp);
     if (resp == NULL || h == NULL || hp == NULL)
-        return oom(r, "retrieve");
+        return NULL;
     omld__retrieve_response__init(resp);
     for (int32_t i = 0; i < n; i++) {
         int32_t row = hits[i].row;
         omld__hit__init(&h[i]);
         if ((h[i].id = omld_reply_strdup(r, ix->ids[row], ix->id_lens[row])) == NULL)
-            return oom(r, "retrieve");
+            return NULL;
         h[i].score = hits[i].score;
         h[i].similarity = hits[i].similarity;
         if (ix->labels[row] != OML_LABEL_NONE) {
             const char *name = ix->label_names[ix->labels[row]];
             h[i].label_opt_case = OMLD__HIT__LABEL_OPT_LABEL;
             if ((h[i].label = omld_reply_strdup(r, name, strlen(name))) == NULL)
-                return oom(r, "retrieve");
+                return NULL;
         }
         hp[i] = &h[i];
     }
     resp->n_hits = (size_t)n;
     resp->hits = hp;
-    r->msg.body_case = OMLD__RESPONSE__BODY_RETRIEVE;
-    r->msg.retrieve = resp;
-    return 0;
+    return resp;
+}
+
+void omld__query_retrieve_opts(const Omld__RetrieveRequest *m, oml_retrieve_opts *opts)
+{
+    *opts = (oml_retrieve_opts){NULL, (int32_t)m->offset, -INFINITY};
+    if (m->min_similarity_opt_case == OMLD__RETRIEVE_REQUEST__MIN_SIMILARITY_OPT_MIN_SIMILARITY)
+        opts->min_similarity = m->min_similarity;
 }
 
 static int run_retrieve(const omld_query_ctx *q, omld_view *v, const Omld__Request *req,
@@ -286,18 +287,16 @@ static int run_retrieve(const omld_query_ctx *q, omld_view *v, const Omld__Reque
 {
     const Omld__RetrieveRequest *m = req->retrieve;
     int rc;
-    int32_t k = (int32_t)(m->k_opt_case == OMLD__RETRIEVE_REQUEST__K_OPT_K ? m->k
-                                                                           : q->lim->default_k);
+    int32_t k = omld__query_k(m->k_opt_case == OMLD__RETRIEVE_REQUEST__K_OPT_K, m->k, q->lim);
     query_item qi;
-    if ((rc = resolve(q, v, m->query, "retrieve.query", &qi, r)) != 0)
+    if ((rc = omld__query_resolve(q, v, m->query, "retrieve.query", &qi, r)) != 0)
         return rc;
     /* Scratch from the arena too (k <= max_k <= OML_SERVE_MAX_K hits). */
     oml_hit *hits = omld_reply_alloc(r, (size_t)(k > 0 ? k : 1) * sizeof *hits);
-    oml_retrieve_opts opts = {NULL, (int32_t)m->offset, -INFINITY};
-    if (m->min_similarity_opt_case == OMLD__RETRIEVE_REQUEST__MIN_SIMILARITY_OPT_MIN_SIMILARITY)
-        opts.min_similarity = m->min_similarity;
-    if (hits == NULL || retrieve_filter(v, m, &opts) != 0)
-        return oom(r, "retrieve");
+    oml_retrieve_opts opts;
+    omld__query_retrieve_opts(m, &opts);
+    if (hits == NULL || omld__query_retrieve_filter(v, m, &opts) != 0)
+        return omld__query_oom(r, "retrieve");
     int32_t n = 0;
     oml_diag d = {0};
     rc = v->fresh ? omld_fresh_retrieve(q, v, qi.x, k, qi.row, &opts, hits, &n, &d)
@@ -305,10 +304,13 @@ static int run_retrieve(const omld_query_ctx *q, omld_view *v, const Omld__Reque
     int filtered = opts.allow != NULL || opts.offset > 0;
     free((void *)opts.allow);
     if (rc != OML_OK)
-        return lib_error(r, rc, &d, "retrieve");
+        return omld__query_lib_error(r, rc, &d, "retrieve");
     if (!filtered) /* the recall sample compares plain searches */
-        sample_recall(q, v, qi.x, k, qi.row);
-    return retrieve_answer(v->ix, hits, n, r);
+        omld__query_sample_recall(q, v, qi.x, k, qi.row);
+    if ((r->msg.retrieve = omld__query_retrieve_response(v->ix, hits, n, r)) == NULL)
+        return omld__query_oom(r, "retrieve");
+    r->msg.body_case = OMLD__RESPONSE__BODY_RETRIEVE;
+    return 0;
 }
 
 static int run_embed(const omld_query_ctx *q, omld_view *v, const Omld__Request *req,
@@ -317,7 +319,7 @@ static int run_embed(const omld_query_ctx *q, omld_view *v, const Omld__Request 
     const Omld__EmbedRequest *m = req->embed;
     int rc;
     query_item qi;
-    if ((rc = resolve(q, v, m->item, "embed.item", &qi, r)) != 0)
+    if ((rc = omld__query_resolve(q, v, m->item, "embed.item", &qi, r)) != 0)
         return rc;
     const oml_snapshot *s = omld_view_model(v);
     size_t heads = (size_t)oml_snapshot_heads(s), emb = (size_t)s->cfg.emb;
@@ -327,11 +329,11 @@ static int run_embed(const omld_query_ctx *q, omld_view *v, const Omld__Request 
     Omld__Vector *vec = omld_reply_alloc(r, heads * sizeof *vec);
     Omld__Vector **vp = omld_reply_alloc(r, heads * sizeof *vp);
     if (resp == NULL || out == NULL || alpha == NULL || vec == NULL || vp == NULL)
-        return oom(r, "embed");
+        return omld__query_oom(r, "embed");
     if ((rc = oml_snapshot_embed(s, qi.x, 1, out)) != OML_OK) {
         oml_diag d = {0};
         oml_diag_set(&d, rc, "", "embedding the item failed");
-        return lib_error(r, rc, &d, "embed");
+        return omld__query_lib_error(r, rc, &d, "embed");
     }
     omld__embed_response__init(resp);
     for (size_t h = 0; h < heads; h++) {
@@ -365,7 +367,7 @@ static int run_get_items(const omld_query_ctx *q, const Omld__GetItemsRequest *m
     float *feats = omld_reply_alloc(r, n * dim * sizeof *feats);
     char *idbuf = omld_reply_alloc(r, id_bytes);
     if (resp == NULL || items == NULL || ip == NULL || feats == NULL || idbuf == NULL)
-        return oom(r, "get_items");
+        return omld__query_oom(r, "get_items");
     omld__get_items_response__init(resp);
     for (size_t i = 0, off = 0; i < n; i++) {
         size_t len = strlen(m->ids[i]);
@@ -409,9 +411,9 @@ static int run_get_items(const omld_query_ctx *q, const Omld__GetItemsRequest *m
     pthread_rwlock_unlock(&q->lock->rw);
 
     if (failed == 2)
-        return oom(r, "get_items");
+        return omld__query_oom(r, "get_items");
     if (failed == 1) {
-        char field[FIELD_CAP], qid[200];
+        char field[OMLD_QUERY_FIELD_CAP], qid[200];
         snprintf(field, sizeof field, "get_items.ids[%zu]", bad);
         return omld_reply_error(r, OMLD__STATUS__CODE__NOT_FOUND, field, "no item has id %s",
                                 omld_reply_quote(qid, sizeof qid, m->ids[bad], strlen(m->ids[bad])));
@@ -437,7 +439,7 @@ static omld_view *model_view(const omld_query_ctx *q, omld_view *v, int named, c
         return v;
     omld_view *mv = q->models ? omld_models_acquire(q->models, model) : NULL;
     if (mv == NULL) {
-        char field[FIELD_CAP], qn[200];
+        char field[OMLD_QUERY_FIELD_CAP], qn[200];
         snprintf(field, sizeof field, "%s.model", op);
         omld_reply_error(r, OMLD__STATUS__CODE__NOT_FOUND, field,
                          "model %s does not exist; the live model is \"live\" and batch "
@@ -449,12 +451,9 @@ static omld_view *model_view(const omld_query_ctx *q, omld_view *v, int named, c
     return *held = mv;
 }
 
-typedef int (*query_fn)(const omld_query_ctx *q, omld_view *v, const Omld__Request *req,
-                        omld_reply *r);
-
-/* Runs fn against the view the query names (model_view). */
-static void answer(const omld_query_ctx *q, omld_view *live, int named, const char *model,
-                   const char *op, query_fn fn, const Omld__Request *req, omld_reply *r)
+void omld__query_answer(const omld_query_ctx *q, omld_view *live, int named, const char *model,
+                        const char *op, omld__query_fn fn, const Omld__Request *req,
+                        omld_reply *r)
 {
     omld_view *held, *v = model_view(q, live, named, model, op, &held, r);
     if (v != NULL)
@@ -466,32 +465,32 @@ void omld_query_classify(const omld_query_ctx *q, omld_view *live, const Omld__R
                          omld_reply *r)
 {
     const Omld__ClassifyRequest *m = req->classify;
-    answer(q, live, m->model_opt_case == OMLD__CLASSIFY_REQUEST__MODEL_OPT_MODEL, m->model,
-           "classify", run_classify, req, r);
+    omld__query_answer(q, live, m->model_opt_case == OMLD__CLASSIFY_REQUEST__MODEL_OPT_MODEL,
+                       m->model, "classify", run_classify, req, r);
 }
 
 void omld_query_verify(const omld_query_ctx *q, omld_view *live, const Omld__Request *req,
                        omld_reply *r)
 {
     const Omld__VerifyRequest *m = req->verify;
-    answer(q, live, m->model_opt_case == OMLD__VERIFY_REQUEST__MODEL_OPT_MODEL, m->model,
-           "verify", run_verify, req, r);
+    omld__query_answer(q, live, m->model_opt_case == OMLD__VERIFY_REQUEST__MODEL_OPT_MODEL,
+                       m->model, "verify", run_verify, req, r);
 }
 
 void omld_query_retrieve(const omld_query_ctx *q, omld_view *live, const Omld__Request *req,
                          omld_reply *r)
 {
     const Omld__RetrieveRequest *m = req->retrieve;
-    answer(q, live, m->model_opt_case == OMLD__RETRIEVE_REQUEST__MODEL_OPT_MODEL, m->model,
-           "retrieve", run_retrieve, req, r);
+    omld__query_answer(q, live, m->model_opt_case == OMLD__RETRIEVE_REQUEST__MODEL_OPT_MODEL,
+                       m->model, "retrieve", run_retrieve, req, r);
 }
 
 void omld_query_embed(const omld_query_ctx *q, omld_view *live, const Omld__Request *req,
                       omld_reply *r)
 {
     const Omld__EmbedRequest *m = req->embed;
-    answer(q, live, m->model_opt_case == OMLD__EMBED_REQUEST__MODEL_OPT_MODEL, m->model, "embed",
-           run_embed, req, r);
+    omld__query_answer(q, live, m->model_opt_case == OMLD__EMBED_REQUEST__MODEL_OPT_MODEL,
+                       m->model, "embed", run_embed, req, r);
 }
 
 /* Reads the store only: answered with or without a published view. */

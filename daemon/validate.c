@@ -33,6 +33,8 @@
 
 /* Longest path we build: "add_triplets.triplets[4294967295].negative.vector". */
 #define PATH_CAP 128
+/* Longest path of a query inside a batch: "retrieve_batch.queries[N]". */
+#define AT_CAP 64
 
 
 /* Offset of the first byte of s (n) that is not part of well-formed UTF-8
@@ -379,18 +381,28 @@ int omld_check_add_pairs(const Omld__Request *req, const omld_limits *lim, omld_
     return rc;
 }
 
-int omld_check_classify(const Omld__Request *req, const omld_limits *lim, omld_reply *r)
+/* One ClassifyRequest at path `at` ("classify", "classify_batch.queries[3]"). */
+static int check_classify_msg(const Omld__ClassifyRequest *m, const omld_limits *lim,
+                              const char *at, omld_reply *r)
 {
-    const Omld__ClassifyRequest *m = req->classify;
+    char path[PATH_CAP];
+    snprintf(path, sizeof path, "%s.query", at);
     if (m == NULL)
-        return omld_validate_ref(NULL, lim, "classify.query", r);
-    int rc = omld_validate_ref(m->query, lim, "classify.query", r);
+        return omld_validate_ref(NULL, lim, path, r);
+    int rc = omld_validate_ref(m->query, lim, path, r);
+    snprintf(path, sizeof path, "%s.k", at);
     if (rc == 0)
-        rc = check_k(m->k_opt_case == OMLD__CLASSIFY_REQUEST__K_OPT_K, m->k, lim, "classify.k", r);
+        rc = check_k(m->k_opt_case == OMLD__CLASSIFY_REQUEST__K_OPT_K, m->k, lim, path, r);
+    snprintf(path, sizeof path, "%s.model", at);
     if (rc == 0)
         rc = check_model(m->model_opt_case == OMLD__CLASSIFY_REQUEST__MODEL_OPT_MODEL, m->model,
-                         "classify.model", r);
+                         path, r);
     return rc;
+}
+
+int omld_check_classify(const Omld__Request *req, const omld_limits *lim, omld_reply *r)
+{
+    return check_classify_msg(req->classify, lim, "classify", r);
 }
 
 int omld_check_verify(const Omld__Request *req, const omld_limits *lim, omld_reply *r)
@@ -431,42 +443,151 @@ static int check_filter_names(char *const *names, size_t n, const char *what, co
 }
 
 /* k, and the page it is cut from: offset + k within max_k, so that the
- * ranking a page comes from is one the daemon would also serve whole. */
+ * ranking a page comes from is one the daemon would also serve whole. at
+ * is the request's path ("retrieve", "retrieve_batch.queries[3]"). */
 static int check_retrieve_page(const Omld__RetrieveRequest *m, const omld_limits *lim,
-                               omld_reply *r)
+                               const char *at, omld_reply *r)
 {
-    int rc = check_k(m->k_opt_case == OMLD__RETRIEVE_REQUEST__K_OPT_K, m->k, lim, "retrieve.k", r);
+    char path[PATH_CAP];
+    snprintf(path, sizeof path, "%s.k", at);
+    int rc = check_k(m->k_opt_case == OMLD__RETRIEVE_REQUEST__K_OPT_K, m->k, lim, path, r);
     uint64_t k = m->k_opt_case == OMLD__RETRIEVE_REQUEST__K_OPT_K ? m->k : lim->default_k;
+    snprintf(path, sizeof path, "%s.offset", at);
     if (rc == 0 && (uint64_t)m->offset + k > lim->max_k)
-        rc = omld_reply_error(r, INVALID, "retrieve.offset",
+        rc = omld_reply_error(r, INVALID, path,
                               "offset %u + k %llu is over %u (max_k): a page must come from a "
                               "ranking of at most max_k hits",
                               (unsigned)m->offset, (unsigned long long)k, (unsigned)lim->max_k);
     return rc;
 }
 
-int omld_check_retrieve(const Omld__Request *req, const omld_limits *lim, omld_reply *r)
+/* One RetrieveRequest at path `at`. */
+static int check_retrieve_msg(const Omld__RetrieveRequest *m, const omld_limits *lim,
+                              const char *at, omld_reply *r)
 {
-    const Omld__RetrieveRequest *m = req->retrieve;
+    char path[PATH_CAP];
+    snprintf(path, sizeof path, "%s.query", at);
     if (m == NULL)
-        return omld_validate_ref(NULL, lim, "retrieve.query", r);
-    int rc = omld_validate_ref(m->query, lim, "retrieve.query", r);
+        return omld_validate_ref(NULL, lim, path, r);
+    int rc = omld_validate_ref(m->query, lim, path, r);
     if (rc == 0)
-        rc = check_retrieve_page(m, lim, r);
+        rc = check_retrieve_page(m, lim, at, r);
+    snprintf(path, sizeof path, "%s.model", at);
     if (rc == 0)
         rc = check_model(m->model_opt_case == OMLD__RETRIEVE_REQUEST__MODEL_OPT_MODEL, m->model,
-                         "retrieve.model", r);
+                         path, r);
+    char list[PATH_CAP - 24]; /* room for "[i]" after it */
+    snprintf(list, sizeof list, "%s.exclude_ids", at);
     if (rc == 0)
-        rc = check_filter_names(m->exclude_ids, m->n_exclude_ids, "id", "retrieve.exclude_ids",
-                                lim, r);
+        rc = check_filter_names(m->exclude_ids, m->n_exclude_ids, "id", list, lim, r);
+    snprintf(list, sizeof list, "%s.labels", at);
     if (rc == 0)
-        rc = check_filter_names(m->labels, m->n_labels, "label", "retrieve.labels", lim, r);
+        rc = check_filter_names(m->labels, m->n_labels, "label", list, lim, r);
+    snprintf(path, sizeof path, "%s.min_similarity", at);
     if (rc == 0 && m->min_similarity_opt_case == OMLD__RETRIEVE_REQUEST__MIN_SIMILARITY_OPT_MIN_SIMILARITY &&
         !(m->min_similarity >= -1.0f && m->min_similarity <= 1.0f))
-        rc = omld_reply_error(r, INVALID, "retrieve.min_similarity",
-                              "min_similarity is %g; it must be in [-1, 1]",
+        rc = omld_reply_error(r, INVALID, path, "min_similarity is %g; it must be in [-1, 1]",
                               (double)m->min_similarity);
     return rc;
+}
+
+int omld_check_retrieve(const Omld__Request *req, const omld_limits *lim, omld_reply *r)
+{
+    return check_retrieve_msg(req->retrieve, lim, "retrieve", r);
+}
+
+/* The model a query names, as query.c resolves it: "" for the live one
+ * (no name, "" or "live"). */
+static const char *model_named(int set, const char *model)
+{
+    return set && model && model[0] && strcmp(model, "live") != 0 ? model : "";
+}
+
+/* One view answers a batch: query i must name the model query 0 names. */
+static int check_same_model(const char *first, const char *model, const char *at,
+                            omld_reply *r)
+{
+    if (strcmp(first, model) == 0)
+        return 0;
+    char path[PATH_CAP];
+    snprintf(path, sizeof path, "%s.model", at);
+    return omld_reply_error(r, INVALID, path,
+                            "every query of a batch names the same model; the first names %s, "
+                            "this one %s", first[0] ? first : "the live model",
+                            model[0] ? model : "the live model");
+}
+
+/* A batch of queries of one kind: 1..max_batch of them at path `field`
+ * ("classify_batch.queries"), each checked as alone at "<field>[i]", all
+ * naming the model the first names. */
+typedef struct query_batch {
+    const char *field;
+    size_t n;
+    const void *(*nth)(const Omld__Request *req, size_t i);
+    int (*check)(const void *m, const omld_limits *lim, const char *at, omld_reply *r);
+    const char *(*model)(const void *m); /* model_named() of the query */
+} query_batch;
+
+static int check_query_batch(const query_batch *b, const Omld__Request *req,
+                             const omld_limits *lim, omld_reply *r)
+{
+    int rc = check_batch(b->n, lim, "queries", b->field, r);
+    char at[AT_CAP];
+    for (size_t i = 0; i < b->n && rc == 0; i++) {
+        snprintf(at, sizeof at, "%s[%zu]", b->field, i);
+        rc = b->check(b->nth(req, i), lim, at, r);
+        if (rc == 0)
+            rc = check_same_model(b->model(b->nth(req, 0)), b->model(b->nth(req, i)), at, r);
+    }
+    return rc;
+}
+
+static const void *classify_nth(const Omld__Request *req, size_t i)
+{
+    return req->classify_batch->queries[i];
+}
+
+static int classify_one(const void *m, const omld_limits *lim, const char *at, omld_reply *r)
+{
+    return check_classify_msg(m, lim, at, r);
+}
+
+static const char *classify_model(const void *m)
+{
+    const Omld__ClassifyRequest *q = m;
+    return model_named(q->model_opt_case == OMLD__CLASSIFY_REQUEST__MODEL_OPT_MODEL, q->model);
+}
+
+int omld_check_classify_batch(const Omld__Request *req, const omld_limits *lim, omld_reply *r)
+{
+    const query_batch b = {"classify_batch.queries",
+                           req->classify_batch ? req->classify_batch->n_queries : 0,
+                           classify_nth, classify_one, classify_model};
+    return check_query_batch(&b, req, lim, r);
+}
+
+static const void *retrieve_nth(const Omld__Request *req, size_t i)
+{
+    return req->retrieve_batch->queries[i];
+}
+
+static int retrieve_one(const void *m, const omld_limits *lim, const char *at, omld_reply *r)
+{
+    return check_retrieve_msg(m, lim, at, r);
+}
+
+static const char *retrieve_model(const void *m)
+{
+    const Omld__RetrieveRequest *q = m;
+    return model_named(q->model_opt_case == OMLD__RETRIEVE_REQUEST__MODEL_OPT_MODEL, q->model);
+}
+
+int omld_check_retrieve_batch(const Omld__Request *req, const omld_limits *lim, omld_reply *r)
+{
+    const query_batch b = {"retrieve_batch.queries",
+                           req->retrieve_batch ? req->retrieve_batch->n_queries : 0,
+                           retrieve_nth, retrieve_one, retrieve_model};
+    return check_query_batch(&b, req, lim, r);
 }
 
 int omld_check_embed(const Omld__Request *req, const omld_limits *lim, omld_reply *r)

@@ -9,7 +9,9 @@
  * every triplet member and pair member is set; a triplet's negative is not
  * its anchor or positive (the same id, or equal inline vectors); a pair's relation is
  * SIMILAR or DISSIMILAR; k, when given, is in 1..max_k; a threshold, when
- * given, is in (0, 1]. Checks that need the store (unknown ids) or the
+ * given, is in (0, 1]; the queries of a batch (classify_batch,
+ * retrieve_batch) each pass their single check and name one model. Checks
+ * that need the store (unknown ids) or the
  * model registry (unknown model names) happen where that state lives.
  * Pure functions; thread-safe. */
 #ifndef OMLD_VALIDATE_H
@@ -72,6 +74,10 @@ int omld_check_add_pairs(const Omld__Request *req, const omld_limits *lim, omld_
 int omld_check_classify(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
 int omld_check_verify(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
 int omld_check_retrieve(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
+/* Each query as its single request is checked (paths "classify_batch.
+ * queries[i]..."), 1..max_batch of them, all naming one model. */
+int omld_check_classify_batch(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
+int omld_check_retrieve_batch(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
 int omld_check_embed(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
 int omld_check_train_start(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
 int omld_check_train_status(const Omld__Request *req, const omld_limits *lim, omld_reply *r);

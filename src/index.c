@@ -7,7 +7,7 @@
  * label-name bytes.
  *
  * Search is exact and its result does not depend on how the dot products
- * were computed. BLAS (sgemv here, sgemm in serve.c's batch path) rounds
+ * were computed. BLAS (sgemv here, sgemm in serve_batch.c) rounds
  * differently for different shapes, so its dot products only *pre-select*
  * candidates: every row within a proven error margin of the k-th best BLAS
  * dot product is kept, and the final distances come from one fixed-order
@@ -128,69 +128,143 @@ static void dot_sift_up(oml_neighbor *h, int32_t i)
     }
 }
 
-/* oml_index_select over m dot products: dots[j] belongs to row rowmap[j]
- * (rowmap NULL: row j); rows that allow (NULL: all) refuses are skipped. */
-static int32_t select_rows(const oml_index *ix, int head, const float *q, float *dots,
-                           const int32_t *rowmap, int32_t m, int32_t k, int32_t exclude,
-                           const uint8_t *allow, oml_neighbor *out)
+/* Does any of dots[0 .. 32) reach t? Without a branch, so it vectorises:
+ * once the k best so far are known almost no row does, and a scan skips 32
+ * rows at a time. */
+static int any_at_least(const float *dots, float t)
+{
+    int any = 0;
+    for (int32_t i = 0; i < 32; i++)
+        any |= dots[i] >= t;
+    return any;
+}
+
+#define SEL_SEG 4096 /* rows per segment of pass 1: its chunk list is on the stack */
+
+/* Pass 1 of a selection, O(m log k). dots[j] belongs to row rowmap[j]
+ * (rowmap NULL: row row0 + j); rows that are `exclude` or that allow
+ * (NULL: all) refuses are skipped. It keeps the k largest approximate dot
+ * products seen so far in a min-heap (s->approx[].dist); once that is
+ * full, s->thr is its smallest minus the margin, and no row below thr can
+ * be among the exact k nearest. It compacts every row that may still be
+ * into the front of dots (row numbers stored bitwise) and returns how
+ * many. Segment by segment: (a) the heap, noting every chunk of 32 rows
+ * with a value at or above thr as it was (all others are below every later
+ * thr); (b) of the noted chunks, the rows at or above thr as (a) left it.
+ * Judging rows after their segment rather than as they come keeps about k
+ * candidates instead of about k ln(m / k) (every row that entered the
+ * heap); thr only rises, so the rows kept are a superset of the final
+ * candidates {a_j >= t_k - margin}. dots[j] is read before slot j can be
+ * overwritten because the write index never passes the read index. */
+static int32_t sel_pass1(oml_index_sel *s, float margin, float *dots, const int32_t *rowmap,
+                         int32_t row0, int32_t m, int32_t exclude, const uint8_t *allow)
+{
+    int32_t k = s->k, cand = 0;
+    oml_neighbor *ap = s->approx;
+    int32_t chunks[SEL_SEG / 32];
+    for (int32_t j0 = 0; j0 < m; j0 += SEL_SEG) {
+        int32_t j1 = m - j0 < SEL_SEG ? m : j0 + SEL_SEG, nc = 0;
+        for (int32_t c = j0; c < j1; c += 32) {
+            int32_t c1 = j1 - c < 32 ? j1 : c + 32;
+            if (c1 - c == 32 && !any_at_least(dots + c, s->thr))
+                continue;
+            chunks[nc++] = c;
+            for (int32_t j = c; j < c1; j++) {
+                float a = dots[j];
+                int32_t row = rowmap ? rowmap[j] : row0 + j;
+                if ((s->filled == k && !(a > ap[0].dist)) || row == exclude ||
+                    (allow && !allow[row]))
+                    continue;
+                if (s->filled < k) {
+                    ap[s->filled].dist = a;
+                    dot_sift_up(ap, s->filled++);
+                } else {
+                    ap[0].dist = a;
+                    dot_sift_down(ap, s->filled, 0);
+                }
+                if (s->filled == k)
+                    s->thr = ap[0].dist - margin;
+            }
+        }
+        for (int32_t i = 0; i < nc; i++) {
+            int32_t c = chunks[i], c1 = j1 - c < 32 ? j1 : c + 32;
+            for (int32_t j = c; j < c1; j++) {
+                float a = dots[j];
+                int32_t row = rowmap ? rowmap[j] : row0 + j;
+                if (!(a >= s->thr) || row == exclude || (allow && !allow[row]))
+                    continue;
+                uint32_t r = (uint32_t)row;
+                memcpy(&dots[cand++], &r, sizeof r);
+            }
+        }
+    }
+    return cand;
+}
+
+/* Pass 2: canonical distances of the cand candidates pass 1 left in dots,
+ * into the bounded max-heap s->best ordered by (distance, row), whatever
+ * order the candidates come in. */
+static void sel_pass2(const oml_index *ix, int head, const float *q, oml_index_sel *s,
+                      const float *dots, int32_t cand)
 {
     int32_t n = ix->n, e = ix->emb;
-    if (k <= 0 || m <= 0)
-        return 0;
     const float *Et = ix->emb_cols + (size_t)head * (size_t)n * (size_t)e;
-    float margin = dot_margin(e);
-
-    /* Pass 1, O(n log k): keep the k largest approximate dot products in a
-     * min-heap (in out[].dist) and compact every row that may still be among
-     * the exact top k into the front of dots (row numbers stored bitwise).
-     * The threshold only rises, so the kept rows are a superset of the final
-     * candidates {a_j >= t_k - margin}; dots[j] is read before slot j can be
-     * overwritten because the write index never passes the read index. */
-    int32_t filled = 0, cand = 0;
-    float thr = -INFINITY;
-    for (int32_t j = 0; j < m; j++) {
-        float a = dots[j];
-        int32_t row = rowmap ? rowmap[j] : j;
-        if (row == exclude || !(a >= thr) || (allow && !allow[row]))
-            continue;
-        uint32_t r = (uint32_t)row;
-        memcpy(&dots[cand++], &r, sizeof r);
-        if (filled < k) {
-            out[filled].dist = a;
-            dot_sift_up(out, filled++);
-        } else if (a > out[0].dist) {
-            out[0].dist = a;
-            dot_sift_down(out, filled, 0);
-        } else {
-            continue;
-        }
-        if (filled == k)
-            thr = out[0].dist - margin;
-    }
-
-    /* Pass 2: canonical distances of the candidates into a bounded max-heap
-     * ordered by (distance, row), whatever order the candidates come in. */
-    int32_t cnt = 0;
+    oml_neighbor *out = s->best;
     for (int32_t c = 0; c < cand; c++) {
         uint32_t r;
         memcpy(&r, &dots[c], sizeof r);
         oml_neighbor nb = {(int32_t)r, dist_strided(q, Et + r, (size_t)n, e)};
-        if (cnt < k) {
-            out[cnt] = nb;
-            nb_sift_up(out, cnt++);
+        if (s->cnt < s->k) {
+            out[s->cnt] = nb;
+            nb_sift_up(out, s->cnt++);
         } else if (nb_worse(&out[0], &nb)) {
             out[0] = nb;
-            nb_sift_down(out, cnt, 0);
+            nb_sift_down(out, s->cnt, 0);
         }
     }
+}
+
+void oml_index_sel_init(oml_index_sel *s, int32_t k, oml_neighbor *approx, oml_neighbor *best)
+{
+    *s = (oml_index_sel){.approx = approx, .best = best, .k = k, .thr = -INFINITY};
+}
+
+void oml_index_sel_feed(const oml_index *ix, int head, const float *q, float *dots, int32_t row0,
+                        int32_t m, int32_t exclude, const uint8_t *allow, oml_index_sel *s)
+{
+    if (s->k <= 0 || m <= 0)
+        return;
+    int32_t cand = sel_pass1(s, dot_margin(ix->emb), dots, NULL, row0, m, exclude, allow);
+    sel_pass2(ix, head, q, s, dots, cand);
+}
+
+int32_t oml_index_sel_finish(oml_index_sel *s)
+{
     /* Heap sort: repeatedly move the worst to the end, giving ascending order. */
-    for (int32_t end = cnt - 1; end > 0; end--) {
+    oml_neighbor *out = s->best;
+    for (int32_t end = s->cnt - 1; end > 0; end--) {
         oml_neighbor t = out[0];
         out[0] = out[end];
         out[end] = t;
         nb_sift_down(out, end, 0);
     }
-    return cnt;
+    return s->cnt;
+}
+
+/* oml_index_select over m dot products (rowmap as for sel_pass1). One
+ * buffer serves both heaps: pass 1's approximate one is done with before
+ * pass 2 fills the exact one. */
+static int32_t select_rows(const oml_index *ix, int head, const float *q, float *dots,
+                           const int32_t *rowmap, int32_t m, int32_t k, int32_t exclude,
+                           const uint8_t *allow, oml_neighbor *out)
+{
+    if (k <= 0 || m <= 0)
+        return 0;
+    oml_index_sel s;
+    oml_index_sel_init(&s, k, out, out);
+    int32_t cand = sel_pass1(&s, dot_margin(ix->emb), dots, rowmap, 0, m, exclude, allow);
+    sel_pass2(ix, head, q, &s, dots, cand);
+    return oml_index_sel_finish(&s);
 }
 
 int32_t oml_index_select(const oml_index *ix, int head, const float *q, float *dots,

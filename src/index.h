@@ -154,6 +154,31 @@ int32_t oml_index_topk_lists(const oml_index *ix, int head, const float *q, cons
 int32_t oml_index_select(const oml_index *ix, int head, const float *q, float *dots,
                          int32_t k, int32_t exclude, const uint8_t *allow, oml_neighbor *out);
 
+/* oml_index_select in steps, for dot products computed a block of rows at
+ * a time (serve_batch.c: one GEMM per block of rows for many queries, so
+ * the scratch stays bounded whatever n is). Feeding every row once, in
+ * blocks of any size and order, gives exactly oml_index_select's result:
+ * the threshold of the k largest dot products carries across blocks, and
+ * each block's candidates get their canonical distances at once.
+ *
+ *   oml_index_sel_init(&s, k, approx, best);       // approx, best: k each
+ *   for each block: oml_index_sel_feed(ix, h, q, dots, row0, m, exclude, allow, &s);
+ *   cnt = oml_index_sel_finish(&s);                // best[0..cnt) ascending
+ */
+typedef struct oml_index_sel {
+    oml_neighbor *approx;   /* (k) borrowed: the k largest dot products so far (min-heap) */
+    oml_neighbor *best;     /* (k) borrowed: the exact k nearest so far (max-heap) */
+    int32_t k, filled, cnt;
+    float thr;              /* rows whose dot product is below it cannot be among the k */
+} oml_index_sel;
+void oml_index_sel_init(oml_index_sel *s, int32_t k, oml_neighbor *approx, oml_neighbor *best);
+/* Rows row0 .. row0 + m - 1 of head `head`, whose dot products with the
+ * unit query q (emb) are dots (m; destroyed: used as scratch). */
+void oml_index_sel_feed(const oml_index *ix, int head, const float *q, float *dots, int32_t row0,
+                        int32_t m, int32_t exclude, const uint8_t *allow, oml_index_sel *s);
+/* Sorts best ascending by (distance, row) and returns how many it holds. */
+int32_t oml_index_sel_finish(oml_index_sel *s);
+
 /* The distance every function here reports: D = sqrt(2 - 2 cos(a, b)) of two
  * embedding rows (emb), the cosine taken in double with the rows' actual norms
  * (0 for a zero row), so D(a, a) = 0 and D is in [0, 2]. Pure. */

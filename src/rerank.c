@@ -163,16 +163,11 @@ int oml_retrieve_among(const oml_index *ix, const oml_snapshot *snap, const floa
     pool_hit *pool = ex;
     oml__voter vt = {oml_snapshot_heads(snap), snap->alpha, w.labels};
     size_t nd = oml__rank_pool(&vt, w.nb, w.cnt, ranked, pool);
-    float floor = opts ? opts->min_similarity : -INFINITY;
-    int32_t cnt = 0;
-    for (size_t i = (size_t)offset; i < nd && cnt < k; i++) {
-        size_t e = (size_t)snap->cfg.emb, j = (size_t)pool[i].row; /* candidate j's rows */
-        float sim = oml__pair_similarity(snap->alpha, oml_snapshot_heads(snap), (int32_t)e, w.q,
-                                         w.E + j * e, (size_t)c->m * e, 1);
-        if (sim >= floor)
-            out[cnt++] = (oml_hit){c->rows[pool[i].row], (float)pool[i].score, sim};
-    }
-    *n_out = cnt;
+    /* Candidate j's rows under snap: E (heads, m, emb) + j emb. */
+    size_t e = (size_t)snap->cfg.emb;
+    oml__rows_emb re = {w.E, e, (size_t)c->m * e, 1};
+    *n_out = oml__page_hits(snap->alpha, oml_snapshot_heads(snap), (int32_t)e, w.q, &re, pool, nd,
+                            opts, k, c->rows, out);
     free(w._block);
     return OML_OK;
 }

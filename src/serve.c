@@ -5,15 +5,10 @@
  * the learner. Each call allocates one workspace and frees it before
  * returning, so a failed allocation is OML_ENOMEM and nothing leaks.
  *
- * Exactness contract: oml_classify_batch gives the same labels as
- * oml_classify row by row. Two things make that hold bit for bit although
- * BLAS rounds differently for different matrix shapes (measured on
- * OpenBLAS 0.3.21: 3% of 1 x n and 256 x n sgemm dot products differ in the
- * last bit): (1) every query is embedded by its own one-row
- * oml_snapshot_embed call on both paths, so its embedding is identical;
- * (2) GEMM/GEMV dot products only pre-select neighbours and the distances
- * are recomputed canonically (oml_index_select). Votes are then summed in
- * the same order (head, then rank) by the same code. */
+ * Exactness: the batched path (serve_batch.c) answers each query with the
+ * code below from the same neighbours, so a batch answers bit for bit as
+ * its queries one by one (see its DESIGN for why the neighbours agree).
+ */
 #include "serve.h"
 #include "serve_int.h"
 
@@ -21,8 +16,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define BATCH_ROWS 256 /* queries per GEMM block in oml_classify_batch */
 
 static int all_finite(const float *x, size_t n)
 {
@@ -197,78 +190,6 @@ int oml_classify(const oml_index *ix, const float *x, int32_t k, int32_t exclude
     return rc;
 }
 
-int oml_classify_batch(const oml_index *ix, const float *X, int32_t m, int32_t k,
-                       int32_t *labels_out)
-{
-    if (ix == NULL || m < 0 || (m > 0 && (X == NULL || labels_out == NULL)))
-        return OML_EINVAL;
-    if (k < 1 || k > OML_SERVE_MAX_K)
-        return OML_EINVAL;
-    size_t dim = (size_t)ix->snap->cfg.dim;
-    if (!all_finite(X, (size_t)m * dim))
-        return OML_ENONFINITE;
-    if (m == 0)
-        return OML_OK;
-    if (ix->n == 0)
-        return OML_EEMPTY;
-
-    size_t n = (size_t)ix->n, e = (size_t)ix->emb, H = (size_t)ix->heads, K = (size_t)k;
-    size_t B = (size_t)(m < BATCH_ROWS ? m : BATCH_ROWS);
-    size_t nl = (size_t)ix->n_labels, nt = H * K < nl ? H * K : nl;
-    /* Layout, largest alignment first: class sums (nl) | neighbours
-     * (B, H, k) | dots (B, n) | queries (H, B, emb) | one-row embedding
-     * (H, emb) | labels (m) | counts (B, H) | touched | seen. */
-    size_t bytes = nl * sizeof(double) + B * H * K * sizeof(oml_neighbor)
-                   + (B * n + H * B * e + H * e) * sizeof(float)
-                   + ((size_t)m + B * H + nt) * sizeof(int32_t) + nl;
-    char *blk = malloc(bytes);
-    if (blk == NULL)
-        return OML_ENOMEM;
-    vote_ws vw;
-    vw.cls = (double *)(void *)blk;
-    oml_neighbor *nb = (oml_neighbor *)(void *)(vw.cls + nl);
-    float *dots = (float *)(void *)(nb + B * H * K);
-    float *Q = dots + B * n;
-    float *q1 = Q + H * B * e;
-    int32_t *labels = (int32_t *)(void *)(q1 + H * e);
-    int32_t *cnts = labels + m;
-    vw.touched = cnts + B * H;
-    vw.seen = (unsigned char *)(vw.touched + nt);
-    memset(vw.cls, 0, nl * sizeof(double));
-    memset(vw.seen, 0, nl);
-
-    int rc = OML_OK;
-    for (size_t i0 = 0; i0 < (size_t)m && rc == OML_OK; i0 += B) {
-        size_t b = (size_t)m - i0 < B ? (size_t)m - i0 : B;
-        /* One-row embeddings (see DESIGN), scattered to Q (H, b, emb). */
-        for (size_t i = 0; i < b && rc == OML_OK; i++) {
-            rc = oml_snapshot_embed(ix->snap, X + (i0 + i) * dim, 1, q1);
-            for (size_t h = 0; h < H && rc == OML_OK; h++)
-                memcpy(Q + (h * b + i) * e, q1 + h * e, e * sizeof(float));
-        }
-        for (size_t h = 0; h < H && rc == OML_OK; h++) {
-            /* dots (b, n) = Q_h (b, emb) . E_h^T (emb, n): all pairs of the block. */
-            const float *Qh = Q + h * b * e;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)b, (int)n, (int)e, 1.0f,
-                        Qh, (int)e, ix->emb_cols + h * e * n, (int)n, 0.0f, dots, (int)n);
-            for (size_t i = 0; i < b; i++)
-                cnts[i * H + h] = oml_index_select(ix, (int)h, Qh + i * e, dots + i * n, k,
-                                                   -1, NULL, nb + (i * H + h) * K);
-        }
-        for (size_t i = 0; i < b && rc == OML_OK; i++) {
-            int32_t lab = OML_LABEL_NONE;
-            oml__voter vt = {ix->heads, ix->snap->alpha, ix->labels};
-            if (oml__vote(&vt, nb + i * H * K, cnts + i * H, k, &vw, &lab, NULL) != OML_OK)
-                lab = OML_LABEL_NONE;
-            labels[i0 + i] = lab;
-        }
-    }
-    if (rc == OML_OK)
-        memcpy(labels_out, labels, (size_t)m * sizeof(int32_t));
-    free(blk);
-    return rc;
-}
-
 int oml_verify(const oml_snapshot *s, const float *x1, const float *x2, float threshold,
                oml_verification *out, oml_diag *diag)
 {
@@ -383,6 +304,36 @@ size_t oml__rank_pool(const oml__voter *vt, const oml_neighbor *nb, const int32_
     return nd;
 }
 
+int32_t oml__page_hits(const float *alpha, int heads, int32_t emb, const float *q,
+                       const oml__rows_emb *re, const pool_hit *pool, size_t nd,
+                       const oml_retrieve_opts *opts, int32_t k, const int32_t *rows,
+                       oml_hit *out)
+{
+    size_t offset = opts ? (size_t)opts->offset : 0;
+    float floor = opts ? opts->min_similarity : -INFINITY;
+    int32_t cnt = 0;
+    for (size_t i = offset; i < nd && cnt < k; i++) {
+        size_t r = (size_t)pool[i].row;
+        float sim = oml__pair_similarity(alpha, heads, emb, q, re->f + r * re->row_step,
+                                         re->head_stride, re->stride);
+        if (sim >= floor)
+            out[cnt++] = (oml_hit){rows ? rows[r] : (int32_t)r, (float)pool[i].score, sim};
+    }
+    return cnt;
+}
+
+int32_t oml__retrieve_page(const oml_index *ix, const float *q, const oml_neighbor *nb,
+                           const int32_t *cnt, int32_t ranked, const oml_retrieve_opts *opts,
+                           int32_t k, pool_hit *pool, oml_hit *out)
+{
+    oml__voter vt = {ix->heads, ix->snap->alpha, ix->labels};
+    size_t nd = oml__rank_pool(&vt, nb, cnt, ranked, pool);
+    /* The index's columns: row r's head h at emb_cols + h (emb, n) + r. */
+    oml__rows_emb re = {ix->emb_cols, 1, (size_t)ix->emb * (size_t)ix->n, (size_t)ix->n};
+    return oml__page_hits(ix->snap->alpha, ix->heads, ix->emb, q, &re, pool, nd, opts, k, NULL,
+                          out);
+}
+
 int oml_retrieve(const oml_index *ix, const float *x, int32_t k, int32_t exclude_row,
                  const oml_retrieve_opts *opts, oml_hit *out, int32_t *n_out, oml_diag *diag)
 {
@@ -408,18 +359,7 @@ int oml_retrieve(const oml_index *ix, const float *x, int32_t k, int32_t exclude
         free(w._block);
         return oml_diag_set(diag, rc, "", "embedding the query");
     }
-    oml__voter vt = {ix->heads, ix->snap->alpha, ix->labels};
-    size_t nd = oml__rank_pool(&vt, w.nb, w.cnt, ranked, pool);
-    float floor = opts ? opts->min_similarity : -INFINITY;
-    int32_t cnt = 0;
-    for (size_t i = (size_t)offset; i < nd && cnt < k; i++) {
-        float sim = oml__pair_similarity(ix->snap->alpha, ix->heads, ix->emb, w.q,
-                                         ix->emb_cols + pool[i].row,
-                                         (size_t)ix->emb * (size_t)ix->n, (size_t)ix->n);
-        if (sim >= floor)
-            out[cnt++] = (oml_hit){pool[i].row, (float)pool[i].score, sim};
-    }
-    *n_out = cnt;
+    *n_out = oml__retrieve_page(ix, w.q, w.nb, w.cnt, ranked, opts, k, pool, out);
     free(w._block);
     return OML_OK;
 }

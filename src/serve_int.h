@@ -90,4 +90,26 @@ typedef struct pool_hit {
 size_t oml__rank_pool(const oml__voter *vt, const oml_neighbor *nb, const int32_t *cnt, int32_t k,
                       pool_hit *pool);
 
+/* Where the embeddings of the rows a pool names are: value j of row r's
+ * head h at f[r * row_step + h * head_stride + j * stride]. */
+typedef struct oml__rows_emb {
+    const float *f;
+    size_t row_step, head_stride, stride;
+} oml__rows_emb;
+
+/* Eq. 27's page: of the nd ranked distinct rows in pool (oml__rank_pool),
+ * those from opts->offset on whose similarity to q (heads, emb) is at least
+ * opts->min_similarity, up to k, into out, named rows[r] (rows NULL: r).
+ * opts NULL: offset 0, no floor. Returns the count. */
+int32_t oml__page_hits(const float *alpha, int heads, int32_t emb, const float *q,
+                       const oml__rows_emb *re, const pool_hit *pool, size_t nd,
+                       const oml_retrieve_opts *opts, int32_t k, const int32_t *rows,
+                       oml_hit *out);
+
+/* oml_retrieve's answer from the neighbours nb (heads, ranked) of q (heads,
+ * emb) in the index: rank (pool: heads * ranked), then the page. */
+int32_t oml__retrieve_page(const oml_index *ix, const float *q, const oml_neighbor *nb,
+                           const int32_t *cnt, int32_t ranked, const oml_retrieve_opts *opts,
+                           int32_t k, pool_hit *pool, oml_hit *out);
+
 #endif

@@ -435,29 +435,32 @@ static int classify_error(oml_snapshot *snap, const oml_store *store, const oml_
     int rc = oml_index_build(&ix, snap, store);
     if (rc != OML_OK)
         return rc;
-    float *Q = malloc((size_t)n_test * dim * sizeof(float));
+    /* Through the serving batch path, a chunk of queries at a time. */
+    enum { CHUNK = 4096 };
+    oml_query *q = malloc(CHUNK * sizeof *q);
+    oml_classification *res = malloc(CHUNK * sizeof *res);
     int32_t *cls = malloc(((size_t)ix->n_labels + 1) * sizeof *cls);
-    if (Q == NULL || cls == NULL) {
-        free(Q);
-        free(cls);
-        oml_index_destroy(ix);
-        return OML_ENOMEM;
-    }
-    for (int32_t l = 0; l < ix->n_labels; l++)
+    if (q == NULL || res == NULL || cls == NULL)
+        rc = OML_ENOMEM;
+    for (int32_t l = 0; rc == OML_OK && l < ix->n_labels; l++)
         cls[l] = oml_dataset_class_of(ds, ix->label_names[l]);
-    for (int32_t i = 0; i < n_test; i++)
-        memcpy(Q + (size_t)i * dim, X + (size_t)test[i] * dim, (size_t)dim * sizeof(float));
-    rc = oml_classify_batch(ix, Q, n_test, k, pred);
-    if (rc == OML_OK) {
-        int32_t wrong = 0;
-        for (int32_t i = 0; i < n_test; i++) {
-            pred[i] = pred[i] >= 0 ? cls[pred[i]] : -1;
-            truth[i] = ds->y[test[i]];
-            wrong += pred[i] != truth[i];
+    int32_t wrong = 0;
+    for (int32_t i0 = 0; rc == OML_OK && i0 < n_test; i0 += CHUNK) {
+        int32_t b = n_test - i0 < CHUNK ? n_test - i0 : CHUNK;
+        for (int32_t i = 0; i < b; i++)
+            q[i] = (oml_query){X + (size_t)test[i0 + i] * dim, k, -1, NULL};
+        rc = oml_classify_batch(ix, q, b, res, NULL);
+        for (int32_t i = 0; rc == OML_OK && i < b; i++) {
+            int32_t lab = res[i].label;
+            pred[i0 + i] = lab >= 0 ? cls[lab] : -1;
+            truth[i0 + i] = ds->y[test[i0 + i]];
+            wrong += pred[i0 + i] != truth[i0 + i];
         }
-        *error = (double)wrong / n_test;
     }
-    free(Q);
+    if (rc == OML_OK)
+        *error = (double)wrong / n_test;
+    free(q);
+    free(res);
     free(cls);
     oml_index_destroy(ix);
     return rc;

@@ -8,7 +8,9 @@
  *    keep the learner busy at full speed.
  * 3. Freshness during that load: from a triplet's acknowledgement to the
  *    first serving view whose model has learned it.
- * Prints a readable report and, last, one JSON line. */
+ * Prints a readable report and, last, one JSON line. Other modes:
+ * --durability, --job METHOD, --items N (scale.c) and --batch-queries
+ * (batch_queries.c: a ClassifyBatch against single requests). */
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -19,6 +21,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "batch_queries.h"
 #include "bench_util.h"
 #include "harness.h"
 #include "http_bench.h"
@@ -271,6 +274,27 @@ static int durability(const data *d, const char *preset)
     return 0;
 }
 
+/* omld on preset with --max_batch=1000, the dev items stored and the
+ * model started by the first triplet of t: a connection to it (p gets the
+ * process). Exits on a failure. */
+static omlc *start_with_dev(const data *d, const char *preset, const omlc_triplet *t,
+                            omld_proc *p)
+{
+    char preset_arg[64];
+    snprintf(preset_arg, sizeof preset_arg, "--preset=%s", preset);
+    const char *args[] = {preset_arg, "--max_batch=1000", NULL};
+    if (omld_proc_start(p, args, 30000) != 0)
+        exit(1);
+    omlc *c = NULL;
+    omlc_error err;
+    if (omlc_connect(&c, p->rpc, 60000, &err) != 0)
+        die("connect", &err);
+    put_dev(c, d);
+    if (omlc_add_triplets(c, t, 1, NULL, NULL, &err) != 0)
+        die("first triplet", &err);
+    return c;
+}
+
 /* ---- a batch training job beside the live model ---- */
 
 /* Runs one job of `method` over the labelled dev items while two clients
@@ -279,19 +303,9 @@ static int durability(const data *d, const char *preset)
 static int job_bench(const data *d, const char *preset, const char *method, int queries)
 {
     omlc_triplet *t = triplets_by_id(d);
-    char preset_arg[64];
-    snprintf(preset_arg, sizeof preset_arg, "--preset=%s", preset);
-    const char *args[] = {preset_arg, "--max_batch=1000", NULL};
     omld_proc p;
-    if (omld_proc_start(&p, args, 30000) != 0)
-        return 1;
-    omlc *c = NULL;
+    omlc *c = start_with_dev(d, preset, t, &p);
     omlc_error err;
-    if (omlc_connect(&c, p.rpc, 60000, &err) != 0)
-        die("connect", &err);
-    put_dev(c, d);
-    if (omlc_add_triplets(c, t, 1, NULL, NULL, &err) != 0)
-        die("first triplet", &err);
     flood fl[2];
     for (int i = 0; i < 2; i++) {
         fl[i] = (flood){.server = p.rpc, .t = t, .n = d->stream.n, .run = 1};
@@ -360,12 +374,55 @@ static int job_bench(const data *d, const char *preset, const char *method, int 
     return state == OMLD__JOB_INFO__STATE__DONE ? 0 : 1;
 }
 
+/* ---- query batches: ClassifyBatch against single requests ---- */
+
+/* omld with the dev items (35,000), its model started by one triplet; the
+ * figures once the serving view has every item and the learner has been
+ * quiet for a second (no index is built meanwhile). */
+static int batch_queries(const data *d, const char *preset, int batch, int rounds)
+{
+    omlc_triplet *t = triplets_by_id(d);
+    omld_proc p;
+    omlc *c = start_with_dev(d, preset, t, &p);
+    omlc_error err;
+    free(t);
+    uint64_t version = 0;
+    double quiet_since = now_s();
+    for (double t0 = now_s(); now_s() - t0 < 300;) {
+        Omld__StatusResponse s = status(c);
+        int done = s.queue_depth == 0 && s.view_triplets >= s.triplets_applied;
+        if (s.model_version != version || !done) {
+            version = s.model_version;
+            quiet_since = now_s();
+        } else if (now_s() - quiet_since > 1.0) {
+            break;
+        }
+        usleep(50000);
+    }
+    int32_t n_q = batch * rounds < d->split.n_test ? batch * rounds : d->split.n_test;
+    float *Q = malloc((size_t)n_q * (size_t)d->dim * sizeof *Q);
+    for (int32_t i = 0; i < n_q; i++)
+        memcpy(Q + (size_t)i * d->dim, d->images + (size_t)d->split.test[i] * d->dim,
+               (size_t)d->dim * sizeof *Q);
+    omlc *c2 = NULL;
+    if (omlc_connect(&c2, p.rpc, 60000, &err) != 0)
+        die("connect", &err);
+    int rc = omld_batch_bench(c, c2, Q, n_q, d->dim, batch, rounds, 5, d->split.n_dev);
+    free(Q);
+    omlc_close(c2);
+    omlc_close(c);
+    if (omld_proc_stop(&p, SIGTERM, 120000) != 0)
+        rc = 1;
+    omld_proc_cleanup(&p);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     int32_t n_triplets = 100000;
     int queries = 2000, probes = 20, request = 256;
     const char *preset = "default";
-    int durable = 0, http_compare = 0;
+    int durable = 0, http_compare = 0, batch_q = 0, batch = 100, rounds = 20;
     const char *job_method = NULL;
     long long items = 0;
     double rate = 2000, seconds = 20;
@@ -379,6 +436,9 @@ int main(int argc, char **argv)
             i--;
         } else if (strcmp(argv[i], "--http") == 0) {
             http_compare = 1;
+            i--;
+        } else if (strcmp(argv[i], "--batch-queries") == 0) {
+            batch_q = 1;
             i--;
         } else if (i + 1 >= argc) {
             fprintf(stderr, "omld-bench: %s needs a value\n", argv[i]);
@@ -397,17 +457,25 @@ int main(int argc, char **argv)
             seconds = atof(argv[i + 1]);
         else if (strcmp(argv[i], "--omld") == 0 && n_omld_args < 8)
             omld_args[n_omld_args++] = argv[i + 1];
+        else if (strcmp(argv[i], "--batch") == 0 && atoi(argv[i + 1]) > 0)
+            batch = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--rounds") == 0 && atoi(argv[i + 1]) > 0)
+            rounds = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--request") == 0)
             request = atoi(argv[i + 1]) > 0 ? atoi(argv[i + 1]) : 256;
         else {
             fprintf(stderr, "usage: omld-bench [--triplets N] [--queries M] [--preset P] [--durability] [--job METHOD] [--http]\n"
+                            "       omld-bench --batch-queries [--batch B] [--rounds R] [--preset P]\n"
                             "       omld-bench --items N [--rate TRIPLETS_PER_S] [--seconds S] [--omld --NAME=VALUE]...\n"
                             "  --items N: omld at N stored items (ingest, start, freshness, queries,\n"
                             "             memory, checkpoint, restart; see tests/bench/scale.c)\n"
                             "  --omld --NAME=VALUE: an option for that omld (repeatable, up to 8)\n"
                             "  --durability: ingest per fsync policy and recovery time instead\n"
                             "  --job METHOD: a batch training job beside ingest and queries instead\n"
-                            "  --http: the HTTP/JSON API beside the RPC (classify, triplets) instead\n");
+                            "  --http: the HTTP/JSON API beside the RPC (classify, triplets) instead\n"
+                            "  --batch-queries [--batch B] [--rounds R]: B classify queries (100, at most\n"
+                            "             1000) as one ClassifyBatch against B single requests, R rounds\n"
+                            "             (20), instead\n");
             return 1;
         }
     }
@@ -422,6 +490,8 @@ int main(int argc, char **argv)
         return durability(&d, preset);
     if (job_method)
         return job_bench(&d, preset, job_method, queries);
+    if (batch_q)
+        return batch_queries(&d, preset, batch, rounds);
 
     char preset_arg[64];
     snprintf(preset_arg, sizeof preset_arg, "--preset=%s", preset);

@@ -79,6 +79,13 @@ seed retrieve_ok 'request_id: 80 retrieve { query { id: "c0" } k: 5 }'
 seed retrieve_all 'request_id: 81 retrieve { query { vector { '"$V"' } } k: 16 }'
 seed retrieve_utf8 'request_id: 82 retrieve { query { id: "\303\251t\303\251" } k: 2 }'
 seed retrieve_badmodel 'request_id: 83 retrieve { query { id: "c0" } model: "\377x" }'
+# ---- query batches
+seed classify_batch_ok 'request_id: 94 classify_batch { queries { query { id: "a0" } k: 3 } queries { query { vector { '"$V"' } } } queries { query { id: "late" } model: "live" } }'
+seed classify_batch_empty 'request_id: 95 classify_batch { }'
+seed classify_batch_gone 'request_id: 96 classify_batch { queries { query { id: "a1" } } queries { query { id: "gone" } } }'
+seed classify_batch_models 'request_id: 97 classify_batch { queries { query { id: "a0" } } queries { query { id: "a1" } model: "batch-1" } }'
+seed retrieve_batch_ok 'request_id: 98 retrieve_batch { queries { query { id: "c0" } k: 5 labels: "x" exclude_ids: "a0" } queries { query { vector { '"$V"' } } k: 2 offset: 3 min_similarity: 0.1 } }'
+seed retrieve_batch_kbig 'request_id: 99 retrieve_batch { queries { query { id: "c0" } } queries { query { id: "c1" } k: 17 } }'
 # ---- embed
 seed embed_ok 'request_id: 90 embed { item { id: "u0" } }'
 seed embed_vector 'request_id: 91 embed { item { vector { '"$V"' } } model: "live" }'

@@ -284,6 +284,150 @@ static void test_every_operation(void **state)
     omlc_close(c);
 }
 
+/* ClassifyBatch and RetrieveBatch: every answer is the one its query gets
+ * alone from the same view (compared when the batch and the single
+ * requests were answered by one model version: the learner may publish
+ * between them, then the round is repeated); errors name the query. */
+static void test_query_batches(void **state)
+{
+    omlc *c = dial(&g_proc);
+    omlc_error err;
+    enum { M = 40 };
+    omlc_ref q[M];
+    for (int i = 0; i < M; i++)
+        q[i] = i % 2 ? (omlc_ref){ID[i * 3], NULL, 0} : (omlc_ref){NULL, X[i * 3], DIM};
+    const char *labels[1] = {LABEL[2]}, *exclude[2] = {ID[6], ID[10]};
+    omlc_retrieve_filter f[M];
+    memset(f, 0, sizeof f);
+    for (int i = 0; i < M; i += 3)
+        f[i] = (omlc_retrieve_filter){labels, 1, exclude, 2, (uint32_t)(i % 2), 0, 0.0f};
+    f[4].has_min_similarity = 1;
+    f[4].min_similarity = 0.9f;
+
+    int compared = 0;
+    for (int round = 0; round < 50 && !compared; round++) {
+        omlc_classification got[M], one;
+        assert_int_equal(omlc_classify_batch(c, q, M, 5, NULL, got, &err), 0);
+        uint64_t version = got[0].model_version;
+        int same = 1;
+        for (int i = 0; i < M; i++) {
+            assert_string_equal(got[i].label, LABEL[i * 3]); /* easy classes */
+            assert_int_equal(got[i].model_version, version);
+            assert_int_equal(omlc_classify(c, &q[i], 5, NULL, &one, &err), 0);
+            same &= one.model_version == version;
+            if (one.model_version != version)
+                continue;
+            assert_string_equal(one.label, got[i].label);
+            assert_int_equal(one.n_scores, got[i].n_scores);
+            for (int j = 0; j < one.n_scores; j++) {
+                assert_string_equal(one.scores[j].label, got[i].scores[j].label);
+                assert_true(one.scores[j].score == got[i].scores[j].score);
+            }
+        }
+
+        static omlc_hit hits[M][7], want[7];
+        size_t n_hits[M], n_want = 0;
+        uint64_t rversion = 0, v1 = 0;
+        assert_int_equal(omlc_retrieve_batch(c, q, M, 7, NULL, f, &hits[0][0], 7, n_hits,
+                                             &rversion, &err),
+                         0);
+        for (int i = 0; i < M; i++) {
+            assert_int_equal(omlc_retrieve_where(c, &q[i], 7, NULL, &f[i], want, 7, &n_want, &v1,
+                                                 &err),
+                             0);
+            same &= v1 == rversion;
+            if (v1 != rversion)
+                continue;
+            assert_int_equal(n_hits[i], n_want);
+            for (size_t j = 0; j < n_want; j++) {
+                assert_string_equal(hits[i][j].id, want[j].id);
+                assert_string_equal(hits[i][j].label, want[j].label);
+                assert_true(hits[i][j].score == want[j].score);
+                assert_true(hits[i][j].similarity == want[j].similarity);
+                if (f[i].n_labels)
+                    assert_string_equal(hits[i][j].label, LABEL[2]);
+            }
+        }
+        compared = same;
+        if (!compared)
+            usleep(100000); /* a view was published meanwhile: once more */
+    }
+    assert_true(compared);
+
+    /* Refusals: empty, over max_batch (1000), an unknown id, a model. */
+    assert_int_equal(omlc_classify_batch(c, q, 0, 5, NULL, NULL, &err), 1);
+    assert_string_equal(err.field, "classify_batch.queries");
+    static omlc_ref many[1001];
+    static omlc_classification many_out[1001];
+    for (int i = 0; i < 1001; i++)
+        many[i] = (omlc_ref){ID[i % N_ITEMS], NULL, 0};
+    assert_int_equal(omlc_classify_batch(c, many, 1001, 5, NULL, many_out, &err), 1);
+    assert_string_equal(err.field, "classify_batch.queries");
+    assert_int_equal(omlc_classify_batch(c, many, 1000, 5, NULL, many_out, &err), 0);
+    q[3] = (omlc_ref){"no-such-item", NULL, 0};
+    assert_int_equal(omlc_classify_batch(c, q, M, 5, NULL, many_out, &err), 2);
+    assert_string_equal(err.field, "classify_batch.queries[3].query.id");
+    size_t n_hits[M];
+    static omlc_hit hits[M];
+    assert_int_equal(omlc_retrieve_batch(c, q, M, 1, NULL, NULL, hits, 1, n_hits, NULL, &err), 2);
+    assert_string_equal(err.field, "retrieve_batch.queries[3].query.id");
+    assert_int_equal(omlc_classify_batch(c, q, 2, 5, "no-model", many_out, &err), 2);
+    assert_string_equal(err.field, "classify_batch.queries[0].model");
+    omlc_close(c);
+#ifdef OMLCTL_BIN
+    /* omlctl classify / retrieve --batch FILE: ids and a vector, in
+     * requests of 2 queries; one JSON answer per query, in order. */
+    char path[] = "/tmp/omld-batch-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    dprintf(fd, "# queries\n%s\n\n%s\n", ID[1], ID[2]);
+    for (int j = 0; j < DIM; j++)
+        dprintf(fd, "%s%.9g", j ? "," : "", X[3][j]);
+    dprintf(fd, "\n");
+    close(fd);
+    char cmd[512], got[8192];
+    snprintf(cmd, sizeof cmd, "%s --server %s classify --batch %s --batch-size 2 --k 5 --json",
+             OMLCTL_BIN, g_proc.rpc, path);
+    FILE *out = popen(cmd, "r");
+    assert_non_null(out);
+    size_t len = fread(got, 1, sizeof got - 1, out);
+    got[len] = '\0';
+    assert_int_equal(pclose(out), 0);
+    char want[128];
+    const char *at = got;
+    for (int i = 1; i <= 3; i++) {
+        snprintf(want, sizeof want, "{\"query\":\"%s\",\"label\":\"%s\"",
+                 i < 3 ? ID[i] : "line 5", LABEL[i]);
+        at = strstr(at, want);
+        if (at == NULL)
+            fail_msg("omlctl classify --batch printed:\n%s\nwithout %s", got, want);
+    }
+    snprintf(cmd, sizeof cmd, "%s --server %s retrieve --batch %s --k 3 --label %s", OMLCTL_BIN,
+             g_proc.rpc, path, LABEL[0]);
+    out = popen(cmd, "r");
+    assert_non_null(out);
+    len = fread(got, 1, sizeof got - 1, out);
+    got[len] = '\0';
+    assert_int_equal(pclose(out), 0);
+    unlink(path);
+    assert_non_null(strstr(got, "query line 5\n3 hits"));
+    size_t hits_of_label = 0;
+    for (at = got; (at = strstr(at, LABEL[0])) != NULL; at++)
+        hits_of_label++;
+    assert_int_equal(hits_of_label, 3 * 3);
+#endif
+
+    /* Counted once per batch, by kind. */
+    char *body = NULL;
+    size_t body_len = 0;
+    assert_int_equal(omld_http_get(g_proc.http, "/metrics", &body, &body_len), 200);
+    const char *line = strstr(body, "omld_queries_total{kind=\"classify_batch\"} ");
+    assert_non_null(line);
+    assert_true(atof(line + strlen("omld_queries_total{kind=\"classify_batch\"} ")) >= 2);
+    assert_non_null(strstr(body, "omld_queries_total{kind=\"retrieve_batch\"} "));
+    free(body);
+}
+
 static void test_pipelined_answers_in_order(void **state)
 {
     omlc *c = dial(&g_proc);
@@ -1013,6 +1157,7 @@ int main(void)
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest shared[] = {
         cmocka_unit_test(test_every_operation),
+        cmocka_unit_test(test_query_batches),
         cmocka_unit_test(test_pipelined_answers_in_order),
         cmocka_unit_test(test_bad_requests_change_nothing),
         cmocka_unit_test(test_malformed_and_oversized_frames),

@@ -461,6 +461,57 @@ static void test_refusals_counted(void **state)
     free(body);
 }
 
+/* Query batches: max_batch counts the queries, max_k bounds each query's
+ * k, and a batch whose answers outgrow max_frame_bytes (16 KiB here) is
+ * RESOURCE_EXHAUSTED, the daemon stopping as soon as they do. */
+static void test_query_batch_limits(void **state)
+{
+    (void)state;
+    omlc *c = dial(&g_lim);
+    omlc_error err;
+    enum { N = 12, LONG_ID = 200 };
+    static float x[N][DIM];
+    static char ids[N][LONG_ID + 8];
+    omlc_item items[N];
+    for (int i = 0; i < N; i++) {
+        make_vec(x[i], 200 + i);
+        memset(ids[i], 'q', LONG_ID);
+        snprintf(ids[i] + LONG_ID, 8, "-%d", i);
+        items[i] = (omlc_item){ids[i], x[i], DIM, "long-ids"};
+    }
+    assert_int_equal(omlc_put_items(c, items, N, NULL, NULL, &err), 0);
+    omlc_ref q[51];
+    for (int i = 0; i < 51; i++)
+        q[i] = (omlc_ref){NULL, x[i % N], DIM};
+    static omlc_classification cl[51];
+    assert_int_equal(omlc_classify_batch(c, q, 51, 5, NULL, cl, &err), 1);
+    assert_string_equal(err.field, "classify_batch.queries");
+    assert_int_equal(omlc_classify_batch(c, q, 50, 11, NULL, cl, &err), 1);
+    assert_string_equal(err.field, "classify_batch.queries[0].k");
+    /* Once a view serves the items: 2 x 10 hits fit, 50 x 10 with long ids
+     * do not. */
+    static omlc_hit hits[50 * 10];
+    size_t n_hits[50];
+    int rc = 8; /* UNAVAILABLE until a view is published */
+    for (int i = 0; i < 400 && rc != 0; i++) {
+        rc = omlc_retrieve_batch(c, q, 2, 10, NULL, NULL, hits, 10, n_hits, NULL, &err);
+        if (rc == 0 && strcmp(hits[0].id, ids[0]) != 0)
+            rc = -1; /* a view from before the items (x[0] is item 0's own vector) */
+        if (rc != 0)
+            usleep(20000);
+    }
+    assert_int_equal(rc, 0);
+    const char *mine[1] = {"long-ids"};
+    omlc_retrieve_filter f[50];
+    for (int i = 0; i < 50; i++) /* only these items: every hit has a long id */
+        f[i] = (omlc_retrieve_filter){mine, 1, NULL, 0, 0, 0, 0.0f};
+    assert_int_equal(omlc_retrieve_batch(c, q, 50, 10, NULL, f, hits, 10, n_hits, NULL, &err),
+                     5 /* RESOURCE_EXHAUSTED */);
+    assert_string_equal(err.field, "retrieve_batch.queries");
+    assert_non_null(strstr(err.message, "max_frame_bytes"));
+    omlc_close(c);
+}
+
 static void test_max_connections(void **state)
 {
     (void)state;
@@ -580,8 +631,15 @@ static void test_read_only_and_read_write(void **state)
     omlc *ro = dial(&g_auth);
     assert_int_equal(omlc_auth(ro, RO_TOKEN, &rw, &err), 0);
     assert_int_equal(rw, 0);
-    /* Reads. */
+    /* Reads, query batches among them. */
     assert_int_equal(items_now(ro), 8);
+    omlc_ref bq[2] = {{"rw-1", NULL, 0}, {NULL, x[2], DIM}};
+    omlc_classification bcl[2];
+    int brc = 8; /* UNAVAILABLE until a view is published */
+    for (int i = 0; i < 400 && brc == 8; i++)
+        if ((brc = omlc_classify_batch(ro, bq, 2, 3, NULL, bcl, &err)) == 8)
+            usleep(20000);
+    assert_int_equal(brc, 0);
     Omld__Response *r = NULL;
     assert_int_equal(omlc_get_items(ro, (const char *const[]){"rw-3"}, 1, &r, &err), 0);
     assert_string_equal(r->get_items->items[0]->id, "rw-3");
@@ -690,6 +748,7 @@ int main(void)
         cmocka_unit_test(test_idle_connection_closed),
         cmocka_unit_test(test_input_bound_pauses),
         cmocka_unit_test(test_refusals_counted),
+        cmocka_unit_test(test_query_batch_limits),
     };
     const struct CMUnitTest auth[] = {
         cmocka_unit_test(test_unauthenticated_changes_nothing),

@@ -276,16 +276,36 @@ static int naive_cmp(const void *pa, const void *pb)
     return a->row < b->row ? -1 : a->row > b->row;
 }
 
-static void test_topk_matches_naive(void **state)
+/* oml_index_sel fed the dot products dots (n) in blocks of 1 to 97 rows,
+ * last block first, into nb (k): the count. */
+static int32_t select_in_blocks(const oml_index *ix, int h, const float *q, float *dots, int32_t k,
+                                int32_t exclude, oml_neighbor *nb)
 {
-    (void)state;
-    enum { DIM = 8, N = 400, Q = 40 };
+    oml_neighbor *approx = malloc(sizeof *approx * (size_t)k);
+    assert_non_null(approx);
+    oml_index_sel sel;
+    oml_index_sel_init(&sel, k, approx, nb);
+    for (int32_t end = ix->n, len = 1; end > 0; len = len % 97 + 1) {
+        int32_t r0 = end - len > 0 ? end - len : 0;
+        oml_index_sel_feed(ix, h, q, dots + r0, r0, end - r0, exclude, NULL, &sel);
+        end = r0;
+    }
+    free(approx);
+    return oml_index_sel_finish(&sel);
+}
+
+/* N items (a quarter exact duplicates, tombstones), Q queries: every
+ * selection path against a full sort. */
+static void topk_vs_naive(int N, int Q)
+{
+    enum { DIM = 8 };
     oml_snapshot *s = make_snap(2, DIM, 6, 4, NULL, NULL, 7);
     oml_store *st = NULL;
-    assert_int_equal(oml_store_create(&st, DIM, 1000), OML_OK);
+    assert_int_equal(oml_store_create(&st, DIM, (uint32_t)N), OML_OK);
     oml_rng r;
     oml_rng_seed(&r, 11);
-    float X[N][DIM];
+    float (*X)[DIM] = malloc(sizeof *X * (size_t)N);
+    assert_non_null(X);
     char id[32];
     for (int i = 0; i < N; i++) {
         if (i >= 10 && i % 4 == 0) /* a quarter are exact duplicates: ties */
@@ -318,6 +338,8 @@ static void test_topk_matches_naive(void **state)
     oml_neighbor *nb = malloc(sizeof *nb * (size_t)n);
     oml_neighbor *nb2 = malloc(sizeof *nb2 * (size_t)n);
     float *scratch = malloc(sizeof *scratch * (size_t)n);
+    float *dots = malloc(sizeof *dots * (size_t)n);
+    assert_non_null(dots);
     assert_non_null(all);
     assert_non_null(nb);
     assert_non_null(nb2);
@@ -373,13 +395,20 @@ static void test_topk_matches_naive(void **state)
                     float fd = (float)dot;
                     scratch[row] = row % 2 ? nextafterf(fd, 2.0f) : nextafterf(fd, -2.0f);
                 }
+                memcpy(dots, scratch, sizeof *dots * (size_t)n);
                 got = oml_index_select(ix, h, q, scratch, k, exclude, NULL, nb2);
+                assert_int_equal(got, want);
+                assert_memory_equal(nb, nb2, sizeof *nb * (size_t)want);
+                /* So does selection in blocks of rows, in any order. */
+                got = select_in_blocks(ix, h, q, dots, k, exclude, nb2);
                 assert_int_equal(got, want);
                 assert_memory_equal(nb, nb2, sizeof *nb * (size_t)want);
             }
         }
     }
     assert_true(ties_seen > 0); /* the duplicates really produced ties */
+    free(X);
+    free(dots);
     free(all);
     free(nb);
     free(nb2);
@@ -387,6 +416,14 @@ static void test_topk_matches_naive(void **state)
     oml_index_destroy(ix);
     oml_store_destroy(st);
     oml_snapshot_release(s);
+}
+
+/* 400 items, and 9,000 (past a selection's 4,096-row segments). */
+static void test_topk_matches_naive(void **state)
+{
+    (void)state;
+    topk_vs_naive(400, 40);
+    topk_vs_naive(9000, 4);
 }
 
 static void test_dist(void **state)

@@ -1110,15 +1110,16 @@ static double ls_error(const oml_learner *l, const oml_store *s, const float *x)
     assert_non_null(snap);
     oml_index *ix = NULL;
     assert_int_equal(oml_index_build(&ix, snap, s), OML_OK);
-    static float q[LS_DEV * LS_DIM];
-    int32_t pred[LS_DEV];
+    static oml_query q[LS_DEV];
+    static oml_classification pred[LS_DEV];
     for (int i = 0; i < LS_DEV; i++)
-        memcpy(q + i * LS_DIM, x + (2 * i + 1) * LS_DIM, LS_DIM * sizeof(float));
-    assert_int_equal(oml_classify_batch(ix, q, LS_DEV, LS_K, pred), OML_OK);
+        q[i] = (oml_query){x + (2 * i + 1) * LS_DIM, LS_K, -1, NULL};
+    assert_int_equal(oml_classify_batch(ix, q, LS_DEV, pred, NULL), OML_OK);
     int wrong = 0;
     for (int i = 0; i < LS_DEV; i++) {
-        assert_true(pred[i] >= 0 && pred[i] < ix->n_labels);
-        wrong += ix->label_names[pred[i]][1] - '0' != ls_class(2 * i + 1);
+        int32_t lab = pred[i].label;
+        assert_true(lab >= 0 && lab < ix->n_labels);
+        wrong += ix->label_names[lab][1] - '0' != ls_class(2 * i + 1);
     }
     oml_index_destroy(ix);
     oml_snapshot_release(snap);

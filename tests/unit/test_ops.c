@@ -165,6 +165,35 @@ static void test_answer_bounds_by_hand(void **state)
     assert_int_equal(omld_op_answer_bound(omld_op_of(&req), &req, &d, cap),
                      env + 2 * (784 * 4 + 2 * name + 16));
 
+    /* A batch: every query's bound (its own k or the default) and 6 bytes
+     * of field framing each. */
+    Omld__ClassifyRequest cq[3], *cp[3];
+    Omld__RetrieveRequest rq[3], *rp[3];
+    for (int i = 0; i < 3; i++) {
+        omld__classify_request__init(&cq[i]);
+        omld__retrieve_request__init(&rq[i]);
+        cp[i] = &cq[i];
+        rp[i] = &rq[i];
+    }
+    cq[1].k_opt_case = OMLD__CLASSIFY_REQUEST__K_OPT_K;
+    rq[1].k_opt_case = OMLD__RETRIEVE_REQUEST__K_OPT_K;
+    cq[1].k = rq[1].k = 9;
+    Omld__ClassifyBatchRequest cb = OMLD__CLASSIFY_BATCH_REQUEST__INIT;
+    cb.queries = cp;
+    cb.n_queries = 3;
+    req.body_case = OMLD__REQUEST__BODY_CLASSIFY_BATCH;
+    req.classify_batch = &cb;
+    assert_int_equal(omld_op_answer_bound(omld_op_of(&req), &req, &d, cap),
+                     env + 2 * (5 * 3 * (name + 8) + name + 6) + 9 * 3 * (name + 8) + name + 6);
+    Omld__RetrieveBatchRequest rb = OMLD__RETRIEVE_BATCH_REQUEST__INIT;
+    rb.queries = rp;
+    rb.n_queries = 3;
+    req.body_case = OMLD__REQUEST__BODY_RETRIEVE_BATCH;
+    req.retrieve_batch = &rb;
+    assert_int_equal(omld_op_answer_bound(omld_op_of(&req), &req, &d, cap),
+                     env + (5 + 9 + 5) * (2 * name + 16) + 3 * 6);
+    assert_int_equal(omld_op_answer_bound(omld_op_of(&req), &req, &d, 5000), 5000);
+
     req.body_case = OMLD__REQUEST__BODY_STATUS; /* small: the envelope */
     assert_int_equal(omld_op_answer_bound(omld_op_of(&req), &req, &d, cap), env);
 }
@@ -310,6 +339,44 @@ static void test_dispatch_routes_reads_and_auth(void **state)
     const omld_op *op = expect(&p, 1, OMLD_RIGHTS_READ_ONLY, 0, OMLD_ROUTED, 0, NULL, &d);
     assert_int_equal(op->route, OMLD_ROUTE_QUERY);
     assert_int_equal(op->metric, OMLD_Q_CLASSIFY);
+    release(&d);
+
+    /* A batch of queries: max_batch applies to the queries, max_k to
+     * each (the largest is the one noted), and a read-only token may send
+     * it. */
+    Omld__ClassifyRequest cq[5], *cp[5];
+    for (int i = 0; i < 5; i++) {
+        omld__classify_request__init(&cq[i]);
+        cq[i].query = &ref;
+        cp[i] = &cq[i];
+    }
+    Omld__ClassifyBatchRequest cb = OMLD__CLASSIFY_BATCH_REQUEST__INIT;
+    cb.queries = cp;
+    cb.n_queries = 5; /* max_batch 4 */
+    req.body_case = OMLD__REQUEST__BODY_CLASSIFY_BATCH;
+    req.classify_batch = &cb;
+    pack(&req, &p);
+    expect(&p, 0, 0, 0, OMLD_REFUSED_INVALID, OMLD__STATUS__CODE__INVALID_ARGUMENT,
+           "classify_batch.queries", &d);
+    assert_true(d.over_batch);
+    assert_false(d.over_k);
+    release(&d);
+    cb.n_queries = 4;
+    cq[2].k_opt_case = OMLD__CLASSIFY_REQUEST__K_OPT_K;
+    cq[2].k = 17;
+    pack(&req, &p);
+    expect(&p, 0, 0, 0, OMLD_REFUSED_INVALID, OMLD__STATUS__CODE__INVALID_ARGUMENT,
+           "classify_batch.queries[2].k", &d);
+    assert_true(d.over_k);
+    assert_false(d.over_batch);
+    release(&d);
+    cq[2].k = 16;
+    pack(&req, &p);
+    op = expect(&p, 1, OMLD_RIGHTS_READ_ONLY, 0, OMLD_ROUTED, 0, NULL, &d);
+    assert_string_equal(op->name, "classify_batch");
+    assert_int_equal(op->route, OMLD_ROUTE_QUERY);
+    assert_int_equal(op->metric, OMLD_Q_CLASSIFY_BATCH);
+    assert_int_equal(d.cost, 4);
     release(&d);
 
     /* Auth is the one operation allowed before authenticating. */

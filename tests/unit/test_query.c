@@ -537,6 +537,24 @@ static void test_retrieve_filtered(void **state)
     }
 }
 
+/* A view over f's index serving a newer model (alpha (.3, .7), seed 43)
+ * of the given version; the caller releases it. */
+static omld_view *fresh_view(fx *f, uint64_t version)
+{
+    const float alpha[2] = {0.3f, 0.7f};
+    oml_snapshot *newer = oml_test_snapshot(1, DIM, 8, 3, NULL, alpha, 43);
+    assert_non_null(newer);
+    newer->version = version;
+    omld_view *fv = calloc(1, sizeof *fv);
+    assert_non_null(fv);
+    atomic_init(&fv->_refs, 1);
+    fv->base = omld_view_retain(&f->v);
+    fv->ix = f->v.ix;
+    fv->fresh = newer; /* the view's reference */
+    fv->version = version;
+    return fv;
+}
+
 /* A view serving a newer model than its index's (issue 14): classify and
  * retrieve re-rank the index's candidates under the newer model (all rows,
  * with rerank_k >= the items: the newer model's exact answer), verify and
@@ -545,17 +563,10 @@ static void test_retrieve_filtered(void **state)
 static void test_fresh_view_reranks(void **state)
 {
     fx *f = *state;
-    const float alpha[2] = {0.3f, 0.7f};
-    oml_snapshot *newer = oml_test_snapshot(1, DIM, 8, 3, NULL, alpha, 43);
-    newer->version = VERSION + 1;
+    omld_view *fv = fresh_view(f, VERSION + 1);
+    oml_snapshot *newer = fv->fresh;
     oml_index *exact = NULL;
     assert_int_equal(oml_index_build(&exact, newer, f->store), OML_OK);
-    omld_view *fv = calloc(1, sizeof *fv);
-    atomic_init(&fv->_refs, 1);
-    fv->base = omld_view_retain(&f->v);
-    fv->ix = f->v.ix;
-    fv->fresh = newer; /* the view's reference */
-    fv->version = newer->version;
     f->lim.rerank_k = 64;
 
     Omld__Request req = OMLD__REQUEST__INIT;
@@ -905,6 +916,228 @@ static void test_concurrent_writer(void **state)
     pthread_join(th, NULL);
 }
 
+/* ------------------------------------------------------------------ batches */
+
+/* The single request's answer to one query of a batch, on view v. */
+static void single_answer(fx *f, omld_view *v, const Omld__ClassifyRequest *cq,
+                          const Omld__RetrieveRequest *rq, omld_reply *r)
+{
+    Omld__Request req = OMLD__REQUEST__INIT;
+    req.body_case = cq ? OMLD__REQUEST__BODY_CLASSIFY : OMLD__REQUEST__BODY_RETRIEVE;
+    if (cq) /* the body is a union */
+        req.classify = (Omld__ClassifyRequest *)cq;
+    else
+        req.retrieve = (Omld__RetrieveRequest *)rq;
+    omld_reply_init(r, 42);
+    omld_query_run(&f->q, v, &req, r);
+}
+
+static void expect_classify_same(const Omld__ClassifyResponse *got,
+                                 const Omld__ClassifyResponse *want)
+{
+    assert_string_equal(got->label, want->label);
+    assert_int_equal(got->n_scores, want->n_scores);
+    for (size_t j = 0; j < want->n_scores; j++) {
+        assert_string_equal(got->scores[j]->label, want->scores[j]->label);
+        assert_true(got->scores[j]->score == want->scores[j]->score);
+    }
+}
+
+static void expect_retrieve_same(const Omld__RetrieveResponse *got,
+                                 const Omld__RetrieveResponse *want)
+{
+    assert_int_equal(got->n_hits, want->n_hits);
+    for (size_t j = 0; j < want->n_hits; j++) {
+        assert_string_equal(got->hits[j]->id, want->hits[j]->id);
+        assert_int_equal(got->hits[j]->label_opt_case, want->hits[j]->label_opt_case);
+        if (want->hits[j]->label_opt_case == OMLD__HIT__LABEL_OPT_LABEL)
+            assert_string_equal(got->hits[j]->label, want->hits[j]->label);
+        assert_true(got->hits[j]->score == want->hits[j]->score);
+        assert_true(got->hits[j]->similarity == want->hits[j]->similarity);
+    }
+}
+
+/* Every item by id (each leaves itself out), then vectors, k mixed and
+ * absent: each answer is its single request's, in order, on the live view
+ * and on a fresh one (a newer model re-ranking the index's candidates). */
+static void test_classify_batch(void **state)
+{
+    fx *f = *state;
+    enum { M = N_ITEMS + 3 };
+    Omld__ClassifyRequest cq[M], *qp[M];
+    Omld__ItemRef refs[M];
+    Omld__Vector vecs[M];
+    const float other[3][DIM] = {{1, -1, 0.5f, 2}, {3, 0, 0, 1}, {0, 0, 0, 0}};
+    for (size_t i = 0; i < M; i++) {
+        omld__classify_request__init(&cq[i]);
+        if (i < N_ITEMS)
+            ref_id(&refs[i], ITEMS[i].id);
+        else
+            ref_vec(&refs[i], &vecs[i], other[i - N_ITEMS]);
+        cq[i].query = &refs[i];
+        if (i % 3) {
+            cq[i].k_opt_case = OMLD__CLASSIFY_REQUEST__K_OPT_K;
+            cq[i].k = 1 + (uint32_t)i % 13;
+        }
+        qp[i] = &cq[i];
+    }
+    qp[2]->model_opt_case = OMLD__CLASSIFY_REQUEST__MODEL_OPT_MODEL;
+    qp[2]->model = (char *)"live"; /* the live model by its name */
+    Omld__ClassifyBatchRequest b = OMLD__CLASSIFY_BATCH_REQUEST__INIT;
+    b.queries = qp;
+    b.n_queries = M;
+    Omld__Request req = OMLD__REQUEST__INIT;
+    req.body_case = OMLD__REQUEST__BODY_CLASSIFY_BATCH;
+    req.classify_batch = &b;
+
+    omld_view *fv = fresh_view(f, VERSION);
+    f->lim.rerank_k = 5;
+    omld_view *views[2] = {&f->v, fv};
+    for (int vi = 0; vi < 2; vi++) {
+        omld_reply r;
+        omld_reply_init(&r, 42);
+        omld_query_run(&f->q, views[vi], &req, &r);
+        assert_ok(&r, OMLD__RESPONSE__BODY_CLASSIFY_BATCH);
+        assert_int_equal(r.msg.classify_batch->n_answers, M);
+        Omld__Response *m = round_trip(&r);
+        assert_int_equal(m->classify_batch->n_answers, M);
+        for (size_t i = 0; i < M; i++) {
+            omld_reply one;
+            single_answer(f, views[vi], qp[i], NULL, &one);
+            assert_ok(&one, OMLD__RESPONSE__BODY_CLASSIFY);
+            expect_classify_same(r.msg.classify_batch->answers[i], one.msg.classify);
+            expect_classify_same(m->classify_batch->answers[i], one.msg.classify);
+            omld_reply_free(&one);
+        }
+        if (vi == 0) /* by id, against the library: the item's own row left out */
+            check_classify(f, &(omld_reply){.status = r.status,
+                                            .msg = {.body_case = OMLD__RESPONSE__BODY_CLASSIFY,
+                                                    .classify = r.msg.classify_batch->answers[4]}},
+                           feat(f, ITEMS[4].id), 1 + 4 % 13, row(f, ITEMS[4].id));
+        omld__response__free_unpacked(m, NULL);
+        omld_reply_free(&r);
+    }
+    omld_view_release(fv);
+}
+
+/* Retrieve filters per query (labels, excluded ids, pages, floors) and
+ * none: each answer is its single request's. */
+static void test_retrieve_batch(void **state)
+{
+    fx *f = *state;
+    enum { M = 10 };
+    Omld__RetrieveRequest rq[M], *qp[M];
+    Omld__ItemRef refs[M];
+    Omld__Vector vec;
+    const float other[DIM] = {1, -1, 0.5f, 2};
+    char *labels[3] = {(char *)"blue", (char *)"nope", (char *)"green"};
+    char *exclude[2] = {(char *)"zz", (char *)"b1"};
+    for (size_t i = 0; i < M; i++) {
+        omld__retrieve_request__init(&rq[i]);
+        if (i == M - 1)
+            ref_vec(&refs[i], &vec, other);
+        else
+            ref_id(&refs[i], ITEMS[i].id);
+        rq[i].query = &refs[i];
+        rq[i].k_opt_case = OMLD__RETRIEVE_REQUEST__K_OPT_K;
+        rq[i].k = 1 + (uint32_t)i;
+        if (i % 2) {
+            rq[i].labels = labels;
+            rq[i].n_labels = 3;
+        }
+        if (i % 3 == 0) {
+            rq[i].exclude_ids = exclude;
+            rq[i].n_exclude_ids = 2;
+        }
+        rq[i].offset = (uint32_t)(i % 4 == 1 ? 2 : 0);
+        if (i % 5 == 2) {
+            rq[i].min_similarity_opt_case =
+                OMLD__RETRIEVE_REQUEST__MIN_SIMILARITY_OPT_MIN_SIMILARITY;
+            rq[i].min_similarity = 0.3f;
+        }
+        qp[i] = &rq[i];
+    }
+    rq[4].k_opt_case = OMLD__RETRIEVE_REQUEST__K_OPT__NOT_SET; /* default_k */
+    Omld__RetrieveBatchRequest b = OMLD__RETRIEVE_BATCH_REQUEST__INIT;
+    b.queries = qp;
+    b.n_queries = M;
+    Omld__Request req = OMLD__REQUEST__INIT;
+    req.body_case = OMLD__REQUEST__BODY_RETRIEVE_BATCH;
+    req.retrieve_batch = &b;
+    omld_view *fv = fresh_view(f, VERSION);
+    f->lim.rerank_k = 6;
+    omld_view *views[2] = {&f->v, fv};
+    for (int vi = 0; vi < 2; vi++) {
+        omld_reply r;
+        omld_reply_init(&r, 42);
+        omld_query_run(&f->q, views[vi], &req, &r);
+        assert_ok(&r, OMLD__RESPONSE__BODY_RETRIEVE_BATCH);
+        Omld__Response *m = round_trip(&r);
+        assert_int_equal(m->retrieve_batch->n_answers, M);
+        size_t hits = 0;
+        for (size_t i = 0; i < M; i++) {
+            omld_reply one;
+            single_answer(f, views[vi], NULL, qp[i], &one);
+            assert_ok(&one, OMLD__RESPONSE__BODY_RETRIEVE);
+            expect_retrieve_same(r.msg.retrieve_batch->answers[i], one.msg.retrieve);
+            expect_retrieve_same(m->retrieve_batch->answers[i], one.msg.retrieve);
+            hits += one.msg.retrieve->n_hits;
+            omld_reply_free(&one);
+        }
+        assert_true(hits > M); /* the answers are not all empty */
+        omld__response__free_unpacked(m, NULL);
+        omld_reply_free(&r);
+    }
+    omld_view_release(fv);
+}
+
+/* An unknown id fails the batch naming its query; an unknown model names
+ * the first query's. */
+static void test_batch_errors(void **state)
+{
+    fx *f = *state;
+    Omld__ItemRef known, unknown;
+    ref_id(&known, "a0");
+    ref_id(&unknown, "zz");
+    Omld__ClassifyRequest cq[3], *cp[3];
+    Omld__RetrieveRequest rq[3], *rp[3];
+    for (int i = 0; i < 3; i++) {
+        omld__classify_request__init(&cq[i]);
+        omld__retrieve_request__init(&rq[i]);
+        cq[i].query = rq[i].query = i == 2 ? &unknown : &known;
+        cp[i] = &cq[i];
+        rp[i] = &rq[i];
+    }
+    Omld__ClassifyBatchRequest cb = OMLD__CLASSIFY_BATCH_REQUEST__INIT;
+    cb.queries = cp;
+    cb.n_queries = 3;
+    Omld__RetrieveBatchRequest rb = OMLD__RETRIEVE_BATCH_REQUEST__INIT;
+    rb.queries = rp;
+    rb.n_queries = 3;
+    Omld__Request req = OMLD__REQUEST__INIT;
+    omld_reply r;
+    req.body_case = OMLD__REQUEST__BODY_CLASSIFY_BATCH;
+    req.classify_batch = &cb;
+    run(f, &req, &r);
+    assert_err(&r, OMLD__STATUS__CODE__NOT_FOUND, "classify_batch.queries[2].query.id", "\"zz\"");
+    omld_reply_free(&r);
+    req.body_case = OMLD__REQUEST__BODY_RETRIEVE_BATCH;
+    req.retrieve_batch = &rb;
+    run(f, &req, &r);
+    assert_err(&r, OMLD__STATUS__CODE__NOT_FOUND, "retrieve_batch.queries[2].query.id", NULL);
+    omld_reply_free(&r);
+
+    rq[2].query = &known;
+    for (int i = 0; i < 3; i++) {
+        rq[i].model_opt_case = OMLD__RETRIEVE_REQUEST__MODEL_OPT_MODEL;
+        rq[i].model = (char *)"daml-v2";
+    }
+    run(f, &req, &r);
+    assert_err(&r, OMLD__STATUS__CODE__NOT_FOUND, "retrieve_batch.queries[0].model",
+               "\"daml-v2\"");
+    omld_reply_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -920,6 +1153,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_unknown_id, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unknown_model, setup, teardown),
         cmocka_unit_test_setup_teardown(test_not_a_query, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_classify_batch, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_retrieve_batch, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_batch_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_concurrent_writer, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

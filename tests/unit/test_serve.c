@@ -1,7 +1,7 @@
 /* test_serve.c - classify (Eq. 23-25), verify (Eq. 26), retrieve (Eq. 27).
  *
- * Hand-worked model (layers = 1, dim = hidden = emb = 2, mu = 0, W(1) = I,
- * Theta(0) = I, Theta(1) = [[1, 0], [0, 0]]):
+ * Hand-worked model (tests/support/serve_hand.h: layers = 1, dim = hidden =
+ * emb = 2, mu = 0, W(1) = I, Theta(0) = I, Theta(1) = [[1, 0], [0, 0]]):
  *   head 0: f0(x) = x / ||x||
  *   head 1: f1(x) = (1, 0) if x1 > 0, else the zero vector (D = sqrt(2) to all)
  * Items (row = slot order): 0 a (1,0) red   1 b (0,1) blue   2 c (1,1) blue
@@ -26,34 +26,18 @@
 
 #include "rng.h"
 #include "serve.h"
+#include "serve_hand.h"
 #include "testutil.h"
 
 #define D_AC 0.76536686f
 #define SQRT2 1.41421356f
 #define E1 0.36787944117144233 /* e^-1 */
 
-static oml_snapshot *snap_with(int32_t layers, int32_t dim, int32_t hidden, int32_t emb,
-                               const float *p, const float *alpha, uint64_t seed)
-{
-    float a[OML_MAX_LAYERS + 1];
-    float sum = 0;
-    for (int l = 0; l <= layers; l++) {
-        a[l] = alpha ? alpha[l] : 1.0f + (float)l; /* unequal weights when random */
-        sum += a[l];
-    }
-    for (int l = 0; l <= layers && alpha == NULL; l++)
-        a[l] /= sum;
-    oml_snapshot *s = oml_test_snapshot(layers, dim, hidden, emb, p, a, seed);
-    assert_non_null(s);
-    return s;
-}
-
 static oml_snapshot *hand_snap(float alpha0, float alpha1)
 {
-    /* mu (2) | W(1) (2x2) | Theta(0) (2x2) | Theta(1) (2x2) */
-    static const float p[14] = {0, 0, 1, 0, 0, 1, 1, 0, 0, 1, 1, 0, 0, 0};
-    const float alpha[2] = {alpha0, alpha1};
-    return snap_with(1, 2, 2, 2, p, alpha, 0);
+    oml_snapshot *s = oml_test_hand_snap(alpha0, alpha1);
+    assert_non_null(s);
+    return s;
 }
 
 static void put(oml_store *st, const char *id, float x0, float x1, const char *label)
@@ -66,15 +50,8 @@ static void put(oml_store *st, const char *id, float x0, float x1, const char *l
 
 static oml_index *hand_index(oml_snapshot *s)
 {
-    oml_store *st = NULL;
-    assert_int_equal(oml_store_create(&st, 2, 16), OML_OK);
-    put(st, "a", 1, 0, "red");
-    put(st, "b", 0, 1, "blue");
-    put(st, "c", 1, 1, "blue");
-    put(st, "e", 2, 0, NULL);
-    oml_index *ix = NULL;
-    assert_int_equal(oml_index_build(&ix, s, st), OML_OK);
-    oml_store_destroy(st); /* the index is independent of the store */
+    oml_index *ix = oml_test_hand_index(s);
+    assert_non_null(ix);
     return ix;
 }
 
@@ -216,11 +193,6 @@ static void test_classify_errors(void **state)
     memset(&d, 0, sizeof d);
     assert_int_equal(oml_classify(ix, x, 2, -1, &c, &d), OML_EEMPTY);
     assert_int_equal(d.code, OML_EEMPTY);
-    int32_t labels[2] = {99, 99};
-    const float X[4] = {1, 0, 0, 1};
-    assert_int_equal(oml_classify_batch(ix, X, 2, 2, labels), OML_OK);
-    assert_int_equal(labels[0], OML_LABEL_NONE);
-    assert_int_equal(labels[1], OML_LABEL_NONE);
     oml_index_destroy(ix);
 
     /* Empty index. */
@@ -228,8 +200,6 @@ static void test_classify_errors(void **state)
     assert_int_equal(oml_store_delete(st, "v", 1), OML_OK);
     assert_int_equal(oml_index_build(&ix, s, st), OML_OK);
     assert_int_equal(oml_classify(ix, x, 1, -1, &c, NULL), OML_EEMPTY);
-    assert_int_equal(oml_classify_batch(ix, X, 2, 1, labels), OML_EEMPTY);
-    assert_int_equal(oml_classify_batch(ix, X, 0, 1, labels), OML_OK);
     oml_hit h[2];
     int32_t nh = 7;
     assert_int_equal(oml_retrieve(ix, x, 2, -1, NULL, h, &nh, NULL), OML_OK);
@@ -442,125 +412,6 @@ static void test_retrieve_filters_and_similarity(void **state)
 }
 
 
-/* The evaluation path must agree label for label with oml_classify. */
-static void test_batch_equals_single(void **state)
-{
-    (void)state;
-    enum { DIM = 12, N = 700, M = 600, LABELS = 6 };
-    oml_snapshot *s = snap_with(3, DIM, 10, 5, NULL, NULL, 3);
-    oml_store *st = NULL;
-    assert_int_equal(oml_store_create(&st, DIM, 2 * N), OML_OK);
-    oml_rng r;
-    oml_rng_seed(&r, 5);
-    float *items = malloc(sizeof(float) * N * DIM);
-    assert_non_null(items);
-    char id[32], lab[8];
-    for (int i = 0; i < N; i++) {
-        float *x = items + (size_t)i * DIM;
-        if (i >= 20 && i % 5 == 0) {
-            memcpy(x, items + oml_rng_below(&r, (uint64_t)i) * DIM, sizeof(float) * DIM);
-        } else {
-            int cls = (int)oml_rng_below(&r, LABELS);
-            for (int j = 0; j < DIM; j++) /* a class-dependent mean, so kNN is meaningful */
-                x[j] = oml_rng_normal(&r) + (j == cls ? 2.0f : 0.0f);
-        }
-        snprintf(id, sizeof id, "i%d", i);
-        snprintf(lab, sizeof lab, "c%d", (int)oml_rng_below(&r, LABELS));
-        int unlabelled = i % 11 == 3;
-        assert_int_equal(oml_store_put(st, id, strlen(id), x, unlabelled ? NULL : lab,
-                                       unlabelled ? 0 : strlen(lab), NULL, NULL),
-                         OML_OK);
-    }
-    for (int i = 1; i < N; i += 13) {
-        snprintf(id, sizeof id, "i%d", i);
-        assert_int_equal(oml_store_delete(st, id, strlen(id)), OML_OK);
-    }
-    oml_index *ix = NULL;
-    assert_int_equal(oml_index_build(&ix, s, st), OML_OK);
-
-    /* M > 2 * 256 queries: two full blocks and a partial one. A third of the
-     * queries are stored items (exact D = 0 ties across duplicates). */
-    float *X = malloc(sizeof(float) * M * DIM);
-    int32_t *got = malloc(sizeof(int32_t) * M);
-    assert_non_null(X);
-    assert_non_null(got);
-    for (int i = 0; i < M; i++) {
-        if (i % 3 == 0)
-            memcpy(X + (size_t)i * DIM, items + oml_rng_below(&r, N) * DIM,
-                   sizeof(float) * DIM);
-        else
-            for (int j = 0; j < DIM; j++)
-                X[(size_t)i * DIM + j] = oml_rng_normal(&r) * 1.5f;
-    }
-    const int32_t ks[4] = {1, 4, 25, 1024};
-    int distinct = 0;
-    for (int ki = 0; ki < 4; ki++) {
-        int32_t k = ks[ki];
-        for (int i = 0; i < M; i++)
-            got[i] = -7;
-        assert_int_equal(oml_classify_batch(ix, X, M, k, got), OML_OK);
-        int seen[LABELS] = {0};
-        for (int i = 0; i < M; i++) {
-            oml_classification c;
-            int rc = oml_classify(ix, X + (size_t)i * DIM, k, -1, &c, NULL);
-            assert_true(rc == OML_OK || rc == OML_EEMPTY);
-            int32_t want = rc == OML_OK ? c.label : OML_LABEL_NONE;
-            if (got[i] != want)
-                fail_msg("k=%d query %d: batch %d, single %d", (int)k, i, (int)got[i],
-                         (int)want);
-            if (want >= 0)
-                seen[want] = 1;
-        }
-        for (int l = 0; l < LABELS; l++)
-            distinct += seen[l];
-    }
-    assert_true(distinct > 8); /* the labels really vary */
-
-    /* Validation of the batch path; labels_out untouched on error. */
-    for (int i = 0; i < M; i++)
-        got[i] = -7;
-    assert_int_equal(oml_classify_batch(ix, X, M, 0, got), OML_EINVAL);
-    assert_int_equal(oml_classify_batch(ix, X, M, OML_SERVE_MAX_K + 1, got), OML_EINVAL);
-    assert_int_equal(oml_classify_batch(ix, X, -1, 1, got), OML_EINVAL);
-    X[(size_t)(M - 1) * DIM + 3] = NAN;
-    assert_int_equal(oml_classify_batch(ix, X, M, 3, got), OML_ENONFINITE);
-    for (int i = 0; i < M; i++)
-        assert_int_equal(got[i], -7);
-
-    free(X);
-    free(got);
-    free(items);
-    oml_index_destroy(ix);
-    oml_store_destroy(st);
-    oml_snapshot_release(s);
-}
-
-/* The hand-worked queries through the batch path. */
-static void test_batch_hand(void **state)
-{
-    (void)state;
-    oml_snapshot *s = hand_snap(0.75f, 0.25f);
-    oml_index *ix = hand_index(s);
-    const float X[6] = {1, 0, 1, 1, 0, 1};
-    int32_t labels[3];
-    assert_int_equal(oml_classify_batch(ix, X, 3, 3, labels), OML_OK);
-    /* (1,0): red (test_classify_hand). (1,1), k = 3: head 0 c 0, then a, b
-     * and e tie at D_AC (a, b kept by row): c .75 blue, a .75 e^-1 red,
-     * b .75 e^-1 blue; head 1 a, c, e at 0: red .25, blue .25 -> blue 1.276
-     * against red .526. (0,1): head 0 b 0, c D_AC, then a/e at sqrt(2) (a
-     * kept); head 1 maps (0,1) to 0, so every item is at sqrt(2) and a, b, c
-     * score .25 each -> blue .75 + .437 + .25 against red .276 + .25. */
-    assert_int_equal(labels[0], 0);
-    assert_int_equal(labels[1], 1);
-    assert_int_equal(labels[2], 1);
-    assert_int_equal(oml_classify_batch(ix, X, 3, 1, labels), OML_OK);
-    assert_int_equal(labels[0], 0);
-    assert_int_equal(labels[1], 1);
-    assert_int_equal(labels[2], 1);
-    oml_index_destroy(ix);
-    oml_snapshot_release(s);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -571,8 +422,6 @@ int main(void)
         cmocka_unit_test(test_verify),
         cmocka_unit_test(test_retrieve),
         cmocka_unit_test(test_retrieve_filters_and_similarity),
-        cmocka_unit_test(test_batch_hand),
-        cmocka_unit_test(test_batch_equals_single),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

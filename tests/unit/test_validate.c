@@ -813,6 +813,114 @@ static void test_retrieve_and_embed(void **state)
     expect_ok(&req, OMLD_ROUTE_QUERY, 1);
 }
 
+/* Batches of queries: 1..max_batch of them, each checked as alone with
+ * its place in the path, all naming one model. */
+static void test_query_batches(void **state)
+{
+    (void)state;
+    char big[OMLD_ID_MAX + 2];
+    Omld__ItemRef ids[MAX_BATCH + 1], vec;
+    Omld__Vector v;
+    float x[DIM];
+    memcpy(x, FEAT, sizeof FEAT);
+    set_vec(&vec, &v, x, DIM);
+    Omld__ClassifyRequest cq[MAX_BATCH + 1], *cp[MAX_BATCH + 1];
+    Omld__RetrieveRequest rq[MAX_BATCH + 1], *rp[MAX_BATCH + 1];
+    for (int i = 0; i <= MAX_BATCH; i++) {
+        set_id(&ids[i], "x");
+        omld__classify_request__init(&cq[i]);
+        omld__retrieve_request__init(&rq[i]);
+        cq[i].query = rq[i].query = i == 1 ? &vec : &ids[i];
+        cp[i] = &cq[i];
+        rp[i] = &rq[i];
+    }
+    Omld__ClassifyBatchRequest cb = OMLD__CLASSIFY_BATCH_REQUEST__INIT;
+    Omld__RetrieveBatchRequest rb = OMLD__RETRIEVE_BATCH_REQUEST__INIT;
+    cb.queries = cp;
+    rb.queries = rp;
+    Omld__Request req = OMLD__REQUEST__INIT;
+    req.body_case = OMLD__REQUEST__BODY_CLASSIFY_BATCH;
+    req.classify_batch = &cb;
+    expect_err(&req, OMLD__STATUS__CODE__INVALID_ARGUMENT, "classify_batch.queries", "empty");
+    cb.n_queries = MAX_BATCH + 1;
+    expect_err(&req, OMLD__STATUS__CODE__INVALID_ARGUMENT, "classify_batch.queries",
+               "max_batch");
+    cb.n_queries = MAX_BATCH;
+    expect_ok(&req, OMLD_ROUTE_QUERY, MAX_BATCH); /* the cost is the queries */
+    cq[3].k_opt_case = OMLD__CLASSIFY_REQUEST__K_OPT_K;
+    cq[3].k = MAX_K + 1;
+    expect_err(&req, OMLD__STATUS__CODE__INVALID_ARGUMENT, "classify_batch.queries[3].k",
+               "max_k");
+    cq[3].k = MAX_K;
+    v.n_values = DIM - 1;
+    expect_err(&req, OMLD__STATUS__CODE__WRONG_DIMENSION,
+               "classify_batch.queries[1].query.vector", NULL);
+    v.n_values = DIM;
+    x[2] = NAN;
+    expect_err(&req, OMLD__STATUS__CODE__NON_FINITE, "classify_batch.queries[1].query.vector",
+               NULL);
+    x[2] = 2;
+    ids[5].id = (char *)"";
+    expect_err(&req, OMLD__STATUS__CODE__INVALID_ARGUMENT, "classify_batch.queries[5].query.id",
+               "empty");
+    ids[5].id = (char *)"x";
+    cq[7].query = NULL;
+    expect_err(&req, OMLD__STATUS__CODE__INVALID_ARGUMENT, "classify_batch.queries[7].query",
+               NULL);
+    cq[7].query = &ids[7];
+    /* One model for the batch: none, "" and "live" are the same one. */
+    cq[2].model_opt_case = OMLD__CLASSIFY_REQUEST__MODEL_OPT_MODEL;
+    cq[2].model = (char *)"live";
+    cq[4].model_opt_case = OMLD__CLASSIFY_REQUEST__MODEL_OPT_MODEL;
+    cq[4].model = (char *)"";
+    expect_ok(&req, OMLD_ROUTE_QUERY, MAX_BATCH);
+    cq[6].model_opt_case = OMLD__CLASSIFY_REQUEST__MODEL_OPT_MODEL;
+    cq[6].model = (char *)"daml-1";
+    expect_err(&req, OMLD__STATUS__CODE__INVALID_ARGUMENT, "classify_batch.queries[6].model",
+               "same model");
+    cq[6].model = name_of(big, OMLD_ID_MAX + 1);
+    expect_err(&req, OMLD__STATUS__CODE__INVALID_ARGUMENT, "classify_batch.queries[6].model",
+               "longer");
+    for (int i = 0; i < MAX_BATCH; i++) {
+        cq[i].model_opt_case = OMLD__CLASSIFY_REQUEST__MODEL_OPT_MODEL;
+        cq[i].model = (char *)"daml-1";
+    }
+    expect_ok(&req, OMLD_ROUTE_QUERY, MAX_BATCH);
+
+    req.body_case = OMLD__REQUEST__BODY_RETRIEVE_BATCH;
+    req.retrieve_batch = &rb;
+    expect_err(&req, OMLD__STATUS__CODE__INVALID_ARGUMENT, "retrieve_batch.queries", "empty");
+    rb.n_queries = 3;
+    expect_ok(&req, OMLD_ROUTE_QUERY, 3);
+    rq[2].k_opt_case = OMLD__RETRIEVE_REQUEST__K_OPT_K;
+    rq[2].k = 3;
+    rq[2].offset = MAX_K - 2;
+    expect_err(&req, OMLD__STATUS__CODE__INVALID_ARGUMENT, "retrieve_batch.queries[2].offset",
+               "max_k");
+    rq[2].offset = 0;
+    char *names[2] = {(char *)"red", (char *)""};
+    rq[1].labels = names;
+    rq[1].n_labels = 2;
+    expect_err(&req, OMLD__STATUS__CODE__INVALID_ARGUMENT, "retrieve_batch.queries[1].labels[1]",
+               "empty");
+    rq[1].n_labels = 1;
+    rq[0].exclude_ids = names;
+    rq[0].n_exclude_ids = 2;
+    expect_err(&req, OMLD__STATUS__CODE__INVALID_ARGUMENT,
+               "retrieve_batch.queries[0].exclude_ids[1]", "empty");
+    rq[0].n_exclude_ids = 1;
+    rq[2].min_similarity_opt_case = OMLD__RETRIEVE_REQUEST__MIN_SIMILARITY_OPT_MIN_SIMILARITY;
+    rq[2].min_similarity = 1.5f;
+    expect_err(&req, OMLD__STATUS__CODE__INVALID_ARGUMENT,
+               "retrieve_batch.queries[2].min_similarity", NULL);
+    rq[2].min_similarity = 0.5f;
+    expect_ok(&req, OMLD_ROUTE_QUERY, 3);
+    rq[0].model_opt_case = OMLD__RETRIEVE_REQUEST__MODEL_OPT_MODEL;
+    rq[0].model = (char *)"m";
+    expect_err(&req, OMLD__STATUS__CODE__INVALID_ARGUMENT, "retrieve_batch.queries[1].model",
+               "same model");
+}
+
 static void test_inline_and_checkpoint(void **state)
 {
     (void)state;
@@ -945,6 +1053,7 @@ int main(void)
         cmocka_unit_test(test_classify),
         cmocka_unit_test(test_verify),
         cmocka_unit_test(test_retrieve_and_embed),
+        cmocka_unit_test(test_query_batches),
         cmocka_unit_test(test_inline_and_checkpoint),
         cmocka_unit_test(test_decoded),
         cmocka_unit_test(test_large_batches_are_linear),

@@ -302,6 +302,44 @@ class TestClient(unittest.TestCase):
         above = self.c.retrieve(ID[0], k=6, labels=[other], min_similarity=floor)
         self.assertTrue(all(h.similarity >= floor for h in above))
 
+    def test_05b_query_batches(self):
+        """One request for many queries; each answer is the query's own
+        (compared when the batch and the single requests saw one model
+        version: the learner may publish between them)."""
+        queries = [ID[i] for i in range(40)] + [X[3], array.array("f", X[5])]
+        if numpy is not None:
+            queries.append(numpy.array(X[6], dtype=numpy.float32))
+        for _ in range(50):
+            got = self.c.classify_batch(queries, k=5)
+            self.assertEqual(len(got), len(queries))
+            want_labels = LABEL[:40] + [LABEL[3], LABEL[5]] + ([LABEL[6]] if numpy else [])
+            self.assertEqual([c.label for c in got], want_labels)
+            one = [self.c.classify(q, k=5) for q in queries]
+            if all(o.model_version == got[0].model_version for o in one):
+                self.assertEqual(got, one)
+                break
+            time.sleep(0.1)
+        else:
+            self.fail("no round with one model version")
+        other = LABEL[1]
+        for _ in range(50):
+            hits = self.c.retrieve_batch(queries[:10], k=4, labels=[other], offset=1)
+            one = [self.c.retrieve(q, k=4, labels=[other], offset=1) for q in queries[:10]]
+            if all(o.model_version == hits[0].model_version for o in one):
+                self.assertEqual(hits, one)
+                break
+            time.sleep(0.1)
+        else:
+            self.fail("no round with one model version")
+        self.assertTrue(all(h.label == other for r in hits for h in r))
+        # All-or-nothing, naming the query.
+        self.expect(omld.NotFound, "classify_batch.queries[2].query.id", self.c.classify_batch,
+                    [ID[0], ID[1], "no-such"])
+        self.expect(omld.InvalidArgument, "retrieve_batch.queries[0].k",
+                    self.c.retrieve_batch, [ID[0], ID[1]], k=MAX_K + 1)
+        self.expect(omld.InvalidArgument, "classify_batch.queries", self.c.classify_batch, [])
+        self.assertRaises(TypeError, self.c.classify_batch, ID[0])
+
     def test_06_embed_status_health(self):
         e = self.c.embed(ID[0])
         self.assertEqual(len(e.heads), 3)
