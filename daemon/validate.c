@@ -194,7 +194,7 @@ static int dupset_add(dupset *d, const char *id, size_t i, const char *what, con
 int omld_validate_ref(const Omld__ItemRef *ref, const omld_limits *lim, const char *field,
                       omld_reply *r)
 {
-    char path[PATH_CAP];
+    char path[PATH_CAP + 16]; /* field (< PATH_CAP) and ".vector" */
     if (ref == NULL || ref->ref_case == OMLD__ITEM_REF__REF__NOT_SET)
         return omld_reply_error(r, INVALID, field, "%s is missing: give an item id or a vector",
                                 field);
