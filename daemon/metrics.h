@@ -34,6 +34,7 @@ enum omld_query_kind {
     OMLD_Q_GET_ITEMS,
     OMLD_Q_CLASSIFY_BATCH,       /* one per batch, whatever its size */
     OMLD_Q_RETRIEVE_BATCH,
+    OMLD_Q_RECOMMEND,
     OMLD_Q_KINDS
 };
 const char *omld_query_kind_name(int kind); /* "classify", ... */

@@ -116,6 +116,23 @@ static uint64_t retrieve_msg_answer(const Omld__RetrieveRequest *m, const omld_a
     return k_or_default(retrieve_msg_k(m), d) * (2 * NAME_BYTES + 16);
 }
 
+/* Recommend: its examples are its entries; k and the answer as retrieve's. */
+static uint64_t recommend_n(const Omld__Request *q)
+{
+    return q->recommend ? q->recommend->n_positive + q->recommend->n_negative : 0;
+}
+
+static uint32_t recommend_k(const Omld__Request *q)
+{
+    const Omld__RecommendRequest *m = q->recommend;
+    return m && m->k_opt_case == OMLD__RECOMMEND_REQUEST__K_OPT_K ? m->k : 0;
+}
+
+static uint64_t recommend_answer(const Omld__Request *q, const omld_answer_dims *d)
+{
+    return k_or_default(recommend_k(q), d) * (2 * NAME_BYTES + 16);
+}
+
 /* A score per class met per head, and the label. */
 static uint64_t classify_msg_answer(const Omld__ClassifyRequest *m, const omld_answer_dims *d)
 {
@@ -205,6 +222,10 @@ static const omld_op OPS[] = {
      .needs_model = 1, .metric = OMLD_Q_RETRIEVE_BATCH, .entries = retrieve_batch_n,
      .k = retrieve_batch_k, .answer = retrieve_batch_answer, .check = omld_check_retrieve_batch,
      .handle.query = omld_query_retrieve_batch},
+    {.name = "recommend", .body = BODY(RECOMMEND), .route = OMLD_ROUTE_QUERY, .needs_model = 1,
+     .metric = OMLD_Q_RECOMMEND, .entries = recommend_n, .k = recommend_k,
+     .answer = recommend_answer, .check = omld_check_recommend,
+     .handle.query = omld_query_recommend},
     {.name = "status", .body = BODY(STATUS), .route = OMLD_ROUTE_INLINE, .metric = -1,
      .handle.local = omld_local_status},
     {.name = "health", .body = BODY(HEALTH), .route = OMLD_ROUTE_INLINE, .metric = -1,

@@ -381,15 +381,23 @@ int omld_check_add_pairs(const Omld__Request *req, const omld_limits *lim, omld_
     return rc;
 }
 
+/* A query's item at "<at>.query" (NULL: missing). */
+static int check_query_item(const Omld__ItemRef *query, const omld_limits *lim, const char *at,
+                            omld_reply *r)
+{
+    char path[PATH_CAP];
+    snprintf(path, sizeof path, "%s.query", at);
+    return omld_validate_ref(query, lim, path, r);
+}
+
 /* One ClassifyRequest at path `at` ("classify", "classify_batch.queries[3]"). */
 static int check_classify_msg(const Omld__ClassifyRequest *m, const omld_limits *lim,
                               const char *at, omld_reply *r)
 {
-    char path[PATH_CAP];
-    snprintf(path, sizeof path, "%s.query", at);
+    int rc = check_query_item(m ? m->query : NULL, lim, at, r);
     if (m == NULL)
-        return omld_validate_ref(NULL, lim, path, r);
-    int rc = omld_validate_ref(m->query, lim, path, r);
+        return rc;
+    char path[PATH_CAP];
     snprintf(path, sizeof path, "%s.k", at);
     if (rc == 0)
         rc = check_k(m->k_opt_case == OMLD__CLASSIFY_REQUEST__K_OPT_K, m->k, lim, path, r);
@@ -461,17 +469,13 @@ static int check_retrieve_page(const Omld__RetrieveRequest *m, const omld_limits
     return rc;
 }
 
-/* One RetrieveRequest at path `at`. */
-static int check_retrieve_msg(const Omld__RetrieveRequest *m, const omld_limits *lim,
-                              const char *at, omld_reply *r)
+/* What a retrieval asks beyond its query, at path `at`: k and offset,
+ * model, the exclude_ids and labels filters, the similarity floor. */
+static int check_retrieve_rest(const Omld__RetrieveRequest *m, const omld_limits *lim,
+                               const char *at, omld_reply *r)
 {
     char path[PATH_CAP];
-    snprintf(path, sizeof path, "%s.query", at);
-    if (m == NULL)
-        return omld_validate_ref(NULL, lim, path, r);
-    int rc = omld_validate_ref(m->query, lim, path, r);
-    if (rc == 0)
-        rc = check_retrieve_page(m, lim, at, r);
+    int rc = check_retrieve_page(m, lim, at, r);
     snprintf(path, sizeof path, "%s.model", at);
     if (rc == 0)
         rc = check_model(m->model_opt_case == OMLD__RETRIEVE_REQUEST__MODEL_OPT_MODEL, m->model,
@@ -489,6 +493,71 @@ static int check_retrieve_msg(const Omld__RetrieveRequest *m, const omld_limits 
         rc = omld_reply_error(r, INVALID, path, "min_similarity is %g; it must be in [-1, 1]",
                               (double)m->min_similarity);
     return rc;
+}
+
+/* One RetrieveRequest at path `at`. */
+static int check_retrieve_msg(const Omld__RetrieveRequest *m, const omld_limits *lim,
+                              const char *at, omld_reply *r)
+{
+    int rc = check_query_item(m ? m->query : NULL, lim, at, r);
+    return rc || m == NULL ? rc : check_retrieve_rest(m, lim, at, r);
+}
+
+/* The retrieve fields a RecommendRequest shares, as a RetrieveRequest
+ * (no query) for the checks and the search. */
+void omld_recommend_as_retrieve(const Omld__RecommendRequest *m, Omld__RetrieveRequest *out)
+{
+    omld__retrieve_request__init(out);
+    out->k_opt_case = m->k_opt_case == OMLD__RECOMMEND_REQUEST__K_OPT_K
+                          ? OMLD__RETRIEVE_REQUEST__K_OPT_K
+                          : OMLD__RETRIEVE_REQUEST__K_OPT__NOT_SET;
+    out->k = m->k;
+    out->model_opt_case = m->model_opt_case == OMLD__RECOMMEND_REQUEST__MODEL_OPT_MODEL
+                              ? OMLD__RETRIEVE_REQUEST__MODEL_OPT_MODEL
+                              : OMLD__RETRIEVE_REQUEST__MODEL_OPT__NOT_SET;
+    out->model = m->model;
+    out->n_exclude_ids = m->n_exclude_ids;
+    out->exclude_ids = m->exclude_ids;
+    out->n_labels = m->n_labels;
+    out->labels = m->labels;
+    out->min_similarity_opt_case =
+        m->min_similarity_opt_case == OMLD__RECOMMEND_REQUEST__MIN_SIMILARITY_OPT_MIN_SIMILARITY
+            ? OMLD__RETRIEVE_REQUEST__MIN_SIMILARITY_OPT_MIN_SIMILARITY
+            : OMLD__RETRIEVE_REQUEST__MIN_SIMILARITY_OPT__NOT_SET;
+    out->min_similarity = m->min_similarity;
+    out->offset = m->offset;
+}
+
+/* Recommend's examples of one side: count in [lo, OMLD_RECOMMEND_MAX],
+ * each a valid reference. */
+static int check_examples(Omld__ItemRef *const *refs, size_t n, size_t lo, const char *side,
+                          const omld_limits *lim, omld_reply *r)
+{
+    char path[PATH_CAP];
+    snprintf(path, sizeof path, "recommend.%s", side);
+    if (n < lo || n > OMLD_RECOMMEND_MAX)
+        return omld_reply_error(r, INVALID, path, "%zu %s examples; give %zu to %d", n, side, lo,
+                                OMLD_RECOMMEND_MAX);
+    for (size_t i = 0; i < n; i++) {
+        snprintf(path, sizeof path, "recommend.%s[%zu]", side, i);
+        int rc = omld_validate_ref(refs[i], lim, path, r);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+int omld_check_recommend(const Omld__Request *req, const omld_limits *lim, omld_reply *r)
+{
+    const Omld__RecommendRequest *m = req->recommend;
+    if (m == NULL)
+        return omld_reply_error(r, INVALID, "recommend.positive", "no positive example");
+    int rc = check_examples(m->positive, m->n_positive, 1, "positive", lim, r);
+    if (rc == 0)
+        rc = check_examples(m->negative, m->n_negative, 0, "negative", lim, r);
+    Omld__RetrieveRequest as;
+    omld_recommend_as_retrieve(m, &as);
+    return rc ? rc : check_retrieve_rest(&as, lim, "recommend", r);
 }
 
 int omld_check_retrieve(const Omld__Request *req, const omld_limits *lim, omld_reply *r)

@@ -78,6 +78,14 @@ int omld_check_retrieve(const Omld__Request *req, const omld_limits *lim, omld_r
  * queries[i]..."), 1..max_batch of them, all naming one model. */
 int omld_check_classify_batch(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
 int omld_check_retrieve_batch(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
+/* Recommend: 1..OMLD_RECOMMEND_MAX positive examples and 0..OMLD_RECOMMEND_MAX
+ * negative ones (each an id or a vector), then k, offset, model and the
+ * filters as retrieve's ("recommend.k", "recommend.positive[2].id"). */
+#define OMLD_RECOMMEND_MAX 64
+/* The retrieve fields a recommend shares (k, model, filters, page), as a
+ * RetrieveRequest without a query; its pointers are m's. */
+void omld_recommend_as_retrieve(const Omld__RecommendRequest *m, Omld__RetrieveRequest *out);
+int omld_check_recommend(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
 int omld_check_embed(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
 int omld_check_train_start(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
 int omld_check_train_status(const Omld__Request *req, const omld_limits *lim, omld_reply *r);

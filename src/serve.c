@@ -143,18 +143,24 @@ int oml__query_neighbors(const oml_index *ix, const float *x, int32_t k, int32_t
     int rc = oml_snapshot_embed(ix->snap, x, 1, w->q); /* (heads, 1, emb) */
     if (rc != OML_OK)
         return rc;
+    oml__embedded_neighbors(ix, k, exclude_row, allow, w);
+    return OML_OK;
+}
+
+void oml__embedded_neighbors(const oml_index *ix, int32_t k, int32_t exclude_row,
+                             const uint8_t *allow, query_ws *w)
+{
     if (ix->n_lists > 0) {
         int32_t np = oml_index_probe(ix, w->q, k, w->lists, w->scratch);
         for (int h = 0; h < ix->heads; h++)
             w->cnt[h] = oml_index_topk_lists(ix, h, w->q + (size_t)h * (size_t)ix->emb, w->lists,
                                              np, k, exclude_row, allow,
                                              w->nb + (size_t)h * (size_t)k, w->scratch, w->rowmap);
-        return OML_OK;
+        return;
     }
     for (int h = 0; h < ix->heads; h++)
         w->cnt[h] = oml_index_topk(ix, h, w->q + (size_t)h * (size_t)ix->emb, k, exclude_row,
                                    allow, w->nb + (size_t)h * (size_t)k, w->scratch);
-    return OML_OK;
 }
 
 int oml_classify(const oml_index *ix, const float *x, int32_t k, int32_t exclude_row,

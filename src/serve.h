@@ -114,6 +114,19 @@ int oml_classify_batch(const oml_index *ix, const oml_query *q, int32_t m,
 int oml_retrieve_batch(const oml_index *ix, const oml_query *q, int32_t m, oml_hit *const *out,
                        int32_t *n_out, oml_diag *diag);
 
+/* Recommend (proto/omld.proto RecommendRequest): items like the n_pos
+ * positive examples pos (n_pos, dim) and unlike the n_neg negative ones neg
+ * (n_neg, dim; may be NULL when 0). On every head l the query is the unit
+ * vector along c m+_l - m-_l, m+_l and m-_l the means of the examples'
+ * embeddings on head l, c = 2 with negatives (Qdrant's average-vector
+ * rule: m+ + (m+ - m-)) and 1 without (one positive: a retrieve of it);
+ * then retrieve's search, ranking and page with opts. A query that comes
+ * out as zero on a head (the means cancel) takes m+_l there. Errors as for
+ * retrieve; n_pos < 1: field "positive". */
+int oml_recommend(const oml_index *ix, const float *pos, int32_t n_pos, const float *neg,
+                  int32_t n_neg, int32_t k, const oml_retrieve_opts *opts, oml_hit *out,
+                  int32_t *n_out, oml_diag *diag);
+
 /* How well an index with lists answers x: of the exact k nearest rows of
  * every head (a full scan), how many the lists' search also finds; *hits
  * and *total get the counts (both 0 for an index without lists or a

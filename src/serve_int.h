@@ -65,6 +65,11 @@ int oml__query_ws_init(query_ws *w, const oml_index *ix, int32_t k, size_t extra
 int oml__query_neighbors(const oml_index *ix, const float *x, int32_t k, int32_t exclude_row,
                          const uint8_t *allow, query_ws *w);
 
+/* The second half of oml__query_neighbors: the neighbours of the query
+ * already embedded in w->q (heads, emb), each row a unit vector. */
+void oml__embedded_neighbors(const oml_index *ix, int32_t k, int32_t exclude_row,
+                             const uint8_t *allow, query_ws *w);
+
 /* The bytes a vote_ws for n_labels labels and `votes` neighbours takes
  * (8-aligned), and the workspace laid out in them, zeroed as oml__vote
  * wants it. */

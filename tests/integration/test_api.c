@@ -317,6 +317,46 @@ static void test_wait_for_view(void **state)
     }
 }
 
+/* Recommend: like the positives (class 1 items), never an example, the
+ * filters honoured; an unknown example is NOT_FOUND naming it. */
+static void test_recommend(void **state)
+{
+    (void)state;
+    int http;
+    json_t *j = call("POST", "/v1/recommend", RO,
+                     "{\"positive\": [\"item-1\", \"item-5\"], \"negative\": [\"item-2\"], \"k\": 10}",
+                     &http);
+    assert_int_equal(http, 200);
+    json_t *hits = json_object_get(json_object_get(j, "result"), "hits");
+    assert_int_equal(json_array_size(hits), 10);
+    for (size_t i = 0; i < json_array_size(hits); i++) {
+        json_t *h = json_array_get(hits, i);
+        const char *id = json_string_value(json_object_get(h, "id"));
+        assert_string_not_equal(id, "item-1");
+        assert_string_not_equal(id, "item-5");
+        assert_string_equal(json_string_value(json_object_get(h, "label")), "class-1");
+    }
+    json_decref(j);
+    /* Filtered to another label, with a vector positive. */
+    j = call("POST", "/v1/recommend", RO,
+             "{\"positive\": [\"item-1\"], \"labels\": [\"class-2\"], \"k\": 3}", &http);
+    assert_int_equal(http, 200);
+    hits = json_object_get(json_object_get(j, "result"), "hits");
+    assert_int_equal(json_array_size(hits), 3);
+    for (size_t i = 0; i < 3; i++)
+        assert_string_equal(json_string_value(json_object_get(json_array_get(hits, i), "label")),
+                            "class-2");
+    json_decref(j);
+    j = call("POST", "/v1/recommend", RO, "{\"positive\": [\"item-1\", \"nope\"]}", &http);
+    assert_int_equal(http, 404);
+    assert_string_equal(status_field(j), "recommend.positive[1].id");
+    json_decref(j);
+    j = call("POST", "/v1/recommend", RO, "{\"negative\": [\"item-1\"]}", &http);
+    assert_int_equal(http, 400);
+    assert_string_equal(status_field(j), "recommend.positive");
+    json_decref(j);
+}
+
 /* /openapi.json is OpenAPI 3: every operation of the proto's Request but
  * Auth has its path, and every $ref resolves to a schema. */
 static int refs_resolve(const json_t *node, const json_t *schemas)
@@ -377,6 +417,7 @@ int main(void)
         cmocka_unit_test(test_errors_name_the_field),
         cmocka_unit_test(test_pipelined_in_order),
         cmocka_unit_test(test_wait_for_view),
+        cmocka_unit_test(test_recommend),
         cmocka_unit_test(test_openapi),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

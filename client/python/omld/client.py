@@ -232,8 +232,10 @@ def _classification(resp):
 
 
 def _fill_retrieve(msg, query, k, model, labels, exclude_ids, offset, min_similarity):
-    """msg: a RetrieveRequest (alone or in a batch)."""
-    _set_ref(msg.query, query, "query")
+    """msg: a RetrieveRequest (alone or in a batch), or a RecommendRequest
+    (query None: its examples are set apart)."""
+    if query is not None:
+        _set_ref(msg.query, query, "query")
     if k is not None:
         msg.k = k
     if model is not None:
@@ -529,6 +531,26 @@ class Client:
                        min_similarity)
         r = self.call(req, "retrieve")
         return _retrieval_of(r.retrieve, r.model_version)
+
+    def recommend(self, positive, negative=(), k=None, model=None, labels=None, exclude_ids=None,
+                  offset=0, min_similarity=None):
+        """Items like the positive examples and unlike the negative ones
+        (ids or vectors; 1..64 and 0..64): on every head the query is the
+        unit vector along 2 mean(positive) - mean(negative), then the
+        search, filters and paging are retrieve()'s; an example named by id
+        is never returned."""
+        req = pb.Request()
+        m = req.recommend
+        positive, negative = list(positive), list(negative)
+        if not positive:
+            raise ValueError("recommend needs at least one positive example")
+        for i, x in enumerate(positive):
+            _set_ref(m.positive.add(), x, "positive[%d]" % i)
+        for i, x in enumerate(negative):
+            _set_ref(m.negative.add(), x, "negative[%d]" % i)
+        _fill_retrieve(m, None, k, model, labels, exclude_ids, offset, min_similarity)
+        r = self.call(req, "recommend")
+        return _retrieval_of(r.recommend, r.model_version)
 
     # ---- query batches: many queries in one request, answered together (one
     # matrix product per head for up to 128 queries at a time), faster per

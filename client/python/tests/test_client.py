@@ -273,6 +273,19 @@ class TestClient(unittest.TestCase):
         with self.assertRaises(ValueError):
             self.c.put_items([], idempotency_key="")
 
+    def test_05b_recommend(self):
+        hits = self.c.recommend([ID[0], ID[CLASSES]], negative=[ID[1]], k=5)
+        self.assertEqual(len(hits), 5)
+        for h in hits:
+            self.assertNotIn(h.id, (ID[0], ID[CLASSES]))
+            self.assertEqual(h.label, LABEL[0], hits)
+        one = self.c.recommend([ID[2]], k=4)
+        self.assertEqual(one.ids, self.c.retrieve(ID[2], k=4).ids)  # one positive: a retrieve
+        with self.assertRaises(omld.NotFound):
+            self.c.recommend(["no-such-item"])
+        with self.assertRaises(ValueError):
+            self.c.recommend([])
+
     def test_05_retrieve(self):
         for i in (0, 1, 2, 3, 17):
             hits = self.c.retrieve(ID[i], k=10)
