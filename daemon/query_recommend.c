@@ -56,7 +56,8 @@ static int run_recommend(const omld_query_ctx *q, omld_view *v, const Omld__Requ
         rc = resolve_side(q, v, m->negative, nn, "negative", X + np * dim, ex_ids + np, r);
     size_t ne = as.n_exclude_ids;
     if (rc == 0) {
-        memcpy(excl, as.exclude_ids, as.n_exclude_ids * sizeof *excl);
+        if (as.n_exclude_ids > 0) /* (NULL when empty) */
+            memcpy(excl, as.exclude_ids, as.n_exclude_ids * sizeof *excl);
         for (size_t i = 0; i < np + nn; i++)
             if (ex_ids[i] != NULL)
                 excl[ne++] = ex_ids[i];
