@@ -95,6 +95,7 @@ class AsyncClient:
     def __init__(self, server: Server = DEFAULT_SERVER, timeout: Optional[float] = 30.0,
                  max_frame: int = DEFAULT_MAX_FRAME, token: Optional[str] = None) -> None:
         self.server = server
+        self._address = parse_server(server)  # a bad one: ValueError now, as Client's
         self.timeout = timeout
         self.last_model_version = 0
         self.read_write: Optional[bool] = None  # set by auth()
@@ -115,7 +116,7 @@ class AsyncClient:
         returns self. OmldConnectionError / OmldTimeout if it cannot."""
         if self._loop is not None:
             raise RuntimeError("omld.AsyncClient.connect() called twice")
-        kind, addr = parse_server(self.server)
+        kind, addr = self._address
         self._loop = loop = asyncio.get_running_loop()
         self._writable = asyncio.Event()
         self._writable.set()
