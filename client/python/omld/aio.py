@@ -38,8 +38,7 @@ from typing import Any, Iterable, List, Mapping, Optional, TypeVar, Union
 
 from . import _messages as M
 from . import _wire
-from ._wire import (DEFAULT_MAX_FRAME, DEFAULT_SERVER, PbRequest, PbResponse, Server,
-                    parse_server, pb)
+from ._wire import DEFAULT_MAX_FRAME, DEFAULT_SERVER, PbRequest, PbResponse, Server, parse_server
 from .errors import OmldConnectionError, OmldError, OmldProtocolError, OmldTimeout
 from .types import (CheckpointResult, Classification, DeleteResult, Embedding, Health, Item,
                     ItemLike, JobInfo, ModelInfo, PairLike, PairResult, PromoteResult, PutResult,
