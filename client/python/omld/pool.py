@@ -132,10 +132,11 @@ class ClientPool:
         finally:
             self.release(c)
 
-    def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """fn(client, *args, **kwargs) with a borrowed client; its result."""
+    def call(self, fn: Callable[[Client], T]) -> T:
+        """fn(client) with a borrowed client; its result (e.g.
+        pool.call(lambda c: c.classify(item, k=5)))."""
         with self.client() as c:
-            return fn(c, *args, **kwargs)
+            return fn(c)
 
     def close(self) -> None:
         """Closes the idle connections now and the borrowed ones as they come

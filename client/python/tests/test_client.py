@@ -695,8 +695,8 @@ class TestClient(unittest.TestCase):
             self.run_threads(12, 40, call)
             self.assertLessEqual(max(most), 3)
             self.assertEqual((pool.open, pool.idle, pool.reconnects), (3, 3, 0))
-            self.assertEqual(pool.call(lambda c, i: c.get_items([ID[i]])[0].label, 5), LABEL[5])
-            pool.call(self.delete_thread_items, 12, 40)
+            self.assertEqual(pool.call(lambda c: c.get_items([ID[5]])[0].label), LABEL[5])
+            pool.call(lambda c: self.delete_thread_items(c, 12, 40))
         self.assertTrue(pool.closed)
         self.assertEqual(pool.open, 0)
         with self.assertRaises(omld.OmldConnectionError):
