@@ -147,10 +147,11 @@ def _zip_add(z, arc, data):
 
 
 def _package_files():
-    """The omld package's sources: omld/*.py but a stray generated module."""
+    """The omld package's sources: omld/*.py but a stray generated module,
+    and the PEP 561 marker py.typed (the package has type hints)."""
     out = []
     for name in sorted(os.listdir(os.path.join(ROOT, "omld"))):
-        if name.endswith(".py") and name != "omld_pb2.py":
+        if (name.endswith(".py") and name != "omld_pb2.py") or name == "py.typed":
             with open(os.path.join(ROOT, "omld", name), "rb") as f:
                 out.append(("omld/" + name, f.read()))
     return out

@@ -97,7 +97,7 @@ def load():
     if _MODULE is not None:
         return _MODULE
     try:
-        import google.protobuf  # noqa: F401
+        import google.protobuf  # type: ignore  # noqa: F401
     except ImportError as e:
         raise ImportError("omld needs the protobuf runtime (Debian: apt-get install "
                           "python3-protobuf; elsewhere: pip install protobuf)") from e

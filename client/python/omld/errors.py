@@ -25,7 +25,9 @@ A daemon error leaves the connection usable; a transport error does not.
 """
 from __future__ import annotations
 
-CODE_NAMES = {
+from typing import Any, Dict, List, Optional, Tuple
+
+CODE_NAMES: Dict[int, str] = {
     0: "OK",
     1: "INVALID_ARGUMENT",
     2: "NOT_FOUND",
@@ -42,7 +44,7 @@ CODE_NAMES = {
 }
 
 
-def code_name(code):
+def code_name(code: int) -> str:
     """The name of a Status.Code ("NOT_FOUND"), or "UNKNOWN_STATUS"."""
     return CODE_NAMES.get(code, "UNKNOWN_STATUS")
 
@@ -70,27 +72,28 @@ class OmldError(OmldException):
 
     code = -1
 
-    def __init__(self, code, code_name_, message, field="", request_id=0, model_version=0):
+    def __init__(self, code: int, code_name_: str, message: str, field: str = "",
+                 request_id: int = 0, model_version: int = 0) -> None:
         self.code = code
         self.code_name = code_name_
         self.message = message
         self.field = field
         self.request_id = request_id
         self.model_version = model_version
-        self.batch_index = None
-        self.offset = None
-        self.totals = None
-        self.applied_after = []
+        self.batch_index: Optional[int] = None
+        self.offset: Optional[int] = None
+        self.totals: Any = None  # a BatchResult
+        self.applied_after: List[Tuple[int, int]] = []
         super().__init__(code, code_name_, message, field)
 
-    def __str__(self):
+    def __str__(self) -> str:
         where = " (field %s)" % self.field if self.field else ""
         text = "%s: %s%s" % (self.code_name, self.message or "(no message)", where)
         if self.offset is not None:
-            text += " [batch %d, starting at input element %d]" % (self.batch_index, self.offset)
+            text += " [batch %s, starting at input element %d]" % (self.batch_index, self.offset)
         return text
 
-    def __reduce__(self):
+    def __reduce__(self) -> Any:
         return (type(self), (self.code, self.code_name, self.message, self.field,
                              self.request_id, self.model_version))
 
@@ -148,7 +151,8 @@ _BY_CODE = {cls.code: cls for cls in (
     Malformed, Unavailable, Internal, Unauthenticated, PermissionDenied, Conflict)}
 
 
-def error_for(code, message, field="", request_id=0, model_version=0):
+def error_for(code: int, message: str, field: str = "", request_id: int = 0,
+              model_version: int = 0) -> OmldError:
     """The OmldError subclass instance for a Status code (OmldError itself
     for a code this client does not know)."""
     cls = _BY_CODE.get(code, OmldError)

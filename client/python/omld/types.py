@@ -6,7 +6,23 @@ answered (or the newest published one, for ingest; see omld.proto).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import List, Optional
+from typing import Any, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+
+# ------------------------------------------------------------ argument types
+
+#: A feature vector: any 1-D sequence of floats (list, tuple, array('f'), a
+#: numpy array) of the daemon's dimension.
+Vector = Union[Sequence[float], Any]
+#: Names an item: a stored id (str), an Item (its id) or an inline vector.
+Ref = Union[str, "Item", Vector]
+#: An item to store: an Item, a dict with id / features / label, or an
+#: (id, features) or (id, features, label) tuple.
+ItemLike = Union["Item", Mapping[str, Any], Tuple[str, Vector], Tuple[str, Vector, Optional[str]]]
+#: A triplet: a Triplet, an (anchor, positive, negative) tuple or a dict.
+TripletLike = Union["Triplet", Tuple[Ref, Ref, Ref], Mapping[str, Any]]
+#: A pair: a Pair, an (a, b, similar) tuple (similar: bool or "similar" /
+#: "dissimilar") or a dict.
+PairLike = Union["Pair", Tuple[Ref, Ref, Union[bool, str]], Mapping[str, Any]]
 
 
 # ------------------------------------------------------------ inputs (and get_items)
@@ -26,9 +42,9 @@ class Triplet:
     """anchor is more like positive than like negative. Each member is an
     id (str) or an inline vector (a sequence of floats). add_triplets also
     takes plain (anchor, positive, negative) tuples."""
-    anchor: object
-    positive: object
-    negative: object
+    anchor: Ref
+    positive: Ref
+    negative: Ref
 
 
 @dataclass
@@ -36,8 +52,8 @@ class Pair:
     """a and b (ids) are similar (True) or dissimilar (False). add_pairs
     also takes (a, b, similar) tuples; similar may be a bool or
     "similar" / "dissimilar"."""
-    a: object
-    b: object
+    a: Ref
+    b: Ref
     similar: bool = True
 
 
@@ -118,17 +134,17 @@ class Retrieval:
     hits: List[Hit] = field(default_factory=list)
     model_version: int = 0
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Hit]:
         return iter(self.hits)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.hits)
 
-    def __getitem__(self, i):
+    def __getitem__(self, i: int) -> Hit:
         return self.hits[i]
 
     @property
-    def ids(self):
+    def ids(self) -> List[str]:
         return [h.id for h in self.hits]
 
 
@@ -160,6 +176,7 @@ class Status:
     recent_accuracy: float = float("nan")  # newest 1,000 triplets (NaN before any)
     triplets_rehearsed: int = 0
     replay_triplets: int = 0
+    duplicates: int = 0          # writes answered from their idempotency key
 
 
 @dataclass
@@ -189,3 +206,93 @@ class BatchResult:
     derived_triplets: int = 0        # add_pairs
     queue_depth: int = 0             # add_triplets: of the last answer
     model_version: int = 0           # of the last answer
+
+
+# ------------------------------------------------------------ trainer (batch models)
+
+@dataclass
+class TrainParams:
+    """Hyper-parameters of a training job (TrainParams in omld.proto).
+    None (or 0 for the plain numbers) means the method's default; which
+    apply depends on the method. train_start also takes a dict with these
+    keys."""
+    epochs: int = 0                  # 0: 20; at most 10000
+    learning_rate: float = 0.0
+    depth: Optional[int] = None      # trunk depth, 0 .. the live model's L
+    batch_m: int = 0                 # classes per batch (0: 8)
+    batch_k: int = 0                 # items per class (0: 16)
+    margin: Optional[float] = None
+    gamma1: Optional[float] = None
+    gamma2: Optional[float] = None
+    lambda1: Optional[float] = None
+    lambda2: Optional[float] = None
+    seed: Optional[int] = None       # None: 1
+    validation_fraction: Optional[float] = None  # held-out share, [0, 0.5]; None: 0.1
+    patience: int = 0                # epochs without a better val R@1 (0: 3)
+
+
+@dataclass
+class TrainStartResult:
+    job_id: int                      # 1, 2, ... per daemon run
+    model: str                       # the name the model will have
+    items: int                       # training items copied
+    classes: int                     # distinct labels among them
+    model_version: int = 0
+
+
+@dataclass
+class JobInfo:
+    """One training job (JobInfo in omld.proto); state is the name:
+    "QUEUED", "RUNNING", "DONE", "FAILED" or "CANCELLED"."""
+    id: int
+    method: str
+    variant: str
+    state: str
+    epoch: int = 0                   # 1-based epoch in progress (or last run)
+    epochs: int = 0                  # the cap
+    step: int = 0
+    steps_total: int = 0
+    loss: float = 0.0                # mean loss of the current epoch so far
+    val_r1: float = float("nan")     # last validation Recall@1 (NaN: none yet)
+    best_val_r1: float = float("nan")
+    eta_s: float = -1.0              # estimated seconds left (-1: unknown)
+    elapsed_s: float = 0.0
+    error: str = ""                  # FAILED: what went wrong
+    model: str = ""                  # the model's name (made when DONE)
+    items: int = 0
+    classes: int = 0
+    cancel_requested: bool = False
+    model_version: int = 0
+
+    @property
+    def finished(self) -> bool:
+        """DONE, FAILED or CANCELLED: the job will not change any more."""
+        return self.state not in ("QUEUED", "RUNNING", "STATE_UNSPECIFIED")
+
+
+@dataclass
+class ModelInfo:
+    """A named batch model (ModelInfo in omld.proto)."""
+    name: str
+    method: str
+    variant: str
+    depth: int
+    created_ms: int = 0              # Unix time, milliseconds
+    val_r1: float = float("nan")     # best validation Recall@1 (NaN: no validation)
+    items_indexed: int = 0           # items in its serving index
+    trained_items: int = 0
+    epochs_run: int = 0
+    job_id: int = 0                  # 0 if loaded from disk
+    index_version: int = 0           # the model_version its queries carry
+
+
+@dataclass
+class PromoteResult:
+    model_version: int               # the live view now serving the promoted model
+    depth: int
+
+
+@dataclass
+class RollbackResult:
+    model_version: int
+    undone: str                      # name of the promoted model undone

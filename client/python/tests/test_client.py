@@ -578,6 +578,186 @@ class TestClient(unittest.TestCase):
             self.assertEqual(r.request_id, ids[i])
             self.assertEqual(r.WhichOneof("body"), want[i % 3])
 
+    # ------------------------------------------------------------ threads and the pool
+
+    def mixed_call(self, c, t, j):
+        """One call of a mix, chosen by (thread t, call j), on client c;
+        checks that the answer is this call's own; returns an error text
+        or None."""
+        i = (t * 37 + j * 11) % N_ITEMS
+        kind = j % 8
+        if kind == 0:
+            got = c.get_items([ID[i]])
+            ok = len(got) == 1 and got[0].id == ID[i] and got[0].features == f32(X[i])
+        elif kind == 1:
+            k = 1 + j % 6
+            got = c.retrieve(ID[i], k=k)
+            ok = len(got) == k and ID[i] not in got.ids
+        elif kind == 2:
+            got = c.verify(ID[i], ID[i])
+            ok = got.similar and all(d < 1e-4 for d in got.distances)
+        elif kind == 3:
+            try:
+                c.get_items(["ghost-%d-%d" % (t, j)])
+                return "no error for ghost-%d-%d" % (t, j)
+            except omld.NotFound as e:
+                got = e
+                ok = e.field == "get_items.ids[0]"
+        elif kind == 4:
+            got = c.classify_batch([ID[i], X[(i + 1) % N_ITEMS]], k=1 + j % 3)
+            ok = len(got) == 2 and all(g.scores for g in got)
+        elif kind == 5:
+            key = "thr-%d-%d" % (t, j)
+            got = c.put_items_pipelined([(key + "-%d" % n, X[n], "thr") for n in range(6)],
+                                        batch=2, window=3)
+            ok = (got.requests, got.created + got.replaced) == (3, 6)
+            ok = ok and [x.id for x in c.get_items([key + "-5", key + "-0"])] == [key + "-5",
+                                                                               key + "-0"]
+        elif kind == 6:
+            got = c.classify_many([ID[i], ID[(i + 2) % N_ITEMS]], k=3, window=2)
+            ok = len(got) == 2
+        else:
+            got = c.embed(ID[i])
+            ok = len(got.heads) == 3 and len(got.alpha) == 3
+        return None if ok else "thread %d call %d (kind %d): %r" % (t, j, kind, got)
+
+    def run_threads(self, n_threads, n_calls, call):
+        errors = []
+
+        def work(t):
+            try:
+                for j in range(n_calls):
+                    e = call(t, j)
+                    if e:
+                        errors.append(e)
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append("thread %d: %r" % (t, e))
+        threads = [threading.Thread(target=work, args=(t,)) for t in range(n_threads)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(120)
+        self.assertEqual(errors[:5], [])
+
+    def test_40_one_client_many_threads(self):
+        """8 threads x 200 mixed calls (batch helpers among them) on one
+        Client: no interleaved frames, every answer its call's own."""
+        c = self.c
+        self.run_threads(8, 200, lambda t, j: self.mixed_call(c, t, j))
+        self.assertFalse(c.closed)
+        self.assertEqual(c.in_flight, 0)
+        self.assertTrue(c.health().live)
+        self.delete_thread_items(c, 8, 200)
+
+    def delete_thread_items(self, c, n_threads, n_calls):
+        """The items mixed_call's put_items_pipelined stored."""
+        ids = ["thr-%d-%d-%d" % (t, j, n) for t in range(n_threads) for j in range(5, n_calls, 8)
+               for n in range(6)]
+        for chunk in omld.batched(ids, 500):
+            c.delete_items(chunk, missing_ok=True)
+        self.assertEqual(c.status().items, N_ITEMS)
+
+    def test_41_close_wakes_a_waiting_thread(self):
+        srv = socket.socket()
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(1)
+        try:
+            c = omld.Client("127.0.0.1:%d" % srv.getsockname()[1], timeout=30)
+            got = []
+
+            def wait():
+                t0 = time.monotonic()
+                try:
+                    c.health()
+                except omld.OmldConnectionError as e:
+                    got.append((type(e), time.monotonic() - t0))
+            th = threading.Thread(target=wait)
+            th.start()
+            time.sleep(0.2)
+            c.close()
+            th.join(10)
+            self.assertEqual(len(got), 1, got)
+            self.assertIs(got[0][0], omld.OmldConnectionError)
+            self.assertLess(got[0][1], 5)
+            self.assertTrue(c.closed)
+        finally:
+            srv.close()
+
+    def test_42_pool_many_threads(self):
+        pool = omld.ClientPool(D.rpc, size=3, timeout=20)
+        most = []
+
+        def call(t, j):
+            with pool.client() as c:
+                most.append(pool.open)
+                return self.mixed_call(c, t, j)
+        with pool:
+            self.run_threads(12, 40, call)
+            self.assertLessEqual(max(most), 3)
+            self.assertEqual((pool.open, pool.idle, pool.reconnects), (3, 3, 0))
+            self.assertEqual(pool.call(lambda c: c.get_items([ID[5]])[0].label), LABEL[5])
+            pool.call(lambda c: self.delete_thread_items(c, 12, 40))
+        self.assertTrue(pool.closed)
+        self.assertEqual(pool.open, 0)
+        with self.assertRaises(omld.OmldConnectionError):
+            pool.call(lambda c: c.health())
+
+    def test_43_pool_replaces_broken_connections(self):
+        with omld.ClientPool(D.rpc, size=2, timeout=20, acquire_timeout=5) as pool:
+            # A transport error inside the block: that client is thrown away,
+            # the next borrower gets a new connection.
+            with pool.client() as c:
+                first = c
+                c.send_raw((64 << 20).to_bytes(4, "big"))  # the daemon closes after this
+                with self.assertRaises(omld.FrameTooLarge):
+                    c.check(c.recv())
+            self.assertEqual((pool.open, pool.reconnects), (0, 1))
+            with pool.client() as c:
+                self.assertIsNot(c, first)
+                self.assertTrue(c.health().live)
+                second = c
+            # An idle connection the daemon has closed since: replaced when
+            # it is borrowed, before any call fails on it.
+            second._sock.shutdown(socket.SHUT_WR)  # the daemon reads EOF and closes
+            deadline = time.monotonic() + 10
+            while second._peer_alive():
+                self.assertLess(time.monotonic(), deadline)
+                time.sleep(0.01)
+            with pool.client() as c:
+                self.assertIsNot(c, second)
+                self.assertTrue(c.health().live)
+            self.assertTrue(second.closed)
+            self.assertEqual((pool.open, pool.reconnects), (1, 2))
+            # A block that leaves an answer unread: out of step, thrown away.
+            with self.assertRaises(RuntimeError):
+                with pool.client() as c:
+                    req = omld.pb.Request()
+                    req.status.SetInParent()
+                    c.send(req)
+                    raise RuntimeError("the caller gave up")
+            self.assertTrue(c.closed)
+            self.assertEqual((pool.open, pool.reconnects), (0, 3))
+            # Bounded: with both clients out, a third borrower waits, then times out.
+            a, b = pool.acquire(), pool.acquire()
+            t0 = time.monotonic()
+            with self.assertRaises(omld.OmldTimeout):
+                pool.acquire(timeout=0.2)
+            self.assertLess(time.monotonic() - t0, 3)
+            pool.release(a)
+            self.assertIs(pool.acquire(timeout=0.2), a)
+            pool.release(a)
+            pool.release(b)
+        # Nothing listening: the error goes to the caller and the slot is freed.
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        pool = omld.ClientPool("127.0.0.1:%d" % port, size=1, timeout=2)
+        for _ in range(2):
+            with self.assertRaises(omld.OmldConnectionError):
+                pool.call(lambda c: c.health())
+        self.assertEqual(pool.open, 0)
+
     # ------------------------------------------------------------ the click-log example
 
     def run_example(self, *args, **kw):
@@ -711,6 +891,97 @@ class TestTokens(unittest.TestCase):
             self.assertEqual(r.put_items([("t-2", X[1], LABEL[1])]).created, 1)
         self.assertNotIn(RW_TOKEN, d.log_text())
         self.assertNotIn(RO_TOKEN, d.log_text())
+
+
+class TestTrainer(unittest.TestCase):
+    """Batch trainer jobs and named models, on a daemon of their own
+    (promote changes the live model)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.d = Daemon(MODEL_ARGS)
+        cls.c = omld.Client(cls.d.rpc, timeout=20)
+        cls.c.put_items([(ID[i], X[i], LABEL[i]) for i in range(N_ITEMS)])
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.c.close()
+        rc = cls.d.stop(signal.SIGTERM)
+        cls.d.cleanup()
+        assert rc == 0, rc
+
+    def expect(self, cls, field, fn, *args, **kw):
+        with self.assertRaises(cls) as cm:
+            fn(*args, **kw)
+        self.assertEqual(cm.exception.field, field, str(cm.exception))
+
+    def test_1_train_query_promote_rollback_delete(self):
+        c = self.c
+        start = c.train_start("triplet", variant="semihard", name="py-v1",
+                              params=omld.TrainParams(epochs=3, learning_rate=0.01, seed=7))
+        self.assertIsInstance(start, omld.TrainStartResult)
+        self.assertEqual((start.model, start.items, start.classes), ("py-v1", N_ITEMS, CLASSES))
+        job = c.wait_job(start.job_id, timeout=120)
+        self.assertIsInstance(job, omld.JobInfo)
+        self.assertEqual(job.state, "DONE", job.error)
+        self.assertTrue(job.finished)
+        self.assertEqual((job.id, job.method, job.variant, job.model, job.epochs),
+                         (start.job_id, "triplet", "semihard", "py-v1", 3))
+        self.assertEqual(c.train_status(start.job_id), job)
+        models = c.list_models()
+        self.assertEqual([(m.name, m.method, m.job_id) for m in models],
+                         [("py-v1", "triplet", start.job_id)])
+        m = models[0]
+        self.assertIsInstance(m, omld.ModelInfo)
+        self.assertEqual((m.items_indexed, m.trained_items), (N_ITEMS, N_ITEMS))
+        # Queries name the model.
+        self.assertEqual(c.classify(ID[0], k=5, model="py-v1").label, LABEL[0])
+        self.assertEqual(len(c.embed(ID[0], model="py-v1").heads), m.depth + 1)
+        self.assertEqual(len(c.retrieve(ID[0], k=3, model="py-v1")), 3)
+        # Promote, then undo it (one level).
+        before = c.status().model_version
+        p = c.promote("py-v1")
+        self.assertIsInstance(p, omld.PromoteResult)
+        self.assertEqual(p.depth, m.depth)
+        self.assertGreater(p.model_version, before)
+        r = c.rollback()
+        self.assertEqual(r.undone, "py-v1")
+        self.assertGreater(r.model_version, p.model_version)
+        self.expect(omld.Conflict, "rollback", c.rollback)
+        self.expect(omld.Conflict, "train_cancel.job_id", c.train_cancel, start.job_id)
+        self.expect(omld.Conflict, "train_start.name", c.train_start, "triplet", name="py-v1")
+        self.assertIsNone(c.delete_model("py-v1"))
+        self.assertEqual(c.list_models(), [])
+
+    def test_2_cancel_queued_and_running(self):
+        c = self.c
+        long = {"epochs": 10000, "validation_fraction": 0}  # no early stop: runs until cancelled
+        a = c.train_start("triplet", params=long)
+        b = c.train_start("contrastive", params=long, labels=[LABEL[0], LABEL[1]])
+        self.assertEqual(b.classes, 2)
+        self.assertEqual(c.train_cancel(b.job_id).state, "CANCELLED")  # queued: at once
+        qa = c.train_cancel(a.job_id)
+        self.assertTrue(qa.cancel_requested or qa.state == "CANCELLED", qa)
+        self.assertEqual(c.wait_job(a.job_id, timeout=60).state, "CANCELLED")
+        self.assertEqual(c.list_models(), [])
+
+    def test_3_errors(self):
+        c = self.c
+        self.expect(omld.InvalidArgument, "train_start.method", c.train_start, "nope")
+        self.expect(omld.NotFound, "train_start.labels[0]", c.train_start, "triplet",
+                    labels=["no-such-label"])
+        self.expect(omld.NotFound, "train_status.job_id", c.train_status, 999)
+        self.expect(omld.NotFound, "train_cancel.job_id", c.train_cancel, 999)
+        self.expect(omld.NotFound, "promote.name", c.promote, "nope")
+        self.expect(omld.NotFound, "delete_model.name", c.delete_model, "nope")
+        # Bad arguments are refused before anything is sent.
+        with self.assertRaises(TypeError):
+            c.train_start("triplet", params={"epoch": 3})
+        with self.assertRaises(TypeError):
+            c.train_status(-1)
+        with self.assertRaises(TypeError):
+            c.promote(None)
+        self.assertEqual(c.in_flight, 0)
 
 
 if __name__ == "__main__":

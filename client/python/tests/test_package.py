@@ -44,14 +44,22 @@ for module, deb in (("google.protobuf", "python3-protobuf"), ("pip", "python3-pi
 
 from test_client import MODEL_ARGS, Daemon  # noqa: E402  (after the skip checks)
 
-# Runs inside the venv: the installed package, one round trip.
+# Runs inside the venv: the installed package, one round trip, then the
+# same item read through a ClientPool and an AsyncClient.
 PROBE = r"""
-import json, sys, omld, omld.client
+import asyncio, json, sys, omld, omld.client
 c = omld.Client(sys.argv[1], timeout=20)
 r = c.put_items([("pkg-item", [0.5] * %d, "pkg")])
 it = c.get_items(["pkg-item"])[0]
+with omld.ClientPool(sys.argv[1], size=2, timeout=20) as pool:
+    pooled = pool.call(lambda p: p.get_items(["pkg-item"])[0])
+
+async def aio():
+    async with omld.AsyncClient(sys.argv[1], timeout=20) as a:
+        return (await asyncio.gather(a.get_items(["pkg-item"]), a.health()))[0][0]
 print(json.dumps({"omld": omld.__file__, "pb2": omld.client.pb.__file__, "version": omld.__version__,
-                  "created": r.created, "replaced": r.replaced, "id": it.id, "label": it.label}))
+                  "created": r.created, "replaced": r.replaced, "id": it.id, "label": it.label,
+                  "same": pooled == it == asyncio.run(aio())}))
 """
 
 
@@ -91,7 +99,8 @@ class TestPackage(unittest.TestCase):
         self.assertTrue(os.path.realpath(r["omld"]).startswith(site), r)
         self.assertTrue(os.path.realpath(r["pb2"]).startswith(site), r)
         self.assertEqual(os.path.basename(r["pb2"]), "omld_pb2.py")
-        self.assertEqual((r["created"], r["id"], r["label"]), (expect_created, "pkg-item", "pkg"))
+        self.assertEqual((r["created"], r["id"], r["label"], r["same"]),
+                         (expect_created, "pkg-item", "pkg", True))
         return r
 
     def test_wheel_venv_sdist(self):
@@ -104,8 +113,9 @@ class TestPackage(unittest.TestCase):
         wheel = os.path.join(dist, wheels[0])
         with zipfile.ZipFile(wheel) as z:
             names = set(z.namelist())
-            self.assertTrue({"omld/__init__.py", "omld/client.py", "omld/_pb.py",
-                             "omld/omld_pb2.py"} <= names, names)
+            self.assertTrue({"omld/__init__.py", "omld/client.py", "omld/pool.py", "omld/aio.py",
+                             "omld/_messages.py", "omld/_wire.py", "omld/_pb.py",
+                             "omld/py.typed", "omld/omld_pb2.py"} <= names, names)
             info = next(n.split("/")[0] for n in names if n.endswith(".dist-info/RECORD"))
             rows = list(csv.reader(io.StringIO(z.read(info + "/RECORD").decode())))
             self.assertEqual({r[0] for r in rows}, names)
