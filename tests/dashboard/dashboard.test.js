@@ -444,16 +444,16 @@ async function main() {
       const page3 = await browser.newPage({ viewport: { width: 1200, height: 900 } });
       const r3 = await page3.goto(`http://${tproc.http}/`);
       check(r3.status() === 200, `with tokens the dashboard page itself loads (${r3.status()})`);
-      await page3.waitForFunction(() => document.body.dataset.token === "wanted", null, { timeout: 10000 });
+      await page3.waitForFunction(() => document.body.dataset.token === "wanted", null, { timeout: 30000 });
       check(await page3.locator("#token-form").isVisible(), "the page asks for a token on a 401");
       await page3.fill("#token-input", "wrong-token");
       await page3.click("#token-form button");
       await page3.waitForFunction(() => document.body.dataset.token === "wanted" &&
-                                  /refused/.test(document.getElementById("token-msg").textContent), null, { timeout: 10000 });
+                                  /refused/.test(document.getElementById("token-msg").textContent), null, { timeout: 30000 });
       check(true, "a wrong token is refused and asked for again");
       await page3.fill("#token-input", "dash-ro-secret");
       await page3.click("#token-form button");
-      await page3.waitForFunction(() => document.body.dataset.connection === "connected", null, { timeout: 10000 });
+      await page3.waitForFunction(() => document.body.dataset.connection === "connected", null, { timeout: 30000 });
       check(!(await page3.locator("#token-form").isVisible()), "with the token the page shows the daemon");
       await page3.close();
     } finally {
