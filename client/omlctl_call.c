@@ -136,34 +136,56 @@ int ctl_call(ctl *g, int argc, char **argv)
     return rc;
 }
 
-/* get / delete: the ids from the command line, as a JSON body. */
+/* get / delete / list: the command line as a JSON body (ids, and for
+ * delete --missing-ok and --label, for list --cursor, --limit, --label,
+ * --features). */
 static int ids_call(ctl *g, int argc, char **argv, const char *cmd, const char *op,
                     void (*usage)(FILE *))
 {
-    json_t *ids = json_array();
-    int missing_ok = 0;
+    json_t *ids = json_array(), *labels = json_array(), *doc = json_object();
+    int del = strcmp(op, "delete_items") == 0, list = strcmp(op, "list_items") == 0;
+    const char *v;
     for (int i = 1; i < argc; i++) {
         if (ctl_is_help(argv[i])) {
             usage(stdout);
             json_decref(ids);
+            json_decref(labels);
+            json_decref(doc);
             return 0;
         } else if (ctl_common_opt(g, argc, argv, &i)) {
-        } else if (strcmp(op, "delete_items") == 0 && strcmp(argv[i], "--missing-ok") == 0) {
-            missing_ok = 1;
+        } else if (del && strcmp(argv[i], "--missing-ok") == 0) {
+            json_object_set_new(doc, "missing_ok", json_true());
+        } else if ((del || list) && (v = ctl_opt(argc, argv, &i, "--label"))) {
+            json_array_append_new(labels, json_string(v));
+        } else if (list && (v = ctl_opt(argc, argv, &i, "--cursor"))) {
+            json_object_set_new(doc, "cursor", json_integer(ctl_int("--cursor", v, 0, 1LL << 40)));
+        } else if (list && (v = ctl_opt(argc, argv, &i, "--limit"))) {
+            json_object_set_new(doc, "limit", json_integer(ctl_int("--limit", v, 1, 1 << 20)));
+        } else if (list && strcmp(argv[i], "--features") == 0) {
+            json_object_set_new(doc, "with_features", json_true());
         } else if (argv[i][0] == '-' && argv[i][1] == '-') {
             json_decref(ids);
+            json_decref(labels);
+            json_decref(doc);
             return ctl_usage_error(cmd, "unknown option '%s'", argv[i]);
-        } else {
+        } else if (!list) {
             json_array_append_new(ids, json_string(argv[i]));
         }
     }
-    if (json_array_size(ids) == 0) {
+    if (!list && json_array_size(ids) == 0 && json_array_size(labels) == 0) {
         json_decref(ids);
-        return ctl_usage_error(cmd, "no ID");
+        json_decref(labels);
+        json_decref(doc);
+        return ctl_usage_error(cmd, del ? "no ID and no --label" : "no ID");
     }
-    json_t *doc = json_pack("{s:o}", "ids", ids);
-    if (missing_ok)
-        json_object_set_new(doc, "missing_ok", json_true());
+    if (!list)
+        json_object_set_new(doc, "ids", ids);
+    else
+        json_decref(ids);
+    if (json_array_size(labels) > 0)
+        json_object_set_new(doc, "labels", labels);
+    else
+        json_decref(labels);
     char *text = json_dumps(doc, JSON_COMPACT);
     json_decref(doc);
     int rc = call_json(g, op, text);
@@ -180,10 +202,24 @@ static void get_usage(FILE *f)
 
 static void delete_usage(FILE *f)
 {
-    fprintf(f, "usage: omlctl delete [--missing-ok] ID...\n"
-               "Deletes stored items; an unknown id refuses the whole request (NOT_FOUND)\n"
-               "unless --missing-ok. Prints the answer as JSON.\n"
-               "example:\n  omlctl delete item-17\n");
+    fprintf(f, "usage: omlctl delete [--missing-ok] [--label L]... [ID...]\n"
+               "Deletes stored items by id, and every item with one of the --label labels;\n"
+               "an unknown id refuses the whole request (NOT_FOUND) unless --missing-ok.\n"
+               "Prints the answer as JSON.\n"
+               "examples:\n  omlctl delete item-17\n  omlctl delete --label discontinued\n");
+}
+
+static void list_usage(FILE *f)
+{
+    fprintf(f, "usage: omlctl list [--cursor C] [--limit N] [--label L]... [--features]\n"
+               "One page of the stored items (ids and labels; --features: their features too)\n"
+               "as JSON, with next_cursor (0: the last page) and the store's total.\n"
+               "example:\n  omlctl list --limit 1000 --label boots\n");
+}
+
+int ctl_list(ctl *g, int argc, char **argv)
+{
+    return ids_call(g, argc, argv, "list", "list_items", list_usage);
 }
 
 int ctl_get(ctl *g, int argc, char **argv)

@@ -475,6 +475,37 @@ int omld_apply_put_items(omld_engine *e, const Omld__Request *req, omld_reply *r
     return 1;
 }
 
+/* Deletes the item in slot s (write lock held); 1. The slot is free for
+ * the next new id: every slot holder forgets it here (store.h, SLOT
+ * HOLDERS). The closure: the item leaves its component and its dissimilar
+ * edges, the others keep what it implied. The rehearsal ring drops the
+ * triplets that name it. */
+static uint32_t delete_slot(omld_engine *e, uint32_t s)
+{
+    size_t len = 0;
+    const char *id = oml_store_id(e->store, s, &len);
+    char copy[OMLD_ID_MAX + 1];
+    memcpy(copy, id, len < sizeof copy ? len : sizeof copy - 1); /* the store frees id */
+    (void)oml_store_delete(e->store, copy, len < sizeof copy ? len : sizeof copy - 1);
+    (void)oml_closure_remove(e->closure, s);
+    oml_replay_forget_slot(&e->replay, s); /* no rehearsal about a deleted item */
+    return 1;
+}
+
+/* 1 if slot's label is one of the request's labels. */
+static int label_named(const oml_store *st, uint32_t slot, const Omld__DeleteItemsRequest *rq)
+{
+    int32_t lab = oml_store_label(st, slot);
+    if (lab == OML_LABEL_NONE)
+        return 0;
+    size_t len = 0;
+    const char *name = oml_store_label_name(st, lab, &len);
+    for (size_t i = 0; i < rq->n_labels; i++)
+        if (strlen(rq->labels[i]) == len && memcmp(rq->labels[i], name, len) == 0)
+            return 1;
+    return 0;
+}
+
 int omld_apply_delete_items(omld_engine *e, const Omld__Request *req, omld_reply *r)
 {
     const Omld__DeleteItemsRequest *rq = req->delete_items;
@@ -493,17 +524,13 @@ int omld_apply_delete_items(omld_engine *e, const Omld__Request *req, omld_reply
     pthread_rwlock_wrlock(&e->lock.rw);
     for (size_t i = 0; i < rq->n_ids; i++) {
         size_t len = strlen(rq->ids[i]);
-        if (oml_store_find(e->store, rq->ids[i], len, &s) != OML_OK)
-            continue;
-        (void)oml_store_delete(e->store, rq->ids[i], len);
-        /* The slot is free for the next new id: every slot holder forgets
-         * it here (store.h, SLOT HOLDERS). The closure: the item leaves its
-         * component and its dissimilar edges, the others keep what it
-         * implied. The rehearsal ring drops the triplets that name it. */
-        (void)oml_closure_remove(e->closure, s);
-        oml_replay_forget_slot(&e->replay, s); /* no rehearsal about a deleted item */
-        deleted++;
+        if (oml_store_find(e->store, rq->ids[i], len, &s) == OML_OK)
+            deleted += delete_slot(e, s);
     }
+    if (rq->n_labels > 0) /* by filter: every item with one of the labels */
+        for (uint32_t slot = 0; slot < oml_store_slots(e->store); slot++)
+            if (oml_store_is_live(e->store, slot) && label_named(e->store, slot, rq))
+                deleted += delete_slot(e, slot);
     pthread_rwlock_unlock(&e->lock.rw);
     e->store_gen += deleted > 0;
     omld_count(&e->metrics->items_deleted, deleted);

@@ -27,7 +27,13 @@ static uint64_t put_items_n(const Omld__Request *q)
 
 static uint64_t delete_items_n(const Omld__Request *q)
 {
-    return q->delete_items ? q->delete_items->n_ids : 0;
+    return q->delete_items ? q->delete_items->n_ids + q->delete_items->n_labels : 0;
+}
+
+/* A page of ListItems: its limit (0: OMLD_LIST_DEFAULT). */
+static uint64_t list_items_n(const Omld__Request *q)
+{
+    return q->list_items && q->list_items->limit ? q->list_items->limit : OMLD_LIST_DEFAULT;
 }
 
 static uint64_t get_items_n(const Omld__Request *q)
@@ -109,6 +115,12 @@ static uint64_t k_or_default(uint32_t k, const omld_answer_dims *d)
 static uint64_t get_items_answer(const Omld__Request *q, const omld_answer_dims *d)
 {
     return get_items_n(q) * (d->dim * 4 + 2 * NAME_BYTES + 16);
+}
+
+static uint64_t list_items_answer(const Omld__Request *q, const omld_answer_dims *d)
+{
+    int feats = q->list_items && q->list_items->with_features;
+    return list_items_n(q) * ((feats ? d->dim * 4 : 0) + 2 * NAME_BYTES + 16) + 32;
 }
 
 static uint64_t retrieve_msg_answer(const Omld__RetrieveRequest *m, const omld_answer_dims *d)
@@ -197,6 +209,9 @@ static const omld_op OPS[] = {
     {.name = "get_items", .body = BODY(GET_ITEMS), .route = OMLD_ROUTE_QUERY, .needs_model = 1,
      .metric = OMLD_Q_GET_ITEMS, .entries = get_items_n, .answer = get_items_answer,
      .check = omld_check_get_items, .handle.query = omld_query_get_items},
+    {.name = "list_items", .body = BODY(LIST_ITEMS), .route = OMLD_ROUTE_QUERY,
+     .metric = OMLD_Q_LIST_ITEMS, .entries = list_items_n, .answer = list_items_answer,
+     .check = omld_check_list_items, .handle.query = omld_query_list_items},
     {.name = "add_triplets", .body = BODY(ADD_TRIPLETS), .route = OMLD_ROUTE_MUTATION,
      .writes = 1, .metric = -1, .entries = add_triplets_n, .check = omld_check_add_triplets,
      .handle.apply = omld_apply_add_triplets},

@@ -48,6 +48,9 @@ void omld_query_get_items(const omld_query_ctx *q, omld_view *live, const Omld__
  * answer it, one view for all (the model the queries name). */
 void omld_query_classify_batch(const omld_query_ctx *q, omld_view *live, const Omld__Request *req,
                                omld_reply *r);
+/* ListItems: a page of the store (reads the store only; query_list.c). */
+void omld_query_list_items(const omld_query_ctx *q, omld_view *live, const Omld__Request *req,
+                           omld_reply *r);
 void omld_query_recommend(const omld_query_ctx *q, omld_view *live, const Omld__Request *req,
                           omld_reply *r);
 void omld_query_retrieve_batch(const omld_query_ctx *q, omld_view *live, const Omld__Request *req,

@@ -773,7 +773,23 @@ static int check_model_name(const char *name, const char *field, omld_reply *r)
 int omld_check_delete_items(const Omld__Request *req, const omld_limits *lim, omld_reply *r)
 {
     const Omld__DeleteItemsRequest *m = req->delete_items;
+    if (m && m->n_labels > 0) { /* by label: ids may be empty */
+        int rc = check_filter_names(m->labels, m->n_labels, "label", "delete_items.labels", lim, r);
+        return rc || m->n_ids == 0 ? rc : check_ids(m->ids, m->n_ids, 1, "delete_items", lim, r);
+    }
     return check_ids(m ? m->ids : NULL, m ? m->n_ids : 0, 1, "delete_items", lim, r);
+}
+
+int omld_check_list_items(const Omld__Request *req, const omld_limits *lim, omld_reply *r)
+{
+    const Omld__ListItemsRequest *m = req->list_items;
+    if (m == NULL)
+        return 0;
+    if (m->limit > lim->max_batch)
+        return omld_reply_error(r, INVALID, "list_items.limit",
+                                "limit is %u; the most items a page holds is %u (max_batch)",
+                                (unsigned)m->limit, (unsigned)lim->max_batch);
+    return check_filter_names(m->labels, m->n_labels, "label", "list_items.labels", lim, r);
 }
 
 /* A GetItems whose features alone would not fit in one answer is refused

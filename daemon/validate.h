@@ -85,6 +85,9 @@ int omld_check_retrieve_batch(const Omld__Request *req, const omld_limits *lim, 
 /* The retrieve fields a recommend shares (k, model, filters, page), as a
  * RetrieveRequest without a query; its pointers are m's. */
 void omld_recommend_as_retrieve(const Omld__RecommendRequest *m, Omld__RetrieveRequest *out);
+/* ListItems: limit 0..max_batch (0: OMLD_LIST_DEFAULT), the labels as names. */
+#define OMLD_LIST_DEFAULT 100
+int omld_check_list_items(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
 int omld_check_recommend(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
 int omld_check_embed(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
 int omld_check_train_start(const Omld__Request *req, const omld_limits *lim, omld_reply *r);

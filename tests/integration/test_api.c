@@ -357,6 +357,51 @@ static void test_recommend(void **state)
     json_decref(j);
 }
 
+/* ListItems: pages of 7 cover every item exactly once, next_cursor 0 at
+ * the end; a label filter keeps that label's items only. */
+static void test_list_items(void **state)
+{
+    (void)state;
+    int seen[N_ITEMS] = {0}, total = 0, pages = 0;
+    json_int_t cursor = 0;
+    do {
+        char body[96];
+        snprintf(body, sizeof body, "{\"cursor\": %lld, \"limit\": 7}", (long long)cursor);
+        int http;
+        json_t *j = call("POST", "/v1/list_items", RO, body, &http);
+        assert_int_equal(http, 200);
+        json_t *res = json_object_get(j, "result");
+        json_t *items = json_object_get(res, "items");
+        assert_true(json_array_size(items) <= 7);
+        for (size_t i = 0; i < json_array_size(items); i++) {
+            const char *id = json_string_value(json_object_get(json_array_get(items, i), "id"));
+            int n = -1;
+            if (sscanf(id, "item-%d", &n) == 1 && n >= 0 && n < N_ITEMS) {
+                seen[n]++;
+                total++;
+            }
+        }
+        cursor = json_integer_value(json_object_get(res, "next_cursor"));
+        json_decref(j);
+        assert_true(++pages < 100);
+    } while (cursor != 0);
+    assert_int_equal(total, N_ITEMS);
+    for (int i = 0; i < N_ITEMS; i++)
+        assert_int_equal(seen[i], 1);
+    int http;
+    json_t *j = call("POST", "/v1/list_items", RO,
+                     "{\"labels\": [\"class-3\"], \"limit\": 1000, \"with_features\": true}", &http);
+    assert_int_equal(http, 200);
+    json_t *items = json_object_get(json_object_get(j, "result"), "items");
+    assert_int_equal(json_array_size(items), N_ITEMS / CLASSES);
+    for (size_t i = 0; i < json_array_size(items); i++) {
+        json_t *it = json_array_get(items, i);
+        assert_string_equal(json_string_value(json_object_get(it, "label")), "class-3");
+        assert_int_equal(json_array_size(json_object_get(it, "features")), DIM);
+    }
+    json_decref(j);
+}
+
 /* /openapi.json is OpenAPI 3: every operation of the proto's Request but
  * Auth has its path, and every $ref resolves to a schema. */
 static int refs_resolve(const json_t *node, const json_t *schemas)
@@ -418,6 +463,7 @@ int main(void)
         cmocka_unit_test(test_pipelined_in_order),
         cmocka_unit_test(test_wait_for_view),
         cmocka_unit_test(test_recommend),
+        cmocka_unit_test(test_list_items),
         cmocka_unit_test(test_openapi),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

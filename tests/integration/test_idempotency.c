@@ -194,16 +194,22 @@ static void test_only_the_newest_keys_are_kept(void **state)
     omld_proc_cleanup(&p);
 }
 
+/* omld started with ARGS and the N_ITEMS items stored. */
+static void start_with_items(omld_proc *p)
+{
+    assert_int_equal(omld_proc_start(p, ARGS, TIMEOUT_MS), 0);
+    char *items = items_body("put");
+    expect(p, "put_items", items, 0, "created", N_ITEMS);
+    free(items);
+}
+
 /* The C client's keyed call and omlctl triplets --key: a rerun of the same
  * command learns nothing again. */
 static void test_clients_send_keys(void **state)
 {
     (void)state;
     omld_proc p;
-    assert_int_equal(omld_proc_start(&p, ARGS, TIMEOUT_MS), 0);
-    char *items = items_body("put");
-    expect(&p, "put_items", items, 0, "created", N_ITEMS);
-    free(items);
+    start_with_items(&p);
     omlc *c = omld_proc_dial(&p, TIMEOUT_MS);
     assert_non_null(c);
     omlc_triplet t[2] = {{{"i1", NULL, 0}, {"i3", NULL, 0}, {"i2", NULL, 0}},
@@ -309,12 +315,37 @@ static void test_clients_send_keys(void **state)
     omld_proc_cleanup(&p);
 }
 
+/* DeleteItems by label: every item of the label goes, the others stay,
+ * and a restart from the log agrees. */
+static void test_delete_by_label(void **state)
+{
+    (void)state;
+    omld_proc p;
+    start_with_items(&p);
+    int http;
+    json_t *j = post(&p, "delete_items", "{\"labels\": [\"odd\"]}", &http);
+    assert_int_equal(http, 200);
+    assert_int_equal(result_int(j, "deleted"), N_ITEMS / 2);
+    json_decref(j);
+    assert_int_equal(status_count(&p, "items"), N_ITEMS / 2);
+    assert_int_equal(omld_proc_stop(&p, SIGKILL, TIMEOUT_MS), 128 + SIGKILL);
+    assert_int_equal(omld_proc_restart(&p, ARGS, TIMEOUT_MS), 0);
+    assert_int_equal(status_count(&p, "items"), N_ITEMS / 2);
+    j = post(&p, "list_items", "{\"labels\": [\"odd\"]}", &http);
+    assert_int_equal(http, 200);
+    assert_int_equal(json_array_size(json_object_get(json_object_get(j, "result"), "items")), 0);
+    json_decref(j);
+    assert_int_equal(omld_proc_stop(&p, SIGTERM, TIMEOUT_MS), 0);
+    omld_proc_cleanup(&p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_retries_are_applied_once_across_restarts),
         cmocka_unit_test(test_only_the_newest_keys_are_kept),
         cmocka_unit_test(test_clients_send_keys),
+        cmocka_unit_test(test_delete_by_label),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
