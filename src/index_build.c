@@ -19,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mem.h"
 #include "ivf.h"
 
 /* Doubles *cap until it holds need, reallocating *p (elem bytes each). */
@@ -148,7 +147,6 @@ static char *alloc_arena(oml_index *ix, size_t bytes)
     char *p = malloc(total);
     if (p == NULL)
         return NULL;
-    oml_advise_huge(p, total); /* the embeddings: scanned by every query */
     ix->_arena = p;
     ix->ids = (const char **)(void *)p;
     p += n * sizeof(char *);

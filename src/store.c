@@ -24,7 +24,6 @@
 #include <string.h>
 
 #include "idmap.h"
-#include "mem.h"
 #include "store_int.h"
 
 #define STORE_MIN_CAP 16u
@@ -80,7 +79,6 @@ static int store_reserve_slot(oml_store *s)
     if ((p = realloc(s->x, (size_t)cap * (size_t)s->dim * sizeof(float))) == NULL)
         return OML_ENOMEM;
     s->x = p;
-    oml_advise_huge(p, (size_t)cap * (size_t)s->dim * sizeof(float)); /* the features: most of RSS */
     if ((p = realloc(s->ids, (size_t)cap * sizeof *s->ids)) == NULL)
         return OML_ENOMEM;
     s->ids = p;
