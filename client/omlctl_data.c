@@ -451,6 +451,25 @@ static void constraints_usage(FILE *f, int pairs)
         fprintf(f, "  omlctl triplets --batch 512 clicks.csv\n");
 }
 
+/* The constraints of cols (pairs: *p, else *t; malloc'd, their strings
+ * borrowed from cols): 0, or -1 when out of memory. */
+static int constraints_of(strvec cols[3], int pairs, omlc_triplet **t, omlc_pair **p)
+{
+    size_t n = cols[0].n;
+    if (pairs ? (*p = calloc(n ? n : 1, sizeof **p)) == NULL
+              : (*t = calloc(n ? n : 1, sizeof **t)) == NULL)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (pairs)
+            (*p)[i] = (omlc_pair){{cols[0].v[i], NULL, 0}, {cols[1].v[i], NULL, 0},
+                                  cols[2].v[i][0] == '1'};
+        else
+            (*t)[i] = (omlc_triplet){{cols[0].v[i], NULL, 0}, {cols[1].v[i], NULL, 0},
+                                     {cols[2].v[i], NULL, 0}};
+    }
+    return 0;
+}
+
 /* ---- '-': constraints as lines arrive ---- */
 
 #define STREAM_FLUSH_MS 200     /* a part batch goes out when no line came for this long */
@@ -460,18 +479,10 @@ static void constraints_usage(FILE *f, int pairs)
 static int stream_send(omlc *c, int pairs, strvec cols[3], unsigned long long *sent)
 {
     size_t n = cols[0].n;
-    omlc_triplet *t = pairs ? NULL : calloc(n, sizeof *t);
-    omlc_pair *p = pairs ? calloc(n, sizeof *p) : NULL;
-    if (t == NULL && p == NULL)
+    omlc_triplet *t = NULL;
+    omlc_pair *p = NULL;
+    if (constraints_of(cols, pairs, &t, &p) != 0)
         return oom();
-    for (size_t i = 0; i < n; i++) {
-        if (pairs)
-            p[i] = (omlc_pair){{cols[0].v[i], NULL, 0}, {cols[1].v[i], NULL, 0},
-                               cols[2].v[i][0] == '1'};
-        else
-            t[i] = (omlc_triplet){{cols[0].v[i], NULL, 0}, {cols[1].v[i], NULL, 0},
-                                  {cols[2].v[i], NULL, 0}};
-    }
     omlc_error err;
     uint32_t accepted = 0;
     int r = pairs ? omlc_add_pairs(c, p, n, &accepted, NULL, &err)
@@ -649,18 +660,10 @@ static int run_constraints(ctl *g, int argc, char **argv, int pairs)
     omlc_triplet *t = NULL;
     omlc_pair *p = NULL;
     omlc *c = NULL;
-    if (rc == 0 && (pairs ? (p = calloc(n, sizeof *p)) == NULL : (t = calloc(n, sizeof *t)) == NULL))
+    if (rc == 0 && constraints_of(cols, pairs, &t, &p) != 0)
         rc = oom();
     if (rc == 0)
         rc = ctl_connect(g, &c);
-    for (size_t i = 0; rc == 0 && i < n; i++) {
-        if (pairs)
-            p[i] = (omlc_pair){{cols[0].v[i], NULL, 0}, {cols[1].v[i], NULL, 0},
-                               cols[2].v[i][0] == '1'};
-        else
-            t[i] = (omlc_triplet){{cols[0].v[i], NULL, 0}, {cols[1].v[i], NULL, 0},
-                                  {cols[2].v[i], NULL, 0}};
-    }
     if (rc == 0 && partial && key)
         rc = ctl_usage_error(cmd, "--partial and --key are one or the other");
     if (rc == 0 && key) {

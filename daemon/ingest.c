@@ -188,6 +188,19 @@ static float *item_features(const redisReply *fv, size_t *n, char *why, size_t w
     return x;
 }
 
+/* refs[i].id = the entry's field names[i] for i < n (a `kind` needs them
+ * all); 0, or -1 with why naming the missing one. */
+static int take_ids(const redisReply *fv, const char *const *names, int n, const char *kind,
+                    Omld__ItemRef *refs, char *why, size_t whylen)
+{
+    for (int i = 0; i < n; i++)
+        if ((refs[i].id = field_str(fv, names[i])) == NULL) {
+            snprintf(why, whylen, "a %s needs %s (an id)", kind, names[i]);
+            return -1;
+        }
+    return 0;
+}
+
 /* The entry as a Request payload (*out, malloc'd), with its idempotency
  * key; 0, or -1 with why filled (the entry is dead-lettered). */
 static int entry_request(const omld_ingest *g, const char *id, const redisReply *fv, uint8_t **out,
@@ -214,11 +227,8 @@ static int entry_request(const omld_ingest *g, const char *id, const redisReply 
     static const char *const tnames[3] = {"anchor", "positive", "negative"};
     static const char *const pnames[2] = {"a", "b"};
     if (type && strcmp(type, "triplet") == 0) {
-        for (int i = 0; i < 3; i++)
-            if ((refs[i].id = field_str(fv, tnames[i])) == NULL) {
-                snprintf(why, whylen, "a triplet needs %s (an id)", tnames[i]);
-                return -1;
-            }
+        if (take_ids(fv, tnames, 3, "triplet", refs, why, whylen) != 0)
+            return -1;
         t.anchor = rp[0], t.positive = rp[1], t.negative = rp[2];
         at.n_triplets = 1;
         at.triplets = &tp;
@@ -226,11 +236,8 @@ static int entry_request(const omld_ingest *g, const char *id, const redisReply 
         req.body_case = OMLD__REQUEST__BODY_ADD_TRIPLETS;
         req.add_triplets = &at;
     } else if (type && strcmp(type, "pair") == 0) {
-        for (int i = 0; i < 2; i++)
-            if ((refs[i].id = field_str(fv, pnames[i])) == NULL) {
-                snprintf(why, whylen, "a pair needs %s (an id)", pnames[i]);
-                return -1;
-            }
+        if (take_ids(fv, pnames, 2, "pair", refs, why, whylen) != 0)
+            return -1;
         const char *rel = field_str(fv, "relation");
         if (rel == NULL || (strcmp(rel, "similar") != 0 && strcmp(rel, "dissimilar") != 0)) {
             snprintf(why, whylen, "a pair needs relation: similar or dissimilar");

@@ -62,6 +62,21 @@ static redisContext *redis(void)
     return NULL;
 }
 
+/* redis-server on g_port, without persistence, its files in g_dir. */
+static pid_t start_redis(void)
+{
+    char port[16];
+    snprintf(port, sizeof port, "%d", g_port);
+    pid_t pid = fork();
+    if (pid == 0) {
+        freopen("/dev/null", "w", stdout);
+        execl(REDIS_SERVER, REDIS_SERVER, "--port", port, "--bind", "127.0.0.1", "--save", "",
+              "--appendonly", "no", "--dir", g_dir, (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -71,15 +86,7 @@ static int setup(void **state)
     if (mkdtemp(g_dir) == NULL)
         return -1;
     g_port = free_port();
-    char port[16];
-    snprintf(port, sizeof port, "%d", g_port);
-    g_redis = fork();
-    if (g_redis == 0) {
-        freopen("/dev/null", "w", stdout);
-        execl(REDIS_SERVER, REDIS_SERVER, "--port", port, "--bind", "127.0.0.1", "--save", "",
-              "--appendonly", "no", "--dir", g_dir, (char *)NULL);
-        _exit(127);
-    }
+    g_redis = start_redis();
     redisFree(redis());
     return 0;
 }
@@ -270,15 +277,7 @@ static void test_redis_restart(void **state)
     kill(g_redis, SIGKILL);
     waitpid(g_redis, NULL, 0);
     usleep(300000);
-    char port[16];
-    snprintf(port, sizeof port, "%d", g_port);
-    g_redis = fork();
-    if (g_redis == 0) {
-        freopen("/dev/null", "w", stdout);
-        execl(REDIS_SERVER, REDIS_SERVER, "--port", port, "--bind", "127.0.0.1", "--save", "",
-              "--appendonly", "no", "--dir", g_dir, (char *)NULL);
-        _exit(127);
-    }
+    g_redis = start_redis();
     c = redis();
     for (int i = 10; i < 20; i++)
         xadd(c, "XADD s2 * type item id j%d features [%d,1,0,0]", i, i);
