@@ -555,6 +555,7 @@ static void *engine_main(void *arg)
     omld_engine *e = arg;
     pthread_mutex_lock(&e->mu);
     for (;;) {
+        int reaped = 0;
         while (e->inbox.head == NULL && !e->stopping) {
             if (rehearsal_due(e))
                 break;
@@ -568,7 +569,11 @@ static void *engine_main(void *arg)
                 if (due_ns - now < wait_ns)
                     wait_ns = due_ns - now;
             }
-            if (omld_persist_bg_poll(e) && wait_ns > BG_POLL_NS) /* a checkpoint is being written */
+            if (e->bg_pid > 0 && !omld_persist_bg_poll(e)) {
+                reaped = 1; /* a background checkpoint ended while idle */
+                break;
+            }
+            if (e->bg_pid > 0 && wait_ns > BG_POLL_NS) /* a checkpoint is being written */
                 wait_ns = BG_POLL_NS;
             if (e->ckpt_waiting.head && e->bg_pid == 0)
                 break; /* held Checkpoint requests to answer or to start one for */
@@ -576,6 +581,16 @@ static void *engine_main(void *arg)
         }
         if (e->inbox.head == NULL && e->stopping)
             break;
+        if (reaped) {
+            /* Its figures reach status now, and the records that came in
+             * while it was written start the next one if they are due:
+             * no new request may come to do either. */
+            pthread_mutex_unlock(&e->mu);
+            omld_persist_maybe_checkpoint(e);
+            refresh_stats(e);
+            pthread_mutex_lock(&e->mu);
+            continue;
+        }
         if (e->inbox.head == NULL && e->ckpt_waiting.head && e->bg_pid == 0) {
             pthread_mutex_unlock(&e->mu);
             serve_checkpoint_waiters(e);
