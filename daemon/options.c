@@ -27,7 +27,7 @@ const omld_option omld_options[] = {
     STR(unix_socket, "", "also listen on this Unix socket path (empty: none)"),
     STR(http, "127.0.0.1:7601", "HOST:PORT of the HTTP status endpoint"),
     STR(data_dir, "/var/lib/omld", "directory for the write-ahead log and checkpoints"),
-    STR(preset, "default", "model preset: default | paper"),
+    STR(preset, "default", "model preset: default | wide | paper"),
     STR(log_level, "info", "error | warn | info | debug"),
     INT(dim, 1, 1 << 20, "784", "input dimension of every item"),
     INT(layers, 0, 16, "", "hidden layers L (L+1 heads); empty: the preset's"),
@@ -260,8 +260,10 @@ int omld_config_validate(const omld_config *c, char *err, size_t errlen)
         return omld_config_fail(err, errlen, NULL, "option 'listen': '%s' is not HOST:PORT", c->listen);
     if (!valid_hostport(c->http))
         return omld_config_fail(err, errlen, NULL, "option 'http': '%s' is not HOST:PORT", c->http);
-    if (strcmp(c->preset, "default") != 0 && strcmp(c->preset, "paper") != 0)
-        return omld_config_fail(err, errlen, NULL, "option 'preset': '%s' is not default or paper", c->preset);
+    if (strcmp(c->preset, "default") != 0 && strcmp(c->preset, "wide") != 0 &&
+        strcmp(c->preset, "paper") != 0)
+        return omld_config_fail(err, errlen, NULL, "option 'preset': '%s' is not default, wide or paper",
+                                c->preset);
     const char *levels[] = {"error", "warn", "info", "debug"};
     int ok = 0;
     for (int i = 0; i < 4; i++)

@@ -20,7 +20,8 @@ int oml_config_preset(oml_config *c, const char *name, int32_t dim)
         *c = p;
         return OML_OK;
     }
-    if (strcmp(name, "default") == 0) {
+    int wide = strcmp(name, "wide") == 0;
+    if (strcmp(name, "default") == 0 || wide) {
         /* See README "Making learning help kNN" for the measurements.
          * The start is the standardised features (never worse than the
          * features: whitening amplified directions that carry nothing,
@@ -68,6 +69,23 @@ int oml_config_preset(oml_config *c, const char *name, int32_t dim)
         p.layers = 2;
         p.hidden = 128;
         p.emb = 64;
+        if (wide) {
+            /* Twice the width for a better metric at half the learning
+             * rate: on Fashion-MNIST at 100k random triplets (seeds 1-3,
+             * 10k test points) 0.1141 against the default's 0.1232; the
+             * whitened start alone falls from 0.127 to 0.120 with 128
+             * components. Width, not more steps, is what helps: 96/192
+             * learnt the same with 1 or 2 rehearsed triplets per new one,
+             * so one is kept, and 256-triplet batches (with a larger step)
+             * keep the GEMMs efficient. Every step costs ~2.4x the
+             * default's multiply-adds, so it takes ~0.5x the new triplets
+             * per second (README, "Presets"). */
+            p.hidden = 256;
+            p.emb = 128;
+            p.batch = 256;
+            p.eta = 6e-4f;
+            p.rehearse = 1.0f;
+        }
         *c = p;
         return OML_OK;
     }

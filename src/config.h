@@ -91,7 +91,9 @@ typedef struct oml_config {
                              Euclidean distances on the features do, not as their angles */
 } oml_config;
 
-/* Fills *c with the preset `name` ("paper" or "default") for dim inputs.
+/* Fills *c with the preset `name` for dim inputs: "paper" (Alg. 1 as
+ * published), "default", or "wide" (the default at twice the width: a
+ * better metric, half the learning speed).
  * OML_EINVAL for an unknown name. */
 int oml_config_preset(oml_config *c, const char *name, int32_t dim);
 

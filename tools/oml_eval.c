@@ -109,7 +109,7 @@ static void usage(FILE *f)
             "  --seed S            shuffle/sampling/model seed (default 1)\n"
             "  --runs R            average over seeds S..S+R-1 (default 1)\n"
             "  --k K               neighbours per head (default 5)\n"
-            "  --preset P          paper | default (default: default)\n"
+            "  --preset P          paper | default | wide (default: default)\n"
             "  --test-subsample M  classify only the first M test points (default all)\n"
             "  --data DIR          Fashion-MNIST IDX directory (default " OML_FMNIST_DIR ")\n"
             "  --csv FILE          evaluate on FILE instead: rows label,f1,...,fd (a header line\n"
@@ -618,7 +618,7 @@ static int run_once(const eval_opts *o, uint64_t seed, const oml_dataset *ds, co
     memset(res, 0, sizeof *res);
     oml_config cfg;
     if (oml_config_preset(&cfg, o->preset, dim) != OML_OK) {
-        fprintf(stderr, "oml-eval: unknown preset '%s' (paper | default)\n", o->preset);
+        fprintf(stderr, "oml-eval: unknown preset '%s' (paper | default | wide)\n", o->preset);
         return OML_EINVAL;
     }
     apply_overrides(&cfg, &o->overrides);

@@ -74,8 +74,8 @@ static void assert_same_learner(const oml_learner *a, const oml_learner *b)
 static void test_round_trip_bit_exact(void **state)
 {
     (void)state;
-    const char *presets[] = {"paper", "default"};
-    for (int p = 0; p < 2; p++) {
+    const char *presets[] = {"paper", "default", "wide"};
+    for (int p = 0; p < 3; p++) {
         oml_learner *a = trained(presets[p], 300);
         char path[256];
         assert_int_equal(oml_test_tmpfile(path, sizeof path), 0);

@@ -51,6 +51,16 @@ static void test_bad_values_name_the_option(void **state)
     assert_int_equal(omld_config_set(&c, "listen", "nowhere", NULL, err, sizeof err), 0);
     assert_int_equal(omld_config_validate(&c, err, sizeof err), -1);
     assert_non_null(strstr(err, "'listen'"));
+    /* Presets: the three are taken, a misspelt one is named. */
+    const char *presets[] = {"default", "wide", "paper"};
+    for (int i = 0; i < 3; i++) {
+        omld_config_defaults(&c);
+        assert_int_equal(omld_config_set(&c, "preset", presets[i], NULL, err, sizeof err), 0);
+        assert_int_equal(omld_config_validate(&c, err, sizeof err), 0);
+    }
+    assert_int_equal(omld_config_set(&c, "preset", "wider", NULL, err, sizeof err), 0);
+    assert_int_equal(omld_config_validate(&c, err, sizeof err), -1);
+    assert_non_null(strstr(err, "'preset': 'wider'"));
 }
 
 static void write_conf(char *path, size_t cap, const char *text)
