@@ -25,6 +25,9 @@ typedef struct ctl {
     const char *server;
     int timeout_ms;
     const char *token;     /* --token / $OMLCTL_TOKEN: sent (Auth) right after connect */
+    int tls;               /* --tls (or --cacert / --insecure / $OMLCTL_CACERT): connect with TLS */
+    const char *cacert;    /* --cacert / $OMLCTL_CACERT: the CA to verify the daemon (NULL: system's) */
+    int insecure;          /* --insecure: TLS without verifying the daemon */
 } ctl;
 
 /* One subcommand: argv[0] is the command name. Returns an exit code. */

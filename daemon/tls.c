@@ -141,12 +141,14 @@ int omld_tls_load(omld_tls **out, const char *cert_file, const char *key_file,
                  ssl_reason(why, sizeof why));
         goto fail;
     }
-    if (SSL_CTX_use_PrivateKey_file(t->ctx, key_file, SSL_FILETYPE_PEM) != 1) {
+    /* A key that is not the certificate's fails here already (or below). */
+    int loaded = SSL_CTX_use_PrivateKey_file(t->ctx, key_file, SSL_FILETYPE_PEM) == 1;
+    if (!loaded && ERR_GET_REASON(ERR_peek_last_error()) != X509_R_KEY_VALUES_MISMATCH) {
         snprintf(err, errlen, "tls_key %s is not a PEM private key: %s", key_file,
                  ssl_reason(why, sizeof why));
         goto fail;
     }
-    if (SSL_CTX_check_private_key(t->ctx) != 1) {
+    if (!loaded || SSL_CTX_check_private_key(t->ctx) != 1) {
         snprintf(err, errlen, "tls_key %s is not the key of the certificate in tls_cert %s: %s",
                  key_file, cert_file, ssl_reason(why, sizeof why));
         goto fail;
