@@ -92,11 +92,14 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    omld_proc_stop(&g_p, 15, TIMEOUT_MS);
+    /* A clean exit: every TLS session freed (a sanitizer build checks). */
+    int rc = omld_proc_stop(&g_p, 15, TIMEOUT_MS);
+    if (rc != 0)
+        omld_proc_dump_log(&g_p);
     omld_proc_cleanup(&g_p);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-    return run(cmd, NULL, 0) == 0 ? 0 : -1;
+    return run(cmd, NULL, 0) == 0 && rc == 0 ? 0 : -1;
 }
 
 static omlc *dial_tls(const char *server, const char *cafile, const char *name)
