@@ -57,6 +57,7 @@ static void usage(FILE *f)
                "                 certificate against the system's CAs and the host of --server\n"
                "  --cacert FILE  ... against the CA(s) in FILE (PEM; the daemon's own certificate\n"
                "                 if self-signed) instead; implies --tls; also $OMLCTL_CACERT\n"
+               "                 (which a unix: server ignores)\n"
                "  --insecure     TLS without verifying the daemon (tests only); implies --tls\n"
                "\ncommands:\n",
             CTL_DEFAULT_TIMEOUT_MS);
@@ -79,7 +80,7 @@ int main(int argc, char **argv)
              .token = getenv("OMLCTL_TOKEN"), .cacert = getenv("OMLCTL_CACERT")};
     if (g.cacert != NULL && g.cacert[0] == '\0')
         g.cacert = NULL;
-    g.tls = g.cacert != NULL;
+    g.tls = g.cacert != NULL ? 2 : 0; /* 2: from the environment, not for a Unix socket */
     if (g.server == NULL || g.server[0] == '\0')
         g.server = CTL_DEFAULT_SERVER;
     if (g.token != NULL && g.token[0] == '\0')
@@ -256,7 +257,8 @@ int ctl_connect(const ctl *g, omlc **out)
 {
     omlc_error err;
     omlc_tls tls = {.cafile = g->cacert, .insecure = g->insecure};
-    int rc = omlc_connect_tls(out, g->server, g->tls ? &tls : NULL, g->timeout_ms, &err);
+    int use_tls = g->tls == 1 || (g->tls == 2 && strncmp(g->server, "unix:", 5) != 0);
+    int rc = omlc_connect_tls(out, g->server, use_tls ? &tls : NULL, g->timeout_ms, &err);
     if (rc != 0) {
         fprintf(stderr, "omlctl: cannot connect to %s: %s\n", g->server, err.message);
         return rc == OMLC_EARG ? CTL_EXIT_USAGE : CTL_EXIT_TRANSPORT;

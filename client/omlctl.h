@@ -25,7 +25,7 @@ typedef struct ctl {
     const char *server;
     int timeout_ms;
     const char *token;     /* --token / $OMLCTL_TOKEN: sent (Auth) right after connect */
-    int tls;               /* --tls (or --cacert / --insecure / $OMLCTL_CACERT): connect with TLS */
+    int tls;               /* 1: --tls, --cacert or --insecure; 2: $OMLCTL_CACERT (TCP only) */
     const char *cacert;    /* --cacert / $OMLCTL_CACERT: the CA to verify the daemon (NULL: system's) */
     int insecure;          /* --insecure: TLS without verifying the daemon */
 } ctl;
