@@ -10,7 +10,10 @@
  * (or the system's store) and the host of "HOST:PORT" (or server_name): a
  * DNS name is checked against the certificate's names and sent as SNI, an
  * IP address against its IP addresses. A failure says why (OpenSSL's
- * verify result), and whether the daemon spoke plain. */
+ * verify result), and whether the daemon spoke plain. OpenSSL writes with
+ * write(), not send(MSG_NOSIGNAL): each TLS call runs with SIGPIPE blocked
+ * in the calling thread and a SIGPIPE it raised is taken back, so a daemon
+ * that went away is an error, never a killed process (libpq does the same). */
 #include "omlclient_int.h"
 
 #include <arpa/inet.h>
@@ -19,6 +22,8 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -33,6 +38,39 @@ static const char *remember_reason(omlc *c)
         snprintf(c->tls_why, sizeof c->tls_why, "%s", errno ? strerror(errno) : "connection closed");
     ERR_clear_error();
     return c->tls_why;
+}
+
+/* SIGPIPE blocked in this thread around one TLS call (see DESIGN). */
+typedef struct quiet_pipe {
+    sigset_t old;
+    int was_pending;
+} quiet_pipe;
+
+static void pipe_quiet(quiet_pipe *q)
+{
+    sigset_t block, pending;
+    sigemptyset(&block);
+    sigaddset(&block, SIGPIPE);
+    sigpending(&pending);
+    q->was_pending = sigismember(&pending, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &block, &q->old);
+}
+
+/* Takes back a SIGPIPE the call raised (not one pending before it), then
+ * restores the mask; errno is kept. */
+static void pipe_restore(quiet_pipe *q)
+{
+    int e = errno;
+    sigset_t pending, pipe;
+    sigpending(&pending);
+    if (!q->was_pending && sigismember(&pending, SIGPIPE)) {
+        sigemptyset(&pipe);
+        sigaddset(&pipe, SIGPIPE);
+        struct timespec zero = {0, 0};
+        sigtimedwait(&pipe, NULL, &zero);
+    }
+    pthread_sigmask(SIG_SETMASK, &q->old, NULL);
+    errno = e;
 }
 
 /* What SSL_read / SSL_write returned (n), as recv / send would. */
@@ -59,7 +97,11 @@ ssize_t omlc__io_recv(omlc *c, void *buf, size_t len)
     if (c->ssl == NULL)
         return recv(c->fd, buf, len, 0);
     ERR_clear_error();
-    return as_syscall(c, SSL_read(c->ssl, buf, len > INT32_MAX ? INT32_MAX : (int)len));
+    quiet_pipe q;
+    pipe_quiet(&q); /* a read may write (a key update's answer) */
+    ssize_t n = as_syscall(c, SSL_read(c->ssl, buf, len > INT32_MAX ? INT32_MAX : (int)len));
+    pipe_restore(&q);
+    return n;
 }
 
 ssize_t omlc__io_send(omlc *c, const void *buf, size_t len)
@@ -67,7 +109,10 @@ ssize_t omlc__io_send(omlc *c, const void *buf, size_t len)
     if (c->ssl == NULL)
         return send(c->fd, buf, len, MSG_NOSIGNAL);
     ERR_clear_error();
+    quiet_pipe q;
+    pipe_quiet(&q);
     ssize_t n = as_syscall(c, SSL_write(c->ssl, buf, len > INT32_MAX ? INT32_MAX : (int)len));
+    pipe_restore(&q);
     if (n == 0) { /* the daemon closed its side: as send() on a closed socket */
         errno = EPIPE;
         return -1;
@@ -88,7 +133,10 @@ const char *omlc__io_strerror(const omlc *c, int e)
 void omlc__tls_free(omlc *c)
 {
     if (c->ssl) {
+        quiet_pipe q;
+        pipe_quiet(&q);
         SSL_shutdown(c->ssl); /* close_notify, best effort: the socket is non-blocking */
+        pipe_restore(&q);
         SSL_free(c->ssl);
         c->ssl = NULL;
     }
@@ -174,7 +222,10 @@ int omlc__tls_start(omlc *c, const char *server, const char *host, const omlc_tl
     for (;;) {
         ERR_clear_error();
         errno = 0;
+        quiet_pipe q;
+        pipe_quiet(&q);
         int r = SSL_connect(c->ssl);
+        pipe_restore(&q);
         if (r == 1)
             return 0;
         int e = SSL_get_error(c->ssl, r);

@@ -279,15 +279,16 @@ static int durability(const data *d, const char *preset)
  * model started by the first triplet of t: a connection to it (p gets the
  * process). Exits on a failure. */
 /* omld with the dev items and the first triplet (the model's start);
- * tls_args: its --tls_cert and --tls_key (NULL: plain), tls: how to
- * connect then. */
+ * extra: up to 4 more options (NULL-terminated; NULL: none), tls: how to
+ * connect (NULL: plain). */
 static omlc *start_with_dev(const data *d, const char *preset, const omlc_triplet *t,
-                            omld_proc *p, const char *const tls_args[2], const omlc_tls *tls)
+                            omld_proc *p, const char *const *extra, const omlc_tls *tls)
 {
     char preset_arg[64];
     snprintf(preset_arg, sizeof preset_arg, "--preset=%s", preset);
-    const char *args[] = {preset_arg, "--max_batch=1000", tls_args ? tls_args[0] : NULL,
-                          tls_args ? tls_args[1] : NULL, NULL};
+    const char *args[7] = {preset_arg, "--max_batch=1000"};
+    for (int i = 0; extra && extra[i] && i < 4; i++)
+        args[2 + i] = extra[i];
     if (omld_proc_start(p, args, 30000) != 0)
         exit(1);
     omlc *c = NULL;
@@ -445,11 +446,14 @@ static int tls_compare(const data *d, const char *preset, int queries)
     char cert_arg[96], key_arg[96];
     snprintf(cert_arg, sizeof cert_arg, "--tls_cert=%s", cert);
     snprintf(key_arg, sizeof key_arg, "--tls_key=%s", key);
-    const char *tls_args[2] = {cert_arg, key_arg};
+    /* No idle rehearsal: one daemon's must not take the CPU the other is
+     * measured on. */
+    const char *plain_args[] = {"--rehearse_idle=0", NULL};
+    const char *tls_args[] = {"--rehearse_idle=0", cert_arg, key_arg, NULL};
     omlc_tls tls = {.cafile = cert};
     omlc_triplet *t = triplets_by_id(d);
     omld_proc p, pt;
-    omlc *c = start_with_dev(d, preset, t, &p, NULL, NULL);
+    omlc *c = start_with_dev(d, preset, t, &p, plain_args, NULL);
     omlc *ct = start_with_dev(d, preset, t, &pt, tls_args, &tls);
     float *tq = malloc((size_t)d->split.n_test * d->dim * sizeof(float));
     for (int32_t i = 0; i < d->split.n_test; i++)

@@ -1,8 +1,8 @@
 /* test_tls.c - TLS on both ports through the real omld, with a certificate
  * made at test time (openssl req; nothing is committed): RPC over TLS with
  * libomlclient (large batches, a large answer, a pipeline), HTTPS with curl
- * (keep-alive, a large page, the /v1 API), a plain client refused with a
- * clear answer on both ports, a wrong CA and a wrong name refused by the
+ * (keep-alive, a large page, the /v1 API) and pipelined, a plain client
+ * refused with a clear answer on both ports, nonsense handshakes survived, a wrong CA and a wrong name refused by the
  * client, a TLS client against a plain daemon, the handshake counters, and
  * a missing, malformed or mismatched certificate or key failing the start
  * with the file's name. */
@@ -14,6 +14,11 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <openssl/ssl.h>
+#include <sys/socket.h>
 
 #include <cmocka.h>
 #include <jansson.h>
@@ -290,6 +295,120 @@ static void test_tls_client_plain_daemon(void **state)
     omld_proc_cleanup(&p);
 }
 
+/* A blocking TCP connection to host_port (127.0.0.1:PORT), or -1. */
+static int dial(const char *host_port)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(port_of(host_port)))};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+/* Three pipelined HTTPS requests in one write (two GETs, a /v1 POST
+ * between them, which is answered later): three answers, in order. */
+static void test_https_pipelined(void **state)
+{
+    (void)state;
+    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+    assert_int_equal(SSL_CTX_load_verify_locations(ctx, g_cert, NULL), 1);
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+    int fd = dial(g_p.http);
+    assert_true(fd >= 0);
+    SSL *ssl = SSL_new(ctx);
+    SSL_set_fd(ssl, fd);
+    assert_int_equal(SSL_connect(ssl), 1);
+    const char *body = "{\"ids\":[\"t7\"]}";
+    char req[1024];
+    int n = snprintf(req, sizeof req,
+                     "GET /livez HTTP/1.1\r\nHost: x\r\n\r\n"
+                     "POST /v1/get_items HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     "Content-Length: %zu\r\n\r\n%s"
+                     "GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                     strlen(body), body);
+    assert_int_equal(SSL_write(ssl, req, n), n);
+    static char got[1 << 16];
+    size_t len = 0;
+    for (int r; (r = SSL_read(ssl, got + len, (int)(sizeof got - 1 - len))) > 0;)
+        len += (size_t)r;
+    got[len] = '\0';
+    const char *a = strstr(got, "HTTP/1.1 200"), *b = a ? strstr(a + 1, "HTTP/1.1 200") : NULL;
+    const char *c = b ? strstr(b + 1, "HTTP/1.1 200") : NULL;
+    if (c == NULL)
+        fail_msg("three answers expected: %s", got);
+    assert_true(strstr(got, "\"t7\"") > b && strstr(got, "\"t7\"") < c); /* in order */
+    SSL_free(ssl);
+    close(fd);
+    SSL_CTX_free(ctx);
+}
+
+/* Nonsense at the handshake never hurts the daemon: a record header and
+ * garbage, half a record then a close, a connect and a close, a TLS 1.0
+ * only client; each on both ports. Then it still serves. */
+static void test_bad_handshakes(void **state)
+{
+    (void)state;
+    const char *ports[2] = {g_p.rpc, g_p.http};
+    for (int i = 0; i < 2; i++) {
+        unsigned char junk[600];
+        for (size_t k = 0; k < sizeof junk; k++)
+            junk[k] = (unsigned char)(k * 131 + 7);
+        junk[0] = 0x16; /* a handshake record's type, then nonsense */
+        int fd = dial(ports[i]);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, junk, sizeof junk), (ssize_t)sizeof junk);
+        char buf[256];
+        while (read(fd, buf, sizeof buf) > 0) { /* an alert, then the end: never a hang */
+        }
+        close(fd);
+        fd = dial(ports[i]);
+        assert_int_equal(write(fd, junk, 3), 3); /* half a record header */
+        close(fd);
+        fd = dial(ports[i]);
+        close(fd);
+
+        SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+        SSL_CTX_set_security_level(ctx, 0);
+        SSL_CTX_set_max_proto_version(ctx, TLS1_1_VERSION); /* below the daemon's TLS 1.2 */
+        fd = dial(ports[i]);
+        SSL *ssl = SSL_new(ctx);
+        SSL_set_fd(ssl, fd);
+        assert_true(SSL_connect(ssl) != 1);
+        SSL_free(ssl);
+        close(fd);
+        SSL_CTX_free(ctx);
+    }
+    omlc *c = dial_tls(g_p.rpc, g_cert, NULL);
+    int live = 0, ready = 0, draining = 0;
+    omlc_error err;
+    assert_int_equal(omlc_health(c, &live, &ready, &draining, &err), 0);
+    assert_true(live);
+    omlc_close(c);
+}
+
+/* A frame header over max_frame_bytes is answered FRAME_TOO_LARGE and the
+ * connection closed, over TLS as in plain; writing on is an error for the
+ * client (EPIPE), never a SIGPIPE that kills it. */
+static void test_closed_under_a_writer(void **state)
+{
+    (void)state;
+    omlc *c = dial_tls(g_p.rpc, g_cert, NULL);
+    omlc_error err;
+    const unsigned char header[4] = {0x10, 0, 0, 0}; /* 256 MiB announced */
+    assert_int_equal(omlc_send_raw(c, header, sizeof header, &err), 0);
+    static unsigned char junk[1 << 20];
+    int rc = 0;
+    for (int i = 0; i < 64 && rc == 0; i++) {
+        rc = omlc_send_raw(c, junk, sizeof junk, &err);
+        usleep(10000);
+    }
+    assert_int_equal(rc, OMLC_EIO);
+    omlc_close(c);
+}
+
 /* omld with these TLS options: its exit status and log in out. */
 static int start_with(const char *cert, const char *key, char *out, size_t cap)
 {
@@ -338,6 +457,9 @@ int main(void)
         cmocka_unit_test(test_wrong_ca),
         cmocka_unit_test(test_plain_client_refused),
         cmocka_unit_test(test_https),
+        cmocka_unit_test(test_https_pipelined),
+        cmocka_unit_test(test_bad_handshakes),
+        cmocka_unit_test(test_closed_under_a_writer),
         cmocka_unit_test(test_counters),
         cmocka_unit_test(test_tls_client_plain_daemon),
         cmocka_unit_test(test_bad_files),
