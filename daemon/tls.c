@@ -112,6 +112,17 @@ static void describe(omld_tls *t)
     snprintf(t->about, sizeof t->about, "CN=%s, valid until %s", cn, until);
 }
 
+/* An encrypted key's passphrase: never asked (no terminal to ask on);
+ * noted, so the error can say why. */
+static int no_passphrase(char *buf, int size, int rwflag, void *asked)
+{
+    (void)buf;
+    (void)size;
+    (void)rwflag;
+    *(int *)asked = 1;
+    return 0;
+}
+
 int omld_tls_load(omld_tls **out, const char *cert_file, const char *key_file,
                   omld_metrics *metrics, char *err, size_t errlen)
 {
@@ -142,7 +153,18 @@ int omld_tls_load(omld_tls **out, const char *cert_file, const char *key_file,
         goto fail;
     }
     /* A key that is not the certificate's fails here already (or below). */
+    int asked = 0;
+    SSL_CTX_set_default_passwd_cb(t->ctx, no_passphrase);
+    SSL_CTX_set_default_passwd_cb_userdata(t->ctx, &asked);
     int loaded = SSL_CTX_use_PrivateKey_file(t->ctx, key_file, SSL_FILETYPE_PEM) == 1;
+    SSL_CTX_set_default_passwd_cb_userdata(t->ctx, NULL);
+    if (!loaded && asked) {
+        ERR_clear_error();
+        snprintf(err, errlen, "tls_key %s is encrypted: omld cannot ask for its passphrase; "
+                 "store it decrypted, mode 0600 (openssl pkey -in %s -out FILE)", key_file,
+                 key_file);
+        goto fail;
+    }
     if (!loaded && ERR_GET_REASON(ERR_peek_last_error()) != X509_R_KEY_VALUES_MISMATCH) {
         snprintf(err, errlen, "tls_key %s is not a PEM private key: %s", key_file,
                  ssl_reason(why, sizeof why));

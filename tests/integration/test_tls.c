@@ -445,6 +445,13 @@ static void test_bad_files(void **state)
     assert_non_null(strstr(out, "tls_key"));
     assert_int_equal(start_with(g_cert, g_other_key, out, sizeof out), 1);
     assert_non_null(strstr(out, "is not the key of the certificate"));
+    char locked[300], cmd[800];
+    snprintf(locked, sizeof locked, "%s/locked-key.pem", g_dir);
+    snprintf(cmd, sizeof cmd, "openssl pkey -in %s -out %s -aes256 -passout pass:secret", g_key,
+             locked);
+    assert_int_equal(run(cmd, NULL, 0), 0);
+    assert_int_equal(start_with(g_cert, locked, out, sizeof out), 1); /* never a prompt */
+    assert_non_null(strstr(out, "is encrypted"));
     assert_int_equal(start_with(g_cert, "", out, sizeof out), 2);
     assert_non_null(strstr(out, "tls_key"));
 }
