@@ -56,7 +56,9 @@
  * never blamed on the client.
  *
  * TLS (tls.h): a TCP connection of a server with tls_cert reads and writes
- * through its session; nothing here changes but the calls (omld_stream_*).
+ * through its session; nothing here changes but the calls (omld_stream_*),
+ * and the sweep drops a handshake not complete within request_timeout_ms
+ * (counted as a slow client) where an idle one would wait idle_timeout_ms.
  *
  * Every frame goes through omld_dispatch_payload (dispatch.c): unpack, NUL
  * scan, authorisation against the connection's session, validation; a
@@ -435,6 +437,8 @@ static void conn_update(omld_conn *c)
             return;
         }
         c->reading = 1;
+        if (c->read_t0 == 0)
+            c->read_t0 = omld_now_ns();
     } else if (!want && c->reading) {
         omld_stream_read_stop(&c->io);
         c->reading = 0;
@@ -691,6 +695,15 @@ void omld_conn_sweep(uv_timer_t *t)
                 conn_drop(c, &s->metrics->slow_dropped, why);
                 continue;
             }
+        }
+        /* A TLS handshake is a request: it gets request_timeout_ms from
+         * the first read (not from accept: recovery reads nothing). */
+        if (s->request_ns && c->read_t0 && omld_stream_handshaking(&c->io) &&
+            now - c->read_t0 > s->request_ns) {
+            snprintf(why, sizeof why, "TLS handshake not complete within %llu ms "
+                     "(request_timeout_ms)", (unsigned long long)(s->request_ns / 1000000u));
+            conn_drop(c, &s->metrics->slow_dropped, why);
+            continue;
         }
         if (s->idle_ns == 0)
             continue;

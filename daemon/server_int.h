@@ -75,6 +75,7 @@ struct omld_conn {
     uint64_t partial_t0;             /* a partial frame is being read since (0: none) */
     uint64_t partial_rx0;            /* rx_total at its start, less what it had already */
     uint64_t partial_frames;         /* frames_seen at its start */
+    uint64_t read_t0;                /* first read started (a TLS handshake's clock) */
     omld_session session;            /* its rights (auth.h) */
     char peer[80];                   /* "HOST:PORT" or "unix", for logs */
 };

@@ -325,6 +325,11 @@ size_t omld_stream_write_queue(const omld_stream *s)
     return uv_stream_get_write_queue_size(&s->h.stream);
 }
 
+int omld_stream_handshaking(const omld_stream *s)
+{
+    return s->tls != NULL && !s->tls->established && !s->tls->failed;
+}
+
 /* ------------------------------------------------------------ reading */
 
 static void raw_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)

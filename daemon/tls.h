@@ -61,6 +61,9 @@ int omld_stream_write(omld_stream *s, uv_write_t *req, const uv_buf_t bufs[], un
                       uv_write_cb cb);
 int omld_stream_shutdown(omld_stream *s, uv_shutdown_t *req, uv_shutdown_cb cb);
 size_t omld_stream_write_queue(const omld_stream *s);
+/* 1 while s is TLS and its handshake is not complete (the owner's
+ * timeouts bound it), else 0. */
+int omld_stream_handshaking(const omld_stream *s);
 
 /* Frees the session once the handle's close callback has run (pending
  * writes were cancelled before it). */

@@ -12,7 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <arpa/inet.h>
@@ -90,7 +92,8 @@ static int setup(void **state)
     snprintf(g_key_arg, sizeof g_key_arg, "--tls_key=%s", g_key);
     const char *args[] = {"--dim=256", "--layers=1", "--hidden=16", "--emb=8",
                           "--publish_ms=50", "--max_frame_bytes=8388608",
-                          "--max_conn_input_bytes=16777216", g_cert_arg, g_key_arg, NULL};
+                          "--max_conn_input_bytes=16777216", "--request_timeout_ms=1000",
+                          g_cert_arg, g_key_arg, NULL};
     return omld_proc_start(&g_p, args, TIMEOUT_MS);
 }
 
@@ -389,6 +392,24 @@ static void test_bad_handshakes(void **state)
     omlc_close(c);
 }
 
+/* A handshake that stops half-way is dropped after request_timeout_ms
+ * (1 s here) on the RPC port, as a slow client. */
+static void test_stalled_handshake(void **state)
+{
+    (void)state;
+    int fd = dial(g_p.rpc);
+    assert_true(fd >= 0);
+    const unsigned char part[3] = {0x16, 0x03, 0x01}; /* a record header's start */
+    assert_int_equal(write(fd, part, sizeof part), 3);
+    struct timeval tv = {.tv_sec = 10};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    char buf[64];
+    double t0 = (double)time(NULL);
+    assert_int_equal(read(fd, buf, sizeof buf), 0); /* closed by the daemon, not the timeout */
+    assert_true((double)time(NULL) - t0 < 8);
+    close(fd);
+}
+
 /* A frame header over max_frame_bytes is answered FRAME_TOO_LARGE and the
  * connection closed, over TLS as in plain; writing on is an error for the
  * client (EPIPE), never a SIGPIPE that kills it. */
@@ -467,6 +488,7 @@ int main(void)
         cmocka_unit_test(test_https_pipelined),
         cmocka_unit_test(test_bad_handshakes),
         cmocka_unit_test(test_closed_under_a_writer),
+        cmocka_unit_test(test_stalled_handshake),
         cmocka_unit_test(test_counters),
         cmocka_unit_test(test_tls_client_plain_daemon),
         cmocka_unit_test(test_bad_files),
