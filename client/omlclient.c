@@ -121,7 +121,7 @@ static int64_t now_ms(void)
 
 /* poll() one fd for events until timeout_ms passes (EINTR-safe). Returns the
  * revents (> 0), 0 on timeout, -1 on error. */
-static int wait_fd(int fd, short events, int timeout_ms)
+int omlc__wait_fd(int fd, short events, int timeout_ms)
 {
     int64_t deadline = now_ms() + timeout_ms;
     for (;;) {
@@ -159,7 +159,7 @@ static int connect_addr(const struct sockaddr *sa, socklen_t len, int family, in
     if (connect(fd, sa, len) != 0) {
         if (errno != EINPROGRESS && errno != EAGAIN)
             goto bad;
-        int ev = wait_fd(fd, POLLOUT, timeout_ms);
+        int ev = omlc__wait_fd(fd, POLLOUT, timeout_ms);
         if (ev == 0) {
             errno = ETIMEDOUT;
             goto bad;
@@ -200,22 +200,33 @@ static int connect_unix(const char *path, int timeout_ms, omlc_error *err, int *
     return 0;
 }
 
-static int connect_tcp(const char *server, int timeout_ms, omlc_error *err, int *out_fd)
+/* The host of "HOST:PORT" / "[V6]:PORT" into host; the port after the
+ * returned colon. NULL (err filled) if server is not that. */
+static const char *split_server(const char *server, char *host, size_t cap, omlc_error *err)
 {
-    char host[256];
     const char *colon = strrchr(server, ':');
     if (colon == NULL || colon[1] == '\0')
-        return omlc__err_set(err, OMLC_EARG, NULL, "server '%s' is not HOST:PORT or unix:PATH", server);
+        return omlc__err_set(err, OMLC_EARG, NULL, "server '%s' is not HOST:PORT or unix:PATH",
+                             server), NULL;
     const char *h = server;
     size_t hl = (size_t)(colon - server);
     if (hl >= 2 && h[0] == '[' && h[hl - 1] == ']') { /* [::1]:7600 */
         h++;
         hl -= 2;
     }
-    if (hl == 0 || hl >= sizeof host)
-        return omlc__err_set(err, OMLC_EARG, NULL, "server '%s': bad host", server);
+    if (hl == 0 || hl >= cap)
+        return omlc__err_set(err, OMLC_EARG, NULL, "server '%s': bad host", server), NULL;
     memcpy(host, h, hl);
     host[hl] = '\0';
+    return colon;
+}
+
+static int connect_tcp(const char *server, int timeout_ms, omlc_error *err, int *out_fd)
+{
+    char host[256];
+    const char *colon = split_server(server, host, sizeof host, err);
+    if (colon == NULL)
+        return err ? err->code : OMLC_EARG;
     struct addrinfo hints, *res = NULL;
     memset(&hints, 0, sizeof hints);
     hints.ai_family = AF_UNSPEC;
@@ -247,6 +258,12 @@ static int connect_tcp(const char *server, int timeout_ms, omlc_error *err, int 
 
 int omlc_connect(omlc **out, const char *server, int timeout_ms, omlc_error *err)
 {
+    return omlc_connect_tls(out, server, NULL, timeout_ms, err);
+}
+
+int omlc_connect_tls(omlc **out, const char *server, const omlc_tls *tls, int timeout_ms,
+                     omlc_error *err)
+{
     omlc__err_clear(err);
     if (out == NULL || server == NULL || timeout_ms <= 0)
         return omlc__err_set(err, OMLC_EARG, NULL, "omlc_connect: need out, server and timeout_ms > 0");
@@ -259,8 +276,19 @@ int omlc_connect(omlc **out, const char *server, int timeout_ms, omlc_error *err
     c->next_id = 1;
     c->max_frame = OMLC_DEFAULT_MAX_FRAME;
     oml_frame_reader_init(&c->rd, c->max_frame);
-    int rc = strncmp(server, "unix:", 5) == 0 ? connect_unix(server + 5, timeout_ms, err, &c->fd)
-                                              : connect_tcp(server, timeout_ms, err, &c->fd);
+    int is_unix = strncmp(server, "unix:", 5) == 0;
+    if (is_unix && tls) {
+        omlc_close(c);
+        return omlc__err_set(err, OMLC_EARG, NULL, "TLS is for TCP: the Unix socket %s is plain",
+                             server);
+    }
+    int rc = is_unix ? connect_unix(server + 5, timeout_ms, err, &c->fd)
+                     : connect_tcp(server, timeout_ms, err, &c->fd);
+    char host[256];
+    if (rc == 0 && tls)
+        rc = split_server(server, host, sizeof host, err) == NULL
+                 ? OMLC_EARG
+                 : omlc__tls_start(c, server, host, tls, err);
     if (rc != 0) {
         omlc_close(c);
         return rc;
@@ -273,6 +301,7 @@ void omlc_close(omlc *c)
 {
     if (c == NULL)
         return;
+    omlc__tls_free(c);
     if (c->fd >= 0)
         close(c->fd);
     oml_frame_reader_free(&c->rd);
@@ -328,7 +357,7 @@ static int read_some(omlc *c, omlc_error *err)
 {
     uint8_t buf[OMLC_READ_CHUNK];
     for (;;) {
-        ssize_t n = recv(c->fd, buf, sizeof buf, 0);
+        ssize_t n = omlc__io_recv(c, buf, sizeof buf);
         if (n > 0) {
             if (oml_frame_reader_feed(&c->rd, buf, (size_t)n) != 0)
                 return omlc__fail(c, err, OMLC_ENOMEM, "frame reader: out of memory or oversized frame");
@@ -342,7 +371,7 @@ static int read_some(omlc *c, omlc_error *err)
             continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK)
             return 0;
-        return omlc__fail(c, err, OMLC_EIO, "recv: %s", strerror(errno));
+        return omlc__fail(c, err, OMLC_EIO, "recv: %s", omlc__io_strerror(c, errno));
     }
 }
 
@@ -351,7 +380,7 @@ static int read_some(omlc *c, omlc_error *err)
 static int write_all(omlc *c, const uint8_t *p, size_t len, omlc_error *err)
 {
     while (len > 0) {
-        ssize_t n = send(c->fd, p, len, MSG_NOSIGNAL);
+        ssize_t n = omlc__io_send(c, p, len);
         if (n > 0) {
             p += n;
             len -= (size_t)n;
@@ -360,9 +389,9 @@ static int write_all(omlc *c, const uint8_t *p, size_t len, omlc_error *err)
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
-            return omlc__fail(c, err, OMLC_EIO, "send: %s", strerror(errno));
+            return omlc__fail(c, err, OMLC_EIO, "send: %s", omlc__io_strerror(c, errno));
         short want = POLLOUT | (c->peer_closed ? 0 : POLLIN);
-        int ev = wait_fd(c->fd, want, c->timeout_ms);
+        int ev = omlc__wait_fd(c->fd, want, c->timeout_ms);
         if (ev == 0)
             return omlc__fail(c, err, OMLC_ETIMEOUT, "write: no progress in %d ms", c->timeout_ms);
         if (ev < 0)
@@ -478,7 +507,7 @@ static int recv_frame(omlc *c, Omld__Response **out, omlc_error *err)
             return omlc__fail(c, err, OMLC_EPROTO, "an answer is larger than %u bytes", c->max_frame);
         if (c->peer_closed)
             return omlc__fail(c, err, OMLC_EIO, "the daemon closed the connection");
-        int ev = wait_fd(c->fd, POLLIN, c->timeout_ms);
+        int ev = omlc__io_pending(c) ? POLLIN : omlc__wait_fd(c->fd, POLLIN, c->timeout_ms);
         if (ev == 0)
             return omlc__fail(c, err, OMLC_ETIMEOUT, "no answer in %d ms", c->timeout_ms);
         if (ev < 0)

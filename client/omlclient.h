@@ -39,6 +39,20 @@ typedef struct omlc omlc;
 
 /* server: "HOST:PORT" or "unix:/path/to/socket". timeout_ms > 0. */
 int omlc_connect(omlc **out, const char *server, int timeout_ms, omlc_error *err);
+
+/* TLS to a daemon with tls_cert set (TCP only). */
+typedef struct omlc_tls {
+    const char *cafile;      /* PEM file of the CA(s) that signed the daemon's certificate
+                                (its own file if self-signed); NULL: the system's store */
+    const char *server_name; /* the name the certificate must carry (and SNI); NULL or "":
+                                the host of server (a DNS name or an IP address) */
+    int insecure;            /* 1: encrypt but verify nothing (tests only: anyone in the
+                                middle can read and change everything) */
+} omlc_tls;
+/* As omlc_connect; tls NULL: plain. A certificate that does not verify
+ * fails with OMLC_ECONNECT and the reason in err. */
+int omlc_connect_tls(omlc **out, const char *server, const omlc_tls *tls, int timeout_ms,
+                     omlc_error *err);
 void omlc_close(omlc *c); /* accepts NULL */
 void omlc_set_timeout(omlc *c, int timeout_ms);
 /* Largest frame the client will accept (default 64 MiB). */

@@ -4,11 +4,16 @@
 #ifndef OMLCLIENT_INT_H
 #define OMLCLIENT_INT_H
 
+#include <sys/types.h>
+
 #include "frame.h"
 #include "omlclient.h"
 
 struct omlc {
     int fd;
+    struct ssl_st *ssl;    /* NULL: plain (omlclient_tls.c) */
+    struct ssl_ctx_st *ssl_ctx;
+    char tls_why[256];     /* OpenSSL's reason for the last TLS failure */
     int timeout_ms;
     int broken;            /* a transport/protocol error happened */
     int raw_outstanding;   /* raw bytes were sent and not yet passed */
@@ -24,6 +29,24 @@ struct omlc {
     uint64_t last_version;
     omlc_totals totals;
 };
+
+/* omlclient.c: poll() one fd for events until timeout_ms passes. Returns
+ * the revents (> 0), 0 on timeout, -1 on error. */
+int omlc__wait_fd(int fd, short events, int timeout_ms);
+
+/* omlclient_tls.c: the transport, plain or TLS. recv/send alike: > 0
+ * bytes, 0 closed (recv), -1 with errno (EAGAIN: poll and retry; EPROTO:
+ * a TLS failure, see omlc__io_strerror). */
+ssize_t omlc__io_recv(omlc *c, void *buf, size_t len);
+ssize_t omlc__io_send(omlc *c, const void *buf, size_t len);
+/* 1 if decrypted bytes wait in the TLS layer (a poll would not see them). */
+int omlc__io_pending(const omlc *c);
+const char *omlc__io_strerror(const omlc *c, int e);
+/* TLS over c->fd, verified as opt says (host: of server, for the name
+ * check). 0 or OMLC_E* with err filled. */
+int omlc__tls_start(omlc *c, const char *server, const char *host, const omlc_tls *opt,
+                    omlc_error *err);
+void omlc__tls_free(omlc *c);
 
 /* Storage for one ItemRef (the message and its vector). */
 typedef struct omlc__ref_box {

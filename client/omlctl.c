@@ -44,7 +44,8 @@ static const ctl_cmd commands[] = {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: omlctl [--server HOST:PORT|unix:PATH] [--timeout MS] [--token T] <command> [options]\n"
+    fprintf(f, "usage: omlctl [--server HOST:PORT|unix:PATH] [--timeout MS] [--token T]\n"
+               "              [--tls] [--cacert FILE] [--insecure] <command> [options]\n"
                "       omlctl --version\n"
                "\n"
                "  --server S     the daemon (default " CTL_DEFAULT_SERVER "); also $OMLCTL_SERVER\n"
@@ -52,6 +53,12 @@ static void usage(FILE *f)
                "                 tokens); prefer $OMLCTL_TOKEN, which other users cannot see\n"
                "  --timeout MS   give up when the daemon makes no progress for MS ms\n"
                "                 (connect, each write, each read; default %d)\n"
+               "  --tls          connect with TLS (daemons with tls_cert) and verify the daemon's\n"
+               "                 certificate against the system's CAs and the host of --server\n"
+               "  --cacert FILE  ... against the CA(s) in FILE (PEM; the daemon's own certificate\n"
+               "                 if self-signed) instead; implies --tls; also $OMLCTL_CACERT\n"
+               "                 (which a unix: server ignores)\n"
+               "  --insecure     TLS without verifying the daemon (tests only); implies --tls\n"
                "\ncommands:\n",
             CTL_DEFAULT_TIMEOUT_MS);
     for (size_t i = 0; i < N_COMMANDS; i++)
@@ -70,7 +77,10 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
     ctl g = {.server = getenv("OMLCTL_SERVER"), .timeout_ms = CTL_DEFAULT_TIMEOUT_MS,
-             .token = getenv("OMLCTL_TOKEN")};
+             .token = getenv("OMLCTL_TOKEN"), .cacert = getenv("OMLCTL_CACERT")};
+    if (g.cacert != NULL && g.cacert[0] == '\0')
+        g.cacert = NULL;
+    g.tls = g.cacert != NULL ? 2 : 0; /* 2: from the environment, not for a Unix socket */
     if (g.server == NULL || g.server[0] == '\0')
         g.server = CTL_DEFAULT_SERVER;
     if (g.token != NULL && g.token[0] == '\0')
@@ -157,6 +167,16 @@ int ctl_common_opt(ctl *g, int argc, char **argv, int *i)
         g->token = v[0] ? v : NULL;
         return 1;
     }
+    if ((v = ctl_opt(argc, argv, i, "--cacert")) != NULL) {
+        g->cacert = v[0] ? v : NULL;
+        g->tls = 1;
+        return 1;
+    }
+    if (strcmp(argv[*i], "--tls") == 0 || strcmp(argv[*i], "--insecure") == 0) {
+        g->insecure |= argv[*i][2] == 'i';
+        g->tls = 1;
+        return 1;
+    }
     return 0;
 }
 
@@ -236,7 +256,9 @@ int ctl_usage_error(const char *cmd, const char *fmt, ...)
 int ctl_connect(const ctl *g, omlc **out)
 {
     omlc_error err;
-    int rc = omlc_connect(out, g->server, g->timeout_ms, &err);
+    omlc_tls tls = {.cafile = g->cacert, .insecure = g->insecure};
+    int use_tls = g->tls == 1 || (g->tls == 2 && strncmp(g->server, "unix:", 5) != 0);
+    int rc = omlc_connect_tls(out, g->server, use_tls ? &tls : NULL, g->timeout_ms, &err);
     if (rc != 0) {
         fprintf(stderr, "omlctl: cannot connect to %s: %s\n", g->server, err.message);
         return rc == OMLC_EARG ? CTL_EXIT_USAGE : CTL_EXIT_TRANSPORT;

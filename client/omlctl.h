@@ -25,6 +25,9 @@ typedef struct ctl {
     const char *server;
     int timeout_ms;
     const char *token;     /* --token / $OMLCTL_TOKEN: sent (Auth) right after connect */
+    int tls;               /* 1: --tls, --cacert or --insecure; 2: $OMLCTL_CACERT (TCP only) */
+    const char *cacert;    /* --cacert / $OMLCTL_CACERT: the CA to verify the daemon (NULL: system's) */
+    int insecure;          /* --insecure: TLS without verifying the daemon */
 } ctl;
 
 /* One subcommand: argv[0] is the command name. Returns an exit code. */

@@ -55,6 +55,10 @@
  * clock runs only while the connection is being read, so backpressure is
  * never blamed on the client.
  *
+ * TLS (tls.h): a TCP connection of a server with tls_cert reads and writes
+ * through its session; nothing here changes but the calls (omld_stream_*),
+ * and the sweep drops a handshake not complete within request_timeout_ms
+ * (counted as a slow client) where an idle one would wait idle_timeout_ms.
  *
  * Every frame goes through omld_dispatch_payload (dispatch.c): unpack, NUL
  * scan, authorisation against the connection's session, validation; a
@@ -215,7 +219,7 @@ static void conn_flush(omld_conn *c)
         w->close_after = sl->close_after;
         sl->out = NULL;
         omld_slot_discard(sl); /* out_held -= its bytes; unsent += them below */
-        int rc = uv_write(&w->req, &c->h.stream, &w->buf, 1, on_write);
+        int rc = omld_stream_write(&c->io, &w->req, &w->buf, 1, on_write);
         if (rc != 0) {
             LOG_DEBUG("server", "write failed: %s", uv_strerror(rc));
             free(w->buf.base);
@@ -303,6 +307,7 @@ static void conn_free(omld_conn *c)
         omld_slot_discard(c->head);
     omld_park_remove(c);
     oml_frame_reader_free(&c->rd);
+    omld_stream_release(&c->io);
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -333,7 +338,7 @@ void omld_conn_close(omld_conn *c)
         return;
     c->closing = 1;
     if (c->reading)
-        uv_read_stop(&c->h.stream);
+        omld_stream_read_stop(&c->io);
     c->reading = 0;
     omld_park_remove(c);
     c->parked = NULL;
@@ -344,7 +349,7 @@ void omld_conn_close(omld_conn *c)
             omld_slot_discard(sl);
         sl = next;
     }
-    uv_close(&c->h.handle, on_conn_closed);
+    uv_close(&c->io.h.handle, on_conn_closed);
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
@@ -425,15 +430,17 @@ static void conn_update(omld_conn *c)
     /* Nothing is read before the engine is attached (during recovery). */
     int want = s->engine != NULL && !c->eof && !s->draining && room && conn_can_take(c);
     if (want && !c->reading) {
-        int rc = uv_read_start(&c->h.stream, on_alloc, on_read);
+        int rc = omld_stream_read_start(&c->io, on_alloc, on_read);
         if (rc != 0) {
             LOG_DEBUG("server", "read start failed: %s", uv_strerror(rc));
             omld_conn_close(c);
             return;
         }
         c->reading = 1;
+        if (c->read_t0 == 0)
+            c->read_t0 = omld_now_ns();
     } else if (!want && c->reading) {
-        uv_read_stop(&c->h.stream);
+        omld_stream_read_stop(&c->io);
         c->reading = 0;
     }
     partial_update(c);
@@ -553,10 +560,10 @@ static omld_conn *conn_new(omld_server *s, int is_pipe)
     if (c == NULL)
         return NULL;
     if (is_pipe)
-        uv_pipe_init(s->loop, &c->h.pipe, 0);
+        uv_pipe_init(s->loop, &c->io.h.pipe, 0);
     else
-        uv_tcp_init(s->loop, &c->h.tcp);
-    c->h.handle.data = c;
+        uv_tcp_init(s->loop, &c->io.h.tcp);
+    c->io.h.handle.data = c;
     c->srv = s;
     c->session.peer = c->peer;
     c->refs = 1;
@@ -587,19 +594,19 @@ void omld_conn_accept(uv_stream_t *server, int status)
         if (tmp == NULL)
             return;
         if (is_pipe)
-            uv_pipe_init(s->loop, &tmp->h.pipe, 0);
+            uv_pipe_init(s->loop, &tmp->io.h.pipe, 0);
         else
-            uv_tcp_init(s->loop, &tmp->h.tcp);
+            uv_tcp_init(s->loop, &tmp->io.h.tcp);
         char peer[80] = "unix";
-        if (uv_accept(server, &tmp->h.stream) != 0) {
+        if (uv_accept(server, &tmp->io.h.stream) != 0) {
             LOG_WARN("server", "accept failed");
         } else if (!is_pipe) {
             struct sockaddr_storage a;
             int alen = (int)sizeof a;
-            if (uv_tcp_getpeername(&tmp->h.tcp, (struct sockaddr *)&a, &alen) == 0)
+            if (uv_tcp_getpeername(&tmp->io.h.tcp, (struct sockaddr *)&a, &alen) == 0)
                 omld_addr_format(&a, peer, sizeof peer);
         }
-        uv_close(&tmp->h.handle, on_refused_closed);
+        uv_close(&tmp->io.h.handle, on_refused_closed);
         LOG_WARN("server", "%s: connection refused: max_connections (%llu) reached", peer,
                  (unsigned long long)s->max_connections);
         return;
@@ -609,7 +616,7 @@ void omld_conn_accept(uv_stream_t *server, int status)
         LOG_ERROR("server", "out of memory accepting a connection");
         return;
     }
-    int rc = uv_accept(server, &c->h.stream);
+    int rc = uv_accept(server, &c->io.h.stream);
     if (rc != 0) {
         LOG_WARN("server", "accept failed: %s", uv_strerror(rc));
         omld_conn_close(c);
@@ -618,13 +625,19 @@ void omld_conn_accept(uv_stream_t *server, int status)
     omld_count(&s->metrics->connections_accepted, 1);
     c->last_active_ns = omld_now_ns();
     if (!is_pipe) {
-        uv_tcp_nodelay(&c->h.tcp, 1);
+        uv_tcp_nodelay(&c->io.h.tcp, 1);
         struct sockaddr_storage peer;
         int plen = (int)sizeof peer;
-        if (uv_tcp_getpeername(&c->h.tcp, (struct sockaddr *)&peer, &plen) == 0)
+        if (uv_tcp_getpeername(&c->io.h.tcp, (struct sockaddr *)&peer, &plen) == 0)
             omld_addr_format(&peer, c->peer, sizeof c->peer);
         else
             snprintf(c->peer, sizeof c->peer, "tcp:?");
+        if (s->tls && (rc = omld_stream_start_tls(&c->io, s->tls, s->tls_refusal,
+                                                  s->tls_refusal_len)) != 0) {
+            LOG_ERROR("server", "%s: cannot start TLS: %s", c->peer, uv_strerror(rc));
+            omld_conn_close(c);
+            return;
+        }
     } else {
         snprintf(c->peer, sizeof c->peer, "unix:%.70s", s->cfg->unix_socket);
     }
@@ -638,7 +651,7 @@ int omld_server_adopt(omld_server *s, uv_os_sock_t fd, int rights, const char *p
     omld_conn *c = conn_new(s, 1);
     if (c == NULL)
         return UV_ENOMEM;
-    int rc = uv_pipe_open(&c->h.pipe, fd);
+    int rc = uv_pipe_open(&c->io.h.pipe, fd);
     if (rc != 0) {
         omld_conn_close(c);
         return rc;
@@ -682,6 +695,15 @@ void omld_conn_sweep(uv_timer_t *t)
                 conn_drop(c, &s->metrics->slow_dropped, why);
                 continue;
             }
+        }
+        /* A TLS handshake is a request: it gets request_timeout_ms from
+         * the first read (not from accept: recovery reads nothing). */
+        if (s->request_ns && c->read_t0 && omld_stream_handshaking(&c->io) &&
+            now - c->read_t0 > s->request_ns) {
+            snprintf(why, sizeof why, "TLS handshake not complete within %llu ms "
+                     "(request_timeout_ms)", (unsigned long long)(s->request_ns / 1000000u));
+            conn_drop(c, &s->metrics->slow_dropped, why);
+            continue;
         }
         if (s->idle_ns == 0)
             continue;

@@ -29,6 +29,9 @@
  * with unread input would make the kernel send RST, which can destroy the
  * error answer before the client reads it.
  *
+ * TLS (omld_http_set_tls, tls.h): every connection reads and writes through
+ * its session; a plain client is answered 400 "use https://" and closed.
+ *
  * Authorisation (omld_http_set_tokens): the Authorization header is kept
  * (bounded; a longer value simply does not match) and, when tokens are
  * configured, every path but /livez and /readyz needs "Bearer TOKEN" with
@@ -72,6 +75,14 @@ static const http_parser_settings g_settings = {
     .on_message_complete = on_message_complete,
 };
 
+/* What a plain HTTP client gets on a TLS port (tls_cert is set). */
+static const char g_plain_refusal[] =
+    "HTTP/1.1 400 Bad Request\r\n"
+    "Content-Type: text/plain; charset=utf-8\r\n"
+    "Content-Length: 58\r\n"
+    "Connection: close\r\n\r\n"
+    "this port speaks TLS (tls_cert is set): use https:// URLs\n";
+
 static void conn_close(http_conn *c);
 static void conn_finish(http_conn *c);
 static void conn_feed(http_conn *c, const char *data, size_t n);
@@ -100,6 +111,7 @@ static void on_conn_handle_closed(uv_handle_t *handle)
     h->nconns--;
     free(c->pending);
     free(c->body);
+    omld_stream_release(&c->io);
     free(c);
     server_maybe_free(h);
 }
@@ -112,7 +124,7 @@ static void conn_close(http_conn *c)
     c->closed = 1;
     c->finishing = 1;
     omld_api_conn_closed(c);
-    uv_close((uv_handle_t *)&c->tcp, on_conn_handle_closed);
+    uv_close(&c->io.h.handle, on_conn_handle_closed);
     uv_close((uv_handle_t *)&c->timer, on_conn_handle_closed);
 }
 
@@ -149,7 +161,7 @@ static void on_write(uv_write_t *req, int status)
 static void conn_resume(http_conn *c)
 {
     if (c->paused && !c->awaiting && !c->finishing && !c->closed &&
-        uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) <= WRITE_LOW) {
+        omld_stream_write_queue(&c->io) <= WRITE_LOW) {
         char *data = c->pending;
         size_t n = c->pending_len;
         c->pending = NULL;
@@ -231,7 +243,7 @@ void omld_http_send_response(http_conn *c, int code, const char *ctype, char *bo
     uv_buf_t bufs[2] = {uv_buf_init(w->head, (unsigned)w->head_len),
                         uv_buf_init(body ? body : w->head, head_only ? 0 : (unsigned)body_len)};
     unsigned nbufs = head_only || !body || body_len == 0 ? 1 : 2;
-    int rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, bufs, nbufs, on_write);
+    int rc = omld_stream_write(&c->io, &w->req, bufs, nbufs, on_write);
     if (rc < 0) { /* the callback will not run */
         free(w->body);
         free(w);
@@ -290,11 +302,11 @@ static void conn_finish(http_conn *c)
         return;
     c->finishing = 1;
     c->shutdown.data = c;
-    if (uv_shutdown(&c->shutdown, (uv_stream_t *)&c->tcp, on_shutdown) < 0) {
+    if (omld_stream_shutdown(&c->io, &c->shutdown, on_shutdown) < 0) {
         conn_close(c);
         return;
     }
-    if (!c->reading && !c->eof && uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0)
+    if (!c->reading && !c->eof && omld_stream_read_start(&c->io, on_alloc, on_read) == 0)
         c->reading = 1;
     arm_timer(c, REQUEST_MS); /* for the answers to be written */
 }
@@ -442,7 +454,7 @@ static int on_message_complete(http_parser *p)
         return 0;
     }
     arm_timer(c, IDLE_MS);
-    if (uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) > WRITE_HIGH) {
+    if (omld_stream_write_queue(&c->io) > WRITE_HIGH) {
         c->paused = 1;
         http_parser_pause(p, 1);
     }
@@ -475,7 +487,7 @@ static void conn_feed(http_conn *c, const char *data, size_t n)
                 c->pending_len = n;
             }
             if (c->reading) {
-                uv_read_stop((uv_stream_t *)&c->tcp);
+                omld_stream_read_stop(&c->io);
                 c->reading = 0;
             }
             return;
@@ -493,7 +505,7 @@ static void conn_feed(http_conn *c, const char *data, size_t n)
             break;
     }
     if (!c->finishing && !c->paused && !c->reading && !c->closed &&
-        uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0)
+        omld_stream_read_start(&c->io, on_alloc, on_read) == 0)
         c->reading = 1;
 }
 
@@ -506,7 +518,7 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
         /* The peer half-closed: answers already queued still go out (a
          * request cut off mid-way gets none), then the connection ends. */
         c->eof = 1;
-        uv_read_stop(stream);
+        omld_stream_read_stop(&c->io);
         c->reading = 0;
         if (c->shut_done)
             conn_close(c);
@@ -536,9 +548,9 @@ static void on_connection(uv_stream_t *server, int status)
         return;
     }
     c->srv = h;
-    uv_tcp_init(h->loop, &c->tcp);
+    uv_tcp_init(h->loop, &c->io.h.tcp);
     uv_timer_init(h->loop, &c->timer);
-    c->tcp.data = c;
+    c->io.h.tcp.data = c;
     c->timer.data = c;
     c->handles = 2;
     c->next = h->conns;
@@ -548,7 +560,7 @@ static void on_connection(uv_stream_t *server, int status)
     h->nconns++;
     http_parser_init(&c->parser, HTTP_REQUEST);
     c->parser.data = c;
-    if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0) {
+    if (uv_accept(server, &c->io.h.stream) != 0) {
         conn_close(c);
         return;
     }
@@ -572,8 +584,14 @@ static void on_connection(uv_stream_t *server, int status)
                  (unsigned long long)((c->since_ns - victim->since_ns) / 1000000u));
         conn_close(victim);
     }
-    uv_tcp_nodelay(&c->tcp, 1);
-    if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) != 0) {
+    uv_tcp_nodelay(&c->io.h.tcp, 1);
+    if (h->tls && omld_stream_start_tls(&c->io, h->tls, g_plain_refusal,
+                                        sizeof g_plain_refusal - 1) != 0) {
+        omld_log(OMLD_LOG_ERROR, "http", "out of memory starting TLS");
+        conn_close(c);
+        return;
+    }
+    if (omld_stream_read_start(&c->io, on_alloc, on_read) != 0) {
         conn_close(c);
         return;
     }
@@ -694,6 +712,11 @@ void omld_http_set_api(omld_http *h, struct omld_server *rpc, uint32_t max_frame
     h->rpc = rpc;
     h->max_frame = max_frame;
     h->max_body = (size_t)OMLD_HTTP_BODY_FACTOR * max_frame + 65536;
+}
+
+void omld_http_set_tls(omld_http *h, omld_tls *tls)
+{
+    h->tls = tls;
 }
 
 void omld_http_set_history(omld_http *h, const omld_history *history)

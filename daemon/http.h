@@ -55,6 +55,11 @@ int omld_http_start(omld_http **out, uv_loop_t *loop, const char *host_port,
 void omld_http_set_tokens(omld_http *h, const omld_tokens *tokens,
                           atomic_uint_fast64_t *unauthorized);
 
+/* Serves HTTPS only (tls.h; borrowed, must outlive the server): a plain
+ * client is answered 400 "use https://". Call before the loop runs. */
+struct omld_tls;
+void omld_http_set_tls(omld_http *h, struct omld_tls *tls);
+
 /* Serves GET /status/history from history (borrowed; read on the loop
  * thread; NULL detaches). Call before the loop runs; the history must
  * outlive the server. Same authorisation as /status. */

@@ -10,6 +10,7 @@
 
 #include "history.h"
 #include "http.h"
+#include "tls.h"
 
 #define MAX_HEADER_BYTES 8192
 #define MAX_CONNS 64
@@ -31,6 +32,7 @@ struct omld_http {
     atomic_uint_fast64_t *unauthorized;
     const omld_history *history;    /* NULL: /status/history is 404 */
     struct omld_server *rpc;        /* NULL: no /v1 API (api.c) */
+    omld_tls *tls;                  /* NULL: plain HTTP */
     uint32_t max_frame;             /* the RPC's frame limit */
     size_t max_body;                /* a /v1 request's JSON body bound */
     http_conn *conns;   /* doubly linked */
@@ -41,7 +43,7 @@ struct omld_http {
 };
 
 struct http_conn {
-    uv_tcp_t tcp;
+    omld_stream io;     /* its TCP handle (first) and, with TLS, its session */
     uv_timer_t timer;
     uv_shutdown_t shutdown;
     http_parser parser;

@@ -57,6 +57,7 @@
 #include "options.h"
 #include "server.h"
 #include "status.h"
+#include "tls.h"
 #include "trainer.h"
 #include "view.h"
 
@@ -84,6 +85,7 @@ typedef struct omld_main {
     omld_model_info models[OMLD_MODELS_MAX];
     char rollback[OMLD_MODEL_NAME_MAX + 1];
     omld_tokens tokens;          /* authorisation (tokens.n == 0: off); wiped at exit */
+    omld_tls *tls;               /* tls_cert/tls_key (NULL: plain); freed after the loop */
     char addr_path[OMLD_STR_MAX + 32];
     char addr_text[3 * OMLD_STR_MAX]; /* what the address file will say */
     char not_ready[256];         /* why /readyz is 503 (storage for gather) */
@@ -357,6 +359,23 @@ static int load_tokens(omld_main *m)
     return 0;
 }
 
+/* Reads tls_cert and tls_key when set; a missing or malformed file fails
+ * the start with its name. 0 or -1. */
+static int load_tls(omld_main *m)
+{
+    if (m->cfg.tls_cert[0] == '\0')
+        return 0;
+    char err[1536];
+    if (omld_tls_load(&m->tls, m->cfg.tls_cert, m->cfg.tls_key, &m->metrics, err,
+                      sizeof err) != 0) {
+        m->tls = NULL;
+        LOG_ERROR("main", "%s", err);
+        return -1;
+    }
+    atomic_store_explicit(&m->metrics.tls_on, 1, memory_order_relaxed);
+    return 0;
+}
+
 /* ------------------------------------------------------------ recovery */
 
 /* The recovery thread: the engine's first half (checkpoint + log replay +
@@ -456,6 +475,10 @@ static int start_listeners(omld_main *m, struct sockaddr_storage *http_addr)
         return -1;
     }
     omld_server_set_tokens(m->server, &m->tokens);
+    if (m->tls && omld_server_set_tls(m->server, m->tls) != 0) {
+        LOG_ERROR("main", "out of memory setting up TLS");
+        return -1;
+    }
     if (omld_http_start(&m->http, &m->loop, m->cfg.http, gather, m, http_addr, err,
                         sizeof err) != 0) {
         m->http = NULL;
@@ -464,6 +487,7 @@ static int start_listeners(omld_main *m, struct sockaddr_storage *http_addr)
     }
     omld_http_set_tokens(m->http, &m->tokens, &m->metrics.http_unauthorized);
     omld_http_set_api(m->http, m->server, (uint32_t)m->cfg.max_frame_bytes);
+    omld_http_set_tls(m->http, m->tls);
     return 0;
 }
 
@@ -486,8 +510,8 @@ static int start_history(omld_main *m)
 }
 
 /* Warns about listeners beyond loopback: without tokens anyone who reaches
- * them reads (and over RPC changes) the model; with tokens, those travel in
- * clear text. */
+ * them reads (and over RPC changes) the model; with tokens but without
+ * TLS, those (and the data) travel in clear text. */
 static void warn_if_exposed(const omld_main *m, const struct sockaddr_storage *rpc_addr,
                             const char *rpc, const struct sockaddr_storage *http_addr,
                             const char *http)
@@ -502,9 +526,11 @@ static void warn_if_exposed(const omld_main *m, const struct sockaddr_storage *r
             LOG_WARN("main", "WARNING: the HTTP status endpoint %s is not a loopback address and "
                      "no token is configured: anyone who can reach it can read /status and "
                      "/metrics. Set tokens or tokens_file, or bind it to 127.0.0.1", http);
-    } else if (!omld_addr_is_loopback(rpc_addr) || !omld_addr_is_loopback(http_addr)) {
-        LOG_INFO("main", "listening beyond loopback with tokens: tokens travel in clear text, "
-                 "keep these ports on a private network or behind TLS");
+    } else if (m->tls == NULL &&
+               (!omld_addr_is_loopback(rpc_addr) || !omld_addr_is_loopback(http_addr))) {
+        LOG_WARN("main", "WARNING: listening beyond loopback without TLS: tokens and data "
+                 "travel in clear text. Set tls_cert and tls_key (see deploy/README.md), or "
+                 "keep these ports on a private network");
     }
 }
 
@@ -520,7 +546,9 @@ static void announce_listeners(omld_main *m, const struct sockaddr_storage *http
     LOG_INFO("main", "listening on %s (rpc)", rpc);
     if (m->cfg.unix_socket[0])
         LOG_INFO("main", "listening on unix:%s (rpc)", m->cfg.unix_socket);
-    LOG_INFO("main", "listening on http://%s (status)", http);
+    LOG_INFO("main", "listening on %s://%s (status)", m->tls ? "https" : "http", http);
+    if (m->tls)
+        LOG_INFO("main", "TLS on both ports (rpc and http): %s", omld_tls_describe(m->tls));
     warn_if_exposed(m, &rpc_addr, rpc, http_addr, http);
     int n = snprintf(m->addr_text, sizeof m->addr_text, "rpc %s\nhttp %s\n", rpc, http);
     if (m->cfg.unix_socket[0] && n > 0 && (size_t)n < sizeof m->addr_text)
@@ -573,7 +601,8 @@ static int start_recovery(omld_main *m)
 static int start(omld_main *m)
 {
     struct sockaddr_storage http_addr;
-    if (load_tokens(m) != 0 || start_listeners(m, &http_addr) != 0 || start_history(m) != 0)
+    if (load_tokens(m) != 0 || load_tls(m) != 0 || start_listeners(m, &http_addr) != 0 ||
+        start_history(m) != 0)
         return -1;
     char err[512];
     if (omld_ingest_start(&m->ingest, &m->loop, &m->cfg, m->server, err, sizeof err) != 0) {
@@ -657,6 +686,8 @@ static void teardown(omld_main *m)
     m->engine = NULL;
     omld_history_free(m->history); /* its timer was closed in on_drained */
     m->history = NULL;
+    omld_tls_free(m->tls); /* every connection (and its session) is gone */
+    m->tls = NULL;
     int rc = uv_loop_close(&m->loop);
     if (rc != 0) {
         LOG_ERROR("main", "uv_loop_close: %s; handles left open:", uv_strerror(rc));

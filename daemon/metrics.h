@@ -80,6 +80,11 @@ typedef struct omld_metrics {
     atomic_uint_fast64_t permission_denied;  /* writes refused to read-only connections */
     atomic_uint_fast64_t http_unauthorized;  /* HTTP 401: no or wrong bearer token */
     atomic_uint_fast64_t tokens_rw, tokens_ro; /* gauges: configured tokens (set at startup) */
+    /* TLS (tls.c), both ports */
+    atomic_uint_fast64_t tls_on;             /* gauge: 1 when tls_cert is set */
+    atomic_uint_fast64_t tls_handshakes;     /* completed */
+    atomic_uint_fast64_t tls_failed;         /* handshakes that failed (logged with the peer) */
+    atomic_uint_fast64_t tls_plaintext;      /* plain clients refused on a TLS port */
     /* views */
     atomic_uint_fast64_t views_published;
     atomic_uint_fast64_t views_refused;      /* built but not served: model not finite */

@@ -422,6 +422,23 @@ static void metrics_auth(omld_buf *b, const omld_metrics *mt)
           (double)(omld_read(&mt->tokens_rw) + omld_read(&mt->tokens_ro)));
 }
 
+/* TLS handshakes on both ports, by outcome. */
+static void metrics_tls(omld_buf *b, const omld_metrics *mt)
+{
+    gauge(b, "omld_tls_enabled", "1 when both ports speak TLS only (tls_cert).",
+          (double)omld_read(&mt->tls_on));
+    family(b, "omld_tls_handshakes_total", "counter",
+           "TLS handshakes on the RPC and HTTP ports: ok, failed (logged with the peer), "
+           "plaintext (a plain client refused).");
+    const struct { const char *name; const atomic_uint_fast64_t *v; } hs[] = {
+        {"ok", &mt->tls_handshakes},
+        {"failed", &mt->tls_failed},
+        {"plaintext", &mt->tls_plaintext},
+    };
+    for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
+        sample_u(b, "omld_tls_handshakes_total", "result", hs[i].name, omld_read(hs[i].v));
+}
+
 /* Latency histograms: learner step, mutation, query by kind, index build. */
 static void metrics_latency(omld_buf *b, const omld_metrics *mt)
 {
@@ -479,6 +496,7 @@ char *omld_metrics_text(const omld_status_input *in, size_t *len)
     metrics_search(&b, mt, m);
     metrics_limits(&b, mt);
     metrics_auth(&b, mt);
+    metrics_tls(&b, mt);
     metrics_latency(&b, mt);
     metrics_trainer(&b, in);
     return omld_buf_take(&b, len);

@@ -64,6 +64,8 @@ const omld_option omld_options[] = {
     INT(min_request_rate, 0, 1 << 30, "1024", "bytes/s at which a partial frame may take longer than request_timeout_ms; 0: the timeout is strict"),
     STR(tokens, "", "auth tokens, comma-separated, each rw:SECRET or ro:SECRET; any set => every connection must Auth (never printed)"),
     STR(tokens_file, "", "file of more tokens, one rw:SECRET / ro:SECRET per line, # comments (keep it mode 0600)"),
+    STR(tls_cert, "", "PEM certificate (then its chain) of TLS on both the RPC and the HTTP port: set, with tls_key, and both speak TLS only (the Unix socket stays plain); empty: plain"),
+    STR(tls_key, "", "PEM private key of tls_cert (keep it mode 0600)"),
     INT(queue_capacity, 1, 1 << 24, "16384", "entries (triplets, items, pairs) queued for the learner before backpressure"),
     STR(fsync, "everysec", "write-ahead log fsync: always (ack after fsync) | everysec | no"),
     INT(wal_salvage, 0, 1, "0", "1: a write-ahead log damaged in the middle is cut at the damage (the records before it are recovered, the ones after it lost; later segments kept as *.corrupt) instead of refusing to start. Start once with it after a refusal that names it, then remove it"),
@@ -286,6 +288,10 @@ int omld_config_validate(const omld_config *c, char *err, size_t errlen)
         return omld_config_fail(err, errlen, NULL,
                     "option 'default_k' (%lld) must not exceed max_k (%lld): a query without k "
                     "would be refused", (long long)c->default_k, (long long)c->max_k);
+    if (!c->tls_cert[0] != !c->tls_key[0]) /* the files are read at startup */
+        return omld_config_fail(err, errlen, NULL, "option '%s' is set without '%s': TLS needs "
+                                "both the certificate and its key", c->tls_cert[0] ? "tls_cert"
+                                : "tls_key", c->tls_cert[0] ? "tls_key" : "tls_cert");
     if (c->tokens[0]) { /* syntax only: the file is read at startup */
         omld_tokens t;
         memset(&t, 0, sizeof t);

@@ -49,6 +49,9 @@ typedef struct omld_config {
     /* authorisation: "rw:SECRET,ro:SECRET" and/or a file of such lines */
     char tokens[OMLD_STR_MAX];
     char tokens_file[OMLD_STR_MAX];
+    /* TLS on both TCP ports (tls.c): PEM files, both or neither */
+    char tls_cert[OMLD_STR_MAX];
+    char tls_key[OMLD_STR_MAX];
 } omld_config;
 
 enum omld_opt_type { OMLD_OPT_STR, OMLD_OPT_INT, OMLD_OPT_REAL };

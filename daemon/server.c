@@ -38,6 +38,7 @@ static void server_free(omld_server *s)
 {
     if (s->engine)
         omld_engine_set_wake(s->engine, wake_noop, NULL);
+    free(s->tls_refusal);
     free(s);
 }
 
@@ -124,6 +125,19 @@ void omld_server_set_trainer(omld_server *s, omld_trainer *t)
     s->trainer = t;
 }
 
+int omld_server_set_tls(omld_server *s, struct omld_tls *t)
+{
+    const char *msg = "this port speaks TLS (tls_cert is set): connect with TLS, e.g. omlctl "
+                      "--tls --cacert FILE";
+    free(s->tls_refusal);
+    s->tls_refusal = NULL;
+    if (omld_reply_pack_error(0, 0, OMLD__STATUS__CODE__UNAVAILABLE, NULL, msg, &s->tls_refusal,
+                              &s->tls_refusal_len) != 0)
+        return -1;
+    s->tls = t;
+    return 0;
+}
+
 void omld_server_set_tokens(omld_server *s, const omld_tokens *tokens)
 {
     s->tokens = tokens;
@@ -153,7 +167,7 @@ static int start_fail(omld_server *s)
         uv_close((uv_handle_t *)&s->sweep_timer, on_server_handle_closed);
     s->tcp_open = s->pipe_open = s->timer_open = s->sweep_open = 0;
     if (s->handles_open == 0)
-        free(s);
+        server_free(s);
     return -1;
 }
 

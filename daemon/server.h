@@ -57,6 +57,14 @@ void omld_server_set_engine(omld_server *s, omld_engine *engine);
  * the loop runs. NULL or empty: off (Auth is answered read_write = true). */
 void omld_server_set_tokens(omld_server *s, const omld_tokens *tokens);
 
+/* TLS on the TCP listener for every connection accepted from now on (t
+ * borrowed, must outlive the server; the Unix socket and the gateway's
+ * links stay plain); a plain client is answered UNAVAILABLE "this port
+ * speaks TLS" (request_id 0) and closed. Call before the loop runs. 0 or
+ * -1 (out of memory). */
+struct omld_tls;
+int omld_server_set_tls(omld_server *s, struct omld_tls *t);
+
 /* The trainer that answers the ADMIN route (TrainStart/Status/Cancel,
  * ListModels, DeleteModel); borrowed, must outlive the server. NULL (the
  * default): those requests are UNAVAILABLE. */

@@ -17,6 +17,7 @@
 #include "query.h"
 #include "reply.h"
 #include "server.h"
+#include "tls.h"
 #include "trainer.h"
 #include "validate.h"
 #include "view.h"
@@ -51,12 +52,7 @@ typedef struct omld_slot {
 } omld_slot;
 
 struct omld_conn {
-    union {
-        uv_handle_t handle;
-        uv_stream_t stream;
-        uv_tcp_t tcp;
-        uv_pipe_t pipe;
-    } h;
+    omld_stream io;                  /* its handle (first) and, with TLS, its session */
     omld_server *srv;
     omld_conn *prev, *next;          /* the server's connections */
     omld_conn *park_prev, *park_next;
@@ -79,6 +75,7 @@ struct omld_conn {
     uint64_t partial_t0;             /* a partial frame is being read since (0: none) */
     uint64_t partial_rx0;            /* rx_total at its start, less what it had already */
     uint64_t partial_frames;         /* frames_seen at its start */
+    uint64_t read_t0;                /* first read started (a TLS handshake's clock) */
     omld_session session;            /* its rights (auth.h) */
     char peer[80];                   /* "HOST:PORT" or "unix", for logs */
 };
@@ -100,6 +97,9 @@ struct omld_server {
     uint64_t idle_ns, request_ns, min_rate;
     const omld_tokens *tokens;       /* NULL or empty: no authorisation */
     omld_trainer *trainer;           /* NULL: trainer requests are UNAVAILABLE */
+    omld_tls *tls;                   /* NULL: TCP connections are plain */
+    uint8_t *tls_refusal;            /* the answer a plain client gets on a TLS port */
+    size_t tls_refusal_len;
     uv_timer_t sweep_timer;
     int sweep_open;
 

@@ -377,6 +377,18 @@ static void json_auth(omld_json *j, const omld_metrics *mt)
     omld_json_object_end(j);
 }
 
+/* "tls": whether both ports speak TLS, and the handshakes' outcomes. */
+static void json_tls(omld_json *j, const omld_metrics *mt)
+{
+    omld_json_key(j, "tls");
+    omld_json_object_begin(j);
+    omld_json_kv_bool(j, "enabled", omld_read(&mt->tls_on) != 0);
+    omld_json_kv_uint(j, "handshakes", omld_read(&mt->tls_handshakes));
+    omld_json_kv_uint(j, "failed", omld_read(&mt->tls_failed));
+    omld_json_kv_uint(j, "plaintext", omld_read(&mt->tls_plaintext));
+    omld_json_object_end(j);
+}
+
 /* "persistence": the log, the checkpoints and read-only mode. */
 static void json_persistence(omld_json *j, const omld_status_input *in,
                              const omld_model_stats *m)
@@ -417,6 +429,7 @@ char *omld_status_json(const omld_status_input *in, size_t *len)
     json_rpc(&j, mt);
     json_limits(&j, mt);
     json_auth(&j, mt);
+    json_tls(&j, mt);
     json_persistence(&j, in, m);
     json_jobs(&j, in);
     omld_json_kv_uint(&j, "views_published", omld_read(&mt->views_published));

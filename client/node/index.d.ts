@@ -76,6 +76,11 @@ export interface ClientOptions {
   timeout?: number;
   /** Largest answer accepted, bytes. Default 64 MiB. */
   maxFrame?: number;
+  /** TLS to a daemon with tls_cert: true, or tls.connect options (ca, servername, ...);
+   *  the daemon is verified against the system's CAs (or ca) and the host. */
+  tls?: boolean | import("tls").ConnectionOptions;
+  /** A PEM file of the daemon's CA (its own certificate if self-signed); implies tls. */
+  cafile?: string;
 }
 export interface ConnectOptions extends ClientOptions {
   /** Sent in an Auth request right after connecting. */

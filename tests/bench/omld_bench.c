@@ -31,6 +31,7 @@
 #include "protocol.h"
 #include "replay.h"
 #include "scale.h"
+#include "tls_bench.h"
 
 extern void openblas_set_num_threads(int);
 
@@ -277,17 +278,22 @@ static int durability(const data *d, const char *preset)
 /* omld on preset with --max_batch=1000, the dev items stored and the
  * model started by the first triplet of t: a connection to it (p gets the
  * process). Exits on a failure. */
+/* omld with the dev items and the first triplet (the model's start);
+ * extra: up to 4 more options (NULL-terminated; NULL: none), tls: how to
+ * connect (NULL: plain). */
 static omlc *start_with_dev(const data *d, const char *preset, const omlc_triplet *t,
-                            omld_proc *p)
+                            omld_proc *p, const char *const *extra, const omlc_tls *tls)
 {
     char preset_arg[64];
     snprintf(preset_arg, sizeof preset_arg, "--preset=%s", preset);
-    const char *args[] = {preset_arg, "--max_batch=1000", NULL};
+    const char *args[7] = {preset_arg, "--max_batch=1000"};
+    for (int i = 0; extra && extra[i] && i < 4; i++)
+        args[2 + i] = extra[i];
     if (omld_proc_start(p, args, 30000) != 0)
         exit(1);
     omlc *c = NULL;
     omlc_error err;
-    if (omlc_connect(&c, p->rpc, 60000, &err) != 0)
+    if (omlc_connect_tls(&c, p->rpc, tls, 60000, &err) != 0)
         die("connect", &err);
     put_dev(c, d);
     if (omlc_add_triplets(c, t, 1, NULL, NULL, &err) != 0)
@@ -304,7 +310,7 @@ static int job_bench(const data *d, const char *preset, const char *method, int 
 {
     omlc_triplet *t = triplets_by_id(d);
     omld_proc p;
-    omlc *c = start_with_dev(d, preset, t, &p);
+    omlc *c = start_with_dev(d, preset, t, &p, NULL, NULL);
     omlc_error err;
     flood fl[2];
     for (int i = 0; i < 2; i++) {
@@ -383,7 +389,7 @@ static int batch_queries(const data *d, const char *preset, int batch, int round
 {
     omlc_triplet *t = triplets_by_id(d);
     omld_proc p;
-    omlc *c = start_with_dev(d, preset, t, &p);
+    omlc *c = start_with_dev(d, preset, t, &p, NULL, NULL);
     omlc_error err;
     free(t);
     uint64_t version = 0;
@@ -417,12 +423,63 @@ static int batch_queries(const data *d, const char *preset, int batch, int round
     return rc;
 }
 
+/* ---- RPC over TLS beside plain TCP ---- */
+
+/* Two daemons with the dev items, plain and TLS (a self-signed certificate
+ * made with the openssl command in a temporary directory), side by side
+ * (tests/bench/tls_bench.c). */
+static int tls_compare(const data *d, const char *preset, int queries)
+{
+    char dir[] = "/tmp/omld-bench-tls-XXXXXX", cmd[600], cert[64], key[64];
+    if (mkdtemp(dir) == NULL)
+        return 1;
+    snprintf(cert, sizeof cert, "%s/cert.pem", dir);
+    snprintf(key, sizeof key, "%s/key.pem", dir);
+    snprintf(cmd, sizeof cmd,
+             "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+             "-keyout %s -out %s -days 1 -subj /CN=localhost "
+             "-addext subjectAltName=IP:127.0.0.1 2>/dev/null", key, cert);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "omld-bench: openssl could not make a certificate\n");
+        return 1;
+    }
+    char cert_arg[96], key_arg[96];
+    snprintf(cert_arg, sizeof cert_arg, "--tls_cert=%s", cert);
+    snprintf(key_arg, sizeof key_arg, "--tls_key=%s", key);
+    /* No idle rehearsal: one daemon's must not take the CPU the other is
+     * measured on. */
+    const char *plain_args[] = {"--rehearse_idle=0", NULL};
+    const char *tls_args[] = {"--rehearse_idle=0", cert_arg, key_arg, NULL};
+    omlc_tls tls = {.cafile = cert};
+    omlc_triplet *t = triplets_by_id(d);
+    omld_proc p, pt;
+    omlc *c = start_with_dev(d, preset, t, &p, plain_args, NULL);
+    omlc *ct = start_with_dev(d, preset, t, &pt, tls_args, &tls);
+    float *tq = malloc((size_t)d->split.n_test * d->dim * sizeof(float));
+    for (int32_t i = 0; i < d->split.n_test; i++)
+        memcpy(tq + (size_t)i * d->dim, d->images + (size_t)d->split.test[i] * d->dim,
+               (size_t)d->dim * sizeof(float));
+    int rc = omld_tls_bench(c, ct, p.rpc, pt.rpc, cert, tq, d->split.n_test, d->dim, t + 1,
+                            (size_t)d->stream.n - 1, queries / 4 > 0 ? queries / 4 : 1);
+    free(tq);
+    free(t);
+    omlc_close(c);
+    omlc_close(ct);
+    rc |= omld_proc_stop(&p, SIGTERM, 60000) != 0;
+    rc |= omld_proc_stop(&pt, SIGTERM, 60000) != 0;
+    omld_proc_cleanup(&p);
+    omld_proc_cleanup(&pt);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    rc |= system(cmd) != 0;
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     int32_t n_triplets = 100000;
     int queries = 2000, probes = 20, request = 256;
     const char *preset = "default";
-    int durable = 0, http_compare = 0, batch_q = 0, batch = 100, rounds = 20;
+    int durable = 0, http_compare = 0, tls_cmp = 0, batch_q = 0, batch = 100, rounds = 20;
     const char *job_method = NULL;
     long long items = 0;
     double rate = 2000, seconds = 20;
@@ -436,6 +493,9 @@ int main(int argc, char **argv)
             i--;
         } else if (strcmp(argv[i], "--http") == 0) {
             http_compare = 1;
+            i--;
+        } else if (strcmp(argv[i], "--tls") == 0) {
+            tls_cmp = 1;
             i--;
         } else if (strcmp(argv[i], "--batch-queries") == 0) {
             batch_q = 1;
@@ -464,7 +524,7 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--request") == 0)
             request = atoi(argv[i + 1]) > 0 ? atoi(argv[i + 1]) : 256;
         else {
-            fprintf(stderr, "usage: omld-bench [--triplets N] [--queries M] [--preset P] [--durability] [--job METHOD] [--http]\n"
+            fprintf(stderr, "usage: omld-bench [--triplets N] [--queries M] [--preset P] [--durability] [--job METHOD] [--http] [--tls]\n"
                             "       omld-bench --batch-queries [--batch B] [--rounds R] [--preset P]\n"
                             "       omld-bench --items N [--rate TRIPLETS_PER_S] [--seconds S] [--omld --NAME=VALUE]...\n"
                             "  --items N: omld at N stored items (ingest, start, freshness, queries,\n"
@@ -473,6 +533,8 @@ int main(int argc, char **argv)
                             "  --durability: ingest per fsync policy and recovery time instead\n"
                             "  --job METHOD: a batch training job beside ingest and queries instead\n"
                             "  --http: the HTTP/JSON API beside the RPC (classify, triplets) instead\n"
+                            "  --tls: RPC over TLS beside plain TCP (classify, triplets, connects;\n"
+                            "         two daemons) instead\n"
                             "  --batch-queries [--batch B] [--rounds R]: B classify queries (100, at most\n"
                             "             1000) as one ClassifyBatch against B single requests, R rounds\n"
                             "             (20), instead\n");
@@ -492,6 +554,8 @@ int main(int argc, char **argv)
         return job_bench(&d, preset, job_method, queries);
     if (batch_q)
         return batch_queries(&d, preset, batch, rounds);
+    if (tls_cmp)
+        return tls_compare(&d, preset, queries);
 
     char preset_arg[64];
     snprintf(preset_arg, sizeof preset_arg, "--preset=%s", preset);

@@ -8,13 +8,8 @@
 set -eu
 omld_bin=$1
 readme=$2
-tmp=$(mktemp -d)
-pid=""
-cleanup() {
-    [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
+# shellcheck source=tests/integration/readme_lib.sh
+. "$(dirname "$0")/readme_lib.sh"
 
 # The block, with continuation lines (a curl body over several lines) joined.
 sed -n '/<!-- curl-examples -->/,/<!-- \/curl-examples -->/p' "$readme" | grep -v '^```\|^<!--' >"$tmp/block"
@@ -22,15 +17,7 @@ sed -n '/<!-- curl-examples -->/,/<!-- \/curl-examples -->/p' "$readme" | grep -
 
 omld_args=$(grep '^omld ' "$tmp/block" | head -n 1 | sed 's/^omld //; s/ *&$//; s|--data_dir [^ ]*||')
 # shellcheck disable=SC2086
-"$omld_bin" $omld_args --data_dir "$tmp/data" --listen 127.0.0.1:0 --http 127.0.0.1:0 \
-    --log_level warn >"$tmp/omld.log" 2>&1 &
-pid=$!
-for _ in $(seq 1 200); do
-    [ -s "$tmp/data/omld.addr" ] && break
-    sleep 0.05
-done
-http=$(sed -n 's/^http //p' "$tmp/data/omld.addr")
-[ -n "$http" ] || { cat "$tmp/omld.log" >&2; echo "readme_curl: omld did not start" >&2; exit 1; }
+start_omld "$omld_bin" $omld_args
 
 # One command per curl line, with the lines that continue its quoted body.
 awk '/^curl /{ if (cmd != "") print cmd; cmd = $0; next } cmd != "" && !/^omld /{ cmd = cmd " " $0 } END { if (cmd != "") print cmd }' \

@@ -11,7 +11,9 @@
 // itself: make a new one.
 "use strict";
 
+const fs = require("fs");
 const net = require("net");
+const tls = require("tls");
 const { EventEmitter } = require("events");
 const { Request, Response, StatusCode, codeName } = require("./proto");
 const { FrameReader, frameHeader } = require("./frame");
@@ -21,6 +23,7 @@ const { OmldError, OmldConnectionError, OmldTimeoutError, OmldProtocolError } = 
 const DEFAULT_SERVER = "127.0.0.1:7600";
 const FRAME_TOO_LARGE = StatusCode.values.FRAME_TOO_LARGE;
 const MALFORMED = StatusCode.values.MALFORMED;
+const UNAVAILABLE = StatusCode.values.UNAVAILABLE; // with id 0: "this port speaks TLS"
 
 // A decoded uint64 (a Long, or a number when long.js is absent) as a Number.
 const u64 = (v) => (typeof v === "number" ? v : v.toNumber());
@@ -40,18 +43,42 @@ function parseServer(server) {
   return { host: m[1] || m[2], port };
 }
 
+// The tls.connect options of a client (null: plain): the address, the
+// CA of cafile, and the name to verify (SNI only for a DNS name).
+function tlsOptions(address, options) {
+  if (!options.tls && !options.cafile) return null;
+  if (address.path) throw new TypeError("tls: the Unix socket is plain (TLS is for TCP)");
+  const o = { ...address, ...(typeof options.tls === "object" ? options.tls : {}) };
+  if (options.cafile) o.ca = fs.readFileSync(options.cafile);
+  if (o.servername === undefined && !net.isIP(o.host)) o.servername = o.host;
+  return o;
+}
+
+// A connect error in words a user can act on.
+function tlsReason(e) {
+  if (/CERT|SELF_SIGNED|UNABLE_TO_VERIFY|ERR_TLS_CERT_ALTNAME/.test(e.code || ""))
+    return `TLS: the daemon's certificate is not trusted: ${e.message} (give its CA with cafile)`;
+  if (/wrong version number|packet length/.test(e.message))
+    return `TLS handshake failed: ${e.message} (does the daemon speak TLS there? tls_cert)`;
+  return e.message;
+}
+
 // Answers that do not come as the body of the same name.
 const ANSWER = { status: "statusInfo" };
 
 class Client extends EventEmitter {
   // server: as parseServer takes it. options: timeout (ms allowed for the
   // connect and for each call's answer; 0: none; default 30000), maxFrame
-  // (largest answer accepted, bytes; default 64 MiB).
+  // (largest answer accepted, bytes; default 64 MiB), tls (true, or
+  // tls.connect options such as ca or servername: TLS to a daemon with
+  // tls_cert, verified against the system's CAs or ca, and the host),
+  // cafile (a PEM file of the daemon's CA, read now; implies tls).
   // Emits "close" (err or undefined) once the connection is gone.
   constructor(server = DEFAULT_SERVER, options = {}) {
     super();
     this.server = server;
     this.address = parseServer(server);
+    this.tls = tlsOptions(this.address, options);
     this.timeout = options.timeout === undefined ? 30000 : options.timeout;
     this.reader = new FrameReader(options.maxFrame || 64 * 1024 * 1024);
     this.socket = null;
@@ -69,14 +96,14 @@ class Client extends EventEmitter {
   connect() {
     if (this.socket) return Promise.reject(new Error("omld: connect() called twice"));
     return new Promise((resolve, reject) => {
-      const s = net.connect(this.address);
+      const s = this.tls ? tls.connect(this.tls) : net.connect(this.address);
       this.socket = s;
       let timer = null;
       const fail = (err) => { clearTimeout(timer); this.destroy(err); reject(err); };
       if (this.timeout > 0)
         timer = setTimeout(() => fail(new OmldTimeoutError(
           `connect to ${this.server}: no connection within ${this.timeout} ms`)), this.timeout);
-      s.once("connect", () => {
+      s.once(this.tls ? "secureConnect" : "connect", () => {
         clearTimeout(timer);
         s.removeListener("error", onConnectError);
         if (!this.address.path) s.setNoDelay(true);
@@ -85,7 +112,7 @@ class Client extends EventEmitter {
         resolve(this);
       });
       const onConnectError = (e) => fail(new OmldConnectionError(
-        `connect to ${this.server}: ${e.message}`, e.code, e));
+        `connect to ${this.server}: ${tlsReason(e)}`, e.code, e));
       s.once("error", onConnectError);
       s.on("data", (chunk) => this.onData(chunk));
       s.on("close", () => this.destroy(new OmldConnectionError(
@@ -172,7 +199,8 @@ class Client extends EventEmitter {
     const code = resp.status ? resp.status.code : 0;
     if (!c)
       return this.destroy(new OmldProtocolError(`${this.server}: an answer (request id ${rid}) to no request`));
-    if (rid !== c.id && !(rid === 0 && (code === FRAME_TOO_LARGE || code === MALFORMED)))
+    if (rid !== c.id &&
+        !(rid === 0 && (code === FRAME_TOO_LARGE || code === MALFORMED || code === UNAVAILABLE)))
       return this.destroy(new OmldProtocolError(
         `${this.server}: answer has request id ${rid}, expected ${c.id}`));
     this.pending[this.pendingHead++] = undefined;

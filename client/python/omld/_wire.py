@@ -9,6 +9,7 @@ read.c, shared by its sync and async contexts, is the model).
 """
 from __future__ import annotations
 
+import ssl
 import struct
 from typing import Any, Optional, Tuple, Union
 
@@ -22,6 +23,7 @@ DEFAULT_MAX_FRAME = 64 << 20
 HEADER = struct.Struct(">I")
 FRAME_TOO_LARGE = 6
 MALFORMED = 7
+UNAVAILABLE = 8
 
 Server = Union[str, Tuple[str, int]]
 Address = Tuple[str, Any]  # ("unix", path) or ("tcp", (host, port))
@@ -50,6 +52,29 @@ def parse_server(server: Server) -> Address:
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise ValueError("server must be 'HOST:PORT' or 'unix:/path', got %r" % (server,))
     return "tcp", (host, int(port))
+
+
+def tls_context(tls: bool, cafile: Optional[str],
+                ssl_context: Optional[ssl.SSLContext]) -> Optional[ssl.SSLContext]:
+    """The TLS context both clients connect with, or None (plain): the
+    given one, else one that verifies the daemon against cafile (PEM; its
+    own certificate if self-signed) or the system's CAs, and its name."""
+    if ssl_context is not None:
+        return ssl_context
+    if not tls and cafile is None:
+        return None
+    ctx = ssl.create_default_context(cafile=cafile)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    return ctx
+
+
+def tls_failure(server: Server, e: ssl.SSLError) -> str:
+    """What a failed TLS connect says, in words a user can act on."""
+    if isinstance(e, ssl.SSLCertVerificationError):
+        return ("connect to %s: TLS: the daemon's certificate is not trusted: %s (give its CA "
+                "with cafile=)" % (server, e.verify_message))
+    return ("connect to %s: TLS handshake failed: %s (does the daemon speak TLS there? "
+            "tls_cert)" % (server, e.reason or e))
 
 
 def encode(request: PbRequest, request_id: int) -> bytes:
@@ -123,10 +148,11 @@ def decode(payload: bytes) -> PbResponse:
 def mismatch(resp: PbResponse, want: Optional[int]) -> Optional[str]:
     """Why resp cannot be the answer to request id want (None: it can).
     FRAME_TOO_LARGE and MALFORMED come with id 0: the daemon could not read
-    the id, and the answer still takes the oldest request's turn."""
+    the id, and the answer still takes the oldest request's turn; so does
+    UNAVAILABLE "this port speaks TLS" to a plain client of a TLS port."""
     if want is None or resp.request_id == want:
         return None
-    if resp.request_id == 0 and resp.status.code in (FRAME_TOO_LARGE, MALFORMED):
+    if resp.request_id == 0 and resp.status.code in (FRAME_TOO_LARGE, MALFORMED, UNAVAILABLE):
         return None
     return "answer has request id %d, expected %d" % (resp.request_id, want)
 

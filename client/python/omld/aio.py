@@ -33,6 +33,7 @@ import asyncio
 import collections
 import itertools
 import math
+import ssl
 import time
 from typing import Any, Iterable, List, Mapping, Optional, TypeVar, Union
 
@@ -84,7 +85,8 @@ class _Protocol(asyncio.Protocol):
 class AsyncClient:
     """A connection to omld for asyncio (see the module's docstring).
 
-    server, timeout, max_frame, token: as for omld.Client; timeout also
+    server, timeout, max_frame, token, tls, cafile, ssl_context,
+    server_hostname: as for omld.Client; timeout also
     bounds connect() and is each call's unless the call gives its own
     `timeout=` (seconds; math.inf: none). Connect with
     `await omld.connect_async(...)`, `await AsyncClient(...).connect()` or
@@ -92,9 +94,14 @@ class AsyncClient:
     """
 
     def __init__(self, server: Server = DEFAULT_SERVER, timeout: Optional[float] = 30.0,
-                 max_frame: int = DEFAULT_MAX_FRAME, token: Optional[str] = None) -> None:
+                 max_frame: int = DEFAULT_MAX_FRAME, token: Optional[str] = None, *,
+                 tls: bool = False, cafile: Optional[str] = None,
+                 ssl_context: Optional[ssl.SSLContext] = None,
+                 server_hostname: Optional[str] = None) -> None:
         self.server = server
         self._address = parse_server(server)  # a bad one: ValueError now, as Client's
+        self._tls = _wire.tls_context(tls, cafile, ssl_context)
+        self._server_hostname = server_hostname
         self.timeout = timeout
         self.last_model_version = 0
         self.read_write: Optional[bool] = None  # set by auth()
@@ -123,12 +130,17 @@ class AsyncClient:
         if kind == "unix":
             opening = loop.create_unix_connection(lambda: _Protocol(self), addr)
         else:
-            opening = loop.create_connection(lambda: _Protocol(self), addr[0], addr[1])
+            name = None if self._tls is None else self._server_hostname or addr[0]
+            opening = loop.create_connection(lambda: _Protocol(self), addr[0], addr[1],
+                                             ssl=self._tls, server_hostname=name)
         try:
             self._transport, _ = await asyncio.wait_for(opening, self.timeout)
         except asyncio.TimeoutError:
             self._gone = "connect timed out"
             raise OmldTimeout("connect to %s: timed out after %ss" % (self.server, self.timeout))
+        except ssl.SSLError as e:
+            self._gone = "connect failed"
+            raise OmldConnectionError(_wire.tls_failure(self.server, e))
         except OSError as e:
             self._gone = "connect failed"
             raise OmldConnectionError("connect to %s: %s" % (self.server, e.strerror or e))
@@ -426,7 +438,8 @@ class AsyncClient:
 
 async def connect_async(server: Server = DEFAULT_SERVER, timeout: Optional[float] = 30.0,
                         token: Optional[str] = None,
-                        max_frame: int = DEFAULT_MAX_FRAME) -> AsyncClient:
+                        max_frame: int = DEFAULT_MAX_FRAME, **tls: Any) -> AsyncClient:
     """A connected AsyncClient (Auth sent first when token is given: a wrong
-    one raises Unauthenticated and closes it)."""
-    return await AsyncClient(server, timeout, max_frame, token).connect()
+    one raises Unauthenticated and closes it); tls: tls=, cafile=,
+    ssl_context=, server_hostname= as for AsyncClient."""
+    return await AsyncClient(server, timeout, max_frame, token, **tls).connect()

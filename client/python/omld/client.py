@@ -22,6 +22,7 @@ from __future__ import annotations
 import collections
 import itertools
 import socket
+import ssl
 import threading
 import time
 from typing import (Any, Callable, Iterable, Iterator, List, Mapping, Optional, Sized, TypeVar,
@@ -69,6 +70,13 @@ class Client:
     token    for a daemon configured with tokens: sent in an Auth request
              right after connecting (a wrong one raises Unauthenticated and
              closes the client); read_write then tells whether it may write
+    tls      connect with TLS (a daemon with tls_cert) and verify it against
+             the system's CAs and the host of server
+    cafile   ... against the CA(s) in this PEM file instead (the daemon's own
+             certificate if self-signed); implies tls
+    ssl_context  an ssl.SSLContext of your own (client certificates, pinning);
+             implies tls
+    server_hostname  the name the certificate must carry (default: the host)
 
     Use as a context manager, or call close(). Safe to share between
     threads (see the module's docstring); `lock` is the re-entrant lock
@@ -77,8 +85,13 @@ class Client:
     """
 
     def __init__(self, server: Server = DEFAULT_SERVER, timeout: Optional[float] = 30.0,
-                 max_frame: int = DEFAULT_MAX_FRAME, token: Optional[str] = None) -> None:
+                 max_frame: int = DEFAULT_MAX_FRAME, token: Optional[str] = None, *,
+                 tls: bool = False, cafile: Optional[str] = None,
+                 ssl_context: Optional[ssl.SSLContext] = None,
+                 server_hostname: Optional[str] = None) -> None:
         self.server = server
+        self._tls = _wire.tls_context(tls, cafile, ssl_context)
+        self._server_hostname = server_hostname
         self.lock = threading.RLock()
         self._timeout = timeout
         self._sock: Optional[socket.socket] = None
@@ -112,6 +125,15 @@ class Client:
             else:
                 s = socket.create_connection(addr, timeout=self._timeout)
                 s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                if self._tls is not None:
+                    try:
+                        s = self._tls.wrap_socket(
+                            s, server_hostname=self._server_hostname or addr[0])
+                    except BaseException:
+                        s.close()
+                        raise
+        except ssl.SSLError as e:
+            raise OmldConnectionError(_wire.tls_failure(self.server, e))
         except socket.timeout:
             raise OmldTimeout("connect to %s: timed out after %ss" % (self.server, self._timeout))
         except OSError as e:
@@ -195,7 +217,8 @@ class Client:
                 return False
             sock.settimeout(0)  # with a timeout, recv would wait for data first
             try:
-                sock.recv(1, socket.MSG_PEEK)
+                # The socket's own recv: TLS records are peeked, not decrypted.
+                socket.socket.recv(sock, 1, socket.MSG_PEEK)
             except (BlockingIOError, InterruptedError):
                 return True  # nothing to read: as it should be
             except OSError:
