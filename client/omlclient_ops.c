@@ -559,6 +559,23 @@ int omlc_embed(omlc *c, const omlc_ref *item, const char *model, Omld__Response 
     return omlc__call_expect(c, &req, OMLD__RESPONSE__BODY_EMBED, resp, err);
 }
 
+int omlc_export_model(omlc *c, const char *model, Omld__Response **resp, omlc_error *err)
+{
+    omlc__err_clear(err);
+    if (resp == NULL)
+        return omlc__err_set(err, OMLC_EARG, NULL, "omlc_export_model: no out");
+    *resp = NULL;
+    Omld__Request req = OMLD__REQUEST__INIT;
+    Omld__ExportModelRequest body = OMLD__EXPORT_MODEL_REQUEST__INIT;
+    if (model) {
+        body.model_opt_case = OMLD__EXPORT_MODEL_REQUEST__MODEL_OPT_MODEL;
+        body.model = (char *)model;
+    }
+    req.body_case = OMLD__REQUEST__BODY_EXPORT_MODEL;
+    req.export_model = &body;
+    return omlc__call_expect(c, &req, OMLD__RESPONSE__BODY_EXPORT_MODEL, resp, err);
+}
+
 int omlc_status(omlc *c, Omld__Response **resp, omlc_error *err)
 {
     omlc__err_clear(err);

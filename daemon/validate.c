@@ -671,6 +671,14 @@ int omld_check_embed(const Omld__Request *req, const omld_limits *lim, omld_repl
     return rc;
 }
 
+int omld_check_export_model(const Omld__Request *req, const omld_limits *lim, omld_reply *r)
+{
+    (void)lim;
+    const Omld__ExportModelRequest *m = req->export_model;
+    return check_model(m->model_opt_case == OMLD__EXPORT_MODEL_REQUEST__MODEL_OPT_MODEL, m->model,
+                       "export_model.model", r);
+}
+
 /* A float hyper-parameter, when given, must be finite. */
 static int check_finite_opt(int set, float v, const char *field, omld_reply *r)
 {

@@ -90,6 +90,7 @@ void omld_recommend_as_retrieve(const Omld__RecommendRequest *m, Omld__RetrieveR
 int omld_check_list_items(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
 int omld_check_recommend(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
 int omld_check_embed(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
+int omld_check_export_model(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
 int omld_check_train_start(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
 int omld_check_train_status(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
 int omld_check_train_cancel(const Omld__Request *req, const omld_limits *lim, omld_reply *r);

@@ -43,6 +43,9 @@ export interface Verification extends Answer { similar: boolean; score: number; 
 export interface Hit { id: string; score: number; label: string | null; similarity: number; }
 export interface Retrieval extends Answer { hits: Hit[]; }
 export interface Embedding extends Answer { heads: number[][]; alpha: number[]; }
+export interface ExportedModel extends Answer {
+  model: Buffer; version: number; dim: number; heads: number; emb: number;
+}
 export interface Status extends Answer {
   version: string; uptimeMs: number; dim: number; depth: number; alpha: number[]; items: number;
   tripletsReceived: number; tripletsApplied: number; queueDepth: number; snapshotAgeMs: number;
@@ -116,6 +119,8 @@ export class Client extends EventEmitter {
     offset?: number; minSimilarity?: number;
   }): Promise<Retrieval>;
   embed(item: ItemRef, o?: ModelOption): Promise<Embedding>;
+  /** The serving model as an OMLSNAP file (src/snapshot.h), to embed offline. */
+  exportModel(o?: ModelOption): Promise<ExportedModel>;
   status(o?: CallOptions): Promise<Status>;
   health(o?: CallOptions): Promise<Health>;
   checkpoint(o?: CallOptions): Promise<CheckpointResult>;

@@ -26,6 +26,7 @@
 #include "frame.h"
 #include "harness.h"
 #include "omlclient.h"
+#include "snapshot.h"
 
 #define DIM 16
 #define N_ITEMS 200
@@ -281,6 +282,52 @@ static void test_every_operation(void **state)
     /* Put it back so later tests see all items. */
     omlc_item it = {ID[199], X[199], DIM, LABEL[199]};
     assert_int_equal(omlc_put_items(c, &it, 1, NULL, NULL, &err), 0);
+    omlc_close(c);
+}
+
+/* ExportModel: the file decodes, and embeds an item bit for bit as the
+ * daemon's own Embed does at the same model version (the learner may
+ * publish between the two calls: then the round is repeated). */
+static void test_export_model_embeds_as_the_daemon(void **state)
+{
+    (void)state;
+    omlc *c = dial(&g_proc);
+    omlc_error err;
+    omlc_ref a = {NULL, X[3], DIM};
+    int compared = 0;
+    for (int round = 0; round < 50 && !compared; round++) {
+        Omld__Response *ex = NULL, *em = NULL;
+        assert_int_equal(omlc_export_model(c, NULL, &ex, &err), 0);
+        assert_int_equal(omlc_embed(c, &a, NULL, &em, &err), 0);
+        assert_int_equal(ex->export_model->version, ex->model_version);
+        if (ex->model_version == em->model_version) {
+            oml_snapshot *s = NULL;
+            oml_diag diag = {0};
+            assert_int_equal(oml_snapshot_decode(&s, ex->export_model->model.data,
+                                                 ex->export_model->model.len, &diag), OML_OK);
+            assert_int_equal(s->version, em->model_version);
+            assert_int_equal(ex->export_model->dim, DIM);
+            size_t heads = ex->export_model->heads, emb = ex->export_model->emb;
+            assert_int_equal(heads, em->embed->n_heads);
+            float *f = malloc(heads * emb * sizeof *f);
+            assert_int_equal(oml_snapshot_embed(s, X[3], 1, f), OML_OK);
+            for (size_t h = 0; h < heads; h++) {
+                assert_int_equal(em->embed->heads[h]->n_values, emb);
+                assert_memory_equal(f + h * emb, em->embed->heads[h]->values, emb * sizeof *f);
+                assert_true(s->alpha[h] == em->embed->alpha[h]);
+            }
+            free(f);
+            oml_snapshot_release(s);
+            compared = 1;
+        }
+        omld__response__free_unpacked(ex, NULL);
+        omld__response__free_unpacked(em, NULL);
+    }
+    assert_true(compared);
+    /* A batch model that does not exist is named. */
+    Omld__Response *r = NULL;
+    assert_int_equal(omlc_export_model(c, "no-such-model", &r, &err), 2 /* NOT_FOUND */);
+    assert_string_equal(err.field, "export_model.model");
     omlc_close(c);
 }
 
@@ -1158,6 +1205,7 @@ int main(void)
     const struct CMUnitTest shared[] = {
         cmocka_unit_test(test_every_operation),
         cmocka_unit_test(test_query_batches),
+        cmocka_unit_test(test_export_model_embeds_as_the_daemon),
         cmocka_unit_test(test_pipelined_answers_in_order),
         cmocka_unit_test(test_bad_requests_change_nothing),
         cmocka_unit_test(test_malformed_and_oversized_frames),

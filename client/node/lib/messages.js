@@ -147,6 +147,7 @@ const build = {
                        labels: strings, excludeIds: strings }, "retrieve"),
   }),
   embed: (x, opts) => ({ item: ref(x, "item"), ...options(opts, MODEL, "embed") }),
+  exportModel: (opts) => options(opts, MODEL, "exportModel"),
   auth: (token) => ({ token: str(token, "token") }),
   trainStart: (method, opts) => {
     const o = options(opts, { variant: str, labels: strings, name: str, params: Object },
@@ -181,6 +182,8 @@ const convert = {
   verify: (b) => b,
   retrieve: (b) => ({ hits: b.hits.map(withLabel) }),
   embed: (b) => ({ heads: b.heads.map((h) => h.values), alpha: b.alpha }),
+  exportModel: (b) => ({ model: Buffer.from(b.model), version: b.version, dim: b.dim,
+                         heads: b.heads, emb: b.emb }),
   statusInfo: (b) => b,
   health: (b) => b,
   checkpoint: (b) => b,

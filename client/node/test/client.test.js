@@ -180,6 +180,12 @@ test("embed, status, health, checkpoint", async () => {
   }
   assert.ok(Math.abs(e.alpha.reduce((a, b) => a + b, 0) - 1) < 1e-4);
   await expectError("WRONG_DIMENSION", "embed.item.vector", () => c.embed([1, 2, 3]));
+  const m = await c.exportModel();
+  assert.ok(Buffer.isBuffer(m.model));
+  assert.equal(m.model.subarray(0, 8).toString("latin1"), "OMLSNAP\0");
+  assert.deepEqual([m.dim, m.heads, m.emb], [DIM, 3, 8]);
+  assert.equal(m.version, m.modelVersion);
+  await expectError("NOT_FOUND", "export_model.model", () => c.exportModel({ model: "nope" }));
   const s = await c.status();
   assert.equal(s.dim, DIM);
   assert.equal(s.depth, 2);

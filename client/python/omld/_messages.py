@@ -380,6 +380,15 @@ def embed(item: Ref, model: Optional[str]) -> Op[Embedding]:
         [list(h.values) for h in r.embed.heads], list(r.embed.alpha), r.model_version))
 
 
+def export_model(model: Optional[str]) -> Op[bytes]:
+    """The serving model as an OMLSNAP file (omld.model.load reads it)."""
+    req = pb.Request()
+    req.export_model.SetInParent()
+    if model is not None:
+        req.export_model.model = model
+    return Op(req, "export_model", lambda r: bytes(r.export_model.model))
+
+
 # ------------------------------------------------------------ operations
 
 def _empty(body):

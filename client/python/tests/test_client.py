@@ -374,6 +374,32 @@ class TestClient(unittest.TestCase):
         h = self.c.health()
         self.assertEqual((h.live, h.ready, h.draining), (True, True, False))
 
+    def test_06b_export_model_embeds_offline(self):
+        # The file embeds as the daemon's own Embed does at the same model
+        # version (a publish between the two calls: try again).
+        for _ in range(50):
+            data = self.c.export_model()
+            version = self.c.last_model_version
+            e = self.c.embed(X[5])
+            if e.model_version == version:
+                break
+        self.assertEqual(e.model_version, version)
+        m = omld.model.load(data)
+        self.assertEqual((m.dim, m.heads, m.emb, m.version), (DIM, 3, 4, version))
+        self.assertEqual(m.alpha, e.alpha)
+        heads = m.embed([X[5]])
+        for h in range(3):
+            for a, b in zip(heads[h][0], e.heads[h]):
+                self.assertAlmostEqual(a, b, delta=1e-5)
+        with self.assertRaises(ValueError):
+            m.embed([X[5][:3]])
+        damaged = bytearray(data)
+        damaged[40] ^= 1
+        with self.assertRaises(omld.model.ModelFileError):
+            omld.model.load(bytes(damaged))
+        with self.assertRaises(omld.NotFound):
+            self.c.export_model("no-such-model")
+
     def test_07_checkpoint(self):
         cp = self.c.checkpoint()
         self.assertGreater(cp.bytes, 0)
