@@ -398,6 +398,33 @@ static void apply_and_log(omld_engine *e, cmd_list *group, int *logged, int *log
     }
 }
 
+static void remember_promote(omld_engine *e, int rollback, const char *model)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    pthread_mutex_lock(&e->stats_mu);
+    omld_promote_event *ev = &e->promotes[e->promotes_next];
+    ev->unix_ms = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+    ev->version = e->version;
+    ev->rollback = rollback;
+    snprintf(ev->model, sizeof ev->model, "%s", model ? model : "");
+    e->promotes_next = (e->promotes_next + 1) % OMLD_PROMOTES_KEPT;
+    if (e->n_promotes < OMLD_PROMOTES_KEPT)
+        e->n_promotes++;
+    pthread_mutex_unlock(&e->stats_mu);
+}
+
+int omld_engine_promotes(omld_engine *e, omld_promote_event *out, int cap)
+{
+    pthread_mutex_lock(&e->stats_mu);
+    int n = e->n_promotes < cap ? e->n_promotes : cap;
+    int first = (e->promotes_next - e->n_promotes + OMLD_PROMOTES_KEPT) % OMLD_PROMOTES_KEPT;
+    for (int i = 0; i < n; i++) /* the newest n of them, oldest first */
+        out[i] = e->promotes[(first + e->n_promotes - n + i) % OMLD_PROMOTES_KEPT];
+    pthread_mutex_unlock(&e->stats_mu);
+    return n;
+}
+
 /* Promote / rollback: answered once the new live view is serving, so a
  * query sent after the answer sees it. (After the commit: a view never
  * shows an unlogged change.) */
@@ -409,13 +436,18 @@ static void publish_promoted(omld_engine *e, cmd_list *group)
     for (cmd *c = group->head; c; c = c->next) {
         if (!c->changed || c->reply->status.code != OMLD__STATUS__CODE__OK)
             continue;
-        if (c->reply->msg.body_case == OMLD__RESPONSE__BODY_PROMOTE)
+        const char *model;
+        if (c->reply->msg.body_case == OMLD__RESPONSE__BODY_PROMOTE) {
             c->reply->msg.promote->model_version = e->version;
-        else if (c->reply->msg.body_case == OMLD__RESPONSE__BODY_ROLLBACK)
+            model = c->req->promote->name;
+        } else if (c->reply->msg.body_case == OMLD__RESPONSE__BODY_ROLLBACK) {
             c->reply->msg.rollback->model_version = e->version;
-        else
+            model = c->reply->msg.rollback->undone;
+        } else {
             continue;
+        }
         c->reply->msg.model_version = omld_views_version(e->views);
+        remember_promote(e, c->reply->msg.body_case == OMLD__RESPONSE__BODY_ROLLBACK, model);
     }
 }
 

@@ -90,6 +90,8 @@ struct omld_engine {
     pthread_mutex_t stats_mu;
     omld_model_stats stats;
     char stats_rb_name[OMLD_MODEL_NAME_MAX + 1]; /* the promoted model Rollback would undo */
+    omld_promote_event promotes[OMLD_PROMOTES_KEPT]; /* a ring, the oldest at promotes_next */
+    int n_promotes, promotes_next;
 
     /* durability: engine thread only (persist.c) */
     oml_wal *wal;
