@@ -97,6 +97,7 @@ int omlc_get_items(omlc *c, const char *const *ids, size_t n, Omld__Response **r
 
 typedef struct omlc_triplet {
     omlc_ref anchor, positive, negative;
+    float weight; /* the loss's scale, (0, 100]; 0: not sent (the daemon's 1) */
 } omlc_triplet;
 int omlc_add_triplets(omlc *c, const omlc_triplet *t, size_t n, uint32_t *accepted,
                       uint64_t *queue_depth, omlc_error *err);

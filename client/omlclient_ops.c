@@ -104,6 +104,10 @@ static int trip_build(trip_msg *m, const omlc_triplet *t, size_t n, omlc_error *
         x->anchor = &m->refs[3 * i].ref;
         x->positive = &m->refs[3 * i + 1].ref;
         x->negative = &m->refs[3 * i + 2].ref;
+        if (t[i].weight != 0.0f) {
+            x->weight_opt_case = OMLD__TRIPLET__WEIGHT_OPT_WEIGHT;
+            x->weight = t[i].weight;
+        }
         m->ptrs[i] = x;
     }
     m->body.n_triplets = n;

@@ -889,7 +889,9 @@ static int create_state(omld_engine *e, const oml_config *mcfg, char *err, size_
     e->derived = malloc(DERIVED_PER_PAIR * sizeof *e->derived);
     e->rows = malloc(3 * (size_t)opts->max_batch * sizeof *e->rows);
     e->slots = malloc(3 * (size_t)opts->max_batch * sizeof *e->slots);
+    e->weights = malloc((size_t)opts->max_batch * sizeof *e->weights);
     if (rc == OML_OK && (e->derived == NULL || e->rows == NULL || e->slots == NULL ||
+                         e->weights == NULL ||
                          oml_replay_init(&e->replay, (uint32_t)mcfg->replay) != OML_OK ||
                          omld_idem_init(&e->idem, (uint32_t)opts->idempotency_keys) != OML_OK))
         rc = OML_ENOMEM;
@@ -1026,6 +1028,7 @@ void omld_engine_destroy(omld_engine *e)
     free(e->derived);
     free(e->rows);
     free(e->slots);
+    free(e->weights);
     oml_replay_free(&e->replay);
     omld_idem_free(&e->idem);
     oml_snapshot_release(e->provisional);

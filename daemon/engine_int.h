@@ -129,6 +129,7 @@ struct omld_engine {
     oml_triplet *derived;
     const float **rows;     /* (3 * max_batch) feature pointers of a triplet batch */
     uint32_t *slots;        /* (3 * max_batch) their store slots */
+    float *weights;         /* (max_batch) their weights (omld.proto Triplet.weight) */
 
     /* rehearsal in idle time (engine.c): rehearsed triplets still allowed,
      * and when the last request was taken */

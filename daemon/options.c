@@ -41,7 +41,7 @@ const omld_option omld_options[] = {
     REAL(prox, 0, 1e6, "", "pull toward the start weights; empty: the preset's"),
     REAL(rehearse, 0, 64, "", "stored triplets rehearsed per new one, as soon as the queue is empty; empty: the preset's"),
     REAL(rehearse_idle, 0, 1000, "4", "... and more per new one while no request arrives (in steps of a few ms, logged)"),
-    INT(replay, 0, 1 << 28, "", "newest triplets kept for rehearsal (12 bytes each: the memory bound); empty: the preset's"),
+    INT(replay, 0, 1 << 28, "", "newest triplets kept for rehearsal (16 bytes each: the memory bound); empty: the preset's"),
     INT(idempotency_keys, 0, 1 << 24, "100000", "idempotency keys of write requests remembered (the newest; logged and checkpointed, so a retried batch is applied once across restarts); 0: keys are ignored"),
     STR(ingest, "", "redis://HOST:PORT/STREAM: also take items, triplets and pairs from this Redis Stream (consumer group; XACK after the write-ahead log; README); empty: none"),
     STR(ingest_group, "omld", "the Redis consumer group ingest reads as (created at the stream's start if missing)"),

@@ -322,6 +322,12 @@ int omld_check_triplet(const Omld__Triplet *t, size_t i, const omld_limits *lim,
                                   "%s; a triplet needs a negative that is another item",
                                   names[j]);
         }
+    if (rc == 0 && t->weight_opt_case == OMLD__TRIPLET__WEIGHT_OPT_WEIGHT &&
+        !(t->weight > 0.0f && t->weight <= OMLD_MAX_TRIPLET_WEIGHT)) {
+        snprintf(path, sizeof path, "add_triplets.triplets[%zu].weight", i);
+        rc = omld_reply_error(r, INVALID, path, "weight %g is not in (0, %g]", (double)t->weight,
+                              (double)OMLD_MAX_TRIPLET_WEIGHT);
+    }
     return rc;
 }
 

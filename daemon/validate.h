@@ -89,6 +89,9 @@ void omld_recommend_as_retrieve(const Omld__RecommendRequest *m, Omld__RetrieveR
 #define OMLD_LIST_DEFAULT 100
 int omld_check_list_items(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
 int omld_check_recommend(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
+/* A triplet's weight is in (0, OMLD_MAX_TRIPLET_WEIGHT] (omld.proto). */
+#define OMLD_MAX_TRIPLET_WEIGHT 100.0f
+
 int omld_check_embed(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
 int omld_check_export_model(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
 int omld_check_train_start(const Omld__Request *req, const omld_limits *lim, omld_reply *r);

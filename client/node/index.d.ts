@@ -10,8 +10,9 @@ export type ItemRef = string | Vector | { id: string } | { vector: Vector };
 
 export interface ItemInput { id: string; features: Vector; label?: string | null; }
 export type ItemLike = ItemInput | [string, Vector] | [string, Vector, string | null];
-export type TripletLike = [ItemRef, ItemRef, ItemRef] |
-  { anchor: ItemRef; positive: ItemRef; negative: ItemRef };
+/** weight: how far the triplet moves the model, in (0, 100] (absent: 1). */
+export type TripletLike = [ItemRef, ItemRef, ItemRef] | [ItemRef, ItemRef, ItemRef, number] |
+  { anchor: ItemRef; positive: ItemRef; negative: ItemRef; weight?: number };
 /** similar: true / "similar" or false / "dissimilar". */
 export type Similar = boolean | "similar" | "dissimilar" | "SIMILAR" | "DISSIMILAR";
 export type PairLike = [ItemRef, ItemRef, Similar] |

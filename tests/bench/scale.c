@@ -224,7 +224,7 @@ static void triplet_batch(triplet_source *s)
         item_id(pos, s->ids[b][1], sizeof s->ids[b][1]);
         item_id(neg, s->ids[b][2], sizeof s->ids[b][2]);
         s->t[b] = (omlc_triplet){{s->ids[b][0], NULL, 0}, {s->ids[b][1], NULL, 0},
-                                 {s->ids[b][2], NULL, 0}};
+                                 {s->ids[b][2], NULL, 0}, 0.0f};
     }
 }
 

@@ -216,7 +216,7 @@ static void *load_main(void *arg)
         for (int k = 0; k < 16; k++) {
             s = s * 1103515245u + 12345u;
             int a = (int)((s >> 8) % N_ITEMS), p = (a + 4) % N_ITEMS, n = (a + 1) % N_ITEMS;
-            t[k] = (omlc_triplet){{.id = ID[a]}, {.id = ID[p]}, {.id = ID[n]}};
+            t[k] = (omlc_triplet){{.id = ID[a]}, {.id = ID[p]}, {.id = ID[n]}, 0.0f};
         }
         if (omlc_add_triplets(c, t, 16, NULL, NULL, &err) == 0)
             L->triplets += 16;
@@ -559,7 +559,7 @@ static void test_promote_rollback_restart(void **state)
     /* Online learning goes on from the promoted model. */
     omlc_triplet t[8];
     for (int k = 0; k < 8; k++)
-        t[k] = (omlc_triplet){{.id = ID[k]}, {.id = ID[k + 4]}, {.id = ID[k + 1]}};
+        t[k] = (omlc_triplet){{.id = ID[k]}, {.id = ID[k + 4]}, {.id = ID[k + 1]}, 0.0f};
     assert_int_equal(omlc_add_triplets(c, t, 8, NULL, NULL, &err), 0);
 
     uint64_t v2;

@@ -84,14 +84,17 @@ function item(x, what) {
   return out;
 }
 
+// weight (optional): how far the triplet moves the model, (0, 100].
 function triplet(x, what) {
-  let a, p, n;
-  if (Array.isArray(x) && x.length === 3) [a, p, n] = x;
+  let a, p, n, w;
+  if (Array.isArray(x) && (x.length === 3 || x.length === 4)) [a, p, n, w] = x;
   else if (x && typeof x === "object" && !Array.isArray(x))
-    ({ anchor: a, positive: p, negative: n } = x);
-  else throw new TypeError(`${what}: expected [anchor, positive, negative] or {anchor, positive, negative}`);
-  return { anchor: ref(a, what + ".anchor"), positive: ref(p, what + ".positive"),
-           negative: ref(n, what + ".negative") };
+    ({ anchor: a, positive: p, negative: n, weight: w } = x);
+  else throw new TypeError(`${what}: expected [anchor, positive, negative(, weight)] or {anchor, positive, negative(, weight)}`);
+  const t = { anchor: ref(a, what + ".anchor"), positive: ref(p, what + ".positive"),
+              negative: ref(n, what + ".negative") };
+  if (w !== undefined && w !== null) t.weight = num(w, what + ".weight");
+  return t;
 }
 
 // similar: true / "similar" / "SIMILAR" or false / "dissimilar" / ...

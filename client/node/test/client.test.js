@@ -60,8 +60,12 @@ test("add triplets: all-or-nothing, inline vectors, partial with rejected", asyn
   const before = await c.status();
   const ts = Array.from({ length: 200 }, (_, i) => triplet(i));
   ts.push([ITEMS[0].features, ITEMS[4].id, ITEMS[1].id]);  // an inline anchor
+  ts[3] = [...ts[3], 2.5];                                    // a weighted click
+  ts[4] = { anchor: ts[4][0], positive: ts[4][1], negative: ts[4][2], weight: 0.5 };
   const r = await c.addTriplets(ts);
   assert.equal(r.accepted, 201);
+  await expectError("INVALID_ARGUMENT", "add_triplets.triplets[1].weight",
+                    () => c.addTriplets([triplet(0), [...triplet(1), -1]]));
   assert.equal(typeof r.queueDepth, "number");
   assert.deepEqual(r.rejected, []);
   // All-or-nothing: one unknown id refuses the batch, naming it.

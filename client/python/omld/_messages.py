@@ -86,19 +86,25 @@ def _set_item(msg, x, what):
 
 
 def _set_triplet(msg, x, what):
+    w = None
     if isinstance(x, Triplet):
-        a, p, n = x.anchor, x.positive, x.negative
+        a, p, n, w = x.anchor, x.positive, x.negative, x.weight
     elif isinstance(x, dict):
-        a, p, n = x.get("anchor"), x.get("positive"), x.get("negative")
+        a, p, n, w = x.get("anchor"), x.get("positive"), x.get("negative"), x.get("weight")
     else:
         try:
-            a, p, n = x
+            a, p, n, *rest = x
         except (TypeError, ValueError):
-            raise TypeError("%s: expected a Triplet or an (anchor, positive, negative) tuple"
-                            % what)
+            rest = [None, None]
+        if len(rest) > 1:
+            raise TypeError("%s: expected a Triplet or an (anchor, positive, negative[, weight]) "
+                            "tuple" % what)
+        w = rest[0] if rest else None
     _set_ref(msg.anchor, a, what + ".anchor")
     _set_ref(msg.positive, p, what + ".positive")
     _set_ref(msg.negative, n, what + ".negative")
+    if w is not None:
+        msg.weight = float(w)
 
 
 _RELATIONS = {"similar": 1, "dissimilar": 2, "SIMILAR": 1, "DISSIMILAR": 2}
