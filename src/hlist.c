@@ -135,7 +135,8 @@ int oml_hlist_build(oml_hlist *hl, const float *cols, int32_t n, int32_t emb, in
     memset(hl, 0, sizeof *hl);
     if (cols == NULL || emb < 1 || n_lists < 1 || n < n_lists)
         return OML_EINVAL;
-    *hl = (oml_hlist){.n_lists = n_lists, .emb = emb, .n = n, .n_probe = (n_lists + 3) / 4};
+    *hl = (oml_hlist){.n_lists = n_lists, .emb = emb, .n = n, .n_probe = (n_lists + 3) / 4,
+                      .shared_from = -1};
     size_t N = (size_t)n, L = (size_t)n_lists, e = (size_t)emb;
     hl->centroids = malloc(L * e * sizeof *hl->centroids);
     hl->list_start = malloc((L + 1) * sizeof *hl->list_start);

@@ -25,6 +25,10 @@
 typedef struct oml_hlist {
     int32_t n_lists, emb, n;
     int32_t n_probe;      /* lists a query scans: calibrated (oml_index_calibrate) */
+    int32_t shared_from;  /* -1: this head scans its own lists; else the head whose
+                             scan's rows it re-ranks (its codes are then freed) */
+    int32_t donor;        /* another head re-ranks this one's scan: it keeps twice
+                             as many rows */
     float *centroids;     /* (n_lists, emb) unit rows */
     int32_t *list_start;  /* (n_lists + 1) first position of each list */
     int32_t *rows;        /* (n) the index row at each position */
@@ -40,7 +44,7 @@ int32_t oml_hlist_lists_for(size_t n);
 
 /* Builds hl over the head whose values are cols (emb, n; value j of row r
  * at cols[j * n + r]), with n_lists lists (n >= n_lists >= 1). n_probe
- * starts at a quarter of the lists. OML_OK, OML_EINVAL, OML_ENOMEM (hl is
+ * starts at a quarter of the lists, with its own scan. OML_OK, OML_EINVAL, OML_ENOMEM (hl is
  * then empty). */
 int oml_hlist_build(oml_hlist *hl, const float *cols, int32_t n, int32_t emb, int32_t n_lists);
 void oml_hlist_free(oml_hlist *hl); /* accepts a zeroed one */

@@ -240,33 +240,36 @@ int32_t oml_index_select(const oml_index *ix, int head, const float *q, float *d
 
 size_t oml_near_ws_bytes(const oml_index *ix, int32_t k)
 {
-    size_t L = (size_t)ix->n_lists, r = (size_t)oml_index_rerank_rows(k > 0 ? k : 1);
+    size_t L = (size_t)ix->n_lists, r = 2 * (size_t)oml_index_rerank_rows(k > 0 ? k : 1);
     return (r * sizeof(oml_neighbor) + L * (sizeof(int32_t) + sizeof(float)) + 7) & ~(size_t)7;
 }
 
 void oml_near_ws_init(oml_near_ws *w, const oml_index *ix, int32_t k, void *mem)
 {
     w->cand = mem;
-    w->dots = (float *)(void *)(w->cand + oml_index_rerank_rows(k > 0 ? k : 1));
+    w->n_cand = 0;
+    w->dots = (float *)(void *)(w->cand + 2 * oml_index_rerank_rows(k > 0 ? k : 1));
     w->order = (int32_t *)(void *)(w->dots + ix->n_lists);
 }
 
 int32_t oml_index_topk_near(const oml_index *ix, int head, const float *q, int32_t k,
                             int32_t n_probe, int32_t exclude, const uint8_t *allow,
-                            oml_neighbor *out, const oml_near_ws *w)
+                            oml_neighbor *out, oml_near_ws *w)
 {
     if (k <= 0 || ix->hl == NULL)
         return 0;
     const oml_hlist *hl = &ix->hl[head];
-    int32_t lists = oml_hlist_order(hl, q, w->order, w->dots);
-    int32_t np = n_probe >= 0 ? n_probe : hl->n_probe;
-    np = np < lists ? np : lists;
-    int32_t m = oml_hlist_scan(hl, q, w->order, w->dots, np, oml_index_rerank_rows(k), exclude,
-                               allow, w->cand);
+    if (hl->shared_from < 0) {
+        int32_t lists = oml_hlist_order(hl, q, w->order, w->dots);
+        int32_t np = n_probe >= 0 ? n_probe : hl->n_probe;
+        np = np < lists ? np : lists;
+        int32_t r = oml_index_rerank_rows(k) * (hl->donor ? 2 : 1);
+        w->n_cand = oml_hlist_scan(hl, q, w->order, w->dots, np, r, exclude, allow, w->cand);
+    }
     /* The exact re-rank: canonical distances, the k best by (distance, row). */
     const float *Et = ix->emb_cols + (size_t)head * (size_t)ix->n * (size_t)ix->emb;
     int32_t cnt = 0;
-    for (int32_t i = 0; i < m; i++) {
+    for (int32_t i = 0; i < w->n_cand; i++) {
         int32_t r = w->cand[i].row;
         oml_neighbor nb = {r, dist_strided(q, Et + r, (size_t)ix->n, ix->emb)};
         if (cnt < k) {

@@ -7,8 +7,10 @@
  * `target` quantile of the neighbours' list ranks in their queries' probe
  * orders is the first guess. The codes' approximate order and the short
  * re-rank lose a few more, so the guess is then checked through the
- * search itself and raised by a quarter until the sample reaches the
- * target (or every list is scanned). */
+ * search itself and raised by an eighth until the sample reaches the
+ * target (or every list is scanned). A head after the first first tries
+ * re-ranking head 0's scan (twice as many rows kept): if that reaches the
+ * target, it shares the scan and its own codes are freed. */
 #include "index.h"
 
 #include <cblas.h>
@@ -28,10 +30,26 @@ typedef struct cal {
     const oml_index *ix;
     int32_t S;
     int32_t *qrow;        /* (S) the sample rows */
-    float *Q;             /* (S, emb) their embeddings in the head */
-    oml_neighbor *exact;  /* (S, CAL_K) */
-    int32_t *n_exact;     /* (S) */
+    float *Q;             /* (heads, S, emb) their embeddings */
+    oml_neighbor *exact;  /* (heads, S, CAL_K) */
+    int32_t *n_exact;     /* (heads, S) */
 } cal;
+
+/* Query s's embedding, exact neighbours and their count in head h. */
+static const float *q_of(const cal *c, int h, int32_t s)
+{
+    return c->Q + ((size_t)h * (size_t)c->S + (size_t)s) * (size_t)c->ix->emb;
+}
+
+static oml_neighbor *exact_of(const cal *c, int h, int32_t s)
+{
+    return c->exact + ((size_t)h * (size_t)c->S + (size_t)s) * CAL_K;
+}
+
+static int32_t *n_exact_of(const cal *c, int h, int32_t s)
+{
+    return c->n_exact + (size_t)h * (size_t)c->S + (size_t)s;
+}
 
 /* The exact CAL_K nearest rows of every sample query in head h, each
  * leaving its own row out. */
@@ -44,25 +62,24 @@ static int exact_neighbors(cal *c, int h, float *dots, oml_neighbor *approx)
     if (sel == NULL)
         return OML_ENOMEM;
     for (int32_t s = 0; s < c->S; s++)
-        oml_index_sel_init(&sel[s], CAL_K, approx + (size_t)s * CAL_K,
-                           c->exact + (size_t)s * CAL_K);
+        oml_index_sel_init(&sel[s], CAL_K, approx + (size_t)s * CAL_K, exact_of(c, h, s));
     for (size_t r0 = 0; r0 < n; r0 += RB) {
         size_t rb = n - r0 < RB ? n - r0 : RB;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, c->S, (int)rb, (int)e, 1.0f, c->Q,
-                    (int)e, Et + r0, (int)n, 0.0f, dots, (int)rb);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, c->S, (int)rb, (int)e, 1.0f,
+                    q_of(c, h, 0), (int)e, Et + r0, (int)n, 0.0f, dots, (int)rb);
         for (int32_t s = 0; s < c->S; s++)
-            oml_index_sel_feed(ix, h, c->Q + (size_t)s * e, dots + (size_t)s * rb, (int32_t)r0,
+            oml_index_sel_feed(ix, h, q_of(c, h, s), dots + (size_t)s * rb, (int32_t)r0,
                                (int32_t)rb, c->qrow[s], NULL, &sel[s]);
     }
     for (int32_t s = 0; s < c->S; s++)
-        c->n_exact[s] = oml_index_sel_finish(&sel[s]);
+        *n_exact_of(c, h, s) = oml_index_sel_finish(&sel[s]);
     free(sel);
     return OML_OK;
 }
 
 /* The first guess: the target quantile of the lists a query scans before
  * each of its exact neighbours' (need: S * CAL_K; rank, list_of scratch). */
-static int32_t first_guess(const cal *c, int h, double target, const oml_near_ws *w,
+static int32_t first_guess(const cal *c, int h, double target, oml_near_ws *w,
                            int32_t *rank, int32_t *list_of, int32_t *need)
 {
     const oml_hlist *hl = &c->ix->hl[h];
@@ -71,13 +88,13 @@ static int32_t first_guess(const cal *c, int h, double target, const oml_near_ws
             list_of[hl->rows[p]] = l;
     size_t m = 0;
     for (int32_t s = 0; s < c->S; s++) {
-        int32_t got = oml_hlist_order(hl, c->Q + (size_t)s * (size_t)hl->emb, w->order, w->dots);
+        int32_t got = oml_hlist_order(hl, q_of(c, h, s), w->order, w->dots);
         for (int32_t l = 0; l < hl->n_lists; l++)
             rank[l] = hl->n_lists; /* never named (a NaN centroid): everything */
         for (int32_t i = 0; i < got; i++)
             rank[w->order[i]] = i + 1;
-        for (int32_t j = 0; j < c->n_exact[s]; j++)
-            need[m++] = rank[list_of[c->exact[(size_t)s * CAL_K + (size_t)j].row]];
+        for (int32_t j = 0; j < *n_exact_of(c, h, s); j++)
+            need[m++] = rank[list_of[exact_of(c, h, s)[j].row]];
     }
     if (m == 0)
         return hl->n_probe;
@@ -86,22 +103,55 @@ static int32_t first_guess(const cal *c, int h, double target, const oml_near_ws
     return need[at < m ? at : m - 1];
 }
 
-/* The share of the sample's exact neighbours the search scanning n_probe
- * lists of head h finds. */
-static double search_recall(const cal *c, int h, int32_t n_probe, const oml_near_ws *w,
+/* The share of the sample's exact neighbours in head h that the search
+ * finds: head h scanning n_probe lists, or, shared, head h re-ranking the
+ * scan of head 0 (called first, as a query does). */
+static double search_recall(const cal *c, int h, int32_t n_probe, int shared, oml_near_ws *w,
                             oml_neighbor *got)
 {
     long hits = 0, total = 0;
     for (int32_t s = 0; s < c->S; s++) {
-        const oml_neighbor *ex = c->exact + (size_t)s * CAL_K;
-        int32_t g = oml_index_topk_near(c->ix, h, c->Q + (size_t)s * (size_t)c->ix->emb, CAL_K,
-                                        n_probe, c->qrow[s], NULL, got, w);
+        const oml_neighbor *ex = exact_of(c, h, s);
+        int32_t ne = *n_exact_of(c, h, s);
+        if (shared)
+            oml_index_topk_near(c->ix, 0, q_of(c, 0, s), CAL_K, -1, c->qrow[s], NULL, got, w);
+        int32_t g = oml_index_topk_near(c->ix, h, q_of(c, h, s), CAL_K, shared ? -1 : n_probe,
+                                        c->qrow[s], NULL, got, w);
         for (int32_t i = 0; i < g; i++)
-            for (int32_t j = 0; j < c->n_exact[s]; j++)
+            for (int32_t j = 0; j < ne; j++)
                 hits += got[i].row == ex[j].row;
-        total += c->n_exact[s];
+        total += ne;
     }
     return total ? (double)hits / (double)total : 1.0;
+}
+
+/* Head h's own number of lists: the first guess, raised by an eighth until
+ * the sample reaches the target. */
+static void calibrate_own(const cal *c, int h, double target, oml_near_ws *w, int32_t *rank,
+                          int32_t *list_of, int32_t *need, oml_neighbor *got)
+{
+    oml_index *ix = (oml_index *)c->ix;
+    int32_t np = first_guess(c, h, target, w, rank, list_of, need);
+    np = np < 1 ? 1 : np > ix->n_lists ? ix->n_lists : np;
+    while (np < ix->n_lists && search_recall(c, h, np, 0, w, got) < target) {
+        int32_t more = np + np / 8 + 1;
+        np = more < ix->n_lists ? more : ix->n_lists;
+    }
+    ix->hl[h].n_probe = np;
+}
+
+/* Head h > 0 re-ranks head 0's scan when that reaches the target. */
+static int try_sharing(const cal *c, int h, double target, oml_near_ws *w, oml_neighbor *got)
+{
+    oml_hlist *hl = c->ix->hl;
+    int was_donor = hl[0].donor;
+    hl[0].donor = 1;
+    hl[h].shared_from = 0;
+    if (search_recall(c, h, -1, 1, w, got) >= target)
+        return 1;
+    hl[0].donor = was_donor;
+    hl[h].shared_from = -1;
+    return 0;
 }
 
 int oml_index_calibrate(oml_index *ix, double target)
@@ -112,11 +162,11 @@ int oml_index_calibrate(oml_index *ix, double target)
         target = 1.0;
     cal c = {.ix = ix};
     c.S = ix->n < OML_IVF_CALIBRATION_QUERIES ? ix->n : OML_IVF_CALIBRATION_QUERIES;
-    size_t S = (size_t)c.S, e = (size_t)ix->emb, L = (size_t)ix->n_lists;
+    size_t S = (size_t)c.S, e = (size_t)ix->emb, L = (size_t)ix->n_lists, H = (size_t)ix->heads;
     c.qrow = malloc(S * sizeof *c.qrow);
-    c.Q = malloc(S * e * sizeof *c.Q);
-    c.exact = malloc(S * CAL_K * sizeof *c.exact);
-    c.n_exact = malloc(S * sizeof *c.n_exact);
+    c.Q = malloc(H * S * e * sizeof *c.Q);
+    c.exact = malloc(H * S * CAL_K * sizeof *c.exact);
+    c.n_exact = malloc(H * S * sizeof *c.n_exact);
     float *dots = malloc(S * RB * sizeof *dots);
     oml_neighbor *approx = malloc(S * CAL_K * sizeof *approx), got[CAL_K];
     int32_t *rank = malloc(L * sizeof *rank);
@@ -135,16 +185,27 @@ int oml_index_calibrate(oml_index *ix, double target)
     for (int h = 0; rc == OML_OK && h < ix->heads; h++) {
         for (int32_t s = 0; s < c.S; s++)
             for (size_t j = 0; j < e; j++)
-                c.Q[(size_t)s * e + j] = oml_index_emb(ix, h, c.qrow[s], (int32_t)j);
-        if ((rc = exact_neighbors(&c, h, dots, approx)) != OML_OK)
-            break;
-        int32_t np = first_guess(&c, h, target, &w, rank, list_of, need);
-        np = np < 1 ? 1 : np > ix->n_lists ? ix->n_lists : np;
-        while (np < ix->n_lists && search_recall(&c, h, np, &w, got) < target) {
-            int32_t more = np + np / 4 + 1;
-            np = more < ix->n_lists ? more : ix->n_lists;
-        }
-        ix->hl[h].n_probe = np;
+                c.Q[((size_t)h * S + (size_t)s) * e + j] =
+                    oml_index_emb(ix, h, c.qrow[s], (int32_t)j);
+        rc = exact_neighbors(&c, h, dots, approx);
+    }
+    for (int h = 0; rc == OML_OK && h < ix->heads; h++) {
+        if (ix->hl[h].codes == NULL) /* shared since an earlier calibration: for good */
+            continue;
+        if (h == 0 || !try_sharing(&c, h, target, &w, got))
+            calibrate_own(&c, h, target, &w, rank, list_of, need, got);
+    }
+    for (int h = 1; rc == OML_OK && h < ix->heads; h++) {
+        oml_hlist *hl = &ix->hl[h];
+        if (hl->shared_from < 0 || hl->codes == NULL)
+            continue;
+        hl->n_probe = ix->hl[hl->shared_from].n_probe; /* what its queries scan */
+        free(hl->codes); /* never scanned: a head's worth of memory back */
+        free(hl->rows);
+        free(hl->scale);
+        hl->codes = NULL;
+        hl->rows = NULL;
+        hl->scale = NULL;
     }
     free(c.qrow);
     free(c.Q);

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "bench_util.h"
+#include "catalogue.h"
 #include "harness.h"
 #include "idx.h"
 #include "omlclient.h"
@@ -49,33 +50,7 @@ static void die(const char *what, const omlc_error *err)
     exit(1);
 }
 
-/* ------------------------------------------------------------ the items */
-
-typedef struct catalogue {
-    int64_t n;
-    int32_t dim;
-    float *images;      /* the 70,000 images the items derive from */
-    int32_t *labels, n_images;
-} catalogue;
-
-/* Item i's features into x: its image plus noise in [-4, 4] grey levels,
- * clamped to [0, 255]: the same on every call. */
-static void item_features(const catalogue *c, int64_t i, float *x)
-{
-    const float *img = c->images + (size_t)(i % c->n_images) * (size_t)c->dim;
-    uint64_t h = (uint64_t)i * 0x9e3779b97f4a7c15ull + 1;
-    for (int32_t j = 0; j < c->dim; j++) {
-        h ^= h >> 33;
-        h *= 0xff51afd7ed558ccdull;
-        float v = img[j] + (float)((int)(h >> 60) % 9 - 4);
-        x[j] = v < 0 ? 0 : v > 255 ? 255 : v;
-    }
-}
-
-static int32_t item_label(const catalogue *c, int64_t i)
-{
-    return c->labels[i % c->n_images];
-}
+/* ------------------------------------------------------------ the items: catalogue.h */
 
 static void item_id(int64_t i, char *buf, size_t cap)
 {
@@ -118,10 +93,10 @@ static double ingest(omlc *cl, const catalogue *c, ingest_clock *k)
         int64_t m = c->n - at < CHUNK ? c->n - at : CHUNK;
         double g0 = now_s();
         for (int64_t i = 0; i < m; i++) {
-            item_features(c, at + i, x + (size_t)i * (size_t)c->dim);
+            catalogue_item(c, at + i, x + (size_t)i * (size_t)c->dim);
             item_id(at + i, ids[i], sizeof ids[i]);
             items[i] = (omlc_item){ids[i], x + (size_t)i * (size_t)c->dim, (uint32_t)c->dim,
-                                   lab[item_label(c, at + i)]};
+                                   lab[catalogue_label(c, at + i)]};
         }
         k->gen += now_s() - g0; /* making the items is not the daemon's time */
         k->base = (size_t)at;
@@ -216,10 +191,10 @@ static void triplet_batch(triplet_source *s)
         int64_t a = (int64_t)(next_u64(&s->rng) % (uint64_t)c->n), pos, neg;
         do
             pos = (int64_t)(next_u64(&s->rng) % (uint64_t)c->n);
-        while (pos == a || item_label(c, pos) != item_label(c, a));
+        while (pos == a || catalogue_label(c, pos) != catalogue_label(c, a));
         do
             neg = (int64_t)(next_u64(&s->rng) % (uint64_t)c->n);
-        while (item_label(c, neg) == item_label(c, a));
+        while (catalogue_label(c, neg) == catalogue_label(c, a));
         item_id(a, s->ids[b][0], sizeof s->ids[b][0]);
         item_id(pos, s->ids[b][1], sizeof s->ids[b][1]);
         item_id(neg, s->ids[b][2], sizeof s->ids[b][2]);
@@ -298,7 +273,7 @@ static void query_latency(omlc *cl, const catalogue *c, int retrieve, double *p5
     float *x = malloc((size_t)c->dim * sizeof(float));
     omlc_hit hits[10];
     for (int q = 0; q < QUERIES; q++) {
-        item_features(c, (int64_t)q * 7919 + 3, x);
+        catalogue_item(c, (int64_t)q * 7919 + 3, x);
         x[q % c->dim] += 1.0f; /* not an exact copy of a stored item */
         omlc_ref ref = {NULL, x, (uint32_t)c->dim};
         omlc_error err;
@@ -337,7 +312,7 @@ static void *qclient_main(void *arg)
         die("connect", &err);
     float *x = malloc((size_t)q->c->dim * sizeof(float));
     for (int64_t i = q->seed; now_s() < q->until; i += THROUGHPUT_CLIENTS) {
-        item_features(q->c, i * 104729 + 11, x);
+        catalogue_item(q->c, i * 104729 + 11, x);
         omlc_ref ref = {NULL, x, (uint32_t)q->c->dim};
         omlc_classification out;
         if (omlc_classify(cl, &ref, 5, NULL, &out, &err) != 0)

@@ -316,6 +316,78 @@ static void test_index_with_lists(void **state)
     oml_snapshot_release(s);
 }
 
+/* Heads that agree share one scan: an index whose three heads hold the
+ * same embeddings calibrates heads 1 and 2 onto head 0's scan (their codes
+ * freed) and answers them as head 0; heads that differ keep their own
+ * scans or share only where the target holds, and reach it either way. */
+static void test_shared_scan(void **state)
+{
+    (void)state;
+    enum { N = 6000, K = 10, DIM = 12, EMB = 32 };
+    oml_snapshot *s = oml_test_snapshot(2, DIM, 24, EMB, NULL, (const float[]){0.2f, 0.3f, 0.5f}, 4);
+    assert_non_null(s);
+    for (int same = 0; same < 2; same++) {
+        oml_rng r;
+        oml_rng_seed(&r, 31);
+        float *x = clustered(&r, N, DIM, 40);
+        oml_store *st = NULL;
+        assert_int_equal(oml_store_create(&st, DIM, N), OML_OK);
+        char id[32];
+        for (int i = 0; i < N; i++) {
+            snprintf(id, sizeof id, "%d", i);
+            assert_int_equal(oml_store_put(st, id, strlen(id), x + (size_t)i * DIM, "a", 1, NULL,
+                                           NULL), OML_OK);
+        }
+        oml_index *ix = NULL;
+        assert_int_equal(oml_index_build(&ix, s, st), OML_OK);
+        size_t block = (size_t)N * EMB;
+        for (int h = 1; same && h < 3; h++) /* every head as head 0 */
+            memcpy(ix->emb_cols + h * block, ix->emb_cols, block * sizeof(float));
+        assert_int_equal(oml_index_add_lists(ix), OML_OK);
+        assert_int_equal(oml_index_calibrate(ix, OML_IVF_TARGET_RECALL), OML_OK);
+        assert_int_equal(ix->hl[0].shared_from, -1);
+        if (same)
+            for (int h = 1; h < 3; h++) {
+                assert_int_equal(ix->hl[h].shared_from, 0);
+                assert_null(ix->hl[h].codes);
+            }
+        void *mem = malloc(oml_near_ws_bytes(ix, K));
+        float *scratch = malloc(N * sizeof *scratch), q[3 * EMB], xq[DIM];
+        oml_near_ws w;
+        oml_near_ws_init(&w, ix, K, mem);
+        oml_neighbor got[3][K], exact[K];
+        long hits[3] = {0}, total[3] = {0};
+        for (int t = 0; t < 100; t++) {
+            for (int j = 0; j < DIM; j++)
+                xq[j] = x[(size_t)(t * 53 % N) * DIM + (size_t)j] + 0.02f * oml_rng_normal(&r);
+            assert_int_equal(oml_snapshot_embed(s, xq, 1, q), OML_OK);
+            for (int h = 0; h < 3; h++) {
+                const float *qh = q + (same ? 0 : h) * EMB;
+                int32_t g = oml_index_topk_near(ix, h, qh, K, -1, -1, NULL, got[h], &w);
+                int32_t ne = oml_index_topk(ix, h, qh, K, -1, NULL, exact, scratch);
+                for (int i = 0; i < g; i++)
+                    for (int j = 0; j < ne; j++)
+                        hits[h] += got[h][i].row == exact[j].row;
+                total[h] += ne;
+            }
+            if (same)
+                assert_memory_equal(got[1], got[0], sizeof got[0]);
+        }
+        for (int h = 0; h < 3; h++) {
+            printf("%s heads: head %d %s, recall@%d %.3f\n", same ? "equal" : "different", h,
+                   ix->hl[h].shared_from < 0 ? "scans its own lists" : "shares head 0's scan", K,
+                   (double)hits[h] / (double)total[h]);
+            assert_true(hits[h] >= total[h] * 9 / 10);
+        }
+        free(mem);
+        free(scratch);
+        free(x);
+        oml_index_destroy(ix);
+        oml_store_destroy(st);
+    }
+    oml_snapshot_release(s);
+}
+
 /* Bad sizes are refused, a tiny index stays without lists. */
 static void test_lists_bad_input(void **state)
 {
@@ -346,6 +418,7 @@ int main(void)
         cmocka_unit_test(test_train_assign),
         cmocka_unit_test(test_index_with_lists),
         cmocka_unit_test(test_calibrated_search),
+        cmocka_unit_test(test_shared_scan),
         cmocka_unit_test(test_lists_bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
