@@ -20,11 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#ifdef __linux__
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-#endif
 
 #include "log.h"
 #include "reply.h"
@@ -281,18 +276,9 @@ static void view_swap(omld_views *vs, omld_view *v)
         vs->on_publish(vs->arg, v);
 }
 
-/* The indexer's builds are background work: at a million items they run
- * back to back (a new model every few hundred milliseconds) and would take
- * a core from queries on a small machine. A nicer thread (Linux: nice is
- * per thread) gets the CPU queries leave; raising it again is not allowed,
- * lowering is, so a failure changes nothing. */
-#define INDEXER_NICE 10
 static void *indexer_main(void *arg)
 {
     omld_views *vs = arg;
-#ifdef __linux__
-    setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), INDEXER_NICE);
-#endif
     pthread_mutex_lock(&vs->mu);
     for (;;) {
         while (!vs->stop && vs->pending == NULL)

@@ -39,6 +39,7 @@ void oml_hlist_free(oml_hlist *hl)
     free(hl->centroids);
     free(hl->list_start);
     free(hl->rows);
+    free(hl->pos_of);
     free(hl->scale);
     free(hl->codes);
     memset(hl, 0, sizeof *hl);
@@ -91,9 +92,9 @@ static int assign(const oml_hlist *hl, const float *cols, int32_t *list_of)
  * a list), then the code of each row's residual from its centroid, CHUNK
  * rows at a time: the chunk's columns are read in order into rows (t),
  * and each row's code is written whole to its position. */
-static void lay_out(oml_hlist *hl, const float *cols, const int32_t *list_of, int32_t *pos_of,
-                    float *t)
+static void lay_out(oml_hlist *hl, const float *cols, const int32_t *list_of, float *t)
 {
+    int32_t *pos_of = hl->pos_of;
     size_t n = (size_t)hl->n, e = (size_t)hl->emb;
     int32_t *at = hl->list_start;
     memset(at, 0, ((size_t)hl->n_lists + 1) * sizeof *at);
@@ -143,10 +144,11 @@ int oml_hlist_build(oml_hlist *hl, const float *cols, int32_t n, int32_t emb, in
     hl->rows = malloc(N * sizeof *hl->rows);
     hl->scale = malloc(N * sizeof *hl->scale);
     hl->codes = malloc(N * e * sizeof *hl->codes);
-    int32_t *list_of = malloc(N * sizeof *list_of), *pos_of = malloc(N * sizeof *pos_of);
+    hl->pos_of = malloc(N * sizeof *hl->pos_of);
+    int32_t *list_of = malloc(N * sizeof *list_of);
     float *t = malloc((size_t)CHUNK * e * sizeof *t);
     int rc = hl->centroids && hl->list_start && hl->rows && hl->scale && hl->codes && list_of &&
-                     pos_of && t
+                     hl->pos_of && t
                  ? OML_OK
                  : OML_ENOMEM;
     if (rc == OML_OK)
@@ -154,9 +156,8 @@ int oml_hlist_build(oml_hlist *hl, const float *cols, int32_t n, int32_t emb, in
     if (rc == OML_OK)
         rc = assign(hl, cols, list_of);
     if (rc == OML_OK)
-        lay_out(hl, cols, list_of, pos_of, t);
+        lay_out(hl, cols, list_of, t);
     free(list_of);
-    free(pos_of);
     free(t);
     if (rc != OML_OK)
         oml_hlist_free(hl);
@@ -173,10 +174,15 @@ static int by_dot_desc(const void *pa, const void *pb, void *arg)
     return (a > b) - (a < b);
 }
 
-int32_t oml_hlist_order(const oml_hlist *hl, const float *q, int32_t *order, float *dots)
+void oml_hlist_dots(const oml_hlist *hl, const float *q, float *dots)
 {
     cblas_sgemv(CblasRowMajor, CblasNoTrans, hl->n_lists, hl->emb, 1.0f, hl->centroids,
                 hl->emb, q, 1, 0.0f, dots, 1);
+}
+
+int32_t oml_hlist_order(const oml_hlist *hl, const float *q, int32_t *order, float *dots)
+{
+    oml_hlist_dots(hl, q, dots);
     int32_t m = 0;
     for (int32_t l = 0; l < hl->n_lists; l++)
         if (isfinite(dots[l]))
@@ -244,6 +250,61 @@ static void code_dots(const int8_t *codes, int32_t m, int32_t e, const int8_t *q
     code_dots_c(codes, m, e, q, out);
 }
 
+/* q (e <= 1024) coded as round(q / qs), qs = max |q_j| / 127; returns qs. */
+static float code_query(const float *q, int32_t e, int8_t *qc)
+{
+    float qmax = 0;
+    for (int32_t j = 0; j < e; j++)
+        qmax = fabsf(q[j]) > qmax ? fabsf(q[j]) : qmax;
+    float qs = qmax > 0 ? qmax / 127.0f : 0.0f;
+    for (int32_t j = 0; j < e; j++)
+        qc[j] = (int8_t)(qs > 0 ? lrintf(q[j] / qs) : 0);
+    return qs;
+}
+
+/* Keeps (row, d) among the r largest in the min-heap out (cnt of them). */
+static void keep_best(oml_neighbor *out, int32_t *cnt, int32_t r, int32_t row, float d)
+{
+    if (*cnt < r) {
+        out[*cnt] = (oml_neighbor){row, d};
+        oml_minheap_up(out, (*cnt)++);
+    } else if (d > out[0].dist) {
+        out[0] = (oml_neighbor){row, d};
+        oml_minheap_down(out, *cnt, 0);
+    }
+}
+
+/* The list holding position p (list_start ascending). */
+static int32_t list_of_pos(const oml_hlist *hl, int32_t p)
+{
+    int32_t lo = 0, hi = hl->n_lists - 1;
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo + 1) / 2;
+        if (hl->list_start[mid] <= p)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+int32_t oml_hlist_rescore(const oml_hlist *hl, const float *q, const float *dots_c,
+                          const oml_neighbor *cand, int32_t m, int32_t r, oml_neighbor *out)
+{
+    int32_t e = hl->emb, cnt = 0;
+    if (r <= 0 || e > 1024)
+        return 0;
+    int8_t qc[1024];
+    float qs = code_query(q, e, qc);
+    for (int32_t i = 0; i < m; i++) {
+        int32_t p = hl->pos_of[cand[i].row], dot;
+        code_dots_c(hl->codes + (size_t)p * (size_t)e, 1, e, qc, &dot);
+        keep_best(out, &cnt, r, cand[i].row,
+                  dots_c[list_of_pos(hl, p)] + (float)dot * hl->scale[p] * qs);
+    }
+    return cnt;
+}
+
 int32_t oml_hlist_scan(const oml_hlist *hl, const float *q, const int32_t *order,
                        const float *dots_c, int32_t n_probe, int32_t r, int32_t exclude,
                        const uint8_t *allow, oml_neighbor *out)
@@ -252,12 +313,7 @@ int32_t oml_hlist_scan(const oml_hlist *hl, const float *q, const int32_t *order
     if (r <= 0 || e > 1024)
         return 0;
     int8_t qc[1024];
-    float qmax = 0;
-    for (int32_t j = 0; j < e; j++)
-        qmax = fabsf(q[j]) > qmax ? fabsf(q[j]) : qmax;
-    float qs = qmax > 0 ? qmax / 127.0f : 0.0f;
-    for (int32_t j = 0; j < e; j++)
-        qc[j] = (int8_t)(qs > 0 ? lrintf(q[j] / qs) : 0);
+    float qs = code_query(q, e, qc);
     int32_t dots[SCAN_BLOCK];
     for (int32_t i = 0; i < n_probe; i++) {
         int32_t a = hl->list_start[order[i]], b = hl->list_start[order[i] + 1];
@@ -272,13 +328,7 @@ int32_t oml_hlist_scan(const oml_hlist *hl, const float *q, const int32_t *order
                 int32_t row = hl->rows[p0 + t];
                 if (row == exclude || (allow && !allow[row]))
                     continue;
-                if (cnt < r) {
-                    out[cnt] = (oml_neighbor){row, d};
-                    oml_minheap_up(out, cnt++);
-                } else {
-                    out[0] = (oml_neighbor){row, d};
-                    oml_minheap_down(out, cnt, 0);
-                }
+                keep_best(out, &cnt, r, row, d);
             }
         }
     }

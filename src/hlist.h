@@ -26,12 +26,13 @@ typedef struct oml_hlist {
     int32_t n_lists, emb, n;
     int32_t n_probe;      /* lists a query scans: calibrated (oml_index_calibrate) */
     int32_t shared_from;  /* -1: this head scans its own lists; else the head whose
-                             scan's rows it re-ranks (its codes are then freed) */
-    int32_t donor;        /* another head re-ranks this one's scan: it keeps twice
-                             as many rows */
+                             scan proposes its rows (oml_hlist_rescore) */
+    int32_t donor;        /* 0, or other heads take this one's scan: it keeps this
+                             many times the rows (calibrated: 2, 4, 8 or 16) */
     float *centroids;     /* (n_lists, emb) unit rows */
     int32_t *list_start;  /* (n_lists + 1) first position of each list */
     int32_t *rows;        /* (n) the index row at each position */
+    int32_t *pos_of;      /* (n) the position of each index row */
     float *scale;         /* (n) value j of position p in list l is about
                              centroids[l, j] + codes[p, j] * scale[p] */
     int8_t *codes;        /* (n, emb) */
@@ -49,8 +50,12 @@ int32_t oml_hlist_lists_for(size_t n);
 int oml_hlist_build(oml_hlist *hl, const float *cols, int32_t n, int32_t emb, int32_t n_lists);
 void oml_hlist_free(oml_hlist *hl); /* accepts a zeroed one */
 
+/* The lists' centroid dot products with q (emb) into dots (n_lists). */
+void oml_hlist_dots(const oml_hlist *hl, const float *q, float *dots);
+
 /* The lists nearest to the unit query q (emb), best first, into order
- * (n_lists); dots (n_lists) is scratch. Returns how many (all finite). */
+ * (n_lists); dots (n_lists) gets oml_hlist_dots. Returns how many (all
+ * finite). */
 int32_t oml_hlist_order(const oml_hlist *hl, const float *q, int32_t *order, float *dots);
 
 /* Of the rows in lists order[0 .. n_probe), skipping `exclude` and the
@@ -60,5 +65,13 @@ int32_t oml_hlist_order(const oml_hlist *hl, const float *q, int32_t *order, flo
 int32_t oml_hlist_scan(const oml_hlist *hl, const float *q, const int32_t *order,
                        const float *dots_c, int32_t n_probe, int32_t r, int32_t exclude,
                        const uint8_t *allow, oml_neighbor *out);
+
+/* Another head's candidates scored by this head's codes: of the m rows
+ * cand[].row, the up to r with the largest approximate dot products with
+ * q (emb), into out (r; dist: the dot product), unordered. dots_c: this
+ * head's lists' dot products with q (oml_hlist_order). Returns the count.
+ * A row costs one code read, not a scan. */
+int32_t oml_hlist_rescore(const oml_hlist *hl, const float *q, const float *dots_c,
+                          const oml_neighbor *cand, int32_t m, int32_t r, oml_neighbor *out);
 
 #endif

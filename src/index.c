@@ -240,15 +240,18 @@ int32_t oml_index_select(const oml_index *ix, int head, const float *q, float *d
 
 size_t oml_near_ws_bytes(const oml_index *ix, int32_t k)
 {
-    size_t L = (size_t)ix->n_lists, r = 2 * (size_t)oml_index_rerank_rows(k > 0 ? k : 1);
-    return (r * sizeof(oml_neighbor) + L * (sizeof(int32_t) + sizeof(float)) + 7) & ~(size_t)7;
+    size_t L = (size_t)ix->n_lists, r = (size_t)oml_index_rerank_rows(k > 0 ? k : 1);
+    return ((OML_SHARE_MAX + 1) * r * sizeof(oml_neighbor) +
+            L * (sizeof(int32_t) + sizeof(float)) + 7) & ~(size_t)7;
 }
 
 void oml_near_ws_init(oml_near_ws *w, const oml_index *ix, int32_t k, void *mem)
 {
+    int32_t r = oml_index_rerank_rows(k > 0 ? k : 1);
     w->cand = mem;
     w->n_cand = 0;
-    w->dots = (float *)(void *)(w->cand + 2 * oml_index_rerank_rows(k > 0 ? k : 1));
+    w->best = w->cand + OML_SHARE_MAX * r;
+    w->dots = (float *)(void *)(w->best + r);
     w->order = (int32_t *)(void *)(w->dots + ix->n_lists);
 }
 
@@ -259,18 +262,25 @@ int32_t oml_index_topk_near(const oml_index *ix, int head, const float *q, int32
     if (k <= 0 || ix->hl == NULL)
         return 0;
     const oml_hlist *hl = &ix->hl[head];
+    const oml_neighbor *cand = w->cand;
+    int32_t m;
     if (hl->shared_from < 0) {
         int32_t lists = oml_hlist_order(hl, q, w->order, w->dots);
         int32_t np = n_probe >= 0 ? n_probe : hl->n_probe;
         np = np < lists ? np : lists;
-        int32_t r = oml_index_rerank_rows(k) * (hl->donor ? 2 : 1);
-        w->n_cand = oml_hlist_scan(hl, q, w->order, w->dots, np, r, exclude, allow, w->cand);
+        int32_t r = oml_index_rerank_rows(k) * (hl->donor > 1 ? hl->donor : 1);
+        m = w->n_cand = oml_hlist_scan(hl, q, w->order, w->dots, np, r, exclude, allow, w->cand);
+    } else {
+        oml_hlist_dots(hl, q, w->dots);
+        m = oml_hlist_rescore(hl, q, w->dots, w->cand, w->n_cand, oml_index_rerank_rows(k),
+                              w->best);
+        cand = w->best;
     }
     /* The exact re-rank: canonical distances, the k best by (distance, row). */
     const float *Et = ix->emb_cols + (size_t)head * (size_t)ix->n * (size_t)ix->emb;
     int32_t cnt = 0;
-    for (int32_t i = 0; i < w->n_cand; i++) {
-        int32_t r = w->cand[i].row;
+    for (int32_t i = 0; i < m; i++) {
+        int32_t r = cand[i].row;
         oml_neighbor nb = {r, dist_strided(q, Et + r, (size_t)ix->n, ix->emb)};
         if (cnt < k) {
             out[cnt] = nb;

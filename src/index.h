@@ -54,11 +54,12 @@ int oml_index_add_lists(oml_index *ix);
  * `target` (in (0, 1]) of the exact 10 nearest rows of that head, measured
  * on OML_IVF_CALIBRATION_QUERIES of the index's own rows (strided, each
  * query leaving itself out) through the whole search, codes and re-rank
- * included, into hl[h].n_probe. The whitened start's embeddings are nearly
+ * included, into hl[h].n_probe; it aims a quarter of the way from target
+ * to 1, since those rows are not the queries the index will serve. The whitened start's embeddings are nearly
  * isotropic, so this is measured rather than assumed. A head h > 0 whose
- * target is met by re-ranking head 0's scan shares it (hl[h].shared_from
- * = 0; its codes are freed): the default model's heads start equal and
- * part slowly. Costs those queries' exact scans (one GEMM per head and
+ * target is met by rescoring head 0's scan, kept 2, 4, 8 or 16 times as
+ * long, with its own codes shares it (hl[h].shared_from = 0): the default
+ * model's heads start equal and part slowly. Costs those queries' exact scans (one GEMM per head and
  * block of rows). target <= 0: the quarter stays. OML_OK or OML_ENOMEM
  * (the quarter stays). */
 #define OML_IVF_TARGET_RECALL 0.95
@@ -131,7 +132,8 @@ int32_t oml_index_topk(const oml_index *ix, int head, const float *q, int32_t k,
 
 /* The rows an index with lists re-ranks exactly for k neighbours: the
  * codes' approximate order may swap rows a few thousandths apart. A scan
- * another head re-ranks too keeps twice as many. */
+ * other heads take too keeps up to OML_SHARE_MAX times as many. */
+#define OML_SHARE_MAX 16
 static inline int32_t oml_index_rerank_rows(int32_t k)
 {
     return 2 * k + 8;
@@ -143,8 +145,9 @@ static inline int32_t oml_index_rerank_rows(int32_t k)
 typedef struct oml_near_ws {
     int32_t *order;      /* (n_lists) */
     float *dots;         /* (n_lists) */
-    oml_neighbor *cand;  /* (2 oml_index_rerank_rows(k)) the last scan's rows */
+    oml_neighbor *cand;  /* (OML_SHARE_MAX oml_index_rerank_rows(k)) the last scan's rows */
     int32_t n_cand;
+    oml_neighbor *best;  /* (oml_index_rerank_rows(k)) a sharing head's pick of them */
 } oml_near_ws;
 /* Its bytes (8-aligned), and the workspace laid out in mem. */
 size_t oml_near_ws_bytes(const oml_index *ix, int32_t k);
@@ -152,10 +155,10 @@ void oml_near_ws_init(oml_near_ws *w, const oml_index *ix, int32_t k, void *mem)
 
 /* oml_index_topk on an index with lists: the exact k nearest (ascending by
  * distance, ties by row) among the rows the head's nearest hl[head].n_probe
- * lists propose (n_probe: that many lists; < 0: the calibrated number), or
- * for a head that shares another's scan, among that scan's rows (w must
- * hold it: the same query's call for that head came just before, with the
- * same k, exclude and allow). */
+ * lists propose (n_probe: that many lists; < 0: the calibrated number), or,
+ * for a head that shares another's scan, among the best of that scan's
+ * rows by this head's codes (w must hold the scan: the same query's call
+ * for that head came before, with the same k, exclude and allow). */
 int32_t oml_index_topk_near(const oml_index *ix, int head, const float *q, int32_t k,
                             int32_t n_probe, int32_t exclude, const uint8_t *allow,
                             oml_neighbor *out, oml_near_ws *w);

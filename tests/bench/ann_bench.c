@@ -1,9 +1,11 @@
-/* ann_bench.c - `oml-ann-bench N`: the index's search at N items, in one
- * process, without the daemon (issue 14).
+/* ann_bench.c - `oml-ann-bench N [T]`: the index's search at N items, in
+ * one process, without the daemon (issue 14).
  *
  * The catalogue of omld-bench --items N (catalogue.h) under the default
  * preset's data-dependent start taken as omld takes it (a sample of at
- * most 32,768 labelled items), an index with per-head lists built and
+ * most 32,768 labelled items), then T triplets learned (default 40,000,
+ * about what omld-bench's freshness phase teaches: the heads start equal
+ * and learning moves them apart), an index with per-head lists built and
  * calibrated; then omld-bench's 300 queries (stored items moved by one
  * grey level), each timed on this thread's CPU clock, so a busy shared
  * machine moves the figures less than wall-clock latencies:
@@ -58,9 +60,9 @@ static double median(double *v, int n)
 
 int main(int argc, char **argv)
 {
-    int64_t n = argc > 1 ? atoll(argv[1]) : 250000;
-    if (n < 1000 || n > 4000000) {
-        fprintf(stderr, "usage: oml-ann-bench [ITEMS in 1000..4000000]\n");
+    int64_t n = argc > 1 ? atoll(argv[1]) : 250000, T = argc > 2 ? atoll(argv[2]) : 40000;
+    if (n < 1000 || n > 4000000 || T < 0) {
+        fprintf(stderr, "usage: oml-ann-bench [ITEMS in 1000..4000000 [TRIPLETS]]\n");
         return 2;
     }
     catalogue c = {.n = n};
@@ -103,6 +105,26 @@ int main(int argc, char **argv)
     }
     free(X);
     free(y);
+    float *trip = malloc(3 * (size_t)c.dim * sizeof *trip);
+    uint64_t rs = 12345;
+    for (int64_t t = 0; t < T; t++) { /* anchor, same label, other label */
+        int64_t a, p, q;
+        rs = rs * 6364136223846793005ull + 1442695040888963407ull;
+        a = (int64_t)((rs >> 20) % (uint64_t)n);
+        do {
+            rs = rs * 6364136223846793005ull + 1442695040888963407ull;
+            p = (int64_t)((rs >> 20) % (uint64_t)n);
+        } while (catalogue_label(&c, p) != catalogue_label(&c, a));
+        do {
+            rs = rs * 6364136223846793005ull + 1442695040888963407ull;
+            q = (int64_t)((rs >> 20) % (uint64_t)n);
+        } while (catalogue_label(&c, q) == catalogue_label(&c, a));
+        catalogue_item(&c, a, trip);
+        catalogue_item(&c, p, trip + c.dim);
+        catalogue_item(&c, q, trip + 2 * (size_t)c.dim);
+        oml_learner_step(l, trip, trip + c.dim, trip + 2 * (size_t)c.dim, NULL);
+    }
+    free(trip);
     oml_snapshot *snap = oml_learner_snapshot(l, 1);
     oml_index *ix = NULL;
     double t0 = wall_s();
@@ -118,10 +140,10 @@ int main(int argc, char **argv)
     double t2 = wall_s();
     oml_index_calibrate(ix, OML_IVF_TARGET_RECALL);
     double t3 = wall_s();
-    printf("items %lld: embedded in %.2f s, lists (%d per head) in %.2f s, calibrated in %.2f s; "
-           "lists scanned per head:", (long long)n, t1 - t0, ix->n_lists, t2 - t1, t3 - t2);
-    for (int h = 0; h < ix->heads; h++)
-        printf(" %d", ix->hl[h].n_probe);
+    printf("items %lld, %lld triplets learned: embedded in %.2f s, lists (%d per head) in %.2f s, calibrated in %.2f s; "
+           "lists scanned per head:", (long long)n, (long long)T, t1 - t0, ix->n_lists, t2 - t1, t3 - t2);
+    for (int hd = 0; hd < ix->heads; hd++)
+        printf(" %d%s", ix->hl[hd].n_probe, ix->hl[hd].shared_from < 0 ? "" : " (head 0's)");
     printf("\n");
 
     int H = ix->heads, e = ix->emb;

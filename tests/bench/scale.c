@@ -345,13 +345,16 @@ static double classify_throughput(const char *server, const catalogue *c)
 /* The serving index's search as /status reports it: its lists and the
  * recall of the daemon's sampled queries against a full scan (1 when it
  * scans every item). */
-static double search_recall(const char *http, long *lists, long *scanned)
+static double search_recall(const char *http, long *lists, long *scanned, long *indexed)
 {
     char *body = NULL;
     size_t len = 0;
     double recall = 1.0;
-    *lists = *scanned = 0;
+    *lists = *scanned = *indexed = 0;
     if (omld_http_get(http, "/status", &body, &len) == 200 && body) {
+        const char *vi = strstr(body, "\"view_items\":");
+        if (vi)
+            *indexed = atol(vi + 13);
         const char *p = strstr(body, "\"search\":");
         const char *l = p ? strstr(p, "\"lists\":") : NULL;
         const char *sc = p ? strstr(p, "\"lists_scanned\":") : NULL;
@@ -557,12 +560,13 @@ int omld_scale_bench(int64_t n_items, double rate, double seconds, const char *c
     query_latency(cl, &c, 0, &c50, &c99);
     query_latency(cl, &c, 1, &r50, &r99);
     double qps = classify_throughput(p.rpc, &c);
-    long lists, scanned;
-    double recall = search_recall(p.http, &lists, &scanned);
+    long lists, scanned, indexed;
+    double recall = search_recall(p.http, &lists, &scanned, &indexed);
     printf("classify k=5, one idle client: p50 %.2f ms, p99 %.2f ms; retrieve k=10: p50 %.2f "
            "ms, p99 %.2f ms; classify with %d clients: %.0f/s; search: %ld inverted lists per "
-           "head, %ld scanned, recall %.3f of the exact neighbours (the daemon's sample)\n", c50,
-           c99, r50, r99, THROUGHPUT_CLIENTS, qps, lists, scanned, recall);
+           "head, %ld scanned, recall %.3f of the exact neighbours (the daemon's sample); the "
+           "serving index held %ld items\n", c50, c99, r50, r99, THROUGHPUT_CLIENTS, qps, lists,
+           scanned, recall, indexed);
 
     long long rss, peak, raw = (long long)n_items * c.dim * (long long)sizeof(float);
     rss_of(p.pid, &rss, &peak);
@@ -588,11 +592,11 @@ int omld_scale_bench(int64_t n_items, double rate, double seconds, const char *c
            "\"triplets_per_s\":%.0f,\"publish_ms\":%.0f,\"freshness_p50_ms\":%.0f,"
            "\"freshness_max_ms\":%.0f,\"classify_p50_ms\":%.3f,\"classify_p99_ms\":%.3f,"
            "\"retrieve_p50_ms\":%.3f,\"retrieve_p99_ms\":%.3f,\"classify_8_clients_per_s\":%.0f,"
-           "\"lists\":%ld,\"lists_scanned\":%ld,\"recall\":%.4f,\"rss_bytes\":%lld,\"peak_rss_bytes\":%lld,"
+           "\"lists\":%ld,\"lists_scanned\":%ld,\"indexed_items\":%ld,\"recall\":%.4f,\"rss_bytes\":%lld,\"peak_rss_bytes\":%lld,"
            "\"raw_feature_bytes\":%lld,\"checkpoint_s\":%.3f,\"checkpoint_max_ack_ms\":%.0f,"
            "\"restart_listen_s\":%.3f,\"restart_ready_s\":%.3f}\n",
            (long long)n_items, ingest_rate, first_rate, last_rate, start_s, achieved, publish_p50,
-           fresh_p50, fresh_max, c50, c99, r50, r99, qps, lists, scanned, recall, rss, peak, raw, ckpt_s, max_ack,
+           fresh_p50, fresh_max, c50, c99, r50, r99, qps, lists, scanned, indexed, recall, rss, peak, raw, ckpt_s, max_ack,
            listen_s, ready_s);
     free(c.images);
     free(c.labels);
