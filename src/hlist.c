@@ -134,7 +134,7 @@ static void lay_out(oml_hlist *hl, const float *cols, const int32_t *list_of, fl
 int oml_hlist_build(oml_hlist *hl, const float *cols, int32_t n, int32_t emb, int32_t n_lists)
 {
     memset(hl, 0, sizeof *hl);
-    if (cols == NULL || emb < 1 || n_lists < 1 || n < n_lists)
+    if (cols == NULL || emb < 1 || emb > OML_HLIST_MAX_EMB || n_lists < 1 || n < n_lists)
         return OML_EINVAL;
     *hl = (oml_hlist){.n_lists = n_lists, .emb = emb, .n = n, .n_probe = (n_lists + 3) / 4,
                       .shared_from = -1};
@@ -250,7 +250,7 @@ static void code_dots(const int8_t *codes, int32_t m, int32_t e, const int8_t *q
     code_dots_c(codes, m, e, q, out);
 }
 
-/* q (e <= 1024) coded as round(q / qs), qs = max |q_j| / 127; returns qs. */
+/* q (e <= OML_HLIST_MAX_EMB) coded as round(q / qs), qs = max |q_j| / 127; returns qs. */
 static float code_query(const float *q, int32_t e, int8_t *qc)
 {
     float qmax = 0;
@@ -292,9 +292,9 @@ int32_t oml_hlist_rescore(const oml_hlist *hl, const float *q, const float *dots
                           const oml_neighbor *cand, int32_t m, int32_t r, oml_neighbor *out)
 {
     int32_t e = hl->emb, cnt = 0;
-    if (r <= 0 || e > 1024)
+    if (r <= 0 || e > OML_HLIST_MAX_EMB)
         return 0;
-    int8_t qc[1024];
+    int8_t qc[OML_HLIST_MAX_EMB];
     float qs = code_query(q, e, qc);
     for (int32_t i = 0; i < m; i++) {
         int32_t p = hl->pos_of[cand[i].row], dot;
@@ -310,9 +310,9 @@ int32_t oml_hlist_scan(const oml_hlist *hl, const float *q, const int32_t *order
                        const uint8_t *allow, oml_neighbor *out)
 {
     int32_t e = hl->emb, cnt = 0;
-    if (r <= 0 || e > 1024)
+    if (r <= 0 || e > OML_HLIST_MAX_EMB)
         return 0;
-    int8_t qc[1024];
+    int8_t qc[OML_HLIST_MAX_EMB];
     float qs = code_query(q, e, qc);
     int32_t dots[SCAN_BLOCK];
     for (int32_t i = 0; i < n_probe; i++) {

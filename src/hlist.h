@@ -22,6 +22,10 @@
 
 #include "neighbor.h"
 
+/* The widest head that gets lists (a query's code lives on the stack);
+ * a wider index scans every row. */
+#define OML_HLIST_MAX_EMB 1024
+
 typedef struct oml_hlist {
     int32_t n_lists, emb, n;
     int32_t n_probe;      /* lists a query scans: calibrated (oml_index_calibrate) */
@@ -44,9 +48,9 @@ typedef struct oml_hlist {
 int32_t oml_hlist_lists_for(size_t n);
 
 /* Builds hl over the head whose values are cols (emb, n; value j of row r
- * at cols[j * n + r]), with n_lists lists (n >= n_lists >= 1). n_probe
- * starts at a quarter of the lists, with its own scan. OML_OK, OML_EINVAL, OML_ENOMEM (hl is
- * then empty). */
+ * at cols[j * n + r]), with n_lists lists (n >= n_lists >= 1, emb <=
+ * OML_HLIST_MAX_EMB). n_probe starts at a quarter of the lists, with its
+ * own scan. OML_OK, OML_EINVAL, OML_ENOMEM (hl is then empty). */
 int oml_hlist_build(oml_hlist *hl, const float *cols, int32_t n, int32_t emb, int32_t n_lists);
 void oml_hlist_free(oml_hlist *hl); /* accepts a zeroed one */
 

@@ -296,7 +296,7 @@ int32_t oml_index_topk_near(const oml_index *ix, int head, const float *q, int32
 
 int oml_index_add_lists(oml_index *ix)
 {
-    if (ix == NULL || ix->hl != NULL || ix->n < 64)
+    if (ix == NULL || ix->hl != NULL || ix->n < 64 || ix->emb > OML_HLIST_MAX_EMB)
         return OML_OK;
     int32_t L = oml_hlist_lists_for((size_t)ix->n);
     if (L > ix->n / 4)

@@ -47,7 +47,7 @@ typedef struct oml_index {
  * oml_index_calibrate measures what is needed. No store involved: call it
  * after oml_index_builder_finish without the store's lock. OML_OK,
  * OML_ENOMEM (the index stays without lists); an index of fewer than 64
- * rows stays without. */
+ * rows, or with heads wider than OML_HLIST_MAX_EMB, stays without. */
 int oml_index_add_lists(oml_index *ix);
 
 /* For an index with lists: how many lists each head's query must scan for
