@@ -409,6 +409,28 @@ static void test_lists_bad_input(void **state)
     assert_int_equal(oml_index_calibrate(ix, 0.95), OML_OK);
     oml_index_destroy(ix);
     oml_store_destroy(st);
+    /* Embeddings with NaN and infinities (the indexer refuses to serve such
+     * a view, after its lists are built): lists, calibration and search
+     * still finish, within bounds (ASan checks the bounds). */
+    ix = lists_index(s, &st, 2000, 8);
+    for (int j = 0; j < ix->emb; j++) {
+        ix->emb_cols[(size_t)j * ix->n + 7] = NAN;
+        ix->emb_cols[(size_t)j * ix->n + 9] = INFINITY;
+    }
+    oml_hlist_free(&ix->hl[0]);
+    free(ix->hl);
+    ix->hl = NULL;
+    assert_int_equal(oml_index_add_lists(ix), OML_OK);
+    assert_int_equal(oml_index_calibrate(ix, 0.95), OML_OK);
+    void *mem = malloc(oml_near_ws_bytes(ix, 5));
+    oml_near_ws w;
+    oml_near_ws_init(&w, ix, 5, mem);
+    oml_neighbor got[5];
+    float q[5] = {1, 0, 0, 0, 0};
+    assert_true(oml_index_topk_near(ix, 0, q, 5, -1, -1, NULL, got, &w) <= 5);
+    free(mem);
+    oml_index_destroy(ix);
+    oml_store_destroy(st);
     oml_snapshot_release(s);
 }
 
