@@ -245,6 +245,10 @@ void omld_engine_stats(omld_engine *e, omld_model_stats *out)
         out->view_items = (uint64_t)v->ix->n;
         out->view_updates = v->updates;
         out->view_lists = (uint32_t)v->ix->n_lists;
+        out->view_lists_scanned = 0;
+        for (int h = 0; v->ix->hl && h < v->ix->heads; h++) /* heads sharing a scan add none */
+            if (v->ix->hl[h].shared_from < 0)
+                out->view_lists_scanned += (uint32_t)v->ix->hl[h].n_probe;
         omld_view *b = v->base ? v->base : v;
         out->view_index_version = b->version; /* older than view_version when it re-ranks */
         out->view_recall_hits = atomic_load(&b->recall_hits);

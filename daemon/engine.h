@@ -66,7 +66,10 @@ typedef struct omld_model_stats {
     uint64_t view_age_ms;             /* since that view's snapshot was taken */
     uint64_t view_items;
     uint64_t view_updates;            /* triplets learned by the view's model */
-    uint32_t view_lists;              /* its index's inverted lists, 0: every query scans all */
+    uint32_t view_lists;              /* its index's inverted lists per head, 0: every query
+                                         scans all */
+    uint32_t view_lists_scanned;      /* lists a query scans, all heads together (calibrated;
+                                         a head re-ranking another's scan adds none) */
     uint64_t view_index_version;      /* the model its index was built under (< view_version:
                                          queries re-rank the index's candidates) */
     uint64_t view_recall_hits, view_recall_total; /* its sampled recall (query.c) */

@@ -278,6 +278,7 @@ static void json_search(omld_json *j, const omld_status_input *in, const omld_mo
     omld_json_object_begin(j);
     omld_json_kv_string(j, "mode", m->view_lists > 0 ? "lists" : "exact");
     omld_json_kv_uint(j, "lists", m->view_lists);
+    omld_json_kv_uint(j, "lists_scanned", m->view_lists_scanned);
     omld_json_kv_uint(j, "lists_from_items", in->cfg ? (uint64_t)in->cfg->ann_min_items : 0);
     /* A view serving a newer model than its index's re-ranks the index's
      * candidates under it (index_version < the serving version). */
