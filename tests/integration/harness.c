@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -86,10 +87,15 @@ static int spawn(omld_proc *p, const char *const *extra, int timeout_ms)
     for (int i = 0; extra && extra[i] && argc < 63; i++)
         argv[argc++] = extra[i];
     argv[argc] = NULL;
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0)
         return -1;
     if (pid == 0) {
+        /* A test that fails or crashes must not leave its omld running. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(127);
         int fd = open(p->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
         if (fd >= 0) {
             dup2(fd, 2);
