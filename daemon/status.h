@@ -31,6 +31,7 @@ typedef struct omld_status_input {
     int n_models;
     const char *rollback;           /* the promoted model a Rollback would undo, or NULL */
     const struct omld_ingest_stats *ingest; /* the Redis Stream consumer; NULL: not rendered */
+    const struct omld_repl_stats *replication; /* primary or replica; NULL or role NONE: not rendered */
     uint64_t now_unix_ms;           /* wall clock (checkpoint age); 0: not known */
     /* the process (main.c reads /proc/self; have_process 0: not rendered) */
     int have_process;
