@@ -18,6 +18,7 @@
 #include "engine_int.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -181,6 +182,7 @@ void omld_engine_publish(omld_engine *e)
     }
     e->published_updates = e->learner->stats.updates;
     e->published_ns = now;
+    e->published_lsn = omld_persist_position(e);
     e->dirty = 0;
 }
 
@@ -807,6 +809,12 @@ int omld_engine_follow(omld_engine *e, omld_repl_batch *b, omld_engine_done_fn d
 void omld_engine_set_replicate(omld_engine *e, struct omld_replicate *r)
 {
     e->pub = r;
+    if (r && e->ckpt_lsn > 0) { /* the recovered checkpoint, for replicas to start from */
+        char path[OMLD_STR_MAX + 64];
+        snprintf(path, sizeof path, "%s/checkpoint-%016" PRIx64 ".ckpt", e->opts.data_dir,
+                 e->ckpt_lsn);
+        omld_replicate_checkpoint(r, path, e->ckpt_lsn);
+    }
 }
 
 void omld_engine_set_wake(omld_engine *e, void (*wake)(void *arg), void *arg)
@@ -936,6 +944,11 @@ int omld_engine_create(omld_engine **out, const omld_config *opts, omld_metrics 
     if (omld_persist_open(e, err, errlen) != 0)
         goto fail;
     e->stats.cfg = e->model_cfg; /* a recovered model's own settings (omld_engine_model_adopt) */
+    /* Views published after the checkpoint were numbered from its version
+     * on; replicas may serve them. New numbers must not name other models:
+     * at most one view was published per record replayed. */
+    if (opts->replicate[0])
+        e->version += e->replayed;
     e->publish_now = 0; /* replayed promotes: the first view below shows them */
     /* Batch models (data_dir/models) index the recovered store. */
     if (omld_models_create(&e->models, opts->data_dir, &e->model_cfg, e->store, &e->lock) != 0) {

@@ -85,6 +85,7 @@ struct omld_engine {
     uint32_t provisional_items;
     uint64_t published_updates;
     uint64_t published_ns;
+    uint64_t published_lsn;     /* the log position of the newest view */
     int dirty;
 
     /* for readers: guarded by stats_mu */

@@ -640,7 +640,7 @@ static int replica_state_dir(omld_main *m, char *err, size_t errlen)
         snprintf(err, errlen, "replica_of: cannot use %s as the replica's state directory", dir);
         return -1;
     }
-    snprintf(m->engine_cfg.data_dir, sizeof m->engine_cfg.data_dir, "%s", dir);
+    memcpy(m->engine_cfg.data_dir, dir, strlen(dir) + 1); /* fits: checked above */
     char wal[sizeof dir + 8];
     snprintf(wal, sizeof wal, "%s/wal", dir);
     omld_repl_remove_files(dir, "checkpoint-");

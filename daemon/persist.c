@@ -562,6 +562,10 @@ static int checkpoint_prepare(omld_engine *e, uint64_t *lsn, int sync, oml_diag 
                             "the live model has weights that are not finite: it is not written "
                             "(the log keeps everything since the last checkpoint)");
     int rc = commit(e, d);
+    /* A replica starts from this checkpoint serving its view version:
+     * that version must be the view of exactly this log position. */
+    if (rc == OML_OK && e->opts.replicate[0] && e->published_lsn != oml_wal_last_lsn(e->wal))
+        omld_engine_publish(e);
     if (rc == OML_OK && sync)
         rc = oml_wal_sync(e->wal, d);
     *lsn = oml_wal_last_lsn(e->wal);
@@ -768,11 +772,11 @@ void omld_persist_maybe_checkpoint(omld_engine *e)
     if (e->read_only || e->records_since_ckpt == 0)
         return;
     uint64_t age_ms = (omld_now_ns() - e->ckpt_ns) / 1000000u;
-    if (e->records_since_ckpt < (uint64_t)e->opts.checkpoint_every &&
-        age_ms < (uint64_t)e->opts.checkpoint_ms)
-        return;
     if (e->bg_pid > 0)
         return; /* one at a time: the next comes after it */
+    if (e->records_since_ckpt < (uint64_t)e->opts.checkpoint_every &&
+        age_ms < (uint64_t)e->opts.checkpoint_ms && !omld_replicate_checkpoint_wanted(e->pub))
+        return;
     if (e->opts.checkpoint_background) {
         oml_diag bd = {0};
         if (omld_persist_bg_start(e, &bd) < 0)

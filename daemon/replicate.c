@@ -17,6 +17,7 @@
 #include <hiredis/hiredis.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,6 +81,10 @@ struct omld_replicate {
     pthread_mutex_t mu;           /* guards open, ready, dropped_pending */
     item_list open, ready;
     uint64_t dropped_pending;     /* records the learner's side dropped (queue full) */
+    atomic_int ckpt_wanted;       /* omld_replicate_checkpoint_wanted */
+    int lost_since_ckpt;          /* loop: records dropped since the learner was last asked */
+    char last_ckpt[600];          /* the newest checkpoint, sent again after a reconnect */
+    uint64_t last_ckpt_lsn;
 
     omld_repl_stats st;           /* loop thread */
 };
@@ -197,6 +202,11 @@ void omld_replicate_version(omld_replicate *r, uint64_t version, uint64_t lsn)
     push_ready(r, it);
 }
 
+int omld_replicate_checkpoint_wanted(omld_replicate *r)
+{
+    return r && atomic_exchange(&r->ckpt_wanted, 0);
+}
+
 void omld_replicate_checkpoint(omld_replicate *r, const char *path, uint64_t lsn)
 {
     size_t n = path ? strlen(path) : 0;
@@ -211,6 +221,23 @@ void omld_replicate_checkpoint(omld_replicate *r, const char *path, uint64_t lsn
 
 /* ------------------------------------------------------------ loop: sending */
 
+/* n committed records will never reach Redis: replicas need a checkpoint
+ * past them, asked of the learner once Redis can take it (while it is
+ * away, one would be written for nothing, again and again). */
+static void dropped(omld_replicate *r, uint64_t n)
+{
+    r->st.records_dropped += n;
+    r->lost_since_ckpt = 1;
+}
+
+static void want_checkpoint(omld_replicate *r)
+{
+    if (r->lost_since_ckpt && r->up) {
+        r->lost_since_ckpt = 0;
+        atomic_store(&r->ckpt_wanted, 1);
+    }
+}
+
 static void on_reply(redisAsyncContext *ac, void *reply, void *priv)
 {
     omld_replicate *r = ac->data;
@@ -219,13 +246,12 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *priv)
     if (r == NULL)
         return;
     r->inflight--;
-    if (rep == NULL)
-        return; /* disconnected: counted as dropped when it was sent? no: lost with the link */
-    if (rep->type == REDIS_REPLY_ERROR) {
-        set_error(r, "Redis refused a %s: %s", kind == ITEM_CHECKPOINT ? "checkpoint" : "log entry",
-                  rep->str);
+    if (rep == NULL || rep->type == REDIS_REPLY_ERROR) { /* the link went, or Redis refused */
+        if (rep)
+            set_error(r, "Redis refused a %s: %s",
+                      kind == ITEM_CHECKPOINT ? "checkpoint" : "log entry", rep->str);
         if (kind == ITEM_RECORD)
-            r->st.records_dropped++;
+            dropped(r, 1);
         return;
     }
     if (kind == ITEM_RECORD)
@@ -318,8 +344,9 @@ static void checkpoint_read_done(uv_work_t *w, int status)
     }
     free(c->buf);
     free(c);
+    r->handles_open--;
     if (r->stopping) {
-        if (--r->handles_open == 0)
+        if (r->handles_open == 0)
             free(r);
         return;
     }
@@ -357,24 +384,30 @@ static void drain(omld_replicate *r)
     pthread_mutex_lock(&r->mu);
     item_list l = r->ready;
     r->ready = (item_list){NULL, NULL, 0};
-    r->st.records_dropped += r->dropped_pending;
+    uint64_t lost = r->dropped_pending;
     r->dropped_pending = 0;
     pthread_mutex_unlock(&r->mu);
+    if (lost)
+        dropped(r, lost);
     for (item *it = l.head, *next; it; it = next) {
         next = it->next;
         if (it->kind == ITEM_CHECKPOINT) { /* only the newest matters */
+            snprintf(r->last_ckpt, sizeof r->last_ckpt, "%s", (const char *)it->data);
+            r->last_ckpt_lsn = it->lsn;
             free(r->ckpt_next);
             r->ckpt_next = it;
             continue;
         }
-        if (!r->up || r->inflight >= MAX_INFLIGHT || r->stopping)
-            r->st.records_dropped += it->kind == ITEM_RECORD;
-        else if (it->kind == ITEM_RECORD)
+        if (!r->up || r->inflight >= MAX_INFLIGHT || r->stopping) {
+            if (it->kind == ITEM_RECORD)
+                dropped(r, 1);
+        } else if (it->kind == ITEM_RECORD)
             send_record(r, it);
         else
             send_version(r, it);
         free(it);
     }
+    want_checkpoint(r);
     start_checkpoint_read(r);
 }
 
@@ -407,6 +440,16 @@ static void on_connect(const redisAsyncContext *ac, int status)
     r->st.last_error[0] = '\0';
     LOG_INFO("replicate", "publishing the log to redis stream %s", r->key_log);
     announce(r);
+    want_checkpoint(r);
+    if (r->ckpt_next == NULL && r->last_ckpt[0]) { /* Redis may have lost it */
+        item *it = item_new(ITEM_CHECKPOINT, strlen(r->last_ckpt));
+        if (it) {
+            memcpy(it->data, r->last_ckpt, strlen(r->last_ckpt) + 1);
+            it->lsn = r->last_ckpt_lsn;
+            it->len = 0;
+            r->ckpt_next = it;
+        }
+    }
     start_checkpoint_read(r);
 }
 
@@ -466,6 +509,7 @@ int omld_replicate_start(omld_replicate **out, uv_loop_t *loop, const omld_confi
     snprintf(r->rpc_addr, sizeof r->rpc_addr, "%s", rpc_addr);
     snprintf(r->st.target, sizeof r->st.target, "%s", cfg->replicate);
     r->st.role = OMLD_REPL_PRIMARY;
+    atomic_init(&r->ckpt_wanted, 1); /* what a crash left unsent: a checkpoint covers it */
     pthread_mutex_init(&r->mu, NULL);
     uv_async_init(loop, &r->async, on_async);
     uv_timer_init(loop, &r->tick);

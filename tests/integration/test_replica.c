@@ -350,10 +350,61 @@ static void test_lag_at_steady_rate(void **state)
     omld_proc_cleanup(&pri);
 }
 
+/* The primary restarted after kill -9 (the records it committed but had
+ * not sent are a gap: the checkpoint it takes at its first write covers
+ * them), then Redis itself restarted empty (everything it held is gone:
+ * the primary sends its checkpoint again and a new one past the records
+ * dropped meanwhile): the replica follows through both. */
+static void test_primary_and_redis_restart(void **state)
+{
+    (void)state;
+    if (g_redis <= 0)
+        skip();
+    char pub[96], sub[96];
+    snprintf(pub, sizeof pub, "--replicate=redis://127.0.0.1:%d/r3", g_port);
+    snprintf(sub, sizeof sub, "--replica_of=redis://127.0.0.1:%d/r3", g_port);
+    const char *pargs[] = {"--dim=8", "--layers=1", "--hidden=16", "--emb=8", "--seed=5",
+                           "--publish_ms=50", pub, NULL};
+    const char *rargs[] = {"--dim=8", "--layers=1", "--hidden=16", "--emb=8", "--seed=5", sub,
+                           NULL};
+    omld_proc pri, rep;
+    assert_int_equal(omld_proc_start(&pri, pargs, TIMEOUT_MS), 0);
+    assert_int_equal(omld_proc_start(&rep, rargs, TIMEOUT_MS), 0);
+    omlc *c = omld_proc_dial(&pri, TIMEOUT_MS);
+    put_items(c, 0, N_ITEMS);
+    add_triplets(c, 0, 600, 10);
+    omlc_close(c);
+    assert_int_equal(omld_proc_stop(&pri, SIGKILL, TIMEOUT_MS), 128 + SIGKILL);
+    assert_int_equal(omld_proc_restart(&pri, pargs, TIMEOUT_MS), 0);
+    c = omld_proc_dial(&pri, TIMEOUT_MS);
+    add_triplets(c, 600, 600, 10);
+    uint64_t v = wait_same_version(&pri, &rep);
+    expect_same_answers(&pri, &rep, v);
+
+    assert_int_equal(kill(g_redis, SIGKILL), 0);
+    waitpid(g_redis, NULL, 0);
+    add_triplets(c, 1200, 300, 10); /* dropped: Redis is away */
+    g_redis = omld_redis_spawn(REDIS_SERVER, g_dir, g_port);
+    assert_true(g_redis > 0);
+    usleep(1500000); /* both reconnect within a second */
+    add_triplets(c, 1500, 300, 10);
+    v = wait_same_version(&pri, &rep);
+    expect_same_answers(&pri, &rep, v);
+    json_t *s = status(&pri);
+    assert_true(figure(s, "replication", "records_dropped") > 0);
+    json_decref(s);
+    omlc_close(c);
+    assert_int_equal(omld_proc_stop(&rep, SIGTERM, TIMEOUT_MS), 0);
+    assert_int_equal(omld_proc_stop(&pri, SIGTERM, TIMEOUT_MS), 0);
+    omld_proc_cleanup(&rep);
+    omld_proc_cleanup(&pri);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_replica_answers_as_the_primary),
+        cmocka_unit_test(test_primary_and_redis_restart),
         cmocka_unit_test(test_lag_at_steady_rate),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
