@@ -168,8 +168,11 @@ static void on_applied(void *ctx, omld_reply *reply)
     if (ok || j->b.applied_lsn > r->st.applied_lsn) {
         r->st.records_applied += j->b.applied_lsn - r->st.applied_lsn;
         r->st.applied_lsn = j->b.applied_lsn;
-        if (j->last_t_ms)
+        if (j->last_t_ms) {
             r->last_t_ms = j->last_t_ms;
+            uint64_t now = omld_repl_wall_ms();
+            r->st.apply_delay_seconds = now > j->last_t_ms ? (double)(now - j->last_t_ms) / 1e3 : 0;
+        }
         if (j->cursor[0])
             snprintf(r->cursor, sizeof r->cursor, "%s", j->cursor);
     }

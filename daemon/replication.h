@@ -43,6 +43,7 @@ typedef struct omld_repl_stats {
     uint64_t lag_records;         /* head_lsn - applied_lsn */
     double lag_seconds;           /* 0 when caught up, else how old the last applied record is */
     uint64_t records_applied;     /* since start */
+    double apply_delay_seconds;   /* the last batch: applied minus its last record's commit time */
     char last_error[200];
 } omld_repl_stats;
 

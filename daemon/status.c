@@ -251,6 +251,7 @@ static void json_replication(omld_json *j, const omld_repl_stats *g)
         omld_json_kv_uint(j, "lag_records", g->lag_records);
         omld_json_kv_double(j, "lag_seconds", g->lag_seconds);
         omld_json_kv_uint(j, "records_applied", g->records_applied);
+        omld_json_kv_double(j, "apply_delay_seconds", g->apply_delay_seconds);
     }
     omld_json_kv_string(j, "last_error", g->last_error);
     omld_json_object_end(j);
