@@ -39,8 +39,10 @@ static int load(omld_engine *e, const omld_repl_batch *b, omld_reply *r)
     }
     char err[1536];
     if (omld_persist_reload(e, err, sizeof err) != 0) {
+        const char *why = strstr(err, ".ckpt: "); /* the path is ours, not news */
         omld_reply_error(r, OMLD__STATUS__CODE__INTERNAL, NULL, "the primary's checkpoint at "
-                         "log position %" PRIu64 " cannot be loaded: %s", b->load_lsn, err);
+                         "log position %" PRIu64 " cannot be loaded: %s", b->load_lsn,
+                         why ? why + 7 : err);
         return -1;
     }
     if (e->ckpt_lsn != b->load_lsn) {

@@ -95,7 +95,7 @@ typedef struct omld_main {
     omld_tls *tls;               /* tls_cert/tls_key (NULL: plain); freed after the loop */
     char addr_path[OMLD_STR_MAX + 32];
     char addr_text[3 * OMLD_STR_MAX]; /* what the address file will say */
-    char not_ready[256];         /* why /readyz is 503 (storage for gather) */
+    char not_ready[600];         /* why /readyz is 503 (storage for gather) */
     /* recovery (recover_main): started by start(), finished by on_recovered */
     int recovering;
     pthread_t rec_thread;
@@ -262,8 +262,8 @@ static void gather(void *arg, omld_status_input *in)
         int healthy = omld_views_health(vs, m->not_ready, sizeof m->not_ready);
         in->ready = omld_views_version(vs) > 0 && healthy && !m->draining;
         if (healthy && m->replica && !m->repl_stats.bootstrapped) {
-            snprintf(m->not_ready, sizeof m->not_ready, "replica: not bootstrapped from %.80s yet%s%.100s",
-                     m->cfg.replica_of, m->repl_stats.last_error[0] ? ": " : "",
+            snprintf(m->not_ready, sizeof m->not_ready, "replica: not bootstrapped yet%s%s",
+                     m->repl_stats.last_error[0] ? ": " : "",
                      m->repl_stats.last_error);
             healthy = 0;
             in->ready = 0;
@@ -634,6 +634,11 @@ static int replica_state_dir(omld_main *m, char *err, size_t errlen)
     m->engine_cfg = m->cfg;
     if (m->cfg.replica_of[0] == '\0')
         return 0;
+    char host[256], prefix[OMLD_REPL_PREFIX_MAX];
+    int port;
+    if (omld_repl_parse_url("replica_of", m->cfg.replica_of, host, sizeof host, &port, prefix,
+                            sizeof prefix, err, errlen) != 0)
+        return -1; /* before anything in data_dir is touched */
     char dir[OMLD_STR_MAX + 16];
     snprintf(dir, sizeof dir, "%s/replica", m->cfg.data_dir);
     if (strlen(dir) >= sizeof m->engine_cfg.data_dir || make_dirs(dir, err, errlen) != 0) {

@@ -44,7 +44,7 @@ typedef struct omld_repl_stats {
     double lag_seconds;           /* 0 when caught up, else how old the last applied record is */
     uint64_t records_applied;     /* since start */
     double apply_delay_seconds;   /* the last batch: applied minus its last record's commit time */
-    char last_error[200];
+    char last_error[480];
 } omld_repl_stats;
 
 /* Splits "redis://HOST:PORT/PREFIX" (as omld_ingest_parse_url, naming
