@@ -166,7 +166,8 @@ static void on_applied(void *ctx, omld_reply *reply)
                  " (view %" PRIu64 ")", j->b.load_lsn, j->b.version);
     }
     if (ok || j->b.applied_lsn > r->st.applied_lsn) {
-        r->st.records_applied += j->b.applied_lsn - r->st.applied_lsn;
+        if (j->b.ckpt == NULL) /* a bootstrap jumps; it applies nothing */
+            r->st.records_applied += j->b.applied_lsn - r->st.applied_lsn;
         r->st.applied_lsn = j->b.applied_lsn;
         if (j->last_t_ms) {
             r->last_t_ms = j->last_t_ms;

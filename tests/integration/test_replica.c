@@ -209,6 +209,22 @@ static void test_replica_answers_as_the_primary(void **state)
     omlc_error err;
     assert_int_equal(omlc_checkpoint(c, &ck, &err), 0);
     omld__response__free_unpacked(ck, NULL);
+    /* A replica whose model options differ is not ready, and says why. */
+    const char *wrong[] = {"--dim=9", "--layers=1", "--hidden=16", "--emb=8", "--seed=5", sub, NULL};
+    omld_proc bad;
+    assert_int_equal(omld_proc_start(&bad, wrong, TIMEOUT_MS), 0);
+    char *why = NULL;
+    for (int i = 0; i < 250 && (why == NULL || strstr(why, "option 'dim'") == NULL); i++) {
+        free(why);
+        why = NULL;
+        assert_int_equal(omld_http_get(bad.http, "/readyz", &why, NULL), 503);
+        usleep(20000);
+    }
+    assert_non_null(strstr(why, "option 'dim' differs"));
+    free(why);
+    assert_int_equal(omld_proc_stop(&bad, SIGTERM, TIMEOUT_MS), 0);
+    omld_proc_cleanup(&bad);
+
     assert_int_equal(omld_proc_start(&rep, rargs, TIMEOUT_MS), 0);
     put_items(c, N_ITEMS, N_ITEMS + 20);
     add_triplets(c, 400, 1200, 16);
