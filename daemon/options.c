@@ -49,7 +49,7 @@ const omld_option omld_options[] = {
     STR(ingest_dead_letter, "", "the stream refused entries are copied to; empty: STREAM:dead"),
     INT(ingest_batch, 1, 4096, "256", "entries read (and in flight) at a time"),
     STR(replicate, "", "redis://HOST:PORT/PREFIX: publish the committed log records to the stream PREFIX:log and each checkpoint to PREFIX:checkpoint, for read replicas (README); empty: none"),
-    INT(replicate_maxlen, 1000, 1000000000, "1000000", "log records the stream keeps (XADD MAXLEN ~): a replica further behind bootstraps again from the checkpoint"),
+    INT(replicate_maxlen, 1000, 1000000000, "1000000", "entries the stream keeps (XADD MAXLEN ~; an entry holds one or more committed log records, or marks a view): a replica further behind bootstraps again from the checkpoint"),
     INT(replicate_queue_bytes, 1 << 20, 1LL << 34, "67108864", "committed records waiting for Redis at most (bytes); beyond it they are dropped and counted (replicas bootstrap again)"),
     STR(replica_of, "", "redis://HOST:PORT/PREFIX: run as a read replica of the primary publishing there (option replicate): bootstrap from its checkpoint, follow its log, serve queries, refuse writes with NOT_PRIMARY; empty: a primary"),
     INT(max_items, 1, 1LL << 31, "10000000", "most items the store holds (live items: a deleted item's slot is reused)"),

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bytes.h"
 #include "log.h"
 #include "redis_uv.h"
 #include "server.h"
@@ -279,19 +280,21 @@ static void bootstrap(omld_replica *r)
 
 /* ------------------------------------------------------------ following */
 
-/* The entries of one XREAD as a batch, in order, up to the first gap; the
- * payloads copied (hiredis frees the reply after the callback). */
+/* The records of one XREAD (entries of runs of records, and view markers)
+ * as a batch, in order, up to the first gap; the payloads copied (hiredis
+ * frees the reply after the callback). */
 static job *batch_of(omld_replica *r, const redisReply *entries)
 {
     job *j = calloc(1, sizeof *j);
-    size_t bytes = 0;
+    size_t bytes = 0, count = 0;
     for (size_t i = 0; i < entries->elements; i++) {
-        const redisReply *p = field(entries->element[i]->type == REDIS_REPLY_ARRAY &&
-                                    entries->element[i]->elements == 2
-                                        ? entries->element[i]->element[1] : NULL, "p");
+        const redisReply *e = entries->element[i];
+        const redisReply *p = e->type == REDIS_REPLY_ARRAY && e->elements == 2
+                                  ? field(e->element[1], "r") : NULL;
         bytes += p ? p->len : 0;
+        count += p ? p->len / OMLD_REPL_RECORD_HEADER + 1 : 1;
     }
-    if (j == NULL || (j->b.e = calloc(entries->elements, sizeof *j->b.e)) == NULL ||
+    if (j == NULL || (j->b.e = calloc(count, sizeof *j->b.e)) == NULL ||
         (j->bytes = malloc(bytes ? bytes : 1)) == NULL) {
         if (j)
             job_free(j);
@@ -301,7 +304,7 @@ static job *batch_of(omld_replica *r, const redisReply *entries)
     uint64_t applied = r->st.applied_lsn;
     j->b.applied_lsn = applied;
     size_t off = 0;
-    for (size_t i = 0; i < entries->elements; i++) {
+    for (size_t i = 0; i < entries->elements && !j->gap; i++) {
         const redisReply *e = entries->element[i];
         if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 ||
             e->element[0]->type != REDIS_REPLY_STRING)
@@ -311,40 +314,60 @@ static job *batch_of(omld_replica *r, const redisReply *entries)
         uint64_t lsn = id_lsn(id);
         int ok = 1;
         uint64_t t = field_u64(fv, "t", &ok);
-        omld_repl_entry *x = &j->b.e[j->b.n];
+        const redisReply *run = field(fv, "r");
         if (field(fv, "v")) { /* a view published after record lsn */
+            omld_repl_entry *x = &j->b.e[j->b.n];
             x->version = field_u64(fv, "v", &ok);
-            if (lsn < applied)
-                goto next; /* before this replica's state: already in it */
+            x->lsn = lsn;
             if (lsn > applied) {
                 j->gap = 1; /* its records are missing */
                 break;
             }
-        } else {
-            const redisReply *p = field(fv, "p");
-            x->type = (uint8_t)field_u64(fv, "y", &ok);
-            if (lsn <= applied)
-                goto next;
-            if (lsn != applied + 1 || p == NULL || !ok) {
-                if (lsn != applied + 1)
-                    set_error(r, "the log has no record %" PRIu64 " (the next is %" PRIu64
-                              "): bootstrapping again from a checkpoint", applied + 1, lsn);
-                else
-                    set_error(r, "stream entry %s is not a log record (fields y, t, p): "
+            if (lsn == applied)
+                j->b.n++; /* (one before this replica's state is in it already) */
+        } else if (run && ok) {
+            /* u64 LSN | u8 type | u32 length | payload, repeated */
+            const uint8_t *p = (const uint8_t *)run->str, *end = p + run->len;
+            while (p < end) {
+                uint64_t rl = 0;
+                uint32_t n = 0;
+                if ((size_t)(end - p) >= OMLD_REPL_RECORD_HEADER) {
+                    rl = oml_le64_load(p);
+                    n = oml_le32_load(p + 9);
+                }
+                if (rl == 0 || (size_t)(end - p) - OMLD_REPL_RECORD_HEADER < n) {
+                    set_error(r, "stream entry %s does not hold whole log records: "
                               "bootstrapping again from a checkpoint", id);
-                j->gap = 1;
-                break;
+                    j->gap = 1;
+                    break;
+                }
+                if (rl > applied + 1) {
+                    set_error(r, "the log has no record %" PRIu64 " (the next is %" PRIu64
+                              "): bootstrapping again from a checkpoint", applied + 1, rl);
+                    j->gap = 1;
+                    break;
+                }
+                if (rl == applied + 1) {
+                    omld_repl_entry *x = &j->b.e[j->b.n++];
+                    x->lsn = rl;
+                    x->type = p[8];
+                    x->len = n;
+                    x->payload = j->bytes + off;
+                    memcpy(j->bytes + off, p + OMLD_REPL_RECORD_HEADER, n);
+                    off += n;
+                    applied = rl;
+                    j->last_t_ms = t;
+                }
+                p += OMLD_REPL_RECORD_HEADER + n;
             }
-            memcpy(j->bytes + off, p->str, p->len);
-            x->payload = j->bytes + off;
-            x->len = p->len;
-            off += p->len;
-            applied = lsn;
-            j->last_t_ms = t;
+            if (j->gap)
+                break;
+        } else {
+            set_error(r, "stream entry %s is neither log records (t, r) nor a view (v, t): "
+                      "bootstrapping again from a checkpoint", id);
+            j->gap = 1;
+            break;
         }
-        x->lsn = lsn;
-        j->b.n++;
-    next:
         snprintf(j->cursor, sizeof j->cursor, "%s", id);
         if (lsn > r->st.head_lsn)
             r->st.head_lsn = lsn, r->head_t_ms = t;

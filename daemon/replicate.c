@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "bytes.h"
 #include "log.h"
 #include "redis_uv.h"
 
@@ -32,7 +33,8 @@
 #define MAX_INFLIGHT 20000
 #define REDIS_BULK_MAX (512ull << 20) /* Redis's largest string (proto-max-bulk-len) */
 
-enum { ITEM_RECORD = 0, ITEM_VERSION, ITEM_CHECKPOINT };
+enum { ITEM_RECORD = 0, ITEM_VERSION, ITEM_CHECKPOINT, ITEM_OTHER };
+#define ENTRY_BYTES (1u << 20) /* records packed into one stream entry, at most (about) */
 
 typedef struct item {
     struct item *next;
@@ -73,6 +75,7 @@ struct omld_replicate {
     int inflight;
     uv_async_t async;
     uv_timer_t tick;
+    uv_timer_t flush;             /* drains ready after the answers (on_async) */
     int handles_open;
     int stopping;
     ckpt_read *reading;           /* a checkpoint file being read (one at a time) */
@@ -242,7 +245,8 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *priv)
 {
     omld_replicate *r = ac->data;
     const redisReply *rep = reply;
-    int kind = (int)(intptr_t)priv;
+    int kind = (int)((uintptr_t)priv & 3);
+    uint64_t n = (uint64_t)((uintptr_t)priv >> 2); /* records in the entry */
     if (r == NULL)
         return;
     r->inflight--;
@@ -251,38 +255,78 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *priv)
             set_error(r, "Redis refused a %s: %s",
                       kind == ITEM_CHECKPOINT ? "checkpoint" : "log entry", rep->str);
         if (kind == ITEM_RECORD)
-            dropped(r, 1);
+            dropped(r, n);
         return;
     }
     if (kind == ITEM_RECORD)
-        r->st.records_published++;
+        r->st.records_published += n;
     else if (kind == ITEM_VERSION)
         r->st.versions_published++;
-    else
+    else if (kind == ITEM_CHECKPOINT)
         r->st.checkpoints_published++;
 }
 
-static void send_cmd(omld_replicate *r, int kind, int argc, const char **argv, const size_t *len)
+/* n: the records an entry carries (ITEM_RECORD). */
+static void send_cmd(omld_replicate *r, int kind, uint64_t n, int argc, const char **argv,
+                     const size_t *len)
 {
-    if (redisAsyncCommandArgv(r->ac, on_reply, (void *)(intptr_t)kind, argc, argv, len) == REDIS_OK)
+    void *priv = (void *)(uintptr_t)((n << 2) | (uint64_t)kind);
+    if (redisAsyncCommandArgv(r->ac, on_reply, priv, argc, argv, len) == REDIS_OK)
         r->inflight++;
     else if (kind == ITEM_RECORD)
-        r->st.records_dropped++;
+        dropped(r, n);
 }
 
-static void send_record(omld_replicate *r, const item *it)
+/* Consecutive records go out as one entry (replication.h): the busier the
+ * learner, the fewer commands per record Redis and the loop handle. */
+typedef struct packer {
+    uint8_t *buf;
+    size_t len, cap;
+    uint64_t n, last_lsn, t_ms;
+} packer;
+
+static void pack_flush(omld_replicate *r, packer *pk)
 {
-    char id[48], type[8], t[24];
-    snprintf(id, sizeof id, "%" PRIu64 "-0", it->lsn);
-    snprintf(type, sizeof type, "%u", it->type);
-    snprintf(t, sizeof t, "%" PRIu64, it->t_ms);
-    const char *argv[] = {"XADD", r->key_log, "MAXLEN", "~", r->maxlen, id,
-                          "y", type, "t", t, "p", (const char *)it->data};
-    size_t len[12];
-    for (int i = 0; i < 11; i++)
+    if (pk->n == 0)
+        return;
+    char id[48], t[24];
+    snprintf(id, sizeof id, "%" PRIu64 "-0", pk->last_lsn);
+    snprintf(t, sizeof t, "%" PRIu64, pk->t_ms);
+    const char *argv[] = {"XADD", r->key_log, "MAXLEN", "~", r->maxlen, id, "t", t, "r",
+                          (const char *)pk->buf};
+    size_t len[10];
+    for (int i = 0; i < 9; i++)
         len[i] = strlen(argv[i]);
-    len[11] = it->len;
-    send_cmd(r, ITEM_RECORD, 12, argv, len);
+    len[9] = pk->len;
+    send_cmd(r, ITEM_RECORD, pk->n, 10, argv, len);
+    pk->len = 0;
+    pk->n = 0;
+}
+
+static void pack_record(omld_replicate *r, packer *pk, const item *it)
+{
+    size_t need = pk->len + OMLD_REPL_RECORD_HEADER + it->len;
+    if (need > pk->cap) {
+        size_t cap = need > 2 * pk->cap ? need : 2 * pk->cap;
+        uint8_t *b = realloc(pk->buf, cap);
+        if (b == NULL) {
+            dropped(r, 1);
+            return;
+        }
+        pk->buf = b;
+        pk->cap = cap;
+    }
+    uint8_t *p = pk->buf + pk->len;
+    oml_le64_store(p, it->lsn);
+    p[8] = it->type;
+    oml_le32_store(p + 9, (uint32_t)it->len);
+    memcpy(p + OMLD_REPL_RECORD_HEADER, it->data, it->len);
+    pk->len = need;
+    pk->n++;
+    pk->last_lsn = it->lsn;
+    pk->t_ms = it->t_ms;
+    if (pk->len >= ENTRY_BYTES)
+        pack_flush(r, pk);
 }
 
 static void send_version(omld_replicate *r, const item *it)
@@ -292,7 +336,7 @@ static void send_version(omld_replicate *r, const item *it)
     snprintf(v, sizeof v, "%" PRIu64, it->version);
     snprintf(t, sizeof t, "%" PRIu64, it->t_ms);
     const char *argv[] = {"XADD", r->key_log, "MAXLEN", "~", r->maxlen, id, "v", v, "t", t};
-    send_cmd(r, ITEM_VERSION, 10, argv, NULL);
+    send_cmd(r, ITEM_VERSION, 0, 10, argv, NULL);
 }
 
 static void read_checkpoint(uv_work_t *w)
@@ -338,7 +382,7 @@ static void checkpoint_read_done(uv_work_t *w, int status)
         snprintf(key_lsn, sizeof key_lsn, "%s:checkpoint_lsn", r->prefix);
         const char *argv[] = {"MSET", key_ck, (const char *)c->buf, key_lsn, lsn};
         size_t len[] = {4, strlen(key_ck), c->len, strlen(key_lsn), strlen(lsn)};
-        send_cmd(r, ITEM_CHECKPOINT, 5, argv, len);
+        send_cmd(r, ITEM_CHECKPOINT, 0, 5, argv, len);
     } else if (c->why[0]) {
         set_error(r, "%s", c->why);
     }
@@ -389,6 +433,7 @@ static void drain(omld_replicate *r)
     pthread_mutex_unlock(&r->mu);
     if (lost)
         dropped(r, lost);
+    packer pk = {0};
     for (item *it = l.head, *next; it; it = next) {
         next = it->next;
         if (it->kind == ITEM_CHECKPOINT) { /* only the newest matters */
@@ -401,19 +446,35 @@ static void drain(omld_replicate *r)
         if (!r->up || r->inflight >= MAX_INFLIGHT || r->stopping) {
             if (it->kind == ITEM_RECORD)
                 dropped(r, 1);
-        } else if (it->kind == ITEM_RECORD)
-            send_record(r, it);
-        else
+        } else if (it->kind == ITEM_RECORD) {
+            pack_record(r, &pk, it);
+        } else {
+            pack_flush(r, &pk); /* the view follows its records */
             send_version(r, it);
+        }
         free(it);
     }
+    if (r->up && !r->stopping)
+        pack_flush(r, &pk);
+    else
+        dropped(r, pk.n);
+    free(pk.buf);
     want_checkpoint(r);
     start_checkpoint_read(r);
 }
 
+static void on_flush(uv_timer_t *t)
+{
+    drain(t->data);
+}
+
+/* Not now but at the next turn of the loop: the answers the same commit
+ * released (the engine's own async, in this turn) go out first. */
 static void on_async(uv_async_t *h)
 {
-    drain(h->data);
+    omld_replicate *r = h->data;
+    if (!r->stopping && !uv_is_active((uv_handle_t *)&r->flush))
+        uv_timer_start(&r->flush, on_flush, 0, 0);
 }
 
 /* ------------------------------------------------------------ loop: connection */
@@ -423,7 +484,7 @@ static void announce(omld_replicate *r)
     char key[OMLD_REPL_PREFIX_MAX + 16];
     snprintf(key, sizeof key, "%s:primary", r->prefix);
     const char *argv[] = {"SET", key, r->rpc_addr};
-    send_cmd(r, ITEM_VERSION + 100, 3, argv, NULL);
+    send_cmd(r, ITEM_OTHER, 0, 3, argv, NULL);
 }
 
 static void on_connect(const redisAsyncContext *ac, int status)
@@ -513,8 +574,9 @@ int omld_replicate_start(omld_replicate **out, uv_loop_t *loop, const omld_confi
     pthread_mutex_init(&r->mu, NULL);
     uv_async_init(loop, &r->async, on_async);
     uv_timer_init(loop, &r->tick);
-    r->async.data = r->tick.data = r;
-    r->handles_open = 2;
+    uv_timer_init(loop, &r->flush);
+    r->async.data = r->tick.data = r->flush.data = r;
+    r->handles_open = 3;
     uv_timer_start(&r->tick, on_tick, TICK_MS, TICK_MS);
     connect_redis(r);
     *out = r;
@@ -559,4 +621,5 @@ void omld_replicate_stop(omld_replicate *r)
     }
     uv_close((uv_handle_t *)&r->async, on_closed);
     uv_close((uv_handle_t *)&r->tick, on_closed);
+    uv_close((uv_handle_t *)&r->flush, on_closed);
 }

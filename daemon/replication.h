@@ -3,13 +3,15 @@
  * reads them) and the figures both show on /status and /metrics.
  *
  * Under PREFIX (the path of redis://HOST:PORT/PREFIX):
- *   PREFIX:log             a stream, one entry per committed log record, id
- *                          "LSN-0", fields y (record type, decimal), t (the
- *                          primary's commit time, Unix ms), p (the record's
- *                          payload bytes, as in the write-ahead log); and one
- *                          entry per published serving view, id "LSN-*"
- *                          (after the record it follows), fields v (the view's
- *                          model version) and t.
+ *   PREFIX:log             a stream of committed log records, a run of
+ *                          consecutive ones per entry: id "LSN-0" (LSN its
+ *                          last record's), fields t (the primary's commit
+ *                          time of that record, Unix ms) and r: per record
+ *                          u64 LSN | u8 type | u32 payload length | the
+ *                          payload as in the write-ahead log (little-endian);
+ *                          and one entry per published serving view, id
+ *                          "LSN-*" (after the record it follows), fields v
+ *                          (the view's model version) and t.
  *   PREFIX:checkpoint      the newest checkpoint file's bytes, and
  *   PREFIX:checkpoint_lsn  its log position (decimal); both set by one MSET.
  *   PREFIX:primary         the primary's RPC address (HOST:PORT), named in a
@@ -21,6 +23,7 @@
 #include <stdint.h>
 
 #define OMLD_REPL_PREFIX_MAX 128
+#define OMLD_REPL_RECORD_HEADER 13 /* u64 LSN | u8 type | u32 length, before each payload */
 
 enum omld_repl_role { OMLD_REPL_NONE = 0, OMLD_REPL_PRIMARY, OMLD_REPL_REPLICA };
 
