@@ -54,6 +54,7 @@ static int http_status_of(int code)
     case OMLD__STATUS__CODE__UNAUTHENTICATED: return 401;
     case OMLD__STATUS__CODE__PERMISSION_DENIED: return 403;
     case OMLD__STATUS__CODE__CONFLICT: return 409;
+    case OMLD__STATUS__CODE__NOT_PRIMARY: return 421; /* Misdirected: send it to the primary */
     default: return 400; /* INVALID_ARGUMENT, WRONG_DIMENSION, NON_FINITE, MALFORMED */
     }
 }

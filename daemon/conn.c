@@ -482,7 +482,8 @@ static void handle_frame(omld_conn *c, const uint8_t *p, size_t n)
         return;
     }
     omld_dispatch_in in = {.lim = &s->lim, .auth_required = omld_tokens_required(s->tokens),
-                           .rights = c->session.rights, .draining = s->draining};
+                           .rights = c->session.rights, .draining = s->draining,
+                           .not_primary = s->not_primary};
     omld_dispatch d;
     omld_dispatch_payload(p, n, &in, &d);
     sl->req = d.req;

@@ -5,7 +5,8 @@
  * inside (INVALID_ARGUMENT, naming its path: protobuf-c would cut it
  * there), find its row in the operation table, check authorisation
  * (UNAUTHENTICATED before Auth when tokens are on; PERMISSION_DENIED for a
- * writing row on a read-only connection), validate (the row's check), and,
+ * writing row on a read-only connection; NOT_PRIMARY for one on a read
+ * replica, naming the primary), validate (the row's check), and,
  * while draining, refuse everything but the INLINE rows (UNAVAILABLE). The
  * connection code (conn.c) and the fuzz target call the same function, so
  * the fuzzer drives the sequence the daemon runs. Pure: it reads only its
@@ -29,7 +30,8 @@ enum omld_refusal {
     OMLD_REFUSED_UNAUTHENTICATED, /* tokens are on and the connection sent no valid Auth */
     OMLD_REFUSED_PERMISSION,      /* a writing operation on a read-only connection */
     OMLD_REFUSED_INVALID,         /* its check failed (code and field in the reply) */
-    OMLD_REFUSED_DRAINING         /* decoded after the drain began */
+    OMLD_REFUSED_DRAINING,        /* decoded after the drain began */
+    OMLD_REFUSED_NOT_PRIMARY      /* a writing operation on a read replica */
 };
 
 typedef struct omld_dispatch_in {
@@ -37,6 +39,7 @@ typedef struct omld_dispatch_in {
     int auth_required;            /* tokens are configured */
     int rights;                   /* enum omld_rights of the connection */
     int draining;
+    const char *not_primary;      /* a read replica: why writes go elsewhere (NULL: primary) */
 } omld_dispatch_in;
 
 typedef struct omld_dispatch {

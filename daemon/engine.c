@@ -18,6 +18,7 @@
 #include "engine_int.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -27,6 +28,7 @@
 
 #include "log.h"
 #include "modelfile.h"
+#include "replicate.h"
 
 #define WAIT_VIEW_NS 10000000000ull /* a wait_for_view answer goes out after this anyway */
 #define WAIT_CHECK_MS 2               /* ... its view is looked for this often */
@@ -170,6 +172,8 @@ void omld_engine_publish(omld_engine *e)
         return;
     }
     omld_views_submit(e->views, s, now);
+    /* Replicas publish this version at this position of the log too. */
+    omld_replicate_version(e->pub, e->version, omld_persist_position(e));
     /* Batch models index every stored item too: rebuild theirs when the
      * items changed since they were last asked to. */
     if (e->models && e->models_gen != e->store_gen) {
@@ -178,6 +182,7 @@ void omld_engine_publish(omld_engine *e)
     }
     e->published_updates = e->learner->stats.updates;
     e->published_ns = now;
+    e->published_lsn = omld_persist_position(e);
     e->dirty = 0;
 }
 
@@ -185,6 +190,8 @@ void omld_engine_publish(omld_engine *e)
 
 static void maybe_publish(omld_engine *e)
 {
+    if (e->replica)
+        return; /* it publishes where the primary did (follow.c) */
     uint64_t since = e->learner->stats.updates - e->published_updates;
     uint64_t age_ms = (omld_now_ns() - e->published_ns) / 1000000u;
     if (since >= (uint64_t)e->opts.publish_every ||
@@ -493,6 +500,15 @@ static void publish_for_waiters(omld_engine *e, cmd_list *group)
  * error instead: nothing unlogged is acknowledged, nothing refused stays. */
 static void run_group(omld_engine *e, cmd_list *group)
 {
+    if (e->replica) {
+        for (cmd *c = group->head; c; c = c->next)
+            if (c->batch)
+                omld_follow_apply(e, c->batch, c->reply);
+            else /* writes are refused before they come here (dispatch.c) */
+                omld_reply_error(c->reply, OMLD__STATUS__CODE__NOT_PRIMARY, NULL,
+                                 "this omld is a read replica");
+        return;
+    }
     int logged = 0, log_failed = 0;
     oml_diag d = {0};
     apply_and_log(e, group, &logged, &log_failed, &d);
@@ -531,13 +547,13 @@ static void run_group(omld_engine *e, cmd_list *group)
  * logged. Called with mu held. */
 static int idle_allowance(const omld_engine *e)
 {
-    return !e->read_only && e->replay.live > 0 &&
+    return !e->read_only && !e->replica && e->replay.live > 0 &&
            e->idle_credit >= (double)e->learner->cfg.batch;
 }
 
 static int rehearsal_due(omld_engine *e)
 {
-    if (e->read_only || e->replay.live == 0)
+    if (e->read_only || e->replica || e->replay.live == 0)
         return 0;
     if (oml_replay_owed(&e->replay, e->learner) > 0)
         return 1;
@@ -598,7 +614,7 @@ static void *engine_main(void *arg)
             uint64_t now = omld_now_ns(), wait_ns = UINT64_MAX;
             if (idle_allowance(e)) /* wake when the quiet time is up */
                 wait_ns = e->last_request_ns + IDLE_NS - now;
-            if (e->dirty) { /* something changed: wake by the publish deadline at the latest */
+            if (e->dirty && !e->replica) { /* changed: wake by the publish deadline at the latest */
                 uint64_t due_ns = e->published_ns + (uint64_t)e->opts.publish_ms * 1000000u;
                 if (now >= due_ns)
                     break;
@@ -695,7 +711,7 @@ static void *engine_main(void *arg)
             e->bg_failed = 1;
         serve_checkpoint_waiters(e);
     }
-    if (e->dirty)
+    if (e->dirty && !e->replica)
         publish(e);
     return NULL;
 }
@@ -800,6 +816,43 @@ int omld_engine_submit(omld_engine *e, const Omld__Request *req, uint64_t cost,
     return 0;
 }
 
+int omld_engine_follow(omld_engine *e, omld_repl_batch *b, omld_engine_done_fn done, void *ctx)
+{
+    cmd *c = calloc(1, sizeof *c);
+    omld_reply *r = calloc(1, sizeof *r);
+    pthread_mutex_lock(&e->mu);
+    int stopping = e->stopping;
+    pthread_mutex_unlock(&e->mu);
+    if (c == NULL || r == NULL || stopping) {
+        free(c);
+        free(r);
+        return -1;
+    }
+    omld_reply_init(r, 0);
+    c->batch = b;
+    c->cost = 1;
+    c->done = done;
+    c->ctx = ctx;
+    c->reply = r;
+    pthread_mutex_lock(&e->mu);
+    list_push(&e->inbox, c);
+    e->inbox_cost += c->cost;
+    pthread_cond_signal(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+    return 0;
+}
+
+void omld_engine_set_replicate(omld_engine *e, struct omld_replicate *r)
+{
+    e->pub = r;
+    if (r && e->ckpt_lsn > 0) { /* the recovered checkpoint, for replicas to start from */
+        char path[OMLD_STR_MAX + 64];
+        snprintf(path, sizeof path, "%s/checkpoint-%016" PRIx64 ".ckpt", e->opts.data_dir,
+                 e->ckpt_lsn);
+        omld_replicate_checkpoint(r, path, e->ckpt_lsn);
+    }
+}
+
 void omld_engine_set_wake(omld_engine *e, void (*wake)(void *arg), void *arg)
 {
     e->wake = wake;
@@ -860,6 +913,7 @@ static void init_sync(omld_engine *e, const omld_config *opts, omld_metrics *met
 {
     e->opts = *opts;
     e->metrics = metrics;
+    e->replica = opts->replica_of[0] != '\0';
     e->capacity = (uint64_t)opts->queue_capacity;
     atomic_init(&e->queued_triplets, 0);
     pthread_mutex_init(&e->mu, NULL);
@@ -928,6 +982,11 @@ int omld_engine_create(omld_engine **out, const omld_config *opts, omld_metrics 
     if (omld_persist_open(e, err, errlen) != 0)
         goto fail;
     e->stats.cfg = e->model_cfg; /* a recovered model's own settings (omld_engine_model_adopt) */
+    /* Views published after the checkpoint were numbered from its version
+     * on; replicas may serve them. New numbers must not name other models:
+     * at most one view was published per record replayed. */
+    if (opts->replicate[0])
+        e->version += e->replayed;
     e->publish_now = 0; /* replayed promotes: the first view below shows them */
     /* Batch models (data_dir/models) index the recovered store. */
     if (omld_models_create(&e->models, opts->data_dir, &e->model_cfg, e->store, &e->lock) != 0) {

@@ -121,6 +121,36 @@ int omld_engine_run(omld_engine *e, uv_loop_t *loop, char *err, size_t errlen);
 int omld_engine_submit(omld_engine *e, const Omld__Request *req, uint64_t cost,
                        omld_engine_done_fn done, void *ctx);
 
+/* A batch from a primary's log for a read replica (replica.c): a checkpoint
+ * to start from (ckpt set: the state is replaced by it, at log position
+ * load_lsn), then entries in log order: records (version 0) applied as
+ * recovery applies them, and view markers (version > 0) at which the
+ * replica publishes a view of that version, as the primary did at the
+ * same position. The engine fills applied_lsn and version. */
+typedef struct omld_repl_entry {
+    uint64_t lsn, version;
+    uint8_t type;
+    size_t len;
+    uint8_t *payload;
+} omld_repl_entry;
+
+typedef struct omld_repl_batch {
+    uint8_t *ckpt;
+    size_t ckpt_len;
+    uint64_t load_lsn;
+    omld_repl_entry *e;
+    size_t n;
+    uint64_t applied_lsn, version; /* out: the last record applied, the view published */
+} omld_repl_batch;
+
+/* Queues a replica's batch (borrowed until done is called; the reply says
+ * OK or why it failed). 0, or -1 (out of memory or stopping). */
+int omld_engine_follow(omld_engine *e, omld_repl_batch *b, omld_engine_done_fn done, void *ctx);
+
+/* The primary's publisher (replicate.h), before omld_engine_run. */
+struct omld_replicate;
+void omld_engine_set_replicate(omld_engine *e, struct omld_replicate *r);
+
 /* Called on the loop thread whenever room was freed in the queue. */
 void omld_engine_set_wake(omld_engine *e, void (*wake)(void *arg), void *arg);
 

@@ -30,6 +30,7 @@ typedef struct cmd {
     uint64_t need_lsn;       /* a held Checkpoint: answered once one at this position is durable */
     int held;                /* ... not answered with its group */
     uint64_t wait_until_ns;  /* ... or at this time */
+    omld_repl_batch *batch;  /* a replica's records to apply (req is NULL then) */
 } cmd;
 
 typedef struct cmd_list {
@@ -84,6 +85,7 @@ struct omld_engine {
     uint32_t provisional_items;
     uint64_t published_updates;
     uint64_t published_ns;
+    uint64_t published_lsn;     /* the log position of the newest view */
     int dirty;
 
     /* for readers: guarded by stats_mu */
@@ -131,6 +133,12 @@ struct omld_engine {
     uint32_t *slots;        /* (3 * max_batch) their store slots */
     float *weights;         /* (max_batch) their weights (omld.proto Triplet.weight) */
 
+    /* replication: the primary's publisher (NULL: none), or a replica
+     * (follow.c: it applies the primary's records and publishes only at its
+     * view markers; no rehearsal, publishing or checkpoints of its own) */
+    struct omld_replicate *pub;
+    int replica;
+
     /* rehearsal in idle time (engine.c): rehearsed triplets still allowed,
      * and when the last request was taken */
     double idle_credit;
@@ -155,6 +163,17 @@ int omld_rehearse(omld_engine *e, int32_t steps); /* returns the steps taken */
 
 /* engine.c: takes a snapshot and hands it to the indexer (engine thread). */
 void omld_engine_publish(omld_engine *e);
+
+/* follow.c: a replica's batch (records, view markers, or a checkpoint to
+ * start from), applied on the learner thread; r gets an error if it fails. */
+void omld_follow_apply(omld_engine *e, omld_repl_batch *b, omld_reply *r);
+
+/* persist.c: a replica's hooks: one record from the primary's log, applied
+ * as recovery applies it (0 or an OML_E* code); and the state reloaded from
+ * the checkpoints in the data directory (0 or -1 with err). */
+int omld_persist_apply_record(omld_engine *e, uint8_t type, uint64_t lsn, const uint8_t *p,
+                              size_t len);
+int omld_persist_reload(omld_engine *e, char *err, size_t errlen);
 
 /* persist.c: the write-ahead log and checkpoints (engine thread only). */
 int omld_persist_open(omld_engine *e, char *err, size_t errlen);   /* load + replay */

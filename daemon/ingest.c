@@ -562,23 +562,11 @@ static void on_disconnect(const redisAsyncContext *ac, int status)
 
 static redisAsyncContext *connect_one(omld_ingest *g)
 {
-    redisAsyncContext *ac = redisAsyncConnect(g->host, g->port);
+    char why[sizeof g->st.last_error];
+    redisAsyncContext *ac = omld_redis_uv_connect(g->loop, g->host, g->port, g, on_connect,
+                                                  on_disconnect, why, sizeof why);
     if (ac == NULL)
-        return NULL;
-    if (ac->err) {
-        set_error(g, "cannot connect to Redis: %s", ac->errstr);
-        redisAsyncFree(ac);
-        return NULL;
-    }
-    ac->data = g;
-    if (omld_redis_uv_attach(ac, g->loop) != REDIS_OK) {
-        set_error(g, "cannot watch the Redis connection (%s)", "uv_poll_init");
-        ac->data = NULL;
-        redisAsyncFree(ac);
-        return NULL;
-    }
-    redisAsyncSetConnectCallback(ac, on_connect);
-    redisAsyncSetDisconnectCallback(ac, on_disconnect);
+        set_error(g, "%s", why);
     return ac;
 }
 

@@ -53,6 +53,8 @@
 #include "http.h"
 #include "log.h"
 #include "notify.h"
+#include "replica.h"
+#include "replicate.h"
 #include "metrics.h"
 #include "options.h"
 #include "server.h"
@@ -76,6 +78,11 @@ typedef struct omld_main {
     omld_history *history;       /* GET /status/history; sampled by its timer */
     omld_ingest *ingest;         /* the Redis Stream consumer (option ingest), or NULL */
     omld_ingest_stats ingest_stats; /* storage the HTTP gather callback points into */
+    omld_replicate *pub;         /* publishing for read replicas (option replicate), or NULL */
+    omld_replica *replica;       /* following a primary (option replica_of), or NULL */
+    omld_repl_stats repl_stats;  /* storage the HTTP gather callback points into */
+    omld_config engine_cfg;      /* cfg, but a replica's state lives in data_dir/replica */
+    char rpc_addr[128];          /* the RPC address replicas name as the primary */
     omld_trainer *trainer;
     uv_signal_t sigterm, sigint;
     int signals_open;
@@ -89,7 +96,7 @@ typedef struct omld_main {
     omld_tls *tls;               /* tls_cert/tls_key (NULL: plain); freed after the loop */
     char addr_path[OMLD_STR_MAX + 32];
     char addr_text[3 * OMLD_STR_MAX]; /* what the address file will say */
-    char not_ready[256];         /* why /readyz is 503 (storage for gather) */
+    char not_ready[600];         /* why /readyz is 503 (storage for gather) */
     /* recovery (recover_main): started by start(), finished by on_recovered */
     int recovering;
     pthread_t rec_thread;
@@ -235,6 +242,11 @@ static void gather(void *arg, omld_status_input *in)
     omld_ingest_stats_get(m->ingest, &m->ingest_stats);
     m->ingest_stats.configured = m->cfg.ingest[0] != '\0';
     in->ingest = &m->ingest_stats;
+    if (m->replica)
+        omld_replica_stats_get(m->replica, &m->repl_stats);
+    else
+        omld_replicate_stats_get(m->pub, &m->repl_stats);
+    in->replication = &m->repl_stats;
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     in->now_unix_ms = (uint64_t)now.tv_sec * 1000u + (uint64_t)now.tv_nsec / 1000000u;
@@ -250,6 +262,13 @@ static void gather(void *arg, omld_status_input *in)
         omld_views *vs = omld_engine_views(m->engine);
         int healthy = omld_views_health(vs, m->not_ready, sizeof m->not_ready);
         in->ready = omld_views_version(vs) > 0 && healthy && !m->draining;
+        if (healthy && m->replica && !m->repl_stats.bootstrapped) {
+            snprintf(m->not_ready, sizeof m->not_ready, "replica: not bootstrapped yet%s%s",
+                     m->repl_stats.last_error[0] ? ": " : "",
+                     m->repl_stats.last_error);
+            healthy = 0;
+            in->ready = 0;
+        }
         if (!healthy)
             in->not_ready = m->not_ready;
         else if (omld_views_version(vs) == 0)
@@ -297,6 +316,10 @@ static void on_drained(void *arg)
         m->engine_stopped = 1;
         omld_engine_stop(m->engine); /* finishes its queue, joins its threads */
     }
+    omld_replicate_stop(m->pub); /* the learner, which hands it records, has stopped */
+    m->pub = NULL;
+    omld_replica_stop(m->replica); /* ... and answered its last batch */
+    m->replica = NULL;
     if (m->signals_open) {
         m->signals_open = 0;
         uv_close((uv_handle_t *)&m->sigterm, NULL);
@@ -388,7 +411,7 @@ static int load_tls(omld_main *m)
 static void *recover_main(void *arg)
 {
     omld_main *m = arg;
-    m->rec_rc = omld_engine_create(&m->rec_engine, &m->cfg, &m->metrics, m->rec_err,
+    m->rec_rc = omld_engine_create(&m->rec_engine, &m->engine_cfg, &m->metrics, m->rec_err,
                                    sizeof m->rec_err);
     uv_async_send(&m->rec_done);
     return NULL;
@@ -400,7 +423,13 @@ static void *recover_main(void *arg)
 static int finish_start(omld_main *m)
 {
     char err[1536];
+    omld_engine_set_replicate(m->engine, m->pub);
     if (omld_engine_run(m->engine, &m->loop, err, sizeof err) != 0) {
+        LOG_ERROR("main", "%s", err);
+        return -1;
+    }
+    if (omld_replica_start(&m->replica, &m->loop, &m->cfg, m->engine, m->server, err,
+                           sizeof err) != 0) {
         LOG_ERROR("main", "%s", err);
         return -1;
     }
@@ -553,6 +582,7 @@ static void announce_listeners(omld_main *m, const struct sockaddr_storage *http
     if (m->tls)
         LOG_INFO("main", "TLS on both ports (rpc and http): %s", omld_tls_describe(m->tls));
     warn_if_exposed(m, &rpc_addr, rpc, http_addr, http);
+    snprintf(m->rpc_addr, sizeof m->rpc_addr, "%s", rpc);
     int n = snprintf(m->addr_text, sizeof m->addr_text, "rpc %s\nhttp %s\n", rpc, http);
     if (m->cfg.unix_socket[0] && n > 0 && (size_t)n < sizeof m->addr_text)
         snprintf(m->addr_text + n, sizeof m->addr_text - (size_t)n, "unix %s\n",
@@ -599,6 +629,33 @@ static int start_recovery(omld_main *m)
     return 0;
 }
 
+/* The engine's options: a replica keeps its state in data_dir/replica and
+ * starts it empty each time (it bootstraps from Redis; nothing of its own
+ * is worth keeping, and a stale state must not be served). 0 or -1. */
+static int replica_state_dir(omld_main *m, char *err, size_t errlen)
+{
+    m->engine_cfg = m->cfg;
+    if (m->cfg.replica_of[0] == '\0')
+        return 0;
+    char host[256], prefix[OMLD_REPL_PREFIX_MAX];
+    int port;
+    if (omld_repl_parse_url("replica_of", m->cfg.replica_of, host, sizeof host, &port, prefix,
+                            sizeof prefix, err, errlen) != 0)
+        return -1; /* before anything in data_dir is touched */
+    char dir[OMLD_STR_MAX + 16];
+    snprintf(dir, sizeof dir, "%s/replica", m->cfg.data_dir);
+    if (strlen(dir) >= sizeof m->engine_cfg.data_dir || make_dirs(dir, err, errlen) != 0) {
+        snprintf(err, errlen, "replica_of: cannot use %s as the replica's state directory", dir);
+        return -1;
+    }
+    memcpy(m->engine_cfg.data_dir, dir, strlen(dir) + 1); /* fits: checked above */
+    char wal[sizeof dir + 8];
+    snprintf(wal, sizeof wal, "%s/wal", dir);
+    omld_repl_remove_files(dir, "checkpoint-");
+    omld_repl_remove_files(wal, "wal-");
+    return 0;
+}
+
 /* Binds every listener, starts HTTP, the history and the signal handlers,
  * then the recovery thread (on_recovered finishes the start). 0 or -1. */
 static int start(omld_main *m)
@@ -613,6 +670,11 @@ static int start(omld_main *m)
         return -1;
     }
     announce_listeners(m, &http_addr);
+    if (omld_replicate_start(&m->pub, &m->loop, &m->cfg, m->rpc_addr, err, sizeof err) != 0 ||
+        replica_state_dir(m, err, sizeof err) != 0) {
+        LOG_ERROR("main", "%s", err);
+        return -1;
+    }
     if (start_signals(m) != 0 || start_recovery(m) != 0)
         return -1;
     return 0;

@@ -41,7 +41,7 @@ enum omld_query_kind {
 };
 const char *omld_query_kind_name(int kind); /* "classify", ... */
 
-#define OMLD_STATUS_CODES 13 /* Omld__Status__Code values 0..12 */
+#define OMLD_STATUS_CODES 14 /* Omld__Status__Code values 0..13 */
 
 typedef struct omld_metrics {
     /* ingest */

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "ingest.h"
+#include "replication.h"
 #include "json.h" /* omld_buf */
 #include "replay.h"
 #include "status.h"
@@ -204,6 +205,37 @@ static void metrics_redis_ingest(omld_buf *b, const omld_ingest_stats *in)
     gauge(b, "omld_redis_ingest_lag",
           "Entries of the stream not yet delivered to the group (XINFO GROUPS; -1 unknown).",
           (double)g->lag);
+}
+
+/* Replication (replicate.h, replica.h): always exported, zeros without
+ * it, so alert rules can name the families. */
+static void metrics_replication(omld_buf *b, const omld_repl_stats *in)
+{
+    static const omld_repl_stats none;
+    const omld_repl_stats *g = in ? in : &none;
+    gauge(b, "omld_replication_role", "0 neither, 1 a primary publishing to Redis (option "
+          "replicate), 2 a read replica (option replica_of).", g->role);
+    gauge(b, "omld_replication_connected", "1 while the connection(s) to Redis are up.",
+          g->connected);
+    counter(b, "omld_replication_records_published_total",
+            "Primary: committed log records XADDed to the replication stream.",
+            g->records_published);
+    counter(b, "omld_replication_records_dropped_total",
+            "Primary: committed log records never XADDed (Redis away or the queue full); "
+            "replicas bootstrap again past them.", g->records_dropped);
+    counter(b, "omld_replication_checkpoints_published_total",
+            "Primary: checkpoints written to Redis.", g->checkpoints_published);
+    gauge(b, "omld_replication_bootstrapped", "Replica: 1 once it serves the primary's state.",
+          g->bootstrapped);
+    counter(b, "omld_replication_bootstraps_total",
+            "Replica: times it loaded the primary's checkpoint (or started from the empty log).",
+            g->bootstraps);
+    gauge(b, "omld_replication_applied_lsn", "Replica: the last log record applied.",
+          (double)g->applied_lsn);
+    gauge(b, "omld_replication_lag_records",
+          "Replica: log records in the stream not applied yet.", (double)g->lag_records);
+    gauge(b, "omld_replication_lag_seconds",
+          "Replica: 0 when caught up, else the age of the last record applied.", g->lag_seconds);
 }
 
 /* Ingest: items, triplets and pairs received, the learner queue, the store. */
@@ -488,6 +520,7 @@ char *omld_metrics_text(const omld_status_input *in, size_t *len)
     metrics_server(&b, in, mt);
     metrics_ingest(&b, mt, m);
     metrics_redis_ingest(&b, in->ingest);
+    metrics_replication(&b, in->replication);
     metrics_closure(&b, m);
     metrics_model(&b, mt, m);
     metrics_persistence(&b, in, m);

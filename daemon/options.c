@@ -48,6 +48,10 @@ const omld_option omld_options[] = {
     STR(ingest_consumer, "omld-1", "this daemon's consumer name in the group (pending entries are per consumer: keep it across restarts)"),
     STR(ingest_dead_letter, "", "the stream refused entries are copied to; empty: STREAM:dead"),
     INT(ingest_batch, 1, 4096, "256", "entries read (and in flight) at a time"),
+    STR(replicate, "", "redis://HOST:PORT/PREFIX: publish the committed log records to the stream PREFIX:log and each checkpoint to PREFIX:checkpoint, for read replicas (README); empty: none"),
+    INT(replicate_maxlen, 1000, 1000000000, "1000000", "entries the stream keeps (XADD MAXLEN ~; an entry holds one or more committed log records, or marks a view): a replica further behind bootstraps again from the checkpoint"),
+    INT(replicate_queue_bytes, 1 << 20, 1LL << 34, "67108864", "committed records waiting for Redis at most (bytes); beyond it they are dropped and counted (replicas bootstrap again)"),
+    STR(replica_of, "", "redis://HOST:PORT/PREFIX: run as a read replica of the primary publishing there (option replicate): bootstrap from its checkpoint, follow its log, serve queries, refuse writes with NOT_PRIMARY; empty: a primary"),
     INT(max_items, 1, 1LL << 31, "10000000", "most items the store holds (live items: a deleted item's slot is reused)"),
     REAL(max_feature_abs, 1, 3.4e38, "1e6", "largest |value| of a feature (stored items and inline vectors); larger values are refused by name. Above ~1e15 the network's sums can overflow"),
     INT(max_frame_bytes, 64, 1 << 30, "4194304", "largest request frame accepted"),
@@ -292,6 +296,10 @@ int omld_config_validate(const omld_config *c, char *err, size_t errlen)
         return omld_config_fail(err, errlen, NULL, "option '%s' is set without '%s': TLS needs "
                                 "both the certificate and its key", c->tls_cert[0] ? "tls_cert"
                                 : "tls_key", c->tls_cert[0] ? "tls_key" : "tls_cert");
+    if (c->replica_of[0] && (c->ingest[0] || c->replicate[0]))
+        return omld_config_fail(err, errlen, NULL, "option 'replica_of' excludes '%s': a replica "
+                                "takes no writes and publishes nothing",
+                                c->ingest[0] ? "ingest" : "replicate");
     if (c->tokens[0]) { /* syntax only: the file is read at startup */
         omld_tokens t;
         memset(&t, 0, sizeof t);

@@ -32,6 +32,8 @@ typedef struct omld_config {
     char ingest[OMLD_STR_MAX], ingest_group[OMLD_STR_MAX], ingest_consumer[OMLD_STR_MAX],
         ingest_dead_letter[OMLD_STR_MAX];
     int64_t ingest_batch;
+    char replicate[OMLD_STR_MAX], replica_of[OMLD_STR_MAX]; /* replicate.c, replica.c */
+    int64_t replicate_maxlen, replicate_queue_bytes;
     int64_t max_items, max_frame_bytes, max_batch, max_connections, max_k;
     int64_t default_k, max_pipeline;
     int64_t checkpoint_every, checkpoint_ms;

@@ -32,6 +32,7 @@
 #include "engine_int.h"
 #include "log.h"
 #include "modelfile.h"
+#include "replicate.h"
 
 /* REC_REHEARSE: u32 steps of rehearsal the learner took at this point of
  * the log, after learning the new triplets still waiting for a full batch
@@ -402,6 +403,17 @@ static int load_state(omld_engine *e, char *err, size_t errlen)
     return replay_log(e, s.lsn, t0, &d, err, errlen);
 }
 
+int omld_persist_apply_record(omld_engine *e, uint8_t type, uint64_t lsn, const uint8_t *p,
+                              size_t len)
+{
+    return replay_record(e, type, lsn, p, len);
+}
+
+int omld_persist_reload(omld_engine *e, char *err, size_t errlen)
+{
+    return load_state(e, err, errlen);
+}
+
 int omld_persist_open(omld_engine *e, char *err, size_t errlen)
 {
     if (mkdir(e->opts.data_dir, 0750) != 0 && errno != EEXIST) {
@@ -413,6 +425,17 @@ int omld_persist_open(omld_engine *e, char *err, size_t errlen)
 
 /* ------------------------------------------------------------ logging */
 
+/* Commits the log's group; replicas get it only once it is committed. */
+static int commit(omld_engine *e, oml_diag *d)
+{
+    int rc = oml_wal_commit(e->wal, d);
+    if (rc == OML_OK)
+        omld_replicate_commit(e->pub);
+    else
+        omld_replicate_discard(e->pub);
+    return rc;
+}
+
 int omld_persist_log(omld_engine *e, const Omld__Request *q)
 {
     size_t n = omld__request__get_packed_size(q);
@@ -422,9 +445,11 @@ int omld_persist_log(omld_engine *e, const Omld__Request *q)
     omld__request__pack(q, buf);
     uint64_t lsn;
     int rc = oml_wal_append(e->wal, REC_REQUEST, buf, n, &lsn);
-    free(buf);
-    if (rc == OML_OK)
+    if (rc == OML_OK) {
         e->records_since_ckpt++;
+        omld_replicate_record(e->pub, REC_REQUEST, lsn, buf, n);
+    }
+    free(buf);
     return rc;
 }
 
@@ -434,20 +459,23 @@ int omld_persist_log_rehearse(omld_engine *e, int32_t steps)
     oml_le32_store(p, (uint32_t)steps);
     uint64_t lsn;
     int rc = oml_wal_append(e->wal, REC_REHEARSE, p, sizeof p, &lsn);
-    if (rc == OML_OK)
+    if (rc == OML_OK) {
         e->records_since_ckpt++;
+        omld_replicate_record(e->pub, REC_REHEARSE, lsn, p, sizeof p);
+    }
     return rc;
 }
 
 int omld_persist_commit(omld_engine *e, oml_diag *d)
 {
-    return oml_wal_commit(e->wal, d);
+    return commit(e, d);
 }
 
 void omld_persist_rollback(omld_engine *e, const char *why)
 {
     LOG_ERROR("persist", "the write-ahead log cannot be written (%s): undoing the uncommitted "
               "changes and refusing writes until it can", why);
+    omld_replicate_discard(e->pub);
     snprintf(e->read_only_why, sizeof e->read_only_why, "%s", why);
     e->read_only = 1;
     e->read_only_since = omld_now_ns();
@@ -469,8 +497,10 @@ int omld_persist_writable(omld_engine *e)
     e->read_only_since = omld_now_ns();
     uint64_t lsn;
     oml_diag d = {0};
-    if (oml_wal_append(e->wal, REC_PROBE, "probe", 5, &lsn) == OML_OK &&
-        oml_wal_commit(e->wal, &d) == OML_OK) {
+    int ok = oml_wal_append(e->wal, REC_PROBE, "probe", 5, &lsn) == OML_OK;
+    if (ok) /* replicas skip it, but its LSN must not look like a gap */
+        omld_replicate_record(e->pub, REC_PROBE, lsn, "probe", 5);
+    if (ok && commit(e, &d) == OML_OK) {
         LOG_INFO("persist", "the write-ahead log is writable again: accepting writes");
         e->read_only = 0;
         return 1;
@@ -531,7 +561,11 @@ static int checkpoint_prepare(omld_engine *e, uint64_t *lsn, int sync, oml_diag 
         return oml_diag_set(d, OML_ENONFINITE, "checkpoint",
                             "the live model has weights that are not finite: it is not written "
                             "(the log keeps everything since the last checkpoint)");
-    int rc = oml_wal_commit(e->wal, d);
+    int rc = commit(e, d);
+    /* A replica starts from this checkpoint serving its view version:
+     * that version must be the view of exactly this log position. */
+    if (rc == OML_OK && e->opts.replicate[0] && e->published_lsn != oml_wal_last_lsn(e->wal))
+        omld_engine_publish(e);
     if (rc == OML_OK && sync)
         rc = oml_wal_sync(e->wal, d);
     *lsn = oml_wal_last_lsn(e->wal);
@@ -607,6 +641,7 @@ static void checkpoint_done(omld_engine *e, uint64_t lsn, uint64_t t0, const cha
     e->ckpt_ns = omld_now_ns();
     e->ckpt_dur_ns = e->ckpt_ns - t0;
     e->ckpt_unix_ms = wall_ms();
+    omld_replicate_checkpoint(e->pub, path, lsn); /* replicas bootstrap from it */
     LOG_INFO("persist", "checkpoint at log position %" PRIu64 ": %s (%.1f MB) in %.0f ms", lsn,
              path, (double)bytes / 1e6, (double)(omld_now_ns() - t0) / 1e6);
 }
@@ -737,11 +772,11 @@ void omld_persist_maybe_checkpoint(omld_engine *e)
     if (e->read_only || e->records_since_ckpt == 0)
         return;
     uint64_t age_ms = (omld_now_ns() - e->ckpt_ns) / 1000000u;
-    if (e->records_since_ckpt < (uint64_t)e->opts.checkpoint_every &&
-        age_ms < (uint64_t)e->opts.checkpoint_ms)
-        return;
     if (e->bg_pid > 0)
         return; /* one at a time: the next comes after it */
+    if (e->records_since_ckpt < (uint64_t)e->opts.checkpoint_every &&
+        age_ms < (uint64_t)e->opts.checkpoint_ms && !omld_replicate_checkpoint_wanted(e->pub))
+        return;
     if (e->opts.checkpoint_background) {
         oml_diag bd = {0};
         if (omld_persist_bg_start(e, &bd) < 0)

@@ -2,6 +2,7 @@
  * redis_uv.h for why not hiredis's own adapter). */
 #include "redis_uv.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 typedef struct watcher {
@@ -86,4 +87,31 @@ int omld_redis_uv_attach(redisAsyncContext *ac, uv_loop_t *loop)
     ac->ev.delWrite = del_write;
     ac->ev.cleanup = cleanup;
     return REDIS_OK;
+}
+
+redisAsyncContext *omld_redis_uv_connect(uv_loop_t *loop, const char *host, int port, void *data,
+                                         redisConnectCallback *on_connect,
+                                         redisDisconnectCallback *on_disconnect, char *err,
+                                         size_t errlen)
+{
+    redisAsyncContext *ac = redisAsyncConnect(host, port);
+    if (ac == NULL) {
+        snprintf(err, errlen, "cannot connect to Redis: out of memory");
+        return NULL;
+    }
+    if (ac->err) {
+        snprintf(err, errlen, "cannot connect to Redis: %s", ac->errstr);
+        redisAsyncFree(ac);
+        return NULL;
+    }
+    ac->data = data;
+    if (omld_redis_uv_attach(ac, loop) != REDIS_OK) {
+        snprintf(err, errlen, "cannot watch the Redis connection (uv_poll_init)");
+        ac->data = NULL;
+        redisAsyncFree(ac);
+        return NULL;
+    }
+    redisAsyncSetConnectCallback(ac, on_connect);
+    redisAsyncSetDisconnectCallback(ac, on_disconnect);
+    return ac;
 }

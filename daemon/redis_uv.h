@@ -17,4 +17,12 @@
  * released with the context (redisAsyncFree or a disconnect). */
 int omld_redis_uv_attach(redisAsyncContext *ac, uv_loop_t *loop);
 
+/* redisAsyncConnect to host:port, watched on loop, with data as its
+ * ac->data and the two callbacks set; NULL with err (one sentence) when it
+ * cannot even start. */
+redisAsyncContext *omld_redis_uv_connect(uv_loop_t *loop, const char *host, int port, void *data,
+                                         redisConnectCallback *on_connect,
+                                         redisDisconnectCallback *on_disconnect, char *err,
+                                         size_t errlen);
+
 #endif

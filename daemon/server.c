@@ -138,6 +138,11 @@ int omld_server_set_tls(omld_server *s, struct omld_tls *t)
     return 0;
 }
 
+void omld_server_set_not_primary(omld_server *s, const char *why)
+{
+    s->not_primary = why;
+}
+
 void omld_server_set_tokens(omld_server *s, const omld_tokens *tokens)
 {
     s->tokens = tokens;

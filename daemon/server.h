@@ -57,6 +57,11 @@ void omld_server_set_engine(omld_server *s, omld_engine *engine);
  * the loop runs. NULL or empty: off (Auth is answered read_write = true). */
 void omld_server_set_tokens(omld_server *s, const omld_tokens *tokens);
 
+/* A read replica: every writing request is refused with NOT_PRIMARY and
+ * this text (borrowed; its owner may rewrite it on the loop thread, e.g.
+ * when the primary's address becomes known). NULL: a primary. */
+void omld_server_set_not_primary(omld_server *s, const char *why);
+
 /* TLS on the TCP listener for every connection accepted from now on (t
  * borrowed, must outlive the server; the Unix socket and the gateway's
  * links stay plain); a plain client is answered UNAVAILABLE "this port

@@ -97,6 +97,7 @@ struct omld_server {
     omld_answer_dims dims;           /* of the live model (answer size bounds) */
     uint64_t idle_ns, request_ns, min_rate;
     const omld_tokens *tokens;       /* NULL or empty: no authorisation */
+    const char *not_primary;         /* a read replica: writes refused with this (replica.c) */
     omld_trainer *trainer;           /* NULL: trainer requests are UNAVAILABLE */
     omld_tls *tls;                   /* NULL: TCP connections are plain */
     uint8_t *tls_refusal;            /* the answer a plain client gets on a TLS port */

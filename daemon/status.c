@@ -5,6 +5,7 @@
  * agree. Counters are read once each (relaxed). Any thread; no global
  * state. */
 #include "ingest.h"
+#include "replication.h"
 #include "status.h"
 
 #include <math.h>
@@ -19,7 +20,7 @@
 const char *const omld_code_names[OMLD_STATUS_CODES] = {
     "OK",          "INVALID_ARGUMENT", "NOT_FOUND",       "WRONG_DIMENSION", "NON_FINITE",
     "RESOURCE_EXHAUSTED", "FRAME_TOO_LARGE", "MALFORMED", "UNAVAILABLE", "INTERNAL",
-    "UNAUTHENTICATED", "PERMISSION_DENIED", "CONFLICT",
+    "UNAUTHENTICATED", "PERMISSION_DENIED", "CONFLICT", "NOT_PRIMARY",
 };
 
 int omld_status_heads(const omld_model_stats *m)
@@ -237,6 +238,37 @@ static void json_redis_ingest(omld_json *j, const omld_ingest_stats *g)
     omld_json_object_end(j);
 }
 
+/* "replication": a primary publishing to Redis, or a read replica. */
+static void json_replication(omld_json *j, const omld_repl_stats *g)
+{
+    if (g == NULL || g->role == OMLD_REPL_NONE)
+        return;
+    omld_json_key(j, "replication");
+    omld_json_object_begin(j);
+    omld_json_kv_string(j, "role", g->role == OMLD_REPL_PRIMARY ? "primary" : "replica");
+    omld_json_kv_string(j, "redis", g->target);
+    omld_json_kv_bool(j, "connected", g->connected);
+    if (g->role == OMLD_REPL_PRIMARY) {
+        omld_json_kv_uint(j, "records_published", g->records_published);
+        omld_json_kv_uint(j, "records_dropped", g->records_dropped);
+        omld_json_kv_uint(j, "versions_published", g->versions_published);
+        omld_json_kv_uint(j, "checkpoints_published", g->checkpoints_published);
+        omld_json_kv_uint(j, "queue_bytes", g->queue_bytes);
+    } else {
+        omld_json_kv_string(j, "primary", g->primary);
+        omld_json_kv_bool(j, "bootstrapped", g->bootstrapped);
+        omld_json_kv_uint(j, "bootstraps", g->bootstraps);
+        omld_json_kv_uint(j, "applied_lsn", g->applied_lsn);
+        omld_json_kv_uint(j, "head_lsn", g->head_lsn);
+        omld_json_kv_uint(j, "lag_records", g->lag_records);
+        omld_json_kv_double(j, "lag_seconds", g->lag_seconds);
+        omld_json_kv_uint(j, "records_applied", g->records_applied);
+        omld_json_kv_double(j, "apply_delay_seconds", g->apply_delay_seconds);
+    }
+    omld_json_kv_string(j, "last_error", g->last_error);
+    omld_json_object_end(j);
+}
+
 /* "ingest": what was put, deleted and sent for learning, and the queue. */
 static void json_ingest(omld_json *j, const omld_metrics *mt, const omld_model_stats *m)
 {
@@ -436,6 +468,7 @@ char *omld_status_json(const omld_status_input *in, size_t *len)
     json_model(&j, in->model);
     json_ingest(&j, mt, m);
     json_redis_ingest(&j, in->ingest);
+    json_replication(&j, in->replication);
     json_closure(&j, m);
     json_search(&j, in, m);
     json_latency(&j, mt);

@@ -33,6 +33,7 @@ typedef struct omld_status_input {
     const omld_promote_event *promotes; /* oldest first; may be NULL */
     int n_promotes;
     const struct omld_ingest_stats *ingest; /* the Redis Stream consumer; NULL: not rendered */
+    const struct omld_repl_stats *replication; /* primary or replica; NULL or role NONE: not rendered */
     uint64_t now_unix_ms;           /* wall clock (checkpoint age); 0: not known */
     /* the process (main.c reads /proc/self; have_process 0: not rendered) */
     int have_process;

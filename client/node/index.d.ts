@@ -20,7 +20,7 @@ export type PairLike = [ItemRef, ItemRef, Similar] |
 
 export type CodeName = "OK" | "INVALID_ARGUMENT" | "NOT_FOUND" | "WRONG_DIMENSION" | "NON_FINITE" |
   "RESOURCE_EXHAUSTED" | "FRAME_TOO_LARGE" | "MALFORMED" | "UNAVAILABLE" | "INTERNAL" |
-  "UNAUTHENTICATED" | "PERMISSION_DENIED" | "CONFLICT" | "UNKNOWN_STATUS";
+  "UNAUTHENTICATED" | "PERMISSION_DENIED" | "CONFLICT" | "NOT_PRIMARY" | "UNKNOWN_STATUS";
 
 /** Per call: ms allowed for this call's answer (0: none); default the client's. */
 export interface CallOptions { timeout?: number; }

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "omlclient.h"
+#include <jansson.h>
 
 #ifndef OMLD_BIN
 #error "OMLD_BIN must name the omld executable"
@@ -302,4 +303,81 @@ long omld_proc_rss_kib(pid_t pid)
             break;
     fclose(f);
     return kib;
+}
+
+int omld_free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    int port = ntohs(a.sin_port);
+    close(fd);
+    return port;
+}
+
+/* 1 once something accepts TCP connections on 127.0.0.1:port. */
+static int port_open(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int ok = fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    if (fd >= 0)
+        close(fd);
+    return ok;
+}
+
+pid_t omld_redis_spawn(const char *server, const char *dir, int port)
+{
+    char p[16];
+    snprintf(p, sizeof p, "%d", port);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (freopen("/dev/null", "w", stdout) == NULL)
+            _exit(126);
+        execl(server, server, "--port", p, "--bind", "127.0.0.1", "--save", "", "--appendonly",
+              "no", "--dir", dir, (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; pid > 0 && i < 250; i++) {
+        if (port_open(port))
+            return pid;
+        usleep(20000);
+    }
+    if (pid > 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+    }
+    return -1;
+}
+
+json_t *omld_proc_status(const omld_proc *p)
+{
+    char *text = NULL;
+    if (omld_http_get(p->http, "/status", &text, NULL) != 200) {
+        free(text);
+        return NULL;
+    }
+    json_t *j = json_loads(text, 0, NULL);
+    free(text);
+    return j;
+}
+
+int omld_redis_stop(pid_t pid, const char *dir)
+{
+    if (pid > 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+    }
+    if (dir == NULL || dir[0] == '\0')
+        return 0;
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    return system(cmd) == 0 ? 0 : -1;
 }

@@ -66,4 +66,18 @@ int omld_http_call(const char *host_port, const char *method, const char *path, 
 
 long omld_proc_rss_kib(pid_t pid);
 
+/* GET /status parsed (json_decref it), or NULL. */
+struct json_t;
+struct json_t *omld_proc_status(const omld_proc *p);
+
+/* A free TCP port on 127.0.0.1 (bound and released), or -1. */
+int omld_free_port(void);
+
+/* Starts redis-server (the binary `server`) on 127.0.0.1:port without
+ * persistence, its files in dir, and waits until it accepts connections:
+ * its pid, or -1. */
+pid_t omld_redis_spawn(const char *server, const char *dir, int port);
+/* SIGKILLs it (pid <= 0: none) and removes dir (if set). 0 or -1. */
+int omld_redis_stop(pid_t pid, const char *dir);
+
 #endif

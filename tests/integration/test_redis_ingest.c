@@ -11,9 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -34,21 +31,6 @@ static pid_t g_redis;
 static int g_port;
 static char g_dir[256];
 
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
-        close(fd);
-        return -1;
-    }
-    int port = ntohs(a.sin_port);
-    close(fd);
-    return port;
-}
-
 static redisContext *redis(void)
 {
     for (int i = 0; i < 200; i++) {
@@ -65,16 +47,7 @@ static redisContext *redis(void)
 /* redis-server on g_port, without persistence, its files in g_dir. */
 static pid_t start_redis(void)
 {
-    char port[16];
-    snprintf(port, sizeof port, "%d", g_port);
-    pid_t pid = fork();
-    if (pid == 0) {
-        freopen("/dev/null", "w", stdout);
-        execl(REDIS_SERVER, REDIS_SERVER, "--port", port, "--bind", "127.0.0.1", "--save", "",
-              "--appendonly", "no", "--dir", g_dir, (char *)NULL);
-        _exit(127);
-    }
-    return pid;
+    return omld_redis_spawn(REDIS_SERVER, g_dir, g_port);
 }
 
 static int setup(void **state)
@@ -85,7 +58,7 @@ static int setup(void **state)
     snprintf(g_dir, sizeof g_dir, "/tmp/omld-redis-XXXXXX");
     if (mkdtemp(g_dir) == NULL)
         return -1;
-    g_port = free_port();
+    g_port = omld_free_port();
     g_redis = start_redis();
     redisFree(redis());
     return 0;
@@ -94,17 +67,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    if (g_redis > 0) {
-        kill(g_redis, SIGKILL);
-        waitpid(g_redis, NULL, 0);
-    }
-    if (g_dir[0]) {
-        char cmd[300];
-        snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-        if (system(cmd) != 0)
-            return -1;
-    }
-    return 0;
+    return omld_redis_stop(g_redis, g_dir);
 }
 
 static void xadd(redisContext *c, const char *fmt, ...)
@@ -130,15 +93,7 @@ static long long integer(redisContext *c, const char *cmd)
 /* /status redis_ingest and ingest figures. */
 static json_t *status(const omld_proc *p)
 {
-    char *text = NULL;
-    if (omld_http_get(p->http, "/status", &text, NULL) != 200) {
-        free(text);
-        return NULL;
-    }
-    json_error_t e;
-    json_t *j = json_loads(text, 0, &e);
-    free(text);
-    return j;
+    return omld_proc_status(p);
 }
 
 static json_int_t figure(const json_t *s, const char *section, const char *key)

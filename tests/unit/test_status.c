@@ -396,7 +396,7 @@ static void test_status_json(void **state)
     assert_has(s, "\"requests\":{\"total\":321,\"by_code\":{\"OK\":300,\"INVALID_ARGUMENT\":20,"
                   "\"NOT_FOUND\":0,\"WRONG_DIMENSION\":0,\"NON_FINITE\":0,\"RESOURCE_EXHAUSTED\":0,"
                   "\"FRAME_TOO_LARGE\":0,\"MALFORMED\":0,\"UNAVAILABLE\":0,\"INTERNAL\":0,"
-                  "\"UNAUTHENTICATED\":0,\"PERMISSION_DENIED\":0,\"CONFLICT\":1}}");
+                  "\"UNAUTHENTICATED\":0,\"PERMISSION_DENIED\":0,\"CONFLICT\":1,\"NOT_PRIMARY\":0}}");
     assert_has(s, "\"connections\":{\"open\":2,\"accepted\":9,\"refused\":1}");
     assert_has(s, "\"frames\":{\"too_large\":7,\"malformed\":8}");
     assert_has(s, "\"views_published\":42");
@@ -407,7 +407,7 @@ static void test_status_json(void **state)
            "assert m[\"alpha\"]==[0.5,0.25,0.25], m; assert m[\"accuracy\"]==0.75; "
            "assert d[\"config\"][\"dim\"]==784; assert d[\"ingest\"][\"items_put\"]==1234; "
            "assert abs(d[\"queries\"][\"classify\"][\"p50_ms\"]-0.0671755993892762)<1e-12; "
-           "assert len(d[\"requests\"][\"by_code\"])==13; "
+           "assert len(d[\"requests\"][\"by_code\"])==14; "
            "assert set(d[\"queries\"])=={\"classify\",\"verify\",\"retrieve\",\"embed\",\"get_items\","
            "\"classify_batch\",\"retrieve_batch\",\"recommend\",\"list_items\",\"export_model\"}");
     assert_true(py != 0);

@@ -16,7 +16,7 @@ omld._pb (see its docstring). omld.model reads the file export_model()
 returns and embeds offline as the daemon does.
 """
 from .errors import (CODE_NAMES, Conflict, FrameTooLarge, Internal, InvalidArgument, Malformed,
-                     NonFinite, NotFound, OmldConnectionError, OmldError, OmldException,
+                     NonFinite, NotFound, NotPrimary, OmldConnectionError, OmldError, OmldException,
                      OmldProtocolError, OmldTimeout, PermissionDenied, ResourceExhausted,
                      Unauthenticated, Unavailable, WrongDimension, code_name, error_for)
 from .types import (BatchResult, CheckpointResult, Classification, ClassScore, DeleteResult,
@@ -41,5 +41,5 @@ __all__ = [
     "OmldException", "OmldError", "OmldConnectionError", "OmldTimeout", "OmldProtocolError",
     "InvalidArgument", "NotFound", "WrongDimension", "NonFinite", "ResourceExhausted",
     "FrameTooLarge", "Malformed", "Unavailable", "Internal", "Unauthenticated",
-    "PermissionDenied", "Conflict", "CODE_NAMES", "code_name", "error_for",
+    "PermissionDenied", "Conflict", "NotPrimary", "CODE_NAMES", "code_name", "error_for",
 ]

@@ -41,6 +41,7 @@ CODE_NAMES: Dict[int, str] = {
     10: "UNAUTHENTICATED",
     11: "PERMISSION_DENIED",
     12: "CONFLICT",
+    13: "NOT_PRIMARY",
 }
 
 
@@ -146,9 +147,15 @@ class Conflict(OmldError):
     code = 12
 
 
+class NotPrimary(OmldError):
+    """A write sent to a read replica; the message names the primary."""
+    code = 13
+
+
 _BY_CODE = {cls.code: cls for cls in (
     InvalidArgument, NotFound, WrongDimension, NonFinite, ResourceExhausted, FrameTooLarge,
-    Malformed, Unavailable, Internal, Unauthenticated, PermissionDenied, Conflict)}
+    Malformed, Unavailable, Internal, Unauthenticated, PermissionDenied, Conflict,
+    NotPrimary)}
 
 
 def error_for(code: int, message: str, field: str = "", request_id: int = 0,

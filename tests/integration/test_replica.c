@@ -1,0 +1,490 @@
+/* test_replica.c - read replicas through a real redis-server on loopback
+ * (issue 16 item 2): a primary publishes with --replicate, a replica
+ * started with --replica_of bootstraps from the checkpoint, follows the
+ * log, and at equal model versions answers classify and retrieve exactly
+ * as the primary does (floats compared bit for bit); a write to it is
+ * refused with NOT_PRIMARY naming the primary; kill -9 of the replica
+ * (it bootstraps again and catches up) and of the primary (it keeps
+ * serving). test_lag_at_steady_rate measures the lag at 5,000 triplets/s
+ * (OMLD_REPLICA_SECONDS sets how long; 5 by default). Skipped when
+ * redis-server is not installed. */
+#include <math.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <hiredis/hiredis.h>
+#include <jansson.h>
+
+#include "harness.h"
+#include "omlclient.h"
+
+#define REDIS_SERVER "/usr/bin/redis-server"
+#define TIMEOUT_MS 20000
+#define DIM 8
+#define N_ITEMS 80
+/* Checkpoints in the foreground: a background one forks, and under
+ * AddressSanitizer the child can block forever in malloc on a lock another
+ * thread held at the fork (glibc's malloc is fork-safe, ASan's allocator
+ * in GCC 12 is not; seen with the checkpoint reads of this publisher).
+ * checkpoint_done publishes both kinds the same way. */
+#define PRIMARY_CKPT "--checkpoint_background=0"
+
+static pid_t g_redis;
+static int g_port;
+static char g_dir[256];
+
+static int setup(void **state)
+{
+    (void)state;
+    if (access(REDIS_SERVER, X_OK) != 0)
+        return 0; /* each test skips */
+    snprintf(g_dir, sizeof g_dir, "/tmp/omld-repl-XXXXXX");
+    if (mkdtemp(g_dir) == NULL)
+        return -1;
+    g_port = omld_free_port();
+    g_redis = omld_redis_spawn(REDIS_SERVER, g_dir, g_port);
+    return g_redis > 0 ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    return omld_redis_stop(g_redis, g_dir);
+}
+
+static json_t *status(const omld_proc *p)
+{
+    return omld_proc_status(p);
+}
+
+static json_int_t figure(const json_t *s, const char *section, const char *key)
+{
+    return json_integer_value(json_object_get(json_object_get(s, section), key));
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void features(int i, float *x)
+{
+    for (int d = 0; d < DIM; d++)
+        x[d] = (float)sin(0.7 * i + 1.3 * d) + (float)(i % 4) * (d == i % DIM);
+}
+
+static void put_items(omlc *c, int from, int to)
+{
+    for (int i = from; i < to; i++) {
+        char id[32], label[16];
+        float x[DIM];
+        snprintf(id, sizeof id, "it%d", i);
+        snprintf(label, sizeof label, "c%d", i % 4);
+        features(i, x);
+        omlc_item it = {.id = id, .features = x, .dim = DIM, .label = label};
+        omlc_error err;
+        assert_int_equal(omlc_put_items(c, &it, 1, NULL, NULL, &err), 0);
+    }
+}
+
+/* n triplets in batches of `batch` (same-class positive, other-class
+ * negative), from sequence number seq on. */
+static void add_triplets(omlc *c, int seq, int n, int batch)
+{
+    char ids[3][64][32];
+    omlc_triplet t[64];
+    for (int done = 0; done < n;) {
+        int m = n - done < batch ? n - done : batch;
+        for (int k = 0; k < m; k++) {
+            int a = (seq + done + k) * 7 % N_ITEMS, p = (a + 4) % N_ITEMS, q = (a + 1) % N_ITEMS;
+            snprintf(ids[0][k], 32, "it%d", a);
+            snprintf(ids[1][k], 32, "it%d", p);
+            snprintf(ids[2][k], 32, "it%d", q);
+            memset(&t[k], 0, sizeof t[k]);
+            t[k].anchor.id = ids[0][k];
+            t[k].positive.id = ids[1][k];
+            t[k].negative.id = ids[2][k];
+        }
+        omlc_error err;
+        assert_int_equal(omlc_add_triplets(c, t, (size_t)m, NULL, NULL, &err), 0);
+        done += m;
+    }
+}
+
+/* Until the primary's view version has not moved for a second and the
+ * replica serves the same version over as many items. */
+static uint64_t wait_same_version(const omld_proc *pri, const omld_proc *rep)
+{
+    json_int_t last = -1;
+    double still_since = now_s();
+    for (int i = 0; i < 3000; i++) {
+        json_t *a = status(pri), *b = status(rep);
+        json_int_t va = a ? figure(a, "model", "version") : -2;
+        json_int_t vb = b ? figure(b, "model", "version") : -3;
+        json_int_t ia = a ? figure(a, "model", "view_items") : -2;
+        json_int_t ib = b ? figure(b, "model", "view_items") : -3;
+        json_decref(a);
+        json_decref(b);
+        if (va != last) {
+            last = va;
+            still_since = now_s();
+        }
+        if (va == vb && ia == ib && now_s() - still_since > 1.0)
+            return (uint64_t)va;
+        usleep(20000);
+    }
+    fail_msg("the replica did not reach the primary's view version %lld", (long long)last);
+    return 0;
+}
+
+/* The same classify and retrieve answers from both, bit for bit, at the
+ * same model version. */
+static void expect_same_answers(const omld_proc *pri, const omld_proc *rep, uint64_t version)
+{
+    omlc *a = omld_proc_dial(pri, TIMEOUT_MS), *b = omld_proc_dial(rep, TIMEOUT_MS);
+    assert_non_null(a);
+    assert_non_null(b);
+    for (int q = 0; q < 24; q++) {
+        float x[DIM];
+        features(1000 + q, x);
+        omlc_ref ref = {.vector = x, .dim = DIM};
+        if (q % 3 == 0)
+            ref = (omlc_ref){.id = NULL, .vector = NULL}, ref.id = q % 2 ? "it3" : "it10";
+        omlc_classification ca, cb;
+        omlc_error err;
+        assert_int_equal(omlc_classify(a, &ref, 5, NULL, &ca, &err), 0);
+        assert_int_equal(omlc_classify(b, &ref, 5, NULL, &cb, &err), 0);
+        assert_int_equal(ca.model_version, version);
+        assert_int_equal(cb.model_version, version);
+        assert_string_equal(ca.label, cb.label);
+        assert_int_equal(ca.n_scores, cb.n_scores);
+        for (int s = 0; s < ca.n_scores; s++) {
+            assert_string_equal(ca.scores[s].label, cb.scores[s].label);
+            assert_memory_equal(&ca.scores[s].score, &cb.scores[s].score, sizeof(float));
+        }
+        omlc_hit ha[10], hb[10];
+        size_t na = 0, nb = 0;
+        uint64_t va = 0, vb = 0;
+        assert_int_equal(omlc_retrieve(a, &ref, 10, NULL, ha, 10, &na, &va, &err), 0);
+        assert_int_equal(omlc_retrieve(b, &ref, 10, NULL, hb, 10, &nb, &vb, &err), 0);
+        assert_int_equal(va, version);
+        assert_int_equal(vb, version);
+        assert_int_equal(na, nb);
+        for (size_t h = 0; h < na; h++) {
+            assert_string_equal(ha[h].id, hb[h].id);
+            assert_memory_equal(&ha[h].score, &hb[h].score, sizeof(float));
+            assert_memory_equal(&ha[h].similarity, &hb[h].similarity, sizeof(float));
+        }
+    }
+    omlc_close(a);
+    omlc_close(b);
+}
+
+static void test_replica_answers_as_the_primary(void **state)
+{
+    (void)state;
+    if (g_redis <= 0)
+        skip();
+    char pub[96], sub[96];
+    snprintf(pub, sizeof pub, "--replicate=redis://127.0.0.1:%d/r1", g_port);
+    snprintf(sub, sizeof sub, "--replica_of=redis://127.0.0.1:%d/r1", g_port);
+    const char *pargs[] = {"--dim=8", "--layers=1", "--hidden=16", "--emb=8", "--publish_ms=50",
+                           "--seed=5", "--replicate_maxlen=1000", PRIMARY_CKPT, pub, NULL};
+    const char *rargs[] = {"--dim=8", "--layers=1", "--hidden=16", "--emb=8", "--seed=5", sub,
+                           NULL};
+    omld_proc pri, rep;
+    assert_int_equal(omld_proc_start(&pri, pargs, TIMEOUT_MS), 0);
+    omlc *c = omld_proc_dial(&pri, TIMEOUT_MS);
+    assert_non_null(c);
+    put_items(c, 0, N_ITEMS);
+    add_triplets(c, 0, 400, 20);
+    /* The replica bootstraps from the checkpoint and follows the log from
+     * there, while more arrives. */
+    Omld__Response *ck = NULL;
+    omlc_error err;
+    assert_int_equal(omlc_checkpoint(c, &ck, &err), 0);
+    omld__response__free_unpacked(ck, NULL);
+    /* A replica whose model options differ is not ready, and says why. */
+    const char *wrong[] = {"--dim=9", "--layers=1", "--hidden=16", "--emb=8", "--seed=5", sub, NULL};
+    omld_proc bad;
+    assert_int_equal(omld_proc_start(&bad, wrong, TIMEOUT_MS), 0);
+    char *why = NULL;
+    for (int i = 0; i < 250 && (why == NULL || strstr(why, "option 'dim'") == NULL); i++) {
+        free(why);
+        why = NULL;
+        assert_int_equal(omld_http_get(bad.http, "/readyz", &why, NULL), 503);
+        usleep(20000);
+    }
+    assert_non_null(strstr(why, "option 'dim' differs"));
+    free(why);
+    assert_int_equal(omld_proc_stop(&bad, SIGTERM, TIMEOUT_MS), 0);
+    omld_proc_cleanup(&bad);
+
+    assert_int_equal(omld_proc_start(&rep, rargs, TIMEOUT_MS), 0);
+    put_items(c, N_ITEMS, N_ITEMS + 20);
+    add_triplets(c, 400, 1200, 16);
+    const char *gone = "it7";
+    assert_int_equal(omlc_delete_items(c, &gone, 1, 0, NULL, &err), 0);
+    put_items(c, 7, 8); /* back, in the lowest free slot */
+    add_triplets(c, 1600, 200, 1);
+    uint64_t v = wait_same_version(&pri, &rep);
+    expect_same_answers(&pri, &rep, v);
+
+    /* Writes are refused, naming the primary. */
+    omlc *w = omld_proc_dial(&rep, TIMEOUT_MS);
+    float x[DIM] = {0};
+    omlc_item it = {.id = "new", .features = x, .dim = DIM};
+    assert_int_equal(omlc_put_items(w, &it, 1, NULL, NULL, &err), 13 /* NOT_PRIMARY */);
+    assert_non_null(strstr(err.message, pri.rpc));
+    omlc_triplet t = {.anchor.id = "it1", .positive.id = "it5", .negative.id = "it2"};
+    assert_int_equal(omlc_add_triplets(w, &t, 1, NULL, NULL, &err), 13);
+    omlc_close(w);
+    json_t *s = status(&rep);
+    json_t *r = json_object_get(s, "replication");
+    assert_string_equal(json_string_value(json_object_get(r, "role")), "replica");
+    assert_string_equal(json_string_value(json_object_get(r, "primary")), pri.rpc);
+    assert_int_equal(json_integer_value(json_object_get(r, "lag_records")), 0);
+    assert_true(json_integer_value(json_object_get(r, "bootstraps")) >= 1);
+    json_decref(s);
+    char *text = NULL;
+    assert_int_equal(omld_http_get(rep.http, "/metrics", &text, NULL), 200);
+    assert_non_null(strstr(text, "omld_replication_lag_records 0"));
+    assert_non_null(strstr(text, "omld_replication_lag_seconds 0"));
+    free(text);
+
+    /* kill -9 the replica mid-stream: it bootstraps again and catches up. */
+    add_triplets(c, 1800, 300, 10);
+    assert_int_equal(omld_proc_stop(&rep, SIGKILL, TIMEOUT_MS), 128 + SIGKILL);
+    add_triplets(c, 2100, 300, 10);
+    assert_int_equal(omld_proc_restart(&rep, rargs, TIMEOUT_MS), 0);
+    add_triplets(c, 2400, 300, 10);
+    v = wait_same_version(&pri, &rep);
+    expect_same_answers(&pri, &rep, v);
+
+    /* The stream trimmed past a stopped replica (MAXLEN ~ 1000): it finds
+     * the gap when it runs again and bootstraps from the newer checkpoint. */
+    s = status(&rep);
+    json_int_t boots = figure(s, "replication", "bootstraps");
+    json_decref(s);
+    kill(rep.pid, SIGSTOP);
+    add_triplets(c, 2700, 1500, 1);
+    assert_int_equal(omlc_checkpoint(c, &ck, &err), 0);
+    omld__response__free_unpacked(ck, NULL);
+    kill(rep.pid, SIGCONT);
+    v = wait_same_version(&pri, &rep);
+    expect_same_answers(&pri, &rep, v);
+    s = status(&rep);
+    assert_int_equal(figure(s, "replication", "bootstraps"), boots + 1);
+    json_decref(s);
+
+    /* kill -9 the primary: the replica keeps serving what it had. */
+    omlc_close(c);
+    assert_int_equal(omld_proc_stop(&pri, SIGKILL, TIMEOUT_MS), 128 + SIGKILL);
+    omlc *q = omld_proc_dial(&rep, TIMEOUT_MS);
+    assert_non_null(q);
+    omlc_classification cl;
+    omlc_ref ref = {.id = "it3"};
+    assert_int_equal(omlc_classify(q, &ref, 5, NULL, &cl, &err), 0);
+    assert_int_equal(cl.model_version, v);
+    omlc_close(q);
+    char *ready = NULL;
+    assert_int_equal(omld_http_get(rep.http, "/readyz", &ready, NULL), 200);
+    free(ready);
+    assert_int_equal(omld_proc_stop(&rep, SIGTERM, TIMEOUT_MS), 0);
+    omld_proc_cleanup(&rep);
+    omld_proc_cleanup(&pri);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The replica's lag while the primary learns 5,000 triplets/s (batches of
+ * 50, 100 a second), sampled from /status every 20 ms. */
+static void test_lag_at_steady_rate(void **state)
+{
+    (void)state;
+    if (g_redis <= 0)
+        skip();
+    const char *secs_env = getenv("OMLD_REPLICA_SECONDS");
+    double secs = secs_env ? atof(secs_env) : 5.0;
+    char pub[96], sub[96];
+    snprintf(pub, sizeof pub, "--replicate=redis://127.0.0.1:%d/r2", g_port);
+    snprintf(sub, sizeof sub, "--replica_of=redis://127.0.0.1:%d/r2", g_port);
+    const char *pargs[] = {"--dim=8", "--layers=1", "--hidden=16", "--emb=8", "--seed=5",
+                           PRIMARY_CKPT, pub, NULL};
+    const char *rargs[] = {"--dim=8", "--layers=1", "--hidden=16", "--emb=8", "--seed=5", sub,
+                           NULL};
+    omld_proc pri, rep;
+    assert_int_equal(omld_proc_start(&pri, pargs, TIMEOUT_MS), 0);
+    assert_int_equal(omld_proc_start(&rep, rargs, TIMEOUT_MS), 0);
+    omlc *c = omld_proc_dial(&pri, TIMEOUT_MS);
+    put_items(c, 0, N_ITEMS);
+    size_t cap = (size_t)(secs * 60) + 16, n = 0;
+    double *lag_s = calloc(cap, sizeof *lag_s), *lag_r = calloc(cap, sizeof *lag_r);
+    double *delay = calloc(cap, sizeof *delay);
+    double t0 = now_s(), next_sample = t0;
+    int seq = 0;
+    for (int tick = 0; now_s() - t0 < secs; tick++) {
+        add_triplets(c, seq, 50, 50);
+        seq += 50;
+        double due = t0 + (tick + 1) * 0.01;
+        while (now_s() < due) {
+            if (now_s() >= next_sample && n < cap) {
+                json_t *s = status(&rep);
+                json_t *r = json_object_get(s, "replication");
+                lag_r[n] = (double)json_integer_value(json_object_get(r, "lag_records"));
+                lag_s[n] = json_number_value(json_object_get(r, "lag_seconds"));
+                delay[n] = json_number_value(json_object_get(r, "apply_delay_seconds"));
+                n++;
+                json_decref(s);
+                next_sample += 0.02;
+            }
+            usleep(500);
+        }
+    }
+    double rate = seq / (now_s() - t0);
+    qsort(lag_s, n, sizeof *lag_s, cmp_double);
+    qsort(lag_r, n, sizeof *lag_r, cmp_double);
+    qsort(delay, n, sizeof *delay, cmp_double);
+    fprintf(stderr, "replica lag at %.0f triplets/s over %.0f s (%zu samples): records p50 %.0f "
+            "p99 %.0f max %.0f; seconds p50 %.3f p99 %.3f max %.3f\n", rate, secs, n,
+            lag_r[n / 2], lag_r[n * 99 / 100], lag_r[n - 1], lag_s[n / 2], lag_s[n * 99 / 100],
+            lag_s[n - 1]);
+    fprintf(stderr, "replica apply delay (the primary's commit to the replica's apply, last "
+            "batch at each sample): p50 %.3f p99 %.3f max %.3f s\n", delay[n / 2],
+            delay[n * 99 / 100], delay[n - 1]);
+    assert_true(lag_s[n * 99 / 100] <= 1.0); /* the issue's target */
+    free(lag_s);
+    free(lag_r);
+    free(delay);
+    omlc_close(c);
+    uint64_t v = wait_same_version(&pri, &rep);
+    expect_same_answers(&pri, &rep, v);
+    assert_int_equal(omld_proc_stop(&rep, SIGTERM, TIMEOUT_MS), 0);
+    assert_int_equal(omld_proc_stop(&pri, SIGTERM, TIMEOUT_MS), 0);
+    omld_proc_cleanup(&rep);
+    omld_proc_cleanup(&pri);
+}
+
+/* The primary restarted after kill -9 (the records it committed but had
+ * not sent are a gap: the checkpoint it takes at its first write covers
+ * them), then Redis itself restarted empty (everything it held is gone:
+ * the primary sends its checkpoint again and a new one past the records
+ * dropped meanwhile): the replica follows through both. */
+static void test_primary_and_redis_restart(void **state)
+{
+    (void)state;
+    if (g_redis <= 0)
+        skip();
+    char pub[96], sub[96];
+    snprintf(pub, sizeof pub, "--replicate=redis://127.0.0.1:%d/r3", g_port);
+    snprintf(sub, sizeof sub, "--replica_of=redis://127.0.0.1:%d/r3", g_port);
+    const char *pargs[] = {"--dim=8", "--layers=1", "--hidden=16", "--emb=8", "--seed=5",
+                           "--publish_ms=50", PRIMARY_CKPT, pub, NULL};
+    const char *rargs[] = {"--dim=8", "--layers=1", "--hidden=16", "--emb=8", "--seed=5", sub,
+                           NULL};
+    omld_proc pri, rep;
+    assert_int_equal(omld_proc_start(&pri, pargs, TIMEOUT_MS), 0);
+    assert_int_equal(omld_proc_start(&rep, rargs, TIMEOUT_MS), 0);
+    omlc *c = omld_proc_dial(&pri, TIMEOUT_MS);
+    put_items(c, 0, N_ITEMS);
+    add_triplets(c, 0, 600, 10);
+    omlc_close(c);
+    assert_int_equal(omld_proc_stop(&pri, SIGKILL, TIMEOUT_MS), 128 + SIGKILL);
+    assert_int_equal(omld_proc_restart(&pri, pargs, TIMEOUT_MS), 0);
+    c = omld_proc_dial(&pri, TIMEOUT_MS);
+    add_triplets(c, 600, 600, 10);
+    uint64_t v = wait_same_version(&pri, &rep);
+    expect_same_answers(&pri, &rep, v);
+
+    assert_int_equal(kill(g_redis, SIGKILL), 0);
+    waitpid(g_redis, NULL, 0);
+    add_triplets(c, 1200, 300, 10); /* dropped: Redis is away */
+    g_redis = omld_redis_spawn(REDIS_SERVER, g_dir, g_port);
+    assert_true(g_redis > 0);
+    usleep(1500000); /* both reconnect within a second */
+    add_triplets(c, 1500, 300, 10);
+    v = wait_same_version(&pri, &rep);
+    expect_same_answers(&pri, &rep, v);
+    json_t *s = status(&pri);
+    assert_true(figure(s, "replication", "records_dropped") > 0);
+    json_decref(s);
+    omlc_close(c);
+    assert_int_equal(omld_proc_stop(&rep, SIGTERM, TIMEOUT_MS), 0);
+    assert_int_equal(omld_proc_stop(&pri, SIGTERM, TIMEOUT_MS), 0);
+    omld_proc_cleanup(&rep);
+    omld_proc_cleanup(&pri);
+}
+
+/* Triplets/s one client gets from a primary (requests of 50 triplets,
+ * each sent when the last is answered) for `secs`, with extra (its
+ * --replicate, or none). */
+static double primary_rate(const char *extra, double secs)
+{
+    /* the default preset's learner (2 layers of 128, 64 wide) on 8 features */
+    const char *args[] = {"--dim=8", "--seed=5", "--rehearse_idle=0", extra, NULL};
+    omld_proc pri;
+    assert_int_equal(omld_proc_start(&pri, args, TIMEOUT_MS), 0);
+    omlc *c = omld_proc_dial(&pri, TIMEOUT_MS);
+    put_items(c, 0, N_ITEMS);
+    double t0 = now_s();
+    int seq = 0;
+    while (now_s() - t0 < secs) {
+        add_triplets(c, seq, 250, 50);
+        seq += 250;
+    }
+    double rate = seq / (now_s() - t0);
+    omlc_close(c);
+    assert_int_equal(omld_proc_stop(&pri, SIGTERM, TIMEOUT_MS), 0);
+    omld_proc_cleanup(&pri);
+    return rate;
+}
+
+/* Publishing does not slow the primary: its ingest rate with and without
+ * --replicate, alternated (OMLD_REPLICA_BENCH=SECONDS; skipped without). */
+static void test_publishing_cost(void **state)
+{
+    (void)state;
+    const char *env = getenv("OMLD_REPLICA_BENCH");
+    if (g_redis <= 0 || env == NULL)
+        skip();
+    double secs = atof(env) > 0 ? atof(env) : 5, with = 0, without = 0;
+    char pub[96];
+    snprintf(pub, sizeof pub, "--replicate=redis://127.0.0.1:%d/r4", g_port);
+    char down[96];
+    snprintf(down, sizeof down, "--replicate=redis://127.0.0.1:%d/r4", omld_free_port());
+    double away = 0;
+    for (int round = 0; round < 3; round++) {
+        without += primary_rate(NULL, secs) / 3;
+        with += primary_rate(pub, secs) / 3;
+        away += primary_rate(down, secs) / 3;
+    }
+    fprintf(stderr, "primary ingest, 50-triplet requests, one client: %.0f triplets/s without "
+            "--replicate, %.0f with (%.1f%%), %.0f with Redis away (%.1f%%)\n", without, with,
+            100.0 * (with / without - 1), away, 100.0 * (away / without - 1));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_replica_answers_as_the_primary),
+        cmocka_unit_test(test_primary_and_redis_restart),
+        cmocka_unit_test(test_lag_at_steady_rate),
+        cmocka_unit_test(test_publishing_cost),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
