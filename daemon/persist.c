@@ -308,6 +308,7 @@ static void swap_in(omld_engine *e, loaded_state *s)
     e->closure = s->closure;
     pthread_rwlock_wrlock(&e->lock.rw);
     oml_store_swap(e->store, s->store);
+    e->lock.generation++;
     pthread_rwlock_unlock(&e->lock.rw);
     oml_store_destroy(s->store);
     e->ckpt_lsn = s->lsn;

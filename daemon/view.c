@@ -141,25 +141,35 @@ static void store_unlock(omld_store_lock *lock)
         pthread_rwlock_unlock(&lock->rw);
 }
 
+/* Whether the store was swapped for another since generation gen (the
+ * read lock held; no lock: it cannot be). */
+static int store_swapped(const omld_store_lock *lock, uint64_t gen)
+{
+    return lock != NULL && lock->generation != gen;
+}
+
 static int index_build(omld_views *vs, oml_snapshot *snap, omld_store_lock *lock,
                        oml_index **out)
 {
     oml_index_builder b;
     store_rdlock(lock); /* a rollback swaps the whole store struct in under the write lock */
     int32_t dim = oml_store_dim(vs->store);
+    uint64_t gen = lock ? lock->generation : 0;
     store_unlock(lock);
     int rc = oml_index_builder_init(&b, snap, dim);
     uint64_t lists_min = atomic_load(&vs->lists_min_items);
     int more = 1;
+    /* A swap between two gathers ends the build: the engine publishes
+     * again after one, and that build starts on the new store. */
     while (rc == OML_OK && more > 0) {
         store_rdlock(lock);
-        more = oml_index_builder_gather(&b, vs->store);
+        more = store_swapped(lock, gen) ? OML_ECANCELED : oml_index_builder_gather(&b, vs->store);
         store_unlock(lock);
         rc = more < 0 ? more : oml_index_builder_embed(&b);
     }
     if (rc == OML_OK) {
         store_rdlock(lock);
-        rc = oml_index_builder_finish(&b, vs->store, out);
+        rc = store_swapped(lock, gen) ? OML_ECANCELED : oml_index_builder_finish(&b, vs->store, out);
         store_unlock(lock);
     }
     oml_index_builder_free(&b);
@@ -190,8 +200,13 @@ static omld_view *view_build(omld_views *vs, oml_snapshot *snap, uint64_t snapsh
             rc = oml_idmap_put(&v->by_id, v->ix->ids[i], v->ix->id_lens[i], (uint32_t)i);
     }
     if (rc != OML_OK) {
-        LOG_ERROR("indexer", "cannot build view %llu: %s", (unsigned long long)snap->version,
-                  oml_strerror(rc));
+        if (rc == OML_ECANCELED)
+            LOG_INFO("indexer", "view %llu not built: the store was reloaded while it was "
+                     "gathered (the next view is built on the reloaded one)",
+                     (unsigned long long)snap->version);
+        else
+            LOG_ERROR("indexer", "cannot build view %llu: %s", (unsigned long long)snap->version,
+                      oml_strerror(rc));
         if (v) {
             oml_idmap_free(&v->by_id);
             oml_index_destroy(v->ix);

@@ -57,6 +57,10 @@ typedef struct omld_views omld_views;
  * store; the indexer holds it (read) while it builds. */
 typedef struct omld_store_lock {
     pthread_rwlock_t rw;
+    /* Changed (under rw held for writing) whenever the whole store is
+     * swapped for another (a rollback, a replica's bootstrap): a view
+     * gathered across a swap would mix two stores' rows and label ids. */
+    uint64_t generation;
 } omld_store_lock;
 
 /* Starts the indexer thread. store and lock are borrowed (the engine owns
