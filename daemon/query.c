@@ -24,6 +24,7 @@
 
 #include "err.h"
 #include "fresh.h"
+#include "item_filter.h"
 #include "ops.h"
 #include "query_int.h"
 #include "serve.h"
@@ -158,10 +159,15 @@ static int run_classify(const omld_query_ctx *q, omld_view *v, const Omld__Reque
     query_item qi;
     if ((rc = omld__query_resolve(q, v, m->query, "classify.query", &qi, r)) != 0)
         return rc;
+    uint8_t *allow = NULL; /* the rows a metadata filter keeps (NULL: every row) */
+    if (m->n_metadata > 0 && (allow = omld__query_meta_allow(q, v, m->metadata,
+                                                             m->n_metadata)) == NULL)
+        return omld__query_oom(r, "classify");
     oml_classification c;
     oml_diag d = {0};
-    rc = v->fresh ? omld_fresh_classify(q, v, qi.x, k, qi.row, &c, &d)
-                  : oml_classify(v->ix, qi.x, k, qi.row, &c, &d);
+    rc = v->fresh ? omld_fresh_classify(q, v, qi.x, k, qi.row, allow, &c, &d)
+                  : oml_classify_allowed(v->ix, qi.x, k, qi.row, allow, &c, &d);
+    free(allow);
     if (rc != OML_OK && rc != OML_EEMPTY)
         return omld__query_lib_error(r, rc, &d, "classify");
     omld__query_sample_recall(q, v, qi.x, k, qi.row);
@@ -218,12 +224,38 @@ static int run_verify(const omld_query_ctx *q, omld_view *v, const Omld__Request
     return 0;
 }
 
-int omld__query_retrieve_filter(const omld_view *v, const Omld__RetrieveRequest *m,
-                                oml_retrieve_opts *opts)
+/* Clears allow[row] for every row whose item fails the metadata conditions
+ * (as the store holds the item now: under its read lock, which is held
+ * for one pass over the rows). */
+static void meta_mask(const omld_query_ctx *q, const oml_index *ix,
+                      Omld__MetadataCondition *const *c, size_t n, uint8_t *allow)
+{
+    omld_item_filter f;
+    omld_item_filter_conds(&f, c, n);
+    pthread_rwlock_rdlock(&q->lock->rw);
+    for (int32_t row = 0; row < ix->n; row++)
+        if (allow[row])
+            allow[row] = (uint8_t)omld_item_filter_meta_row(&f, q->store, ix, row);
+    pthread_rwlock_unlock(&q->lock->rw);
+}
+
+uint8_t *omld__query_meta_allow(const omld_query_ctx *q, const omld_view *v,
+                                Omld__MetadataCondition *const *c, size_t n)
+{
+    uint8_t *allow = malloc((size_t)v->ix->n + 1);
+    if (allow != NULL) {
+        memset(allow, 1, (size_t)v->ix->n);
+        meta_mask(q, v->ix, c, n, allow);
+    }
+    return allow;
+}
+
+int omld__query_retrieve_filter(const omld_query_ctx *q, const omld_view *v,
+                                const Omld__RetrieveRequest *m, oml_retrieve_opts *opts)
 {
     const oml_index *ix = v->ix;
     opts->allow = NULL;
-    if (m->n_labels == 0 && m->n_exclude_ids == 0)
+    if (m->n_labels == 0 && m->n_exclude_ids == 0 && m->n_metadata == 0)
         return 0;
     uint8_t *allow = malloc((size_t)ix->n + (size_t)ix->n_labels + 1);
     if (allow == NULL)
@@ -242,6 +274,8 @@ int omld__query_retrieve_filter(const omld_view *v, const Omld__RetrieveRequest 
         if (row >= 0)
             allow[row] = 0;
     }
+    if (m->n_metadata > 0)
+        meta_mask(q, ix, m->metadata, m->n_metadata, allow);
     opts->allow = allow;
     return 0;
 }
@@ -295,7 +329,7 @@ static int run_retrieve(const omld_query_ctx *q, omld_view *v, const Omld__Reque
     oml_hit *hits = omld_reply_alloc(r, (size_t)(k > 0 ? k : 1) * sizeof *hits);
     oml_retrieve_opts opts;
     omld__query_retrieve_opts(m, &opts);
-    if (hits == NULL || omld__query_retrieve_filter(v, m, &opts) != 0)
+    if (hits == NULL || omld__query_retrieve_filter(q, v, m, &opts) != 0)
         return omld__query_oom(r, "retrieve");
     int32_t n = 0;
     oml_diag d = {0};
@@ -394,6 +428,10 @@ static int run_get_items(const omld_query_ctx *q, const Omld__GetItemsRequest *m
             break;
         }
         memcpy(items[i].features, oml_store_features(q->store, slot), dim * sizeof(float));
+        if (omld_meta_to_item(oml_store_meta(q->store, slot), &items[i], r) != 0) {
+            failed = 2;
+            break;
+        }
         int32_t lab = oml_store_label(q->store, slot);
         if (lab < 0 || lab >= n_labels)
             continue;

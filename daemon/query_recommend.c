@@ -67,7 +67,7 @@ static int run_recommend(const omld_query_ctx *q, omld_view *v, const Omld__Requ
     oml_retrieve_opts opts = {0};
     if (rc == 0) {
         omld__query_retrieve_opts(&as, &opts);
-        if (omld__query_retrieve_filter(v, &as, &opts) != 0)
+        if (omld__query_retrieve_filter(q, v, &as, &opts) != 0)
             rc = omld__query_oom(r, "recommend");
     }
     int32_t n = 0;
