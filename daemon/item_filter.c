@@ -52,11 +52,14 @@ int omld_item_filter_meta_row(const omld_item_filter *f, const oml_store *store,
                               const oml_index *ix, int32_t row)
 {
     uint32_t slot = ix->slots[row];
+    /* The metadata first: blobs are shared and few, so this rarely misses
+     * the cache; the id (its own allocation) is read only for a match. */
+    if (!oml_store_is_live(store, slot) ||
+        !oml_meta_match(oml_store_meta(store, slot), f->conds, f->n_conds))
+        return 0;
     size_t len = 0;
-    const char *id = oml_store_is_live(store, slot) ? oml_store_id(store, slot, &len) : NULL;
-    if (id == NULL || len != ix->id_lens[row] || memcmp(id, ix->ids[row], len) != 0)
-        return 0; /* deleted or replaced since the index was built */
-    return oml_meta_match(oml_store_meta(store, slot), f->conds, f->n_conds);
+    const char *id = oml_store_id(store, slot, &len);
+    return len == ix->id_lens[row] && memcmp(id, ix->ids[row], len) == 0; /* not replaced since */
 }
 
 int omld_meta_pack_item(const Omld__Item *it, uint8_t **blob, size_t *len, oml_diag *d)

@@ -41,6 +41,7 @@ int oml_store_create(oml_store **out, int32_t dim, uint32_t max_items)
     s->max_items = max_items;
     oml_idmap_init(&s->id_map);
     oml_idmap_init(&s->label_map);
+    oml_meta_pool_init(&s->meta_pool);
     *out = s;
     return OML_OK;
 }
@@ -61,8 +62,9 @@ void oml_store_destroy(oml_store *s)
     free(s->gen);
     if (s->meta != NULL)
         for (uint32_t i = 0; i < s->n_slots; i++)
-            free(s->meta[i]);
+            oml_meta_pool_release(&s->meta_pool, s->meta[i]);
     free(s->meta);
+    oml_meta_pool_free(&s->meta_pool);
     free(s->free_heap);
     free(s->label_names);
     free(s->label_len);
@@ -217,12 +219,10 @@ int oml_store_put_meta(oml_store *s, const char *id, size_t id_len, const float 
     if (meta != NULL && (rc = oml_meta_check(meta, meta_len, diag)) != OML_OK)
         return rc == OML_EFORMAT ? oml_diag_set(diag, OML_EINVAL, "metadata", "%s", diag->msg)
                                  : rc;
-    /* The item's metadata copy, owned here until the commit. */
-    uint8_t *new_meta = NULL;
-    if (meta != NULL && (new_meta = malloc(meta_len)) == NULL)
+    /* The item's (shared) metadata, held here until the commit. */
+    const uint8_t *new_meta = NULL;
+    if (meta != NULL && (new_meta = oml_meta_pool_hold(&s->meta_pool, meta, meta_len)) == NULL)
         return oml_diag_set(diag, OML_ENOMEM, "metadata", "out of memory");
-    if (meta != NULL)
-        memcpy(new_meta, meta, meta_len);
 
     /* Resolve or reserve the label. A new label's copy is made now and
      * owned by this function until the commit below. */
@@ -234,14 +234,14 @@ int oml_store_put_meta(oml_store *s, const char *id, size_t id_len, const float 
             lab = (int32_t)v;
         } else {
             if ((uint32_t)s->n_labels >= s->max_items) {
-                free(new_meta);
+                oml_meta_pool_release(&s->meta_pool, new_meta);
                 return oml_diag_set(diag, OML_EFULL, "label", "too many labels (max %u)",
                                     s->max_items);
             }
             if (store_reserve_label(s) != OML_OK ||
                 oml_idmap_reserve(&s->label_map, 1) != OML_OK ||
                 (new_label = oml__store_dup(label, label_len)) == NULL) {
-                free(new_meta);
+                oml_meta_pool_release(&s->meta_pool, new_meta);
                 return oml_diag_set(diag, OML_ENOMEM, "label", "out of memory");
             }
             lab = s->n_labels;
@@ -254,7 +254,7 @@ int oml_store_put_meta(oml_store *s, const char *id, size_t id_len, const float 
     if (oml_idmap_get(&s->id_map, id, id_len, &slot) != OML_OK) {
         if (s->n_live >= s->max_items) { /* then n_slots < max_items or a slot is free */
             free(new_label);
-            free(new_meta);
+            oml_meta_pool_release(&s->meta_pool, new_meta);
             return oml_diag_set(diag, OML_EFULL, "id", "store is full (%u live items)",
                                 s->max_items);
         }
@@ -264,15 +264,16 @@ int oml_store_put_meta(oml_store *s, const char *id, size_t id_len, const float 
             (new_id = oml__store_dup(id, id_len)) == NULL) {
             free(new_label);
             free(new_id);
-            free(new_meta);
+            oml_meta_pool_release(&s->meta_pool, new_meta);
             return oml_diag_set(diag, OML_ENOMEM, "id", "out of memory");
         }
         slot = reuse ? s->free_heap[0] : s->n_slots;
     }
+    /* Slot capacity is reserved by now, so the pointer array covers it. */
     if (new_meta != NULL && oml__store_meta_array(s) != OML_OK) {
         free(new_label);
         free(new_id);
-        free(new_meta);
+        oml_meta_pool_release(&s->meta_pool, new_meta);
         return oml_diag_set(diag, OML_ENOMEM, "metadata", "out of memory");
     }
 
@@ -300,9 +301,9 @@ int oml_store_put_meta(oml_store *s, const char *id, size_t id_len, const float 
     memcpy(s->x + (size_t)slot * (size_t)s->dim, x, (size_t)s->dim * sizeof(float));
     s->label[slot] = lab;
     if (s->meta != NULL) { /* a put replaces the whole item, metadata included */
-        uint8_t *old = s->meta[slot]; /* NULL for a new or reused slot */
+        const uint8_t *old = s->meta[slot]; /* NULL for a new or reused slot */
         s->n_meta -= old != NULL;
-        free(old);
+        oml_meta_pool_release(&s->meta_pool, old);
         s->meta[slot] = new_meta;
         s->n_meta += new_meta != NULL;
     }
@@ -320,7 +321,7 @@ int oml_store_delete(oml_store *s, const char *id, size_t id_len)
     s->live[slot] = 0;
     s->n_live--;
     if (s->meta != NULL && s->meta[slot] != NULL) { /* a tombstone keeps no metadata */
-        free(s->meta[slot]);
+        oml_meta_pool_release(&s->meta_pool, s->meta[slot]);
         s->meta[slot] = NULL;
         s->n_meta--;
     }

@@ -232,9 +232,8 @@ static int decode_meta(oml_store *s, oml_reader *c, oml_diag *diag)
         if (oml_meta_check(c->p + c->pos, len, &d) != OML_OK)
             return oml_diag_set(diag, OML_EFORMAT, "store", "metadata of slot %u: %s", slot,
                                 d.msg);
-        if ((s->meta[slot] = malloc(len)) == NULL)
+        if ((s->meta[slot] = oml_meta_pool_hold(&s->meta_pool, c->p + c->pos, len)) == NULL)
             return oml_diag_set(diag, OML_ENOMEM, "store", "out of memory");
-        memcpy(s->meta[slot], c->p + c->pos, len);
         c->pos += len;
         s->n_meta++;
         prev = slot;

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "idmap.h"
+#include "meta_pool.h"
 #include "store.h"
 
 struct oml_store {
@@ -20,10 +21,12 @@ struct oml_store {
     int32_t *label;    /* (cap) */
     uint8_t *live;     /* (cap) */
     uint32_t *gen;     /* (cap) deletes of each slot: its generation */
-    uint8_t **meta;    /* (cap) each live item's packed metadata (metadata.h) or NULL;
-                          the array itself is NULL until an item has metadata, so a
-                          store without any pays nothing */
+    const uint8_t **meta; /* (cap) each live item's packed metadata (metadata.h), a
+                          copy shared by the items with equal metadata (meta_pool),
+                          or NULL; the array itself is NULL until an item has
+                          metadata, so a store without any pays nothing */
     size_t n_meta;     /* live items with metadata */
+    oml_meta_pool meta_pool;
     uint32_t *free_heap; /* (cap) dead slots, min-heap */
     uint32_t n_free;
     oml_idmap id_map;  /* live id -> slot */

@@ -639,6 +639,11 @@ static void test_version_2_and_metadata(void **state)
     oml_le32_store(c + len - meta_len - 4 - 4 - 4, 5); /* a count of 5 */
     expect_refused(c, len, OML_EFORMAT, "metadata count");
     free(c);
+    /* Equal metadata is one shared copy, freed with its last holder. */
+    assert_int_equal(oml_store_put_meta(a, "p", 1, x, NULL, 0, meta, meta_len, NULL, NULL), OML_OK);
+    assert_ptr_equal(oml_store_meta(a, 0), oml_store_meta(a, 1));
+    assert_int_equal(oml_store_delete(a, "p", 1), OML_OK);
+    assert_int_equal(oml_meta_size(oml_store_meta(a, 1)), meta_len);
     /* A put without metadata replaces the item's; a delete drops it. */
     assert_int_equal(oml_store_put(a, "q", 1, x, NULL, 0, NULL, NULL), OML_OK);
     assert_null(oml_store_meta(a, 1));
