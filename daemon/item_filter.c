@@ -54,12 +54,17 @@ int omld_item_filter_meta_row(const omld_item_filter *f, const oml_store *store,
     uint32_t slot = ix->slots[row];
     /* The metadata first: blobs are shared and few, so this rarely misses
      * the cache; the id (its own allocation) is read only for a match. */
-    if (!oml_store_is_live(store, slot) ||
-        !oml_meta_match(oml_store_meta(store, slot), f->conds, f->n_conds))
-        return 0;
+    return oml_store_is_live(store, slot) &&
+           oml_meta_match(oml_store_meta(store, slot), f->conds, f->n_conds) &&
+           omld_item_row_current(store, ix, row);
+}
+
+int omld_item_row_current(const oml_store *store, const oml_index *ix, int32_t row)
+{
+    uint32_t slot = ix->slots[row];
     size_t len = 0;
-    const char *id = oml_store_id(store, slot, &len);
-    return len == ix->id_lens[row] && memcmp(id, ix->ids[row], len) == 0; /* not replaced since */
+    const char *id = oml_store_is_live(store, slot) ? oml_store_id(store, slot, &len) : NULL;
+    return id != NULL && len == ix->id_lens[row] && memcmp(id, ix->ids[row], len) == 0;
 }
 
 int omld_meta_pack_item(const Omld__Item *it, uint8_t **blob, size_t *len, oml_diag *d)
@@ -82,7 +87,14 @@ int omld_meta_pack_item(const Omld__Item *it, uint8_t **blob, size_t *len, oml_d
 
 int omld_meta_to_item(const uint8_t *blob, Omld__Item *it, omld_reply *r)
 {
+    return omld_meta_to_wire(blob, &it->metadata, &it->n_metadata, r);
+}
+
+int omld_meta_to_wire(const uint8_t *blob, Omld__KeyValue ***out, size_t *out_n, omld_reply *r)
+{
     size_t n = oml_meta_count(blob);
+    *out = NULL;
+    *out_n = 0;
     if (n == 0)
         return 0;
     Omld__KeyValue *kv = omld_reply_alloc(r, n * sizeof *kv);
@@ -98,7 +110,7 @@ int omld_meta_to_item(const uint8_t *blob, Omld__Item *it, omld_reply *r)
             return -1;
         kp[i] = &kv[i];
     }
-    it->n_metadata = n;
-    it->metadata = kp;
+    *out_n = n;
+    *out = kp;
     return 0;
 }

@@ -39,6 +39,10 @@ void omld_item_filter_free(omld_item_filter *f);
 /* 1 if the live slot passes f. */
 int omld_item_filter_match(const omld_item_filter *f, const oml_store *store, uint32_t slot);
 
+/* 1 if row `row` of ix is still the item in its store slot (not deleted or
+ * replaced by another id since the index was built). */
+int omld_item_row_current(const oml_store *store, const oml_index *ix, int32_t row);
+
 /* 1 if row `row` of ix is still the item in its store slot and that item's
  * metadata passes f's conditions (labels are the index's business). */
 int omld_item_filter_meta_row(const omld_item_filter *f, const oml_store *store,
@@ -49,8 +53,10 @@ int omld_item_filter_meta_row(const omld_item_filter *f, const oml_store *store,
  * "metadata[i].key" etc. */
 int omld_meta_pack_item(const Omld__Item *it, uint8_t **blob, size_t *len, oml_diag *d);
 
-/* A packed blob (NULL: none) as the wire's KeyValues in r's arena, set
- * on it. 0, or -1 when out of memory. */
+/* A packed blob (NULL: none) as the wire's KeyValues in r's arena: *kv
+ * and *n (0 and NULL for none). 0, or -1 when out of memory. */
+int omld_meta_to_wire(const uint8_t *blob, Omld__KeyValue ***kv, size_t *n, omld_reply *r);
+/* ... set on an Item. */
 int omld_meta_to_item(const uint8_t *blob, Omld__Item *it, omld_reply *r);
 
 #endif

@@ -126,7 +126,8 @@ static uint64_t list_items_answer(const Omld__Request *q, const omld_answer_dims
 
 static uint64_t retrieve_msg_answer(const Omld__RetrieveRequest *m, const omld_answer_dims *d)
 {
-    return k_or_default(retrieve_msg_k(m), d) * (2 * NAME_BYTES + 16);
+    return k_or_default(retrieve_msg_k(m), d) *
+           (2 * NAME_BYTES + 16 + (m && m->with_metadata ? d->meta : 0));
 }
 
 /* Recommend: its examples are its entries; k and the answer as retrieve's. */
@@ -143,7 +144,9 @@ static uint32_t recommend_k(const Omld__Request *q)
 
 static uint64_t recommend_answer(const Omld__Request *q, const omld_answer_dims *d)
 {
-    return k_or_default(recommend_k(q), d) * (2 * NAME_BYTES + 16);
+    const Omld__RecommendRequest *m = q->recommend;
+    return k_or_default(recommend_k(q), d) *
+           (2 * NAME_BYTES + 16 + (m && m->with_metadata ? d->meta : 0));
 }
 
 /* A score per class met per head, and the label. */

@@ -309,6 +309,21 @@ Omld__RetrieveResponse *omld__query_retrieve_response(const oml_index *ix, const
     return resp;
 }
 
+int omld__query_hits_metadata(const omld_query_ctx *q, const oml_index *ix, const oml_hit *hits,
+                              Omld__RetrieveResponse *resp, omld_reply *r)
+{
+    int rc = 0;
+    pthread_rwlock_rdlock(&q->lock->rw);
+    for (size_t i = 0; i < resp->n_hits && rc == 0; i++) {
+        Omld__Hit *h = resp->hits[i];
+        if (omld_item_row_current(q->store, ix, hits[i].row))
+            rc = omld_meta_to_wire(oml_store_meta(q->store, ix->slots[hits[i].row]), &h->metadata,
+                                   &h->n_metadata, r);
+    }
+    pthread_rwlock_unlock(&q->lock->rw);
+    return rc;
+}
+
 void omld__query_retrieve_opts(const Omld__RetrieveRequest *m, oml_retrieve_opts *opts)
 {
     *opts = (oml_retrieve_opts){NULL, (int32_t)m->offset, -INFINITY};
@@ -341,7 +356,8 @@ static int run_retrieve(const omld_query_ctx *q, omld_view *v, const Omld__Reque
         return omld__query_lib_error(r, rc, &d, "retrieve");
     if (!filtered) /* the recall sample compares plain searches */
         omld__query_sample_recall(q, v, qi.x, k, qi.row);
-    if ((r->msg.retrieve = omld__query_retrieve_response(v->ix, hits, n, r)) == NULL)
+    if ((r->msg.retrieve = omld__query_retrieve_response(v->ix, hits, n, r)) == NULL ||
+        (m->with_metadata && omld__query_hits_metadata(q, v->ix, hits, r->msg.retrieve, r) != 0))
         return omld__query_oom(r, "retrieve");
     r->msg.body_case = OMLD__RESPONSE__BODY_RETRIEVE;
     return 0;

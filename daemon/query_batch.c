@@ -167,7 +167,9 @@ static int retrieve_block(const omld_query_ctx *q, omld_view *v,
     }
     for (size_t i = first; i < first + b && rc == 0; i++) {
         answers[i] = omld__query_retrieve_response(v->ix, hits[i - first], n_hits[i - first], r);
-        if (answers[i] == NULL)
+        if (answers[i] == NULL ||
+            (m->queries[i]->with_metadata &&
+             omld__query_hits_metadata(q, v->ix, hits[i - first], answers[i], r) != 0))
             rc = omld__query_oom(r, RETRIEVE_OP);
         else
             *bytes += omld__retrieve_response__get_packed_size(answers[i]) + 6; /* tag, length */

@@ -64,6 +64,12 @@ Omld__ClassifyResponse *omld__query_classify_response(const oml_index *ix,
 Omld__RetrieveResponse *omld__query_retrieve_response(const oml_index *ix, const oml_hit *hits,
                                                       int32_t n, omld_reply *r);
 
+/* With with_metadata: each hit's metadata as the store holds it now, set
+ * on resp's hits (hits: the rows they came from). 0, or -1 when out of
+ * memory. */
+int omld__query_hits_metadata(const omld_query_ctx *q, const oml_index *ix, const oml_hit *hits,
+                              Omld__RetrieveResponse *resp, omld_reply *r);
+
 typedef int (*omld__query_fn)(const omld_query_ctx *q, omld_view *v, const Omld__Request *req,
                               omld_reply *r);
 

@@ -85,7 +85,8 @@ static int run_recommend(const omld_query_ctx *q, omld_view *v, const Omld__Requ
         return rc;
     Omld__RetrieveResponse *hitlist = omld__query_retrieve_response(v->ix, hits, n, r);
     Omld__RecommendResponse *resp = omld_reply_alloc(r, sizeof *resp);
-    if (hitlist == NULL || resp == NULL)
+    if (hitlist == NULL || resp == NULL ||
+        (as.with_metadata && omld__query_hits_metadata(q, v->ix, hits, hitlist, r) != 0))
         return omld__query_oom(r, "recommend");
     omld__recommend_response__init(resp);
     resp->n_hits = hitlist->n_hits;

@@ -601,6 +601,7 @@ void omld_recommend_as_retrieve(const Omld__RecommendRequest *m, Omld__RetrieveR
     out->labels = m->labels;
     out->n_metadata = m->n_metadata;
     out->metadata = m->metadata;
+    out->with_metadata = m->with_metadata;
     out->min_similarity_opt_case =
         m->min_similarity_opt_case == OMLD__RECOMMEND_REQUEST__MIN_SIMILARITY_OPT_MIN_SIMILARITY
             ? OMLD__RETRIEVE_REQUEST__MIN_SIMILARITY_OPT_MIN_SIMILARITY

@@ -296,8 +296,20 @@ static void test_queries(void **state)
     expect_ok(r);
     /* blue: i % 3 == 2; shard s2: i % 4 == 2 -> i % 12 == 2 */
     assert_int_equal(r->retrieve->n_hits, N_ITEMS / 12);
-    for (size_t i = 0; i < r->retrieve->n_hits; i++)
+    for (size_t i = 0; i < r->retrieve->n_hits; i++) {
         assert_int_equal(item_index(r->retrieve->hits[i]->id) % 12, 2);
+        assert_int_equal(r->retrieve->hits[i]->n_metadata, 0); /* not asked for */
+    }
+    omld__response__free_unpacked(r, NULL);
+    m.with_metadata = 1;
+    r = call(&req);
+    expect_ok(r);
+    for (size_t i = 0; i < r->retrieve->n_hits; i++) {
+        const Omld__Hit *h = r->retrieve->hits[i];
+        assert_int_equal(h->n_metadata, 2);
+        assert_string_equal(h->metadata[0]->value, "blue");
+        assert_string_equal(h->metadata[1]->value, "s2");
+    }
     omld__response__free_unpacked(r, NULL);
 
     Omld__RecommendRequest rm = OMLD__RECOMMEND_REQUEST__INIT;
@@ -308,13 +320,16 @@ static void test_queries(void **state)
     rm.k = 30;
     rm.metadata = f;
     rm.n_metadata = 1;
+    rm.with_metadata = 1;
     req.body_case = OMLD__REQUEST__BODY_RECOMMEND;
     req.recommend = &rm;
     r = call(&req);
     expect_ok(r);
     assert_int_equal(r->recommend->n_hits, N_ITEMS / 3);
-    for (size_t i = 0; i < r->recommend->n_hits; i++)
+    for (size_t i = 0; i < r->recommend->n_hits; i++) {
         assert_int_equal(item_index(r->recommend->hits[i]->id) % 3, 2);
+        assert_string_equal(r->recommend->hits[i]->metadata[0]->value, "blue");
+    }
     omld__response__free_unpacked(r, NULL);
 
     Omld__ClassifyRequest cm = OMLD__CLASSIFY_REQUEST__INIT;

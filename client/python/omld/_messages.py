@@ -219,7 +219,8 @@ def _fill_classify(msg, query, k, model, where=None):
     _fill_where(msg.metadata, where)
 
 
-def _fill_retrieve(msg, query, k, model, labels, exclude_ids, offset, min_similarity, where):
+def _fill_retrieve(msg, query, k, model, labels, exclude_ids, offset, min_similarity, where,
+                   with_metadata=False):
     """msg: a RetrieveRequest (alone or in a batch), or a RecommendRequest
     (query None: its examples are set apart)."""
     if query is not None:
@@ -234,6 +235,7 @@ def _fill_retrieve(msg, query, k, model, labels, exclude_ids, offset, min_simila
     if min_similarity is not None:
         msg.min_similarity = min_similarity
     _fill_where(msg.metadata, where)
+    msg.with_metadata = bool(with_metadata)
 
 
 # ------------------------------------------------------------ answer conversion
@@ -249,8 +251,8 @@ def classification(r: PbResponse) -> Classification:
 
 def _retrieval_of(b, version):
     """b: a RetrieveResponse (or RecommendResponse)."""
-    return Retrieval([Hit(h.id, h.score, h.label if h.HasField("label") else None, h.similarity)
-                      for h in b.hits], version)
+    return Retrieval([Hit(h.id, h.score, h.label if h.HasField("label") else None, h.similarity,
+                          _metadata_of(h)) for h in b.hits], version)
 
 
 def _copy(cls, msg, **extra):
@@ -365,17 +367,17 @@ def verify(a: Ref, b: Ref, threshold: Optional[float], model: Optional[str]) -> 
 
 def retrieve(query: Ref, k: Optional[int], model: Optional[str], labels: Optional[Ids],
              exclude_ids: Optional[Ids], offset: int, min_similarity: Optional[float],
-             where: Optional[Where] = None) -> Op[Retrieval]:
+             where: Optional[Where] = None, with_metadata: bool = False) -> Op[Retrieval]:
     req = pb.Request()
     _fill_retrieve(req.retrieve, query, k, model, labels, exclude_ids, offset, min_similarity,
-                   where)
+                   where, with_metadata)
     return Op(req, "retrieve", lambda r: _retrieval_of(r.retrieve, r.model_version))
 
 
 def recommend(positive: Iterable[Ref], negative: Iterable[Ref], k: Optional[int],
               model: Optional[str], labels: Optional[Ids], exclude_ids: Optional[Ids],
               offset: int, min_similarity: Optional[float],
-              where: Optional[Where] = None) -> Op[Retrieval]:
+              where: Optional[Where] = None, with_metadata: bool = False) -> Op[Retrieval]:
     req = pb.Request()
     m = req.recommend
     positive, negative = list(positive), list(negative)
@@ -385,7 +387,8 @@ def recommend(positive: Iterable[Ref], negative: Iterable[Ref], k: Optional[int]
         _set_ref(m.positive.add(), x, "positive[%d]" % i)
     for i, x in enumerate(negative):
         _set_ref(m.negative.add(), x, "negative[%d]" % i)
-    _fill_retrieve(m, None, k, model, labels, exclude_ids, offset, min_similarity, where)
+    _fill_retrieve(m, None, k, model, labels, exclude_ids, offset, min_similarity, where,
+                   with_metadata)
     return Op(req, "recommend", lambda r: _retrieval_of(r.recommend, r.model_version))
 
 
@@ -401,12 +404,12 @@ def classify_batch(queries: Iterable[Ref], k: Optional[int],
 
 def retrieve_batch(queries: Iterable[Ref], k: Optional[int], model: Optional[str],
                    labels: Optional[Ids], exclude_ids: Optional[Ids], offset: int,
-                   min_similarity: Optional[float],
-                   where: Optional[Where] = None) -> Op[List[Retrieval]]:
+                   min_similarity: Optional[float], where: Optional[Where] = None,
+                   with_metadata: bool = False) -> Op[List[Retrieval]]:
     req = pb.Request()
     for q in _refs(queries):
         _fill_retrieve(req.retrieve_batch.queries.add(), q, k, model, labels, exclude_ids,
-                       offset, min_similarity, where)
+                       offset, min_similarity, where, with_metadata)
     req.retrieve_batch.SetInParent()
     return Op(req, "retrieve_batch", lambda r: [
         _retrieval_of(a, r.model_version) for a in r.retrieve_batch.answers])

@@ -41,10 +41,10 @@ from . import _messages as M
 from . import _wire
 from ._wire import DEFAULT_MAX_FRAME, DEFAULT_SERVER, PbRequest, PbResponse, Server, parse_server
 from .errors import OmldConnectionError, OmldError, OmldProtocolError, OmldTimeout
-from .types import (CheckpointResult, Classification, CountResult, DeleteResult, Embedding, Health, Item,
-                    ItemLike, JobInfo, ModelInfo, PairLike, PairResult, PromoteResult, PutResult,
-                    Ref, Retrieval, RollbackResult, Status, TrainParams, TrainStartResult,
-                    TripletLike, TripletResult, Verification, Where)
+from .types import (CheckpointResult, Classification, CountResult, DeleteResult, Embedding,
+                    Health, Item, ItemLike, JobInfo, ModelInfo, PairLike, PairResult,
+                    PromoteResult, PutResult, Ref, Retrieval, RollbackResult, Status, TrainParams,
+                    TrainStartResult, TripletLike, TripletResult, Verification, Where)
 
 __all__ = ["AsyncClient", "connect_async"]
 
@@ -342,21 +342,22 @@ class AsyncClient:
     async def retrieve(self, query: Ref, k: Optional[int] = None, model: Optional[str] = None,
                        labels: Optional[Ids] = None, exclude_ids: Optional[Ids] = None,
                        offset: int = 0, min_similarity: Optional[float] = None,
-                       where: Optional[Where] = None, *,
+                       where: Optional[Where] = None, with_metadata: bool = False, *,
                        timeout: Optional[float] = None) -> Retrieval:
         """As Client.retrieve (filters, paging, min_similarity)."""
         return await self._run(M.retrieve(query, k, model, labels, exclude_ids, offset,
-                                          min_similarity, where), timeout)
+                                          min_similarity, where, with_metadata), timeout)
 
     async def recommend(self, positive: Iterable[Ref], negative: Iterable[Ref] = (),
                         k: Optional[int] = None, model: Optional[str] = None,
                         labels: Optional[Ids] = None, exclude_ids: Optional[Ids] = None,
                         offset: int = 0, min_similarity: Optional[float] = None,
-                        where: Optional[Where] = None, *,
+                        where: Optional[Where] = None, with_metadata: bool = False, *,
                         timeout: Optional[float] = None) -> Retrieval:
         """As Client.recommend."""
         return await self._run(M.recommend(positive, negative, k, model, labels, exclude_ids,
-                                           offset, min_similarity, where), timeout)
+                                           offset, min_similarity, where, with_metadata),
+                               timeout)
 
     async def classify_batch(self, queries: Iterable[Ref], k: Optional[int] = None,
                              model: Optional[str] = None, *,
@@ -368,10 +369,10 @@ class AsyncClient:
                              model: Optional[str] = None, labels: Optional[Ids] = None,
                              exclude_ids: Optional[Ids] = None, offset: int = 0,
                              min_similarity: Optional[float] = None,
-                             where: Optional[Where] = None, *,
+                             where: Optional[Where] = None, with_metadata: bool = False, *,
                              timeout: Optional[float] = None) -> List[Retrieval]:
         return await self._run(M.retrieve_batch(queries, k, model, labels, exclude_ids, offset,
-                                                min_similarity, where), timeout)
+                                                min_similarity, where, with_metadata), timeout)
 
     async def embed(self, item: Ref, model: Optional[str] = None, *,
                     timeout: Optional[float] = None) -> Embedding:

@@ -33,8 +33,8 @@ from . import _wire
 from ._wire import (DEFAULT_MAX_FRAME, DEFAULT_SERVER, PbRequest, PbResponse, Server,
                     parse_server, pb)
 from .errors import OmldConnectionError, OmldProtocolError, OmldTimeout
-from .types import (BatchResult, CheckpointResult, Classification, CountResult, DeleteResult, Embedding,
-                    Health, Item, ItemLike, JobInfo, ModelInfo, PairLike, PairResult,
+from .types import (BatchResult, CheckpointResult, Classification, CountResult, DeleteResult,
+                    Embedding, Health, Item, ItemLike, JobInfo, ModelInfo, PairLike, PairResult,
                     PromoteResult, PutResult, Ref, Retrieval, RollbackResult, Status, TrainParams,
                     TrainStartResult, TripletLike, TripletResult, Verification, Where)
 
@@ -372,7 +372,7 @@ class Client:
     def retrieve(self, query: Ref, k: Optional[int] = None, model: Optional[str] = None,
                  labels: Optional[Ids] = None, exclude_ids: Optional[Ids] = None,
                  offset: int = 0, min_similarity: Optional[float] = None,
-                 where: Optional[Where] = None) -> Retrieval:
+                 where: Optional[Where] = None, with_metadata: bool = False) -> Retrieval:
         """The k stored items most like query, best first (a query by id
         never returns that id). labels: only items with one of these
         labels; exclude_ids: never these; offset: skip the best offset
@@ -381,20 +381,20 @@ class Client:
         this; where: only items whose metadata matches ({"color": "red"},
         {"color": ["red", "blue"]}; several keys: all)."""
         return self._run(M.retrieve(query, k, model, labels, exclude_ids, offset,
-                                    min_similarity, where))
+                                    min_similarity, where, with_metadata))
 
     def recommend(self, positive: Iterable[Ref], negative: Iterable[Ref] = (),
                   k: Optional[int] = None, model: Optional[str] = None,
                   labels: Optional[Ids] = None, exclude_ids: Optional[Ids] = None,
                   offset: int = 0, min_similarity: Optional[float] = None,
-                  where: Optional[Where] = None) -> Retrieval:
+                  where: Optional[Where] = None, with_metadata: bool = False) -> Retrieval:
         """Items like the positive examples and unlike the negative ones
         (ids or vectors; 1..64 and 0..64): on every head the query is the
         unit vector along 2 mean(positive) - mean(negative), then the
         search, filters and paging are retrieve()'s; an example named by id
         is never returned."""
         return self._run(M.recommend(positive, negative, k, model, labels, exclude_ids, offset,
-                                     min_similarity, where))
+                                     min_similarity, where, with_metadata))
 
     # ---- query batches: many queries in one request, answered together (one
     # matrix product per head for up to 128 queries at a time), faster per
@@ -414,11 +414,12 @@ class Client:
                        model: Optional[str] = None, labels: Optional[Ids] = None,
                        exclude_ids: Optional[Ids] = None, offset: int = 0,
                        min_similarity: Optional[float] = None,
-                       where: Optional[Where] = None) -> List[Retrieval]:
+                       where: Optional[Where] = None,
+                       with_metadata: bool = False) -> List[Retrieval]:
         """retrieve() for every query in one RetrieveBatch request; k, model
         and the filters apply to each. Returns the Retrievals in order."""
         return self._run(M.retrieve_batch(queries, k, model, labels, exclude_ids, offset,
-                                          min_similarity, where))
+                                          min_similarity, where, with_metadata))
 
     def embed(self, item: Ref, model: Optional[str] = None) -> Embedding:
         """The L+1 head embeddings of an id or a vector, and alpha."""

@@ -141,6 +141,7 @@ class Hit:
     score: float                 # OAHU Eq. 27: a share among the hits, changes with k
     label: Optional[str] = None
     similarity: float = 0.0      # the pair's, in [-1, 1], whatever k is
+    metadata: Optional[Dict[str, str]] = None  # with with_metadata=True (None: none)
 
 
 @dataclass

@@ -333,8 +333,10 @@ class TestClient(unittest.TestCase):
         hits = self.c.retrieve(ID[0], k=20, where={"color": "blue", "tier": ["1", "2"]})
         self.assertEqual(sorted(hits.ids), sorted("meta-%d" % i for i in range(12)
                                                   if i % 2 and i % 3))
-        rec = self.c.recommend([ID[0]], k=20, where={"color": "green"})
+        rec = self.c.recommend([ID[0]], k=20, where={"color": "green"}, with_metadata=True)
         self.assertEqual(rec.ids, ["meta-tuple"])
+        self.assertEqual(rec.hits[0].metadata, {"color": "green"})
+        self.assertIsNone(hits.hits[0].metadata)  # not asked for
         self.assertEqual(self.c.classify(ID[0], where={"color": "none"}).label, "")
         self.assertEqual(self.c.retrieve_batch([ID[0], ID[1]], k=20,
                                                where={"color": "green"})[1].ids, ["meta-tuple"])
