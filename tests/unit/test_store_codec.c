@@ -624,6 +624,7 @@ static void test_version_2_and_metadata(void **state)
     size_t at = len - 4 - 4 - meta_len; /* slot field of the one entry */
     memcpy(c, buf, len);
     oml_le32_store(c + at, 0);
+    oml_store_destroy(b);
     assert_int_equal(oml_store_decode(&b, c, len, 10, NULL), OML_OK); /* slot 0 is live too */
     oml_store_destroy(b);
     b = NULL;
