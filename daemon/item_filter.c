@@ -11,6 +11,7 @@ void omld_item_filter_conds(omld_item_filter *f, Omld__MetadataCondition *const 
     for (size_t i = 0; i < f->n_conds; i++)
         f->conds[i] = (oml_meta_cond){c[i]->key, (const char *const *)c[i]->values,
                                       c[i]->n_values};
+    oml_meta_filter_init(&f->meta, f->conds, f->n_conds);
 }
 
 int omld_item_filter_init(omld_item_filter *f, const oml_store *store, char *const *labels,
@@ -38,30 +39,34 @@ void omld_item_filter_free(omld_item_filter *f)
     f->label_ok = NULL;
 }
 
-int omld_item_filter_match(const omld_item_filter *f, const oml_store *store, uint32_t slot)
+int omld_item_filter_match(omld_item_filter *f, const oml_store *store, uint32_t slot)
 {
     if (f->label_ok != NULL) {
         int32_t lab = oml_store_label(store, slot);
         if (lab < 0 || lab >= f->n_labels || !f->label_ok[lab])
             return 0;
     }
-    return oml_meta_match(oml_store_meta(store, slot), f->conds, f->n_conds);
+    return oml_meta_filter_match(&f->meta, oml_store_meta(store, slot));
 }
 
-int omld_item_filter_meta_row(const omld_item_filter *f, const oml_store *store,
-                              const oml_index *ix, int32_t row)
+int omld_item_filter_meta_row(omld_item_filter *f, const oml_store *store, const oml_index *ix,
+                              int32_t row)
 {
     uint32_t slot = ix->slots[row];
     /* The metadata first: blobs are shared and few, so this rarely misses
      * the cache; the id (its own allocation) is read only for a match. */
     return oml_store_is_live(store, slot) &&
-           oml_meta_match(oml_store_meta(store, slot), f->conds, f->n_conds) &&
+           oml_meta_filter_match(&f->meta, oml_store_meta(store, slot)) &&
            omld_item_row_current(store, ix, row);
 }
 
 int omld_item_row_current(const oml_store *store, const oml_index *ix, int32_t row)
 {
     uint32_t slot = ix->slots[row];
+    /* A slot never deleted from (generation 0) still holds the item it got
+     * first, the one the index saw: no need to read the id (a cache miss). */
+    if (oml_store_is_live(store, slot) && oml_store_generation(store, slot) == 0)
+        return 1;
     size_t len = 0;
     const char *id = oml_store_is_live(store, slot) ? oml_store_id(store, slot, &len) : NULL;
     return id != NULL && len == ix->id_lens[row] && memcmp(id, ix->ids[row], len) == 0;

@@ -24,6 +24,7 @@ typedef struct omld_item_filter {
     int32_t n_labels;
     oml_meta_cond conds[OML_META_ENTRIES_MAX];
     size_t n_conds;
+    oml_meta_filter meta;   /* over conds, memoised per shared blob */
 } omld_item_filter;
 
 /* The metadata conditions of a request (validated: at most
@@ -37,7 +38,7 @@ int omld_item_filter_init(omld_item_filter *f, const oml_store *store, char *con
 void omld_item_filter_free(omld_item_filter *f);
 
 /* 1 if the live slot passes f. */
-int omld_item_filter_match(const omld_item_filter *f, const oml_store *store, uint32_t slot);
+int omld_item_filter_match(omld_item_filter *f, const oml_store *store, uint32_t slot);
 
 /* 1 if row `row` of ix is still the item in its store slot (not deleted or
  * replaced by another id since the index was built). */
@@ -45,8 +46,8 @@ int omld_item_row_current(const oml_store *store, const oml_index *ix, int32_t r
 
 /* 1 if row `row` of ix is still the item in its store slot and that item's
  * metadata passes f's conditions (labels are the index's business). */
-int omld_item_filter_meta_row(const omld_item_filter *f, const oml_store *store,
-                              const oml_index *ix, int32_t row);
+int omld_item_filter_meta_row(omld_item_filter *f, const oml_store *store, const oml_index *ix,
+                              int32_t row);
 
 /* An item's metadata from the wire, packed (*blob malloc'd, NULL when the
  * item has none). OML_OK, or the store's error with d naming

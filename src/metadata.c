@@ -142,6 +142,27 @@ int oml_meta_check(const uint8_t *buf, size_t len, oml_diag *diag)
     return rc == OML_OK ? OML_OK : oml_diag_set(diag, rc, "metadata", "%s", d.msg);
 }
 
+void oml_meta_filter_init(oml_meta_filter *f, const oml_meta_cond *conds, size_t n)
+{
+    f->conds = conds;
+    f->n = n;
+    memset(f->memo_blob, 0, sizeof f->memo_blob);
+}
+
+int oml_meta_filter_match(oml_meta_filter *f, const uint8_t *blob)
+{
+    if (f->n == 0)
+        return 1;
+    if (blob == NULL)
+        return 0; /* no metadata meets no condition */
+    size_t h = ((uintptr_t)blob >> 4) % OML_META_MEMO;
+    if (f->memo_blob[h] != blob) {
+        f->memo_ok[h] = (uint8_t)oml_meta_match(blob, f->conds, f->n);
+        f->memo_blob[h] = blob;
+    }
+    return f->memo_ok[h];
+}
+
 int oml_meta_match(const uint8_t *blob, const oml_meta_cond *conds, size_t n)
 {
     for (size_t c = 0; c < n; c++) {

@@ -65,4 +65,18 @@ typedef struct oml_meta_cond {
  * (n = 0: always). */
 int oml_meta_match(const uint8_t *blob, const oml_meta_cond *conds, size_t n);
 
+/* oml_meta_match over many items, remembering the answer per blob address:
+ * the store shares equal blobs (meta_pool.h), so a pass over a catalogue
+ * evaluates each distinct blob about once. Valid while no blob it saw is
+ * freed or reused, i.e. within one hold of the store's lock. */
+#define OML_META_MEMO 64
+typedef struct oml_meta_filter {
+    const oml_meta_cond *conds;
+    size_t n;
+    const uint8_t *memo_blob[OML_META_MEMO]; /* direct-mapped by address */
+    uint8_t memo_ok[OML_META_MEMO];
+} oml_meta_filter;
+void oml_meta_filter_init(oml_meta_filter *f, const oml_meta_cond *conds, size_t n);
+int oml_meta_filter_match(oml_meta_filter *f, const uint8_t *blob);
+
 #endif

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -94,6 +95,34 @@ static void test_match(void **state)
     free(b);
 }
 
+/* The memoised filter answers as oml_meta_match, blob by blob, however
+ * many blobs share the memo's slots. */
+static void test_filter_memo(void **state)
+{
+    (void)state;
+    enum { N = 300 };
+    uint8_t *blobs[N];
+    size_t len;
+    char v[N][8];
+    for (int i = 0; i < N; i++) {
+        snprintf(v[i], sizeof v[i], "v%d", i % 7);
+        oml_meta_kv kv[] = {{"k", 1, v[i], strlen(v[i])}};
+        blobs[i] = pack(kv, 1, &len);
+    }
+    const char *vals[] = {"v2", "v5"};
+    oml_meta_cond c = {"k", vals, 2};
+    oml_meta_filter f;
+    oml_meta_filter_init(&f, &c, 1);
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < N; i++)
+            assert_int_equal(oml_meta_filter_match(&f, blobs[i]), oml_meta_match(blobs[i], &c, 1));
+    assert_false(oml_meta_filter_match(&f, NULL));
+    oml_meta_filter_init(&f, NULL, 0);
+    assert_true(oml_meta_filter_match(&f, NULL));
+    for (int i = 0; i < N; i++)
+        free(blobs[i]);
+}
+
 /* Every prefix and single-byte damage of a blob is refused or still well-formed. */
 static void test_check(void **state)
 {
@@ -130,6 +159,7 @@ int main(void)
         cmocka_unit_test(test_pack_and_get),
         cmocka_unit_test(test_pack_refusals),
         cmocka_unit_test(test_match),
+        cmocka_unit_test(test_filter_memo),
         cmocka_unit_test(test_check),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
