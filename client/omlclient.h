@@ -103,6 +103,7 @@ int omlc_get_items(omlc *c, const char *const *ids, size_t n, Omld__Response **r
 
 typedef struct omlc_triplet {
     omlc_ref anchor, positive, negative;
+    float weight; /* the loss's scale, (0, 100]; 0: not sent (the daemon's 1) */
 } omlc_triplet;
 int omlc_add_triplets(omlc *c, const omlc_triplet *t, size_t n, uint32_t *accepted,
                       uint64_t *queue_depth, omlc_error *err);
@@ -214,6 +215,10 @@ int omlc_retrieve_batch(omlc *c, const omlc_ref *q, size_t n, uint32_t k, const 
 /* Answer owned by the caller; (*resp)->embed holds heads and alpha. */
 int omlc_embed(omlc *c, const omlc_ref *item, const char *model, Omld__Response **resp,
                omlc_error *err);
+/* The serving model as an OMLSNAP file (src/snapshot.h; decode it with
+ * oml_snapshot_decode): (*resp)->export_model->model holds the bytes,
+ * ->version the model version. model NULL or "live": the live model. */
+int omlc_export_model(omlc *c, const char *model, Omld__Response **resp, omlc_error *err);
 
 /* Answer owned by the caller; (*resp)->status_info. */
 int omlc_status(omlc *c, Omld__Response **resp, omlc_error *err);

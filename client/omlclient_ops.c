@@ -113,6 +113,10 @@ static int trip_build(trip_msg *m, const omlc_triplet *t, size_t n, omlc_error *
         x->anchor = &m->refs[3 * i].ref;
         x->positive = &m->refs[3 * i + 1].ref;
         x->negative = &m->refs[3 * i + 2].ref;
+        if (t[i].weight != 0.0f) {
+            x->weight_opt_case = OMLD__TRIPLET__WEIGHT_OPT_WEIGHT;
+            x->weight = t[i].weight;
+        }
         m->ptrs[i] = x;
     }
     m->body.n_triplets = n;
@@ -568,6 +572,23 @@ int omlc_embed(omlc *c, const omlc_ref *item, const char *model, Omld__Response 
     req.body_case = OMLD__REQUEST__BODY_EMBED;
     req.embed = &body;
     return omlc__call_expect(c, &req, OMLD__RESPONSE__BODY_EMBED, resp, err);
+}
+
+int omlc_export_model(omlc *c, const char *model, Omld__Response **resp, omlc_error *err)
+{
+    omlc__err_clear(err);
+    if (resp == NULL)
+        return omlc__err_set(err, OMLC_EARG, NULL, "omlc_export_model: no out");
+    *resp = NULL;
+    Omld__Request req = OMLD__REQUEST__INIT;
+    Omld__ExportModelRequest body = OMLD__EXPORT_MODEL_REQUEST__INIT;
+    if (model) {
+        body.model_opt_case = OMLD__EXPORT_MODEL_REQUEST__MODEL_OPT_MODEL;
+        body.model = (char *)model;
+    }
+    req.body_case = OMLD__REQUEST__BODY_EXPORT_MODEL;
+    req.export_model = &body;
+    return omlc__call_expect(c, &req, OMLD__RESPONSE__BODY_EXPORT_MODEL, resp, err);
 }
 
 int omlc_status(omlc *c, Omld__Response **resp, omlc_error *err)

@@ -27,6 +27,7 @@ static const ctl_cmd commands[] = {
     {"verify", ctl_verify, "are two items similar?"},
     {"retrieve", ctl_retrieve, "the k stored items most like a query"},
     {"embed", ctl_embed, "per-head embeddings of an item and the head weights"},
+    {"export-model", ctl_export_model, "write the serving model to a file, to embed offline"},
     {"status", ctl_status, "the daemon's model and learner state (--json)"},
     {"health", ctl_health, "live / ready / draining"},
     {"checkpoint", ctl_checkpoint, "write a checkpoint now"},

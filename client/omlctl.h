@@ -44,6 +44,7 @@ int ctl_classify(ctl *g, int argc, char **argv);
 int ctl_verify(ctl *g, int argc, char **argv);
 int ctl_retrieve(ctl *g, int argc, char **argv);
 int ctl_embed(ctl *g, int argc, char **argv);
+int ctl_export_model(ctl *g, int argc, char **argv);
 int ctl_status(ctl *g, int argc, char **argv);
 int ctl_health(ctl *g, int argc, char **argv);
 int ctl_checkpoint(ctl *g, int argc, char **argv);

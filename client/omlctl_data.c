@@ -361,11 +361,14 @@ static int parse_line3(const char *cmd, const char *path, long lineno, int rows,
                 "closing quote)\n", cmd, path, lineno);
         return CTL_EXIT_USAGE;
     }
-    if (nf != 3) {
-        fprintf(stderr, "omlctl %s: %s:%ld: need 3 fields (%s), got %d\n", cmd, path, lineno,
-                pairs ? "a,b,similar|dissimilar" : "anchor,positive,negative", nf);
+    if (nf != 3 && (pairs || nf != 4)) {
+        fprintf(stderr, "omlctl %s: %s:%ld: need %s fields (%s), got %d\n", cmd, path, lineno,
+                pairs ? "3" : "3 or 4", pairs ? "a,b,similar|dissimilar"
+                                             : "anchor,positive,negative[,weight]", nf);
         return CTL_EXIT_USAGE;
     }
+    if (nf == 3)
+        f[3] = "";
     if (rows == 0 && (strcasecmp(f[0], "anchor") == 0 || strcasecmp(f[0], "a") == 0) &&
         (strcasecmp(f[1], "positive") == 0 || strcasecmp(f[1], "b") == 0))
         return LINE_SKIP; /* a header line */
@@ -386,13 +389,21 @@ static int parse_line3(const char *cmd, const char *path, long lineno, int rows,
     for (int k = 0; k < (pairs ? 2 : 3); k++)
         if (check_id(cmd, path, lineno, "an id", f[k]) != 0)
             return CTL_EXIT_USAGE;
+    char *end = NULL;
+    if (f[3][0] != '\0' && (strtof(f[3], &end), *end != '\0' || end == f[3])) {
+        if (rows == 0 && lineno == 1)
+            return LINE_SKIP; /* a header line such as anchor,positive,negative,weight */
+        fprintf(stderr, "omlctl triplets: %s:%ld: weight '%s' is not a number\n", path, lineno,
+                f[3]);
+        return CTL_EXIT_USAGE;
+    }
     return 0;
 }
 
 /* One line into cols (parse_line3; *rows counts the constraints taken):
  * 0, or the exit code. */
 static int take_line3(const char *cmd, const char *path, long lineno, int *rows, int pairs,
-                      char *line, strvec cols[3])
+                      char *line, strvec cols[4])
 {
     char *f[4];
     int r = parse_line3(cmd, path, lineno, *rows, pairs, line, f);
@@ -400,7 +411,8 @@ static int take_line3(const char *cmd, const char *path, long lineno, int *rows,
         return 0;
     if (r != 0)
         return r;
-    if (strvec_push(&cols[0], f[0]) || strvec_push(&cols[1], f[1]) || strvec_push(&cols[2], f[2]))
+    if (strvec_push(&cols[0], f[0]) || strvec_push(&cols[1], f[1]) || strvec_push(&cols[2], f[2]) ||
+        strvec_push(&cols[3], f[3]))
         return oom();
     (*rows)++;
     return 0;
@@ -440,7 +452,8 @@ static void constraints_usage(FILE *f, int pairs)
     else
         fprintf(f, "usage: omlctl triplets [options] FILE.csv\n"
                    "Queues triplets of stored ids for the learner, in file order.\n"
-                   "  FILE.csv      lines anchor,positive,negative ('#' lines skipped); '-' reads\n"
+                   "  FILE.csv      lines anchor,positive,negative[,weight] ('#' lines skipped; weight:\n"
+                   "                the triplet's loss scale in (0, 100], default 1); '-' reads\n"
                    "                stdin as lines arrive, each batch sent when full or after 0.2 s\n"
                    "                without a new line (tail -f clicks.csv | omlctl triplets -)\n"
                    "  --partial     learn the good triplets of each batch and list each bad one\n"
@@ -462,7 +475,7 @@ static void constraints_usage(FILE *f, int pairs)
 
 /* The constraints of cols (pairs: *p, else *t; malloc'd, their strings
  * borrowed from cols): 0, or -1 when out of memory. */
-static int constraints_of(strvec cols[3], int pairs, omlc_triplet **t, omlc_pair **p)
+static int constraints_of(strvec cols[4], int pairs, omlc_triplet **t, omlc_pair **p)
 {
     size_t n = cols[0].n;
     if (pairs ? (*p = calloc(n ? n : 1, sizeof **p)) == NULL
@@ -474,7 +487,8 @@ static int constraints_of(strvec cols[3], int pairs, omlc_triplet **t, omlc_pair
                                   cols[2].v[i][0] == '1'};
         else
             (*t)[i] = (omlc_triplet){{cols[0].v[i], NULL, 0}, {cols[1].v[i], NULL, 0},
-                                     {cols[2].v[i], NULL, 0}};
+                                     {cols[2].v[i], NULL, 0},
+                                     cols[3].v[i][0] ? strtof(cols[3].v[i], NULL) : 0.0f};
     }
     return 0;
 }
@@ -485,7 +499,7 @@ static int constraints_of(strvec cols[3], int pairs, omlc_triplet **t, omlc_pair
 #define STREAM_LINE_MAX (1u << 20)
 
 /* Sends the constraints in cols (then emptied). 0 or the exit code. */
-static int stream_send(omlc *c, int pairs, strvec cols[3], unsigned long long *sent)
+static int stream_send(omlc *c, int pairs, strvec cols[4], unsigned long long *sent)
 {
     size_t n = cols[0].n;
     omlc_triplet *t = NULL;
@@ -498,7 +512,7 @@ static int stream_send(omlc *c, int pairs, strvec cols[3], unsigned long long *s
                   : omlc_add_triplets(c, t, n, &accepted, NULL, &err);
     free(t);
     free(p);
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < 4; k++)
         strvec_free(&cols[k]);
     if (r != 0) {
         fprintf(stderr, "omlctl %s: before the error: %llu accepted\n", pairs ? "pairs" : "triplets",
@@ -517,7 +531,7 @@ static int stream_constraints(omlc *c, const char *cmd, int pairs, size_t batch)
 {
     size_t cap = 65536, len = 0;
     char *buf = malloc(cap);
-    strvec cols[3] = {{0}};
+    strvec cols[4] = {{0}};
     long lineno = 0;
     int rows = 0, rc = 0, eof = 0;
     unsigned long long sent = 0;
@@ -558,7 +572,7 @@ static int stream_constraints(omlc *c, const char *cmd, int pairs, size_t batch)
         if (rc == 0 && cols[0].n > 0 && (pr == 0 || eof))
             rc = stream_send(c, pairs, cols, &sent);
     }
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < 4; k++)
         strvec_free(&cols[k]);
     free(buf);
     if (rc == 0)
@@ -663,7 +677,7 @@ static int run_constraints(ctl *g, int argc, char **argv, int pairs)
         omlc_close(sc);
         return src;
     }
-    strvec cols[3] = {{0}};
+    strvec cols[4] = {{0}};
     int rc = read_csv3(cmd, file, pairs, cols);
     size_t n = cols[0].n;
     omlc_triplet *t = NULL;
@@ -708,7 +722,7 @@ static int run_constraints(ctl *g, int argc, char **argv, int pairs)
     omlc_close(c);
     free(t);
     free(p);
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < 4; k++)
         strvec_free(&cols[k]);
     return rc;
 }

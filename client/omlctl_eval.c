@@ -390,7 +390,7 @@ static int eval_run(omlc *c, const eval_opts *o, const oml_dataset *ds, const fl
     }
     for (int32_t i = 0; i < stream.n; i++)
         trip[i] = (omlc_triplet){{ids[stream.t[i].a], NULL, 0}, {ids[stream.t[i].p], NULL, 0},
-                                 {ids[stream.t[i].n], NULL, 0}};
+                                 {ids[stream.t[i].n], NULL, 0}, 0.0f};
 
     /* Steps 3-5 at each curve point (one point, the whole stream, without
      * --curve): send the triplets up to it, wait until the serving view has

@@ -1,7 +1,10 @@
 /* omlctl_ops.c - operations: status (table or --json), health, checkpoint,
+ * export-model (the serving model to a file),
  * and watch (a redrawn view of the hedge weights per depth). */
+#include <errno.h>
 #include <math.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -199,6 +202,78 @@ int ctl_checkpoint(ctl *g, int argc, char **argv)
         printf("checkpoint %s: %llu bytes, %llu triplets applied (%.2f s)\n", r->checkpoint->path,
                (unsigned long long)r->checkpoint->bytes,
                (unsigned long long)r->checkpoint->triplets_applied, ctl_now() - t0);
+    if (r)
+        omld__response__free_unpacked(r, NULL);
+    omlc_close(c);
+    return rc;
+}
+
+/* ---------------------------------------------------------- export-model */
+
+static void export_usage(FILE *f)
+{
+    fprintf(f, "usage: omlctl export-model FILE [--model NAME]\n"
+               "Writes the serving model (the live one, or the batch model NAME) to FILE as\n"
+               "an OMLSNAP file: what a batch pipeline needs to embed offline exactly as omld\n"
+               "answers at that model version (liboml: oml_snapshot_decode + oml_snapshot_embed;\n"
+               "Python: omld.model.load(FILE).embed(X)).\n"
+               "example:\n  omlctl export-model /tmp/live.omlsnap\n");
+}
+
+/* The file appears whole or not at all: written beside it, then renamed. */
+static int write_file_atomic(const char *path, const uint8_t *data, size_t len)
+{
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
+        return -1;
+    FILE *f = fopen(tmp, "wb");
+    if (f == NULL)
+        return -1;
+    int ok = fwrite(data, 1, len, f) == len;
+    ok = fclose(f) == 0 && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+int ctl_export_model(ctl *g, int argc, char **argv)
+{
+    const char *path = NULL, *model = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        if (ctl_is_help(argv[i])) {
+            export_usage(stdout);
+            return 0;
+        } else if (ctl_common_opt(g, argc, argv, &i)) {
+        } else if ((v = ctl_opt(argc, argv, &i, "--model")) != NULL) {
+            model = v;
+        } else if (argv[i][0] != '-' && path == NULL) {
+            path = argv[i];
+        } else {
+            return ctl_usage_error("export-model", "unknown argument '%s'", argv[i]);
+        }
+    }
+    if (path == NULL)
+        return ctl_usage_error("export-model", "no FILE to write the model to");
+    omlc *c = NULL;
+    int rc = ctl_connect(g, &c);
+    if (rc != 0)
+        return rc;
+    Omld__Response *r = NULL;
+    omlc_error err;
+    int e = omlc_export_model(c, model, &r, &err);
+    if (e != 0) {
+        rc = ctl_fail("export-model", e, &err);
+    } else if (write_file_atomic(path, r->export_model->model.data, r->export_model->model.len) != 0) {
+        fprintf(stderr, "omlctl export-model: cannot write %s: %s\n", path, strerror(errno));
+        rc = 1;
+    } else {
+        const Omld__ExportModelResponse *b = r->export_model;
+        printf("%s: model version %llu, %u features -> %u heads of %u (%zu bytes)\n", path,
+               (unsigned long long)b->version, b->dim, b->heads, b->emb, b->model.len);
+    }
     if (r)
         omld__response__free_unpacked(r, NULL);
     omlc_close(c);

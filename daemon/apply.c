@@ -147,11 +147,11 @@ static void prepare_model(omld_engine *e)
  * waits for the next triplets (engine.c flushes it after the group) unless
  * `now`: rows not in the store (inline vectors) live only as long as the
  * request. */
-static void learn(omld_engine *e, const float *const *rows, const uint32_t *slots, size_t n,
-                  int now)
+static void learn(omld_engine *e, const float *const *rows, const uint32_t *slots,
+                  const float *weights, size_t n, int now)
 {
     uint64_t t0 = omld_now_ns(), skipped = e->learner->stats.skipped;
-    oml_replay_add(&e->replay, e->learner, rows, slots, (int32_t)n);
+    oml_replay_add(&e->replay, e->learner, rows, slots, weights, (int32_t)n);
     if (now)
         oml_replay_flush(&e->replay, e->learner);
     uint64_t dt = omld_now_ns() - t0;
@@ -255,9 +255,11 @@ int omld_apply_add_triplets(omld_engine *e, const Omld__Request *req, omld_reply
             atomic_fetch_sub(&e->queued_triplets, n);
             return 0;
         }
-        if (!rq->partial || partial_entry(e, rq->triplets[i], i, rows, slots, r, &errs[bad]))
-            good++;
-        else
+        if (!rq->partial || partial_entry(e, rq->triplets[i], i, rows, slots, r, &errs[bad])) {
+            const Omld__Triplet *t = rq->triplets[i];
+            e->weights[good++] =
+                t->weight_opt_case == OMLD__TRIPLET__WEIGHT_OPT_WEIGHT ? t->weight : 1.0f;
+        } else
             errp[bad] = &errs[bad], bad++;
     }
     omld_count(&e->metrics->triplets_received, good);
@@ -266,7 +268,7 @@ int omld_apply_add_triplets(omld_engine *e, const Omld__Request *req, omld_reply
         int inline_rows = 0;
         for (size_t i = 0; i < 3 * good; i++)
             inline_rows |= e->slots[i] == OML_REPLAY_NONE;
-        learn(e, e->rows, e->slots, good, inline_rows);
+        learn(e, e->rows, e->slots, e->weights, good, inline_rows);
     }
     atomic_fetch_sub(&e->queued_triplets, n);
     omld__add_triplets_response__init(b);
@@ -351,7 +353,7 @@ static int add_pair(omld_engine *e, int similar, uint32_t a, uint32_t b, uint64_
         const float *rows[3];
         for (int m = 0; m < 3; m++)
             rows[m] = oml_store_features(e->store, sl[m]);
-        learn(e, rows, sl, 1, 0);
+        learn(e, rows, sl, NULL, 1, 0);
     }
     *derived += (uint64_t)got;
     return OML_OK;

@@ -245,6 +245,10 @@ void omld_engine_stats(omld_engine *e, omld_model_stats *out)
         out->view_items = (uint64_t)v->ix->n;
         out->view_updates = v->updates;
         out->view_lists = (uint32_t)v->ix->n_lists;
+        out->view_lists_scanned = 0;
+        for (int h = 0; v->ix->hl && h < v->ix->heads; h++) /* heads sharing a scan add none */
+            if (v->ix->hl[h].shared_from < 0)
+                out->view_lists_scanned += (uint32_t)v->ix->hl[h].n_probe;
         omld_view *b = v->base ? v->base : v;
         out->view_index_version = b->version; /* older than view_version when it re-ranks */
         out->view_recall_hits = atomic_load(&b->recall_hits);
@@ -398,6 +402,33 @@ static void apply_and_log(omld_engine *e, cmd_list *group, int *logged, int *log
     }
 }
 
+static void remember_promote(omld_engine *e, int rollback, const char *model)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    pthread_mutex_lock(&e->stats_mu);
+    omld_promote_event *ev = &e->promotes[e->promotes_next];
+    ev->unix_ms = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+    ev->version = e->version;
+    ev->rollback = rollback;
+    snprintf(ev->model, sizeof ev->model, "%s", model ? model : "");
+    e->promotes_next = (e->promotes_next + 1) % OMLD_PROMOTES_KEPT;
+    if (e->n_promotes < OMLD_PROMOTES_KEPT)
+        e->n_promotes++;
+    pthread_mutex_unlock(&e->stats_mu);
+}
+
+int omld_engine_promotes(omld_engine *e, omld_promote_event *out, int cap)
+{
+    pthread_mutex_lock(&e->stats_mu);
+    int n = e->n_promotes < cap ? e->n_promotes : cap;
+    int first = (e->promotes_next - e->n_promotes + OMLD_PROMOTES_KEPT) % OMLD_PROMOTES_KEPT;
+    for (int i = 0; i < n; i++) /* the newest n of them, oldest first */
+        out[i] = e->promotes[(first + e->n_promotes - n + i) % OMLD_PROMOTES_KEPT];
+    pthread_mutex_unlock(&e->stats_mu);
+    return n;
+}
+
 /* Promote / rollback: answered once the new live view is serving, so a
  * query sent after the answer sees it. (After the commit: a view never
  * shows an unlogged change.) */
@@ -409,13 +440,18 @@ static void publish_promoted(omld_engine *e, cmd_list *group)
     for (cmd *c = group->head; c; c = c->next) {
         if (!c->changed || c->reply->status.code != OMLD__STATUS__CODE__OK)
             continue;
-        if (c->reply->msg.body_case == OMLD__RESPONSE__BODY_PROMOTE)
+        const char *model;
+        if (c->reply->msg.body_case == OMLD__RESPONSE__BODY_PROMOTE) {
             c->reply->msg.promote->model_version = e->version;
-        else if (c->reply->msg.body_case == OMLD__RESPONSE__BODY_ROLLBACK)
+            model = c->req->promote->name;
+        } else if (c->reply->msg.body_case == OMLD__RESPONSE__BODY_ROLLBACK) {
             c->reply->msg.rollback->model_version = e->version;
-        else
+            model = c->reply->msg.rollback->undone;
+        } else {
             continue;
+        }
         c->reply->msg.model_version = omld_views_version(e->views);
+        remember_promote(e, c->reply->msg.body_case == OMLD__RESPONSE__BODY_ROLLBACK, model);
     }
 }
 
@@ -857,7 +893,9 @@ static int create_state(omld_engine *e, const oml_config *mcfg, char *err, size_
     e->derived = malloc(DERIVED_PER_PAIR * sizeof *e->derived);
     e->rows = malloc(3 * (size_t)opts->max_batch * sizeof *e->rows);
     e->slots = malloc(3 * (size_t)opts->max_batch * sizeof *e->slots);
+    e->weights = malloc((size_t)opts->max_batch * sizeof *e->weights);
     if (rc == OML_OK && (e->derived == NULL || e->rows == NULL || e->slots == NULL ||
+                         e->weights == NULL ||
                          oml_replay_init(&e->replay, (uint32_t)mcfg->replay) != OML_OK ||
                          omld_idem_init(&e->idem, (uint32_t)opts->idempotency_keys) != OML_OK))
         rc = OML_ENOMEM;
@@ -994,6 +1032,7 @@ void omld_engine_destroy(omld_engine *e)
     free(e->derived);
     free(e->rows);
     free(e->slots);
+    free(e->weights);
     oml_replay_free(&e->replay);
     omld_idem_free(&e->idem);
     oml_snapshot_release(e->provisional);

@@ -29,6 +29,7 @@
 #include "config.h"
 #include "learner.h"
 #include "metrics.h"
+#include "models.h"
 #include "omld.pb-c.h"
 #include "options.h"
 #include "reply.h"
@@ -65,7 +66,10 @@ typedef struct omld_model_stats {
     uint64_t view_age_ms;             /* since that view's snapshot was taken */
     uint64_t view_items;
     uint64_t view_updates;            /* triplets learned by the view's model */
-    uint32_t view_lists;              /* its index's inverted lists, 0: every query scans all */
+    uint32_t view_lists;              /* its index's inverted lists per head, 0: every query
+                                         scans all */
+    uint32_t view_lists_scanned;      /* lists a query scans, all heads together (calibrated;
+                                         a head re-ranking another's scan adds none) */
     uint64_t view_index_version;      /* the model its index was built under (< view_version:
                                          queries re-rank the index's candidates) */
     uint64_t view_recall_hits, view_recall_total; /* its sampled recall (query.c) */
@@ -136,6 +140,20 @@ struct omld_models *omld_engine_models(omld_engine *e);
 const oml_config *omld_engine_config(omld_engine *e);
 /* 1 and the promoted model's name if a Rollback has something to undo. */
 int omld_engine_rollback_info(omld_engine *e, char *name, size_t cap);
+
+/* A promote or rollback that began to serve: what the dashboard lists, so
+ * that it stays visible after the version history scrolls on or the page
+ * reloads. Kept in memory (the newest OMLD_PROMOTES_KEPT since start). */
+typedef struct omld_promote_event {
+    uint64_t unix_ms;  /* when its view began to serve */
+    uint64_t version;  /* the live model version it made */
+    int rollback;      /* 0: the promote of model; 1: the rollback of it */
+    char model[OMLD_MODEL_NAME_MAX + 1];
+} omld_promote_event;
+#define OMLD_PROMOTES_KEPT 20
+/* Copies the kept events, oldest first, into out (cap of them at most);
+ * returns how many. */
+int omld_engine_promotes(omld_engine *e, omld_promote_event *out, int cap);
 
 /* Stops taking commands, finishes those queued (answering each), stops the
  * thread and the indexer, writes the final checkpoint. Must be called on

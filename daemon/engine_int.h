@@ -90,6 +90,8 @@ struct omld_engine {
     pthread_mutex_t stats_mu;
     omld_model_stats stats;
     char stats_rb_name[OMLD_MODEL_NAME_MAX + 1]; /* the promoted model Rollback would undo */
+    omld_promote_event promotes[OMLD_PROMOTES_KEPT]; /* a ring, the oldest at promotes_next */
+    int n_promotes, promotes_next;
 
     /* durability: engine thread only (persist.c) */
     oml_wal *wal;
@@ -127,6 +129,7 @@ struct omld_engine {
     oml_triplet *derived;
     const float **rows;     /* (3 * max_batch) feature pointers of a triplet batch */
     uint32_t *slots;        /* (3 * max_batch) their store slots */
+    float *weights;         /* (max_batch) their weights (omld.proto Triplet.weight) */
 
     /* rehearsal in idle time (engine.c): rehearsed triplets still allowed,
      * and when the last request was taken */

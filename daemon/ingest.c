@@ -230,6 +230,16 @@ static int entry_request(const omld_ingest *g, const char *id, const redisReply 
         if (take_ids(fv, tnames, 3, "triplet", refs, why, whylen) != 0)
             return -1;
         t.anchor = rp[0], t.positive = rp[1], t.negative = rp[2];
+        const char *w = field_str(fv, "weight"); /* optional; the daemon checks its range */
+        if (w != NULL) {
+            char *end = NULL;
+            t.weight = strtof(w, &end);
+            t.weight_opt_case = OMLD__TRIPLET__WEIGHT_OPT_WEIGHT;
+            if (end == w || *end != '\0') {
+                snprintf(why, whylen, "a triplet's weight must be a number");
+                return -1;
+            }
+        }
         at.n_triplets = 1;
         at.triplets = &tp;
         at.idempotency_key = key;

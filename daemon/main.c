@@ -84,6 +84,7 @@ typedef struct omld_main {
     omld_job_info jobs[OMLD_STATUS_MAX_JOBS];
     omld_model_info models[OMLD_MODELS_MAX];
     char rollback[OMLD_MODEL_NAME_MAX + 1];
+    omld_promote_event promotes[OMLD_PROMOTES_KEPT];
     omld_tokens tokens;          /* authorisation (tokens.n == 0: off); wiped at exit */
     omld_tls *tls;               /* tls_cert/tls_key (NULL: plain); freed after the loop */
     char addr_path[OMLD_STR_MAX + 32];
@@ -265,6 +266,8 @@ static void gather(void *arg, omld_status_input *in)
         in->rollback = omld_engine_rollback_info(m->engine, m->rollback, sizeof m->rollback)
                            ? m->rollback
                            : NULL;
+        in->promotes = m->promotes;
+        in->n_promotes = omld_engine_promotes(m->engine, m->promotes, OMLD_PROMOTES_KEPT);
     }
 }
 

@@ -118,6 +118,14 @@ static uint64_t get_items_answer(const Omld__Request *q, const omld_answer_dims 
     return get_items_n(q) * (d->dim * 4 + 2 * NAME_BYTES + d->meta + 16);
 }
 
+/* A model file: bounded by the frame (the encoder refuses a larger one). */
+static uint64_t export_model_answer(const Omld__Request *q, const omld_answer_dims *d)
+{
+    (void)q;
+    (void)d;
+    return (uint64_t)1 << 40; /* capped at the frame; no overflow with the envelope */
+}
+
 static uint64_t list_items_answer(const Omld__Request *q, const omld_answer_dims *d)
 {
     int feats = q->list_items && q->list_items->with_features;
@@ -254,6 +262,9 @@ static const omld_op OPS[] = {
      .handle.local = omld_local_health},
     {.name = "checkpoint", .body = BODY(CHECKPOINT), .route = OMLD_ROUTE_MUTATION, .writes = 1,
      .metric = -1},
+    {.name = "export_model", .body = BODY(EXPORT_MODEL), .route = OMLD_ROUTE_QUERY,
+     .needs_model = 1, .metric = OMLD_Q_EXPORT_MODEL, .answer = export_model_answer,
+     .check = omld_check_export_model, .handle.query = omld_query_export_model},
     {.name = "auth", .body = BODY(AUTH), .route = OMLD_ROUTE_INLINE, .before_auth = 1,
      .metric = -1, .handle.local = omld_auth_answer},
     {.name = "train_start", .body = BODY(TRAIN_START), .route = OMLD_ROUTE_ADMIN, .writes = 1,

@@ -27,6 +27,7 @@
 #include "item_filter.h"
 #include "ops.h"
 #include "query_int.h"
+#include "recall.h"
 #include "serve.h"
 
 int32_t omld__query_k(int set, uint32_t k, const omld_limits *lim)
@@ -101,25 +102,16 @@ int omld__query_resolve(const omld_query_ctx *q, const omld_view *v, const Omld_
     return 0;
 }
 
-/* One query in RECALL_EVERY of an index with inverted lists also runs the
- * exact scan: the recall of the lists' search under the same model, on
- * /status and /metrics, so an operator sees when the approximation loses
- * neighbours. */
-#define RECALL_EVERY 32
 void omld__query_sample_recall(const omld_query_ctx *q, omld_view *v, const float *x, int32_t k,
-                               int32_t row)
+                               int32_t row, omld_reply *r)
 {
-    if (v->ix->n_lists <= 0 || q->metrics == NULL)
+    if (r->after != NULL) /* one per reply (a batch offers each of its queries) */
         return;
-    if (atomic_fetch_add(&q->metrics->ann_queries, 1) % RECALL_EVERY != 0)
-        return;
-    int64_t hits, total;
-    oml_index_recall(v->ix, x, k, row, &hits, &total);
-    omld_count(&q->metrics->ann_recall_hits, (uint64_t)hits);
-    omld_count(&q->metrics->ann_recall_total, (uint64_t)total);
-    omld_view *b = v->base ? v->base : v; /* the index's figure, whichever model serves */
-    atomic_fetch_add(&b->recall_hits, (uint64_t)hits);
-    atomic_fetch_add(&b->recall_total, (uint64_t)total);
+    omld_recall_job *j = omld_recall_offer(q->metrics, v, x, k, row);
+    if (j) {
+        r->after = j;
+        r->after_free = omld_recall_drop;
+    }
 }
 
 Omld__ClassifyResponse *omld__query_classify_response(const oml_index *ix,
@@ -170,7 +162,7 @@ static int run_classify(const omld_query_ctx *q, omld_view *v, const Omld__Reque
     free(allow);
     if (rc != OML_OK && rc != OML_EEMPTY)
         return omld__query_lib_error(r, rc, &d, "classify");
-    omld__query_sample_recall(q, v, qi.x, k, qi.row);
+    omld__query_sample_recall(q, v, qi.x, k, qi.row, r);
     /* OML_EEMPTY (no labelled neighbour) is an empty answer */
     r->msg.classify = omld__query_classify_response(v->ix, rc == OML_OK ? &c : NULL, r);
     if (r->msg.classify == NULL)
@@ -355,7 +347,7 @@ static int run_retrieve(const omld_query_ctx *q, omld_view *v, const Omld__Reque
     if (rc != OML_OK)
         return omld__query_lib_error(r, rc, &d, "retrieve");
     if (!filtered) /* the recall sample compares plain searches */
-        omld__query_sample_recall(q, v, qi.x, k, qi.row);
+        omld__query_sample_recall(q, v, qi.x, k, qi.row, r);
     if ((r->msg.retrieve = omld__query_retrieve_response(v->ix, hits, n, r)) == NULL ||
         (m->with_metadata && omld__query_hits_metadata(q, v->ix, hits, r->msg.retrieve, r) != 0))
         return omld__query_oom(r, "retrieve");

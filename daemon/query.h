@@ -44,6 +44,9 @@ void omld_query_embed(const omld_query_ctx *q, omld_view *live, const Omld__Requ
                       omld_reply *r);
 void omld_query_get_items(const omld_query_ctx *q, omld_view *live, const Omld__Request *req,
                           omld_reply *r);
+/* query_export.c: the serving model as an OMLSNAP file (snapshot.h). */
+void omld_query_export_model(const omld_query_ctx *q, omld_view *live, const Omld__Request *req,
+                             omld_reply *r);
 /* query_batch.c: every query of the batch as the single handler would
  * answer it, one view for all (the model the queries name). */
 void omld_query_classify_batch(const omld_query_ctx *q, omld_view *live, const Omld__Request *req,

@@ -94,7 +94,7 @@ static int run_classify_batch(const omld_query_ctx *q, omld_view *v, const Omld_
     if (rc == 0)
         rc = classify_all(q, v, qs, n, c, r);
     for (size_t i = 0; i < n && rc == 0; i++) {
-        omld__query_sample_recall(q, v, qs[i].x, qs[i].k, qs[i].exclude_row);
+        omld__query_sample_recall(q, v, qs[i].x, qs[i].k, qs[i].exclude_row, r);
         if ((answers[i] = omld__query_classify_response(v->ix, &c[i], r)) == NULL)
             rc = omld__query_oom(r, CLASSIFY_OP);
     }
@@ -161,7 +161,7 @@ static int retrieve_block(const omld_query_ctx *q, omld_view *v,
     for (size_t i = first; i < first + b; i++) {
         /* The recall sample compares plain searches. */
         if (rc == 0 && opts[i].allow == NULL && opts[i].offset == 0)
-            omld__query_sample_recall(q, v, qs[i].x, qs[i].k, qs[i].exclude_row);
+            omld__query_sample_recall(q, v, qs[i].x, qs[i].k, qs[i].exclude_row, r);
         free((void *)opts[i].allow);
         opts[i].allow = NULL;
     }

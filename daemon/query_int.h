@@ -33,10 +33,11 @@ int omld__query_oom(omld_reply *r, const char *op);
  * "classify_batch.queries[3].k"). Returns the code. */
 int omld__query_lib_error(omld_reply *r, int rc, const oml_diag *d, const char *op);
 
-/* On a view with inverted lists, one query in 32 also runs the exact scan
- * and counts the lists' recall (/status search, /metrics). */
+/* On a view with inverted lists, a sampled query (recall.h) also gets
+ * the exact scan, as r->after: it runs once the reply is out and counts
+ * the lists' recall (/status search, /metrics). */
 void omld__query_sample_recall(const omld_query_ctx *q, omld_view *v, const float *x, int32_t k,
-                               int32_t row);
+                               int32_t row, omld_reply *r);
 
 /* A retrieval's offset and similarity floor from m (allow NULL). */
 void omld__query_retrieve_opts(const Omld__RetrieveRequest *m, oml_retrieve_opts *opts);

@@ -35,6 +35,9 @@ void omld_reply_free(omld_reply *r)
         c = next;
     }
     r->_arena = NULL;
+    if (r->after && r->after_free)
+        r->after_free(r->after);
+    r->after = NULL;
 }
 
 void *omld_reply_alloc(omld_reply *r, size_t bytes)

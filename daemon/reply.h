@@ -18,6 +18,10 @@ typedef struct omld_reply {
     Omld__Response msg;   /* msg.status points at status */
     Omld__Status status;
     void *_arena;         /* chunks allocated by omld_reply_alloc */
+    /* Work to run once the reply is out (a recall sample, recall.h): whoever
+     * sends the reply takes it; omld_reply_free drops what nobody took. */
+    void *after;
+    void (*after_free)(void *after);
 } omld_reply;
 
 /* Initialises an OK reply echoing request_id. Allocates nothing. */

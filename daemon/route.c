@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "recall.h"
 #include "server_int.h"
 
 void omld_park_remove(omld_conn *c)
@@ -87,6 +88,8 @@ static void query_work(uv_work_t *w)
     omld_query_run(sl->qctx, sl->view, sl->req, &sl->reply);
     if (sl->reply.msg.model_version == 0 && sl->view != NULL)
         sl->reply.msg.model_version = sl->view->version;
+    sl->recall = sl->reply.after; /* run once the reply is out (query_after) */
+    sl->reply.after = NULL;
     /* Packed here, off the loop: a large answer costs its serialisation. */
     omld_slot_pack(sl);
 }
@@ -104,12 +107,15 @@ static void query_after(uv_work_t *w, int status)
                                   &sl->out, &sl->out_len) != 0)
             sl->out = NULL;
     }
+    omld_recall_job *recall = sl->recall;
+    sl->recall = NULL;
     if (c->closing) {
         omld_slot_discard(sl);
     } else {
         omld_slot_ready(sl);
         omld_conn_pump(c);
     }
+    omld_recall_run_later(c->srv->loop, recall);
     omld_conn_unref(c);
 }
 

@@ -42,6 +42,7 @@ typedef struct omld_slot {
     uint32_t max_frame;
     uv_work_t work;
     omld_reply reply;                /* queries: built and packed on the pool */
+    struct omld_recall_job *recall;  /* queries: a recall sample to run after the reply */
     size_t in_bytes;                 /* frame bytes counted in conn->held_in until answered */
     size_t out_est;                  /* the answer's size bound, counted in conn->out_expected
                                         until the answer is packed */

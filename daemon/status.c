@@ -201,6 +201,18 @@ static void json_jobs(omld_json *j, const omld_status_input *in)
     omld_json_array_end(j);
     omld_json_key(j, "rollback");
     omld_json_string(j, in->rollback); /* the promoted model a Rollback undoes, or null */
+    omld_json_key(j, "promotes"); /* oldest first: the dashboard keeps showing them */
+    omld_json_array_begin(j);
+    for (int i = 0; i < in->n_promotes; i++) {
+        const omld_promote_event *p = &in->promotes[i];
+        omld_json_object_begin(j);
+        omld_json_kv_uint(j, "unix_ms", p->unix_ms);
+        omld_json_kv_string(j, "action", p->rollback ? "rollback" : "promote");
+        omld_json_kv_string(j, "model", p->model);
+        omld_json_kv_uint(j, "version", p->version);
+        omld_json_object_end(j);
+    }
+    omld_json_array_end(j);
 }
 
 /* "redis_ingest": the Redis Stream consumer (ingest.h), when configured. */
@@ -266,6 +278,7 @@ static void json_search(omld_json *j, const omld_status_input *in, const omld_mo
     omld_json_object_begin(j);
     omld_json_kv_string(j, "mode", m->view_lists > 0 ? "lists" : "exact");
     omld_json_kv_uint(j, "lists", m->view_lists);
+    omld_json_kv_uint(j, "lists_scanned", m->view_lists_scanned);
     omld_json_kv_uint(j, "lists_from_items", in->cfg ? (uint64_t)in->cfg->ann_min_items : 0);
     /* A view serving a newer model than its index's re-ranks the index's
      * candidates under it (index_version < the serving version). */

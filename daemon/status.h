@@ -30,6 +30,8 @@ typedef struct omld_status_input {
     const omld_model_info *models;  /* by name; may be NULL */
     int n_models;
     const char *rollback;           /* the promoted model a Rollback would undo, or NULL */
+    const omld_promote_event *promotes; /* oldest first; may be NULL */
+    int n_promotes;
     const struct omld_ingest_stats *ingest; /* the Redis Stream consumer; NULL: not rendered */
     uint64_t now_unix_ms;           /* wall clock (checkpoint age); 0: not known */
     /* the process (main.c reads /proc/self; have_process 0: not rendered) */

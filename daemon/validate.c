@@ -392,6 +392,12 @@ int omld_check_triplet(const Omld__Triplet *t, size_t i, const omld_limits *lim,
                                   "%s; a triplet needs a negative that is another item",
                                   names[j]);
         }
+    if (rc == 0 && t->weight_opt_case == OMLD__TRIPLET__WEIGHT_OPT_WEIGHT &&
+        !(t->weight > 0.0f && t->weight <= OMLD_MAX_TRIPLET_WEIGHT)) {
+        snprintf(path, sizeof path, "add_triplets.triplets[%zu].weight", i);
+        rc = omld_reply_error(r, INVALID, path, "weight %g is not in (0, %g]", (double)t->weight,
+                              (double)OMLD_MAX_TRIPLET_WEIGHT);
+    }
     return rc;
 }
 
@@ -762,6 +768,14 @@ int omld_check_embed(const Omld__Request *req, const omld_limits *lim, omld_repl
         rc = check_model(m->model_opt_case == OMLD__EMBED_REQUEST__MODEL_OPT_MODEL, m->model,
                          "embed.model", r);
     return rc;
+}
+
+int omld_check_export_model(const Omld__Request *req, const omld_limits *lim, omld_reply *r)
+{
+    (void)lim;
+    const Omld__ExportModelRequest *m = req->export_model;
+    return check_model(m->model_opt_case == OMLD__EXPORT_MODEL_REQUEST__MODEL_OPT_MODEL, m->model,
+                       "export_model.model", r);
 }
 
 /* A float hyper-parameter, when given, must be finite. */

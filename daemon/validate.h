@@ -97,7 +97,11 @@ int omld_check_count_items(const Omld__Request *req, const omld_limits *lim, oml
 int omld_check_meta_filter(Omld__MetadataCondition *const *c, size_t n, const omld_limits *lim,
                            const char *at, omld_reply *r);
 int omld_check_recommend(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
+/* A triplet's weight is in (0, OMLD_MAX_TRIPLET_WEIGHT] (omld.proto). */
+#define OMLD_MAX_TRIPLET_WEIGHT 100.0f
+
 int omld_check_embed(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
+int omld_check_export_model(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
 int omld_check_train_start(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
 int omld_check_train_status(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
 int omld_check_train_cancel(const Omld__Request *req, const omld_limits *lim, omld_reply *r);

@@ -149,7 +149,7 @@ static int index_build(omld_views *vs, oml_snapshot *snap, omld_store_lock *lock
     int32_t dim = oml_store_dim(vs->store);
     store_unlock(lock);
     int rc = oml_index_builder_init(&b, snap, dim);
-    b.ivf_min_rows = (size_t)atomic_load(&vs->lists_min_items);
+    uint64_t lists_min = atomic_load(&vs->lists_min_items);
     int more = 1;
     while (rc == OML_OK && more > 0) {
         store_rdlock(lock);
@@ -162,9 +162,12 @@ static int index_build(omld_views *vs, oml_snapshot *snap, omld_store_lock *lock
         rc = oml_index_builder_finish(&b, vs->store, out);
         store_unlock(lock);
     }
-    if (rc == OML_OK)
-        oml_index_calibrate(*out, atomic_load(&vs->target_recall)); /* no lock: the index only */
     oml_index_builder_free(&b);
+    /* Lists and their calibration need the index only: no lock. Out of
+     * memory for them, the index scans every row. */
+    if (rc == OML_OK && lists_min > 0 && (uint64_t)(*out)->n >= lists_min &&
+        oml_index_add_lists(*out) == OML_OK)
+        oml_index_calibrate(*out, atomic_load(&vs->target_recall));
     return rc;
 }
 

@@ -7,7 +7,7 @@ PKGS="build-essential cmake pkg-config
 libopenblas-dev libcmocka-dev libuv1-dev zlib1g-dev libsystemd-dev
 libprotobuf-c-dev protobuf-c-compiler libhttp-parser-dev libjansson-dev libhiredis-dev redis-server
 libssl-dev openssl
-python3-protobuf protobuf-compiler python3-pip python3-venv
+python3-protobuf python3-numpy protobuf-compiler python3-pip python3-venv
 prometheus shellcheck curl
 chromium clang libclang-rt-14-dev
 dataset-fashion-mnist"

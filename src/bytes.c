@@ -3,6 +3,28 @@
  * word by word. */
 #include "bytes.h"
 
+#include <stdlib.h>
+#include <zlib.h>
+
+#include "err.h"
+
+int oml_encode_with_crc32(void (*body)(const void *obj, oml_writer *w), const void *obj,
+                          uint8_t **buf, size_t *len)
+{
+    oml_writer w = oml_writer_counting();
+    body(obj, &w); /* sizing pass */
+    size_t n = w.pos + sizeof(uint32_t);
+    uint8_t *b = malloc(n);
+    if (b == NULL)
+        return OML_ENOMEM;
+    w = oml_writer_into(b, n);
+    body(obj, &w);
+    oml_put_u32(&w, (uint32_t)crc32(0L, b, (uInt)w.pos));
+    *buf = b;
+    *len = n;
+    return OML_OK;
+}
+
 void oml_put_bytes(oml_writer *w, const void *v, size_t n)
 {
     if (w->p != NULL && n > 0) {

@@ -50,6 +50,13 @@ static inline size_t oml_reader_left(const oml_reader *r)
     return r->bad ? 0 : r->len - r->pos;
 }
 
+/* The envelope of omld's model files: body(obj, w) runs twice, a sizing
+ * pass and then into a buffer of that size, which ends with the CRC-32
+ * (zlib) of everything before it. *buf is malloc'd, owned by the caller.
+ * 0 (OML_OK) or OML_ENOMEM. */
+int oml_encode_with_crc32(void (*body)(const void *obj, oml_writer *w), const void *obj,
+                          uint8_t **buf, size_t *len);
+
 /* Bytes as they are (magic numbers, names). */
 void oml_put_bytes(oml_writer *w, const void *v, size_t n);
 void oml_get_bytes(oml_reader *r, void *v, size_t n);

@@ -22,7 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ivf.h"
 
 /* |BLAS dot - cosine| for rows normalised in float is at most about
  * emb * 2^-24 (summation) plus the rows' norm deviation from 1 (of the same
@@ -96,38 +95,6 @@ static void nb_sift_up(oml_neighbor *h, int32_t i)
     }
 }
 
-/* Min-heap of floats kept in the dist field: h[0].dist is the smallest of the
- * k largest approximate dot products seen so far. */
-static void dot_sift_down(oml_neighbor *h, int32_t cnt, int32_t i)
-{
-    for (;;) {
-        int32_t l = 2 * i + 1, r = l + 1, w = i;
-        if (l < cnt && h[l].dist < h[w].dist)
-            w = l;
-        if (r < cnt && h[r].dist < h[w].dist)
-            w = r;
-        if (w == i)
-            return;
-        float t = h[i].dist;
-        h[i].dist = h[w].dist;
-        h[w].dist = t;
-        i = w;
-    }
-}
-
-static void dot_sift_up(oml_neighbor *h, int32_t i)
-{
-    while (i > 0) {
-        int32_t p = (i - 1) / 2;
-        if (!(h[i].dist < h[p].dist))
-            return;
-        float t = h[i].dist;
-        h[i].dist = h[p].dist;
-        h[p].dist = t;
-        i = p;
-    }
-}
-
 /* Does any of dots[0 .. 32) reach t? Without a branch, so it vectorises:
  * once the k best so far are known almost no row does, and a scan skips 32
  * rows at a time. */
@@ -141,8 +108,7 @@ static int any_at_least(const float *dots, float t)
 
 #define SEL_SEG 4096 /* rows per segment of pass 1: its chunk list is on the stack */
 
-/* Pass 1 of a selection, O(m log k). dots[j] belongs to row rowmap[j]
- * (rowmap NULL: row row0 + j); rows that are `exclude` or that allow
+/* Pass 1 of a selection, O(m log k). dots[j] belongs to row row0 + j; rows that are `exclude` or that allow
  * (NULL: all) refuses are skipped. It keeps the k largest approximate dot
  * products seen so far in a min-heap (s->approx[].dist); once that is
  * full, s->thr is its smallest minus the margin, and no row below thr can
@@ -156,8 +122,7 @@ static int any_at_least(const float *dots, float t)
  * heap); thr only rises, so the rows kept are a superset of the final
  * candidates {a_j >= t_k - margin}. dots[j] is read before slot j can be
  * overwritten because the write index never passes the read index. */
-static int32_t sel_pass1(oml_index_sel *s, float margin, float *dots, const int32_t *rowmap,
-                         int32_t row0, int32_t m, int32_t exclude, const uint8_t *allow)
+static int32_t sel_pass1(oml_index_sel *s, float margin, float *dots, int32_t row0, int32_t m, int32_t exclude, const uint8_t *allow)
 {
     int32_t k = s->k, cand = 0;
     oml_neighbor *ap = s->approx;
@@ -171,16 +136,16 @@ static int32_t sel_pass1(oml_index_sel *s, float margin, float *dots, const int3
             chunks[nc++] = c;
             for (int32_t j = c; j < c1; j++) {
                 float a = dots[j];
-                int32_t row = rowmap ? rowmap[j] : row0 + j;
+                int32_t row = row0 + j;
                 if ((s->filled == k && !(a > ap[0].dist)) || row == exclude ||
                     (allow && !allow[row]))
                     continue;
                 if (s->filled < k) {
                     ap[s->filled].dist = a;
-                    dot_sift_up(ap, s->filled++);
+                    oml_minheap_up(ap, s->filled++);
                 } else {
                     ap[0].dist = a;
-                    dot_sift_down(ap, s->filled, 0);
+                    oml_minheap_down(ap, s->filled, 0);
                 }
                 if (s->filled == k)
                     s->thr = ap[0].dist - margin;
@@ -190,7 +155,7 @@ static int32_t sel_pass1(oml_index_sel *s, float margin, float *dots, const int3
             int32_t c = chunks[i], c1 = j1 - c < 32 ? j1 : c + 32;
             for (int32_t j = c; j < c1; j++) {
                 float a = dots[j];
-                int32_t row = rowmap ? rowmap[j] : row0 + j;
+                int32_t row = row0 + j;
                 if (!(a >= s->thr) || row == exclude || (allow && !allow[row]))
                     continue;
                 uint32_t r = (uint32_t)row;
@@ -234,7 +199,7 @@ void oml_index_sel_feed(const oml_index *ix, int head, const float *q, float *do
 {
     if (s->k <= 0 || m <= 0)
         return;
-    int32_t cand = sel_pass1(s, dot_margin(ix->emb), dots, NULL, row0, m, exclude, allow);
+    int32_t cand = sel_pass1(s, dot_margin(ix->emb), dots, row0, m, exclude, allow);
     sel_pass2(ix, head, q, s, dots, cand);
 }
 
@@ -251,18 +216,18 @@ int32_t oml_index_sel_finish(oml_index_sel *s)
     return s->cnt;
 }
 
-/* oml_index_select over m dot products (rowmap as for sel_pass1). One
+/* oml_index_select over m dot products. One
  * buffer serves both heaps: pass 1's approximate one is done with before
  * pass 2 fills the exact one. */
 static int32_t select_rows(const oml_index *ix, int head, const float *q, float *dots,
-                           const int32_t *rowmap, int32_t m, int32_t k, int32_t exclude,
-                           const uint8_t *allow, oml_neighbor *out)
+                           int32_t m, int32_t k, int32_t exclude, const uint8_t *allow,
+                           oml_neighbor *out)
 {
     if (k <= 0 || m <= 0)
         return 0;
     oml_index_sel s;
     oml_index_sel_init(&s, k, out, out);
-    int32_t cand = sel_pass1(&s, dot_margin(ix->emb), dots, rowmap, 0, m, exclude, allow);
+    int32_t cand = sel_pass1(&s, dot_margin(ix->emb), dots, 0, m, exclude, allow);
     sel_pass2(ix, head, q, &s, dots, cand);
     return oml_index_sel_finish(&s);
 }
@@ -270,47 +235,86 @@ static int32_t select_rows(const oml_index *ix, int head, const float *q, float 
 int32_t oml_index_select(const oml_index *ix, int head, const float *q, float *dots,
                          int32_t k, int32_t exclude, const uint8_t *allow, oml_neighbor *out)
 {
-    return select_rows(ix, head, q, dots, NULL, ix->n, k, exclude, allow, out);
+    return select_rows(ix, head, q, dots, ix->n, k, exclude, allow, out);
 }
 
-int32_t oml_index_probe(const oml_index *ix, const float *q_all, int32_t k, int32_t *lists,
-                        float *scratch)
+size_t oml_near_ws_bytes(const oml_index *ix, int32_t k)
 {
-    if (ix->n_lists <= 0)
+    size_t L = (size_t)ix->n_lists, r = (size_t)oml_index_rerank_rows(k > 0 ? k : 1);
+    return ((OML_SHARE_MAX + 1) * r * sizeof(oml_neighbor) +
+            L * (sizeof(int32_t) + sizeof(float)) + 7) & ~(size_t)7;
+}
+
+void oml_near_ws_init(oml_near_ws *w, const oml_index *ix, int32_t k, void *mem)
+{
+    int32_t r = oml_index_rerank_rows(k > 0 ? k : 1);
+    w->cand = mem;
+    w->n_cand = 0;
+    w->best = w->cand + OML_SHARE_MAX * r;
+    w->dots = (float *)(void *)(w->best + r);
+    w->order = (int32_t *)(void *)(w->dots + ix->n_lists);
+}
+
+int32_t oml_index_topk_near(const oml_index *ix, int head, const float *q, int32_t k,
+                            int32_t n_probe, int32_t exclude, const uint8_t *allow,
+                            oml_neighbor *out, oml_near_ws *w)
+{
+    if (k <= 0 || ix->hl == NULL)
         return 0;
-    int64_t want = ix->probe_rows > 0 ? ix->probe_rows : (int64_t)ix->n / OML_IVF_PROBE_DIV;
-    int64_t min = 64 * (int64_t)k;
-    if (want < min)
-        want = min;
-    int32_t got = oml_ivf_probe(ix->centroids, ix->n_lists, ix->heads * ix->emb, q_all,
-                                ix->n_lists, lists, scratch);
-    int64_t rows = 0;
-    for (int32_t i = 0; i < got; i++) {
-        rows += ix->list_start[lists[i] + 1] - ix->list_start[lists[i]];
-        if (rows >= want)
-            return i + 1;
+    const oml_hlist *hl = &ix->hl[head];
+    const oml_neighbor *cand = w->cand;
+    int32_t m;
+    if (hl->shared_from < 0) {
+        int32_t lists = oml_hlist_order(hl, q, w->order, w->dots);
+        int32_t np = n_probe >= 0 ? n_probe : hl->n_probe;
+        np = np < lists ? np : lists;
+        int32_t r = oml_index_rerank_rows(k) * (hl->donor > 1 ? hl->donor : 1);
+        m = w->n_cand = oml_hlist_scan(hl, q, w->order, w->dots, np, r, exclude, allow, w->cand);
+    } else {
+        oml_hlist_dots(hl, q, w->dots);
+        m = oml_hlist_rescore(hl, q, w->dots, w->cand, w->n_cand, oml_index_rerank_rows(k),
+                              w->best);
+        cand = w->best;
     }
-    return got;
+    /* The exact re-rank: canonical distances, the k best by (distance, row). */
+    const float *Et = ix->emb_cols + (size_t)head * (size_t)ix->n * (size_t)ix->emb;
+    int32_t cnt = 0;
+    for (int32_t i = 0; i < m; i++) {
+        int32_t r = cand[i].row;
+        oml_neighbor nb = {r, dist_strided(q, Et + r, (size_t)ix->n, ix->emb)};
+        if (cnt < k) {
+            out[cnt] = nb;
+            nb_sift_up(out, cnt++);
+        } else if (nb_worse(&out[0], &nb)) {
+            out[0] = nb;
+            nb_sift_down(out, cnt, 0);
+        }
+    }
+    oml_index_sel s = {.best = out, .k = k, .cnt = cnt};
+    return oml_index_sel_finish(&s);
 }
 
-int32_t oml_index_topk_lists(const oml_index *ix, int head, const float *q, const int32_t *lists,
-                             int32_t n_probe, int32_t k, int32_t exclude, const uint8_t *allow,
-                             oml_neighbor *out, float *scratch, int32_t *rowmap)
+int oml_index_add_lists(oml_index *ix)
 {
-    int32_t n = ix->n, e = ix->emb, m = 0;
-    const float *Et = ix->emb_cols + (size_t)head * (size_t)n * (size_t)e;
-    for (int32_t i = 0; i < n_probe; i++) {
-        int32_t a = ix->list_start[lists[i]], len = ix->list_start[lists[i] + 1] - a;
-        if (len <= 0)
-            continue;
-        /* The list's rows are columns a..a+len of the (emb, n) block. */
-        cblas_sgemv(CblasRowMajor, CblasTrans, e, len, 1.0f, Et + a, n, q, 1, 0.0f, scratch + m,
-                    1);
-        for (int32_t r = 0; r < len; r++)
-            rowmap[m + r] = a + r;
-        m += len;
+    if (ix == NULL || ix->hl != NULL || ix->n < 64 || ix->emb > OML_HLIST_MAX_EMB)
+        return OML_OK;
+    int32_t L = oml_hlist_lists_for((size_t)ix->n);
+    if (L > ix->n / 4)
+        L = ix->n / 4;
+    oml_hlist *hl = calloc((size_t)ix->heads, sizeof *hl);
+    int rc = hl ? OML_OK : OML_ENOMEM;
+    for (int h = 0; rc == OML_OK && h < ix->heads; h++)
+        rc = oml_hlist_build(&hl[h], ix->emb_cols + (size_t)h * (size_t)ix->n * (size_t)ix->emb,
+                             ix->n, ix->emb, L);
+    if (rc != OML_OK) {
+        for (int h = 0; hl && h < ix->heads; h++)
+            oml_hlist_free(&hl[h]);
+        free(hl);
+        return rc;
     }
-    return select_rows(ix, head, q, scratch, rowmap, m, k, exclude, allow, out);
+    ix->hl = hl;
+    ix->n_lists = L;
+    return OML_OK;
 }
 
 int32_t oml_index_topk(const oml_index *ix, int head, const float *q, int32_t k,
@@ -327,12 +331,6 @@ int32_t oml_index_topk(const oml_index *ix, int head, const float *q, int32_t k,
 
 int32_t oml_index_row_of_slot(const oml_index *ix, uint32_t slot)
 {
-    if (ix->n_lists > 0) { /* rows grouped by list: not in slot order */
-        for (int32_t r = 0; r < ix->n; r++)
-            if (ix->slots[r] == slot)
-                return r;
-        return -1;
-    }
     int32_t lo = 0, hi = ix->n; /* rows are in ascending slot order */
     while (lo < hi) {
         int32_t mid = lo + (hi - lo) / 2;
@@ -349,6 +347,9 @@ void oml_index_destroy(oml_index *ix)
     if (ix == NULL)
         return;
     oml_snapshot_release(ix->snap);
+    for (int h = 0; ix->hl && h < ix->heads; h++)
+        oml_hlist_free(&ix->hl[h]);
+    free(ix->hl);
     free(ix->_arena);
     free(ix);
 }

@@ -13,13 +13,10 @@
 #include <stdint.h>
 
 #include "err.h"
+#include "hlist.h"
+#include "neighbor.h"
 #include "snapshot.h"
 #include "store.h"
-
-typedef struct oml_neighbor {
-    int32_t row; /* index row, 0..n-1 */
-    float dist;  /* D in [0, 2] */
-} oml_neighbor;
 
 typedef struct oml_index {
     oml_snapshot *snap;      /* owned reference */
@@ -35,43 +32,44 @@ typedef struct oml_index {
     size_t *id_lens;         /* (n) */
     int32_t n_labels;
     const char **label_names;/* (n_labels) copied */
-    /* Inverted lists (ivf.h), for indexes of at least the builder's
-     * ivf_min_rows rows: rows are grouped by list (ascending slot within a
-     * list) and a query scans the lists nearest to it. n_lists = 0: rows
-     * in ascending slot order, every query scans all of them. */
-    int32_t n_lists;
-    float *centroids;        /* (n_lists, heads * emb) unit rows */
-    int32_t *list_start;     /* (n_lists + 1) first row of each list */
-    int64_t probe_rows;      /* rows a query's lists must cover, measured when the index
-                                was built (oml_index_calibrate); 0: n / OML_IVF_PROBE_DIV */
+    /* Inverted lists per head (hlist.h), for indexes of at least the
+     * indexer's ann_min_items rows (oml_index_add_lists): a query scans the
+     * int8 codes of each head's nearest lists and re-ranks the best exactly.
+     * Rows stay in ascending slot order. NULL, n_lists 0: every query scans
+     * every row. */
+    int32_t n_lists;         /* lists per head */
+    oml_hlist *hl;           /* (heads) or NULL; owned */
     void *_arena;
 } oml_index;
 
-/* A query of an index with lists scans the nearest lists until it has
- * covered n / OML_IVF_PROBE_DIV rows (and at least 64 k). On Fashion-MNIST
- * under the default model's start (210,000 items: three noisy copies of
- * each image; 300 queries) that finds 0.935 of the exact 10 nearest per
- * head with an eighth of the rows, 0.84 with a sixteenth, 0.65 with a
- * thirty-second, with sqrt(n)/8 lists; sqrt(n)/4 lists gave 0.87 / 0.70 /
- * 0.49, 4x and 16x as many no better, and far fewer lists are too coarse
- * to stop near an eighth. The standardised projections spread over their
- * 63 dimensions, the hard case for lists. */
-#define OML_IVF_PROBE_DIV 8
+/* Per-head inverted lists for an index (hlist.h), oml_hlist_lists_for(n)
+ * per head; each head's n_probe then covers a quarter of its lists until
+ * oml_index_calibrate measures what is needed. No store involved: call it
+ * after oml_index_builder_finish without the store's lock. OML_OK,
+ * OML_ENOMEM (the index stays without lists); an index of fewer than 64
+ * rows, or with heads wider than OML_HLIST_MAX_EMB, stays without. */
+int oml_index_add_lists(oml_index *ix);
 
-/* For an index with lists: how many rows a query's lists must cover for
- * `target` (in (0, 1]) of the exact 10 nearest rows per head, measured on
- * OML_IVF_CALIBRATION_QUERIES of its own rows (strided) as queries, into
- * ix->probe_rows (never below 64 x 10 rows). The lists split embeddings
- * unevenly: under the standardised start an eighth of the rows found 0.93-
- * 0.97 of them, under the whitened one (isotropic) 0.71-0.75. Costs that
- * many exact scans. target <= 0 or OML_ENOMEM: the default rule stays. */
+/* For an index with lists: how many lists each head's query must scan for
+ * `target` (in (0, 1]) of the exact 10 nearest rows of that head, measured
+ * on OML_IVF_CALIBRATION_QUERIES of the index's own rows (strided, each
+ * query leaving itself out) through the whole search, codes and re-rank
+ * included, into hl[h].n_probe; it aims a quarter of the way from target
+ * to 1, since those rows are not the queries the index will serve. The whitened start's embeddings are nearly
+ * isotropic, so this is measured rather than assumed. A head h > 0 whose
+ * target is met by rescoring head 0's scan, kept 2, 4, 8 or 16 times as
+ * long, with its own codes shares it (hl[h].shared_from = 0): the default
+ * model's heads start equal and part slowly. Costs those queries' exact scans (one GEMM per head and
+ * block of rows). target <= 0: the quarter stays. OML_OK or OML_ENOMEM
+ * (the quarter stays). */
 #define OML_IVF_TARGET_RECALL 0.95
 #define OML_IVF_CALIBRATION_QUERIES 64
 int oml_index_calibrate(oml_index *ix, double target);
 
 /* Builds an index of all live items of store under snap (takes its own
  * reference on snap). OML_ENOMEM; an empty store gives an empty index.
- * The store must not change meanwhile (the builder below lets it). */
+ * The store must not change meanwhile (the builder below lets it). No
+ * lists (oml_index_add_lists). */
 int oml_index_build(oml_index **out, oml_snapshot *snap, const oml_store *store);
 
 /* Building in steps, for a store that changes meanwhile (index_build.c):
@@ -107,8 +105,6 @@ typedef struct oml_index_builder {
     size_t n_chars;
     float *rows_emb;          /* (n, heads, emb) */
     size_t cap_rows, cap_labels, cap_off, cap_chars, cap_emb;
-    size_t ivf_min_rows;      /* lists when at least this many rows (0: never); set
-                                 before finish */
 } oml_index_builder;
 
 /* OML_OK, OML_EDIM (dim is not the snapshot's), OML_ENOMEM. Takes its own
@@ -122,7 +118,7 @@ int oml_index_builder_embed(oml_index_builder *b);
 /* The index of every gathered row, with the store's label names (held
  * still by the caller). The builder stays to be freed. */
 int oml_index_builder_finish(oml_index_builder *b, const oml_store *store, oml_index **out);
-/* (then, without the store: oml_index_calibrate(*out) for an index with lists) */
+/* (then, without the store, for lists: oml_index_add_lists, oml_index_calibrate) */
 void oml_index_builder_free(oml_index_builder *b); /* accepts a zeroed builder */
 void oml_index_destroy(oml_index *ix); /* accepts NULL; releases the snapshot ref */
 
@@ -134,17 +130,38 @@ void oml_index_destroy(oml_index *ix); /* accepts NULL; releases the snapshot re
 int32_t oml_index_topk(const oml_index *ix, int head, const float *q, int32_t k,
                        int32_t exclude, const uint8_t *allow, oml_neighbor *out, float *scratch);
 
-/* For an index with lists: the lists a query whose head embeddings are
- * q_all (heads * emb) scans for k neighbours, nearest first, into lists
- * (n_lists); scratch holds n_lists floats. Returns how many. */
-int32_t oml_index_probe(const oml_index *ix, const float *q_all, int32_t k, int32_t *lists,
-                        float *scratch);
+/* The rows an index with lists re-ranks exactly for k neighbours: the
+ * codes' approximate order may swap rows a few thousandths apart. A scan
+ * other heads take too keeps up to OML_SHARE_MAX times as many. */
+#define OML_SHARE_MAX 16
+static inline int32_t oml_index_rerank_rows(int32_t k)
+{
+    return 2 * k + 8;
+}
 
-/* oml_index_topk over the rows of the given lists only: the exact k
- * nearest among them. scratch holds n floats, rowmap n int32. */
-int32_t oml_index_topk_lists(const oml_index *ix, int head, const float *q, const int32_t *lists,
-                             int32_t n_probe, int32_t k, int32_t exclude, const uint8_t *allow,
-                             oml_neighbor *out, float *scratch, int32_t *rowmap);
+/* Workspace of oml_index_topk_near, for k neighbours; it carries a donor
+ * head's scan to the heads that share it (hlist.h shared_from), so one
+ * query calls oml_index_topk_near for its heads in ascending order. */
+typedef struct oml_near_ws {
+    int32_t *order;      /* (n_lists) */
+    float *dots;         /* (n_lists) */
+    oml_neighbor *cand;  /* (OML_SHARE_MAX oml_index_rerank_rows(k)) the last scan's rows */
+    int32_t n_cand;
+    oml_neighbor *best;  /* (oml_index_rerank_rows(k)) a sharing head's pick of them */
+} oml_near_ws;
+/* Its bytes (8-aligned), and the workspace laid out in mem. */
+size_t oml_near_ws_bytes(const oml_index *ix, int32_t k);
+void oml_near_ws_init(oml_near_ws *w, const oml_index *ix, int32_t k, void *mem);
+
+/* oml_index_topk on an index with lists: the exact k nearest (ascending by
+ * distance, ties by row) among the rows the head's nearest hl[head].n_probe
+ * lists propose (n_probe: that many lists; < 0: the calibrated number), or,
+ * for a head that shares another's scan, among the best of that scan's
+ * rows by this head's codes (w must hold the scan: the same query's call
+ * for that head came before, with the same k, exclude and allow). */
+int32_t oml_index_topk_near(const oml_index *ix, int head, const float *q, int32_t k,
+                            int32_t n_probe, int32_t exclude, const uint8_t *allow,
+                            oml_neighbor *out, oml_near_ws *w);
 
 /* The selection step of oml_index_topk, for callers that computed the dot
  * products themselves (e.g. one GEMM for many queries): dots (n) holds any
@@ -192,7 +209,7 @@ static inline float oml_index_emb(const oml_index *ix, int head, int32_t row, in
 }
 
 /* Row of a store slot, or -1 if the slot is not in this index (a binary
- * search, or a scan when the rows are grouped by list). */
+ * search: rows are in ascending slot order). */
 int32_t oml_index_row_of_slot(const oml_index *ix, uint32_t slot);
 
 #endif

@@ -13,13 +13,12 @@
  *
  * The rows' ids go into one growing character buffer, their embeddings
  * into a growing (rows, heads, emb) buffer; oml_index_builder_finish lays
- * them out as the index's arena (index.c), each head's rows as columns. */
+ * them out as the index's arena (index.c), each head's rows as columns.
+ * Lists (hlist.h) come after, without the store (oml_index_add_lists). */
 #include "index.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-#include "ivf.h"
 
 /* Doubles *cap until it holds need, reallocating *p (elem bytes each). */
 static int grow(void **p, size_t *cap, size_t need, size_t elem)
@@ -138,12 +137,10 @@ static char *alloc_arena(oml_index *ix, size_t bytes)
 {
     size_t n = (size_t)ix->n, nl = (size_t)ix->n_labels;
     size_t ne = (size_t)ix->heads * n * (size_t)ix->emb;
-    size_t nc = (size_t)ix->n_lists * (size_t)ix->heads * (size_t)ix->emb;
-    size_t ns = ix->n_lists > 0 ? (size_t)ix->n_lists + 1 : 0;
     /* Arena, largest alignment first: ids, label_names, id_lens, emb_cols,
-     * centroids, slots, labels, list_start, then the characters. */
-    size_t total = (n + nl) * sizeof(char *) + n * sizeof(size_t) + (ne + nc) * sizeof(float)
-                   + n * (sizeof(uint32_t) + sizeof(int32_t)) + ns * sizeof(int32_t) + bytes + 1;
+     * slots, labels, then the characters. */
+    size_t total = (n + nl) * sizeof(char *) + n * sizeof(size_t) + ne * sizeof(float)
+                   + n * (sizeof(uint32_t) + sizeof(int32_t)) + bytes + 1;
     char *p = malloc(total);
     if (p == NULL)
         return NULL;
@@ -156,79 +153,35 @@ static char *alloc_arena(oml_index *ix, size_t bytes)
     p += n * sizeof(size_t);
     ix->emb_cols = (float *)(void *)p;
     p += ne * sizeof(float);
-    ix->centroids = nc ? (float *)(void *)p : NULL;
-    p += nc * sizeof(float);
     ix->slots = (uint32_t *)(void *)p;
     p += n * sizeof(uint32_t);
     ix->labels = (int32_t *)(void *)p;
     p += n * sizeof(int32_t);
-    ix->list_start = ns ? (int32_t *)(void *)p : NULL;
-    p += ns * sizeof(int32_t);
     return p;
 }
 
-/* The gathered rows into the arena, row i taking gathered row order[i]
- * (order NULL: the gathering order): ids, slots, labels, and each head's
- * embeddings as columns (emb_cols). */
-static void lay_out_rows(oml_index *ix, const oml_index_builder *b, const uint32_t *order,
-                         char *p)
+/* The gathered rows into the arena in gathering (slot) order: ids, slots,
+ * labels, and each head's embeddings as columns (emb_cols). */
+static void lay_out_rows(oml_index *ix, const oml_index_builder *b, char *p)
 {
     size_t n = (size_t)ix->n, e = (size_t)ix->emb, per = (size_t)ix->heads * e;
     if (b->n_chars > 0) /* an empty store gathered no characters (chars NULL) */
         memcpy(p, b->chars, b->n_chars);
     for (size_t i = 0; i < n; i++) {
-        size_t r = order ? order[i] : i;
-        size_t end = r + 1 < n ? b->id_off[r + 1] : b->n_chars;
-        ix->ids[i] = p + b->id_off[r];
-        ix->id_lens[i] = end - b->id_off[r] - 1;
-        ix->slots[i] = b->slots[r];
-        ix->labels[i] = b->labels[r];
+        size_t end = i + 1 < n ? b->id_off[i + 1] : b->n_chars;
+        ix->ids[i] = p + b->id_off[i];
+        ix->id_lens[i] = end - b->id_off[i] - 1;
+        ix->slots[i] = b->slots[i];
+        ix->labels[i] = b->labels[i];
     }
     for (int h = 0; h < ix->heads; h++) {
         float *cols = ix->emb_cols + (size_t)h * n * e;
         for (size_t i = 0; i < n; i++) {
-            const float *src = b->rows_emb + (order ? order[i] : i) * per + (size_t)h * e;
+            const float *src = b->rows_emb + i * per + (size_t)h * e;
             for (size_t j = 0; j < e; j++)
                 cols[j * n + i] = src[j];
         }
     }
-}
-
-/* Inverted lists over the gathered rows (their heads' embeddings side by
- * side): trains the centroids into ix, and returns the row order that
- * groups the rows by list, ascending gathering order (slot) within one;
- * list_start is filled once the arena exists. NULL on OOM. */
-static uint32_t *make_lists(const oml_index_builder *b, int32_t n_lists, float *centroids,
-                            int32_t *counts)
-{
-    size_t n = b->n;
-    int32_t d = b->heads * b->emb;
-    int32_t *of = malloc(n * sizeof *of);
-    uint32_t *order = malloc(n * sizeof *order);
-    if (of == NULL || order == NULL ||
-        oml_ivf_train(b->rows_emb, n, d, n_lists, centroids) != OML_OK ||
-        oml_ivf_assign(b->rows_emb, n, d, centroids, n_lists, of) != OML_OK) {
-        free(of);
-        free(order);
-        return NULL;
-    }
-    memset(counts, 0, ((size_t)n_lists + 1) * sizeof *counts);
-    for (size_t i = 0; i < n; i++)
-        counts[of[i] + 1]++;
-    for (int32_t l = 0; l < n_lists; l++) /* counts becomes each list's first row */
-        counts[l + 1] += counts[l];
-    int32_t *next = malloc((size_t)n_lists * sizeof *next);
-    if (next == NULL) {
-        free(of);
-        free(order);
-        return NULL;
-    }
-    memcpy(next, counts, (size_t)n_lists * sizeof *next);
-    for (size_t i = 0; i < n; i++) /* a counting sort: stable */
-        order[next[of[i]]++] = (uint32_t)i;
-    free(next);
-    free(of);
-    return order;
 }
 
 int oml_index_builder_finish(oml_index_builder *b, const oml_store *store, oml_index **out)
@@ -252,42 +205,12 @@ int oml_index_builder_finish(oml_index_builder *b, const oml_store *store, oml_i
         oml_store_label_name(store, l, &len);
         names += len + 1;
     }
-    /* Lists for a large index: trained before the arena exists (the
-     * centroids are copied in after). */
-    uint32_t *order = NULL;
-    float *centroids = NULL;
-    int32_t *starts = NULL;
-    if (b->ivf_min_rows > 0 && b->n >= b->ivf_min_rows) {
-        int32_t nl = oml_ivf_lists_for(b->n);
-        size_t d = (size_t)b->heads * (size_t)b->emb;
-        centroids = malloc((size_t)nl * d * sizeof *centroids);
-        starts = malloc(((size_t)nl + 1) * sizeof *starts);
-        order = centroids && starts ? make_lists(b, nl, centroids, starts) : NULL;
-        if (order == NULL) {
-            free(centroids);
-            free(starts);
-            free(ix);
-            return OML_ENOMEM;
-        }
-        ix->n_lists = nl;
-    }
     char *p = alloc_arena(ix, b->n_chars + names);
     if (p == NULL) {
-        free(order);
-        free(centroids);
-        free(starts);
         free(ix);
         return OML_ENOMEM;
     }
-    if (ix->n_lists > 0) {
-        memcpy(ix->centroids, centroids,
-               (size_t)ix->n_lists * (size_t)ix->heads * (size_t)ix->emb * sizeof(float));
-        memcpy(ix->list_start, starts, ((size_t)ix->n_lists + 1) * sizeof(int32_t));
-    }
-    lay_out_rows(ix, b, order, p);
-    free(order);
-    free(centroids);
-    free(starts);
+    lay_out_rows(ix, b, p);
     p += b->n_chars;
     for (int32_t l = 0; l < ix->n_labels; l++) {
         size_t len;
@@ -315,8 +238,6 @@ int oml_index_build(oml_index **out, oml_snapshot *snap, const oml_store *store)
     }
     if (rc == OML_OK)
         rc = oml_index_builder_finish(&b, store, out);
-    if (rc == OML_OK)
-        oml_index_calibrate(*out, OML_IVF_TARGET_RECALL); /* out of memory: the default probe */
     oml_index_builder_free(&b);
     return rc;
 }

@@ -1,11 +1,10 @@
 /* ivf.c - spherical k-means lists (see ivf.h).
  *
- * DESIGN: the rows are an index's concatenated head embeddings, unit
- * vectors, so the nearest centroid is the one with the largest dot
- * product, and a centroid is the normalised mean of its rows. Training
- * runs KMEANS_ITERS rounds on a strided sample; assigning every row is one
- * GEMM per chunk of CHUNK rows against all centroids, the cost that
- * bounds the number of lists (n x lists x d multiply-adds). */
+ * DESIGN: the rows are one head's embeddings, unit vectors, so the
+ * nearest centroid is the one with the largest dot product, and a
+ * centroid is the normalised mean of its rows. Training runs KMEANS_ITERS
+ * rounds on a strided sample, each assignment one GEMM per chunk of CHUNK
+ * rows against all centroids. */
 #include "ivf.h"
 
 #include <cblas.h>
@@ -18,12 +17,6 @@
 #define KMEANS_ITERS 6
 #define SAMPLE_PER_LIST 64
 #define CHUNK 4096
-
-int32_t oml_ivf_lists_for(size_t n)
-{
-    int32_t l = (int32_t)(sqrt((double)n) / 8.0);
-    return l < 16 ? 16 : l > 1024 ? 1024 : l;
-}
 
 static void normalise(float *v, int32_t d)
 {
@@ -116,29 +109,4 @@ int oml_ivf_train(const float *rows, size_t n, int32_t d, int32_t n_lists, float
     free(sum);
     free(cnt);
     return rc;
-}
-
-/* Larger dot product first, then the smaller list. */
-static int by_dot_desc(const void *pa, const void *pb, void *arg)
-{
-    const float *dots = arg;
-    int32_t a = *(const int32_t *)pa, b = *(const int32_t *)pb;
-    if (dots[a] != dots[b])
-        return dots[a] > dots[b] ? -1 : 1;
-    return (a > b) - (a < b);
-}
-
-int32_t oml_ivf_probe(const float *centroids, int32_t n_lists, int32_t d, const float *q,
-                      int32_t want, int32_t *lists, float *dots)
-{
-    cblas_sgemv(CblasRowMajor, CblasNoTrans, n_lists, d, 1.0f, centroids, d, q, 1, 0.0f, dots,
-                1);
-    /* Every list with a finite score, sorted: a query may want them all
-     * (it stops once it covered its rows), so no quadratic selection. */
-    int32_t m = 0;
-    for (int32_t l = 0; l < n_lists; l++)
-        if (dots[l] > -INFINITY) /* NaN and -inf never probed */
-            lists[m++] = l;
-    qsort_r(lists, (size_t)m, sizeof *lists, by_dot_desc, dots);
-    return want < m ? want : m;
 }

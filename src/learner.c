@@ -446,12 +446,18 @@ static void fill_report(const oml_learner *l, const judged *j, oml_step_report *
 void oml_learner_step(oml_learner *l, const float *xa, const float *xp, const float *xn,
                       oml_step_report *report)
 {
+    oml_learner_step_weighted(l, xa, xp, xn, 1.0f, report);
+}
+
+void oml_learner_step_weighted(oml_learner *l, const float *xa, const float *xp, const float *xn,
+                               float weight, oml_step_report *report)
+{
     const oml_net_layout *lay = &l->lay;
     int32_t e = lay->emb;
     int heads = lay->layers + 1;
     if (l->_bwork) { /* a mini-batch configuration: a batch of one */
         const float *rows[3] = {xa, xp, xn};
-        oml_learner_train(l, rows, 1, 1, report);
+        oml_learner_train_weighted(l, rows, &weight, 1, 1, report);
         return;
     }
 
@@ -467,8 +473,8 @@ void oml_learner_step(oml_learner *l, const float *xa, const float *xp, const fl
         return;
     }
     for (int k = 0; k < heads; k++)
-        head_grad(&l->_acts, k, 0, e, l->alpha[k], j.g_pos[k], j.g_neg[k], j.dp[k], j.dn[k],
-                  l->_gz[k]);
+        head_grad(&l->_acts, k, 0, e, l->alpha[k] * weight, j.g_pos[k], j.g_neg[k], j.dp[k],
+                  j.dn[k], l->_gz[k]);
 
     float eta = l->cfg.eta / (1.0f + l->cfg.eta_decay * (float)l->stats.updates);
     /* Lines 7-8: Eq. 21 and Eq. 22 in one backward pass. */
@@ -534,6 +540,12 @@ static int all_finite(const float *restrict x, size_t n)
 int oml_learner_train(oml_learner *l, const float *const *rows, int32_t n, int32_t n_new,
                       oml_step_report *report)
 {
+    return oml_learner_train_weighted(l, rows, NULL, n, n_new, report);
+}
+
+int oml_learner_train_weighted(oml_learner *l, const float *const *rows, const float *weights,
+                               int32_t n, int32_t n_new, oml_step_report *report)
+{
     const oml_net_layout *lay = &l->lay;
     int32_t e = lay->emb;
     int heads = lay->layers + 1;
@@ -551,8 +563,9 @@ int oml_learner_train(oml_learner *l, const float *const *rows, int32_t n, int32
         judged *j = &jt[t];
         judge(l, acts, 3 * t, j);
         ok = j->finite;
+        float tw = weights ? weights[t] * inv : inv;
         for (int k = 0; k < heads && ok; k++) {
-            float w = (l->cfg.equal_heads ? 1.0f / (float)heads : l->alpha[k]) * inv;
+            float w = (l->cfg.equal_heads ? 1.0f / (float)heads : l->alpha[k]) * tw;
             head_grad(acts, k, 3 * t, e, w, j->g_pos[k], j->g_neg[k], j->dp[k], j->dn[k],
                       l->_bgz[k] + (size_t)3 * t * e);
         }

@@ -105,6 +105,11 @@ int oml_learner_prepare(oml_learner *l, const float *X, const int32_t *labels, i
  * The caller validates inputs (finite, right dimension). report may be NULL. */
 void oml_learner_step(oml_learner *l, const float *xa, const float *xp, const float *xn,
                       oml_step_report *report);
+/* The same with the triplet's loss (and so its gradient) scaled by weight
+ * (> 0; a click's confidence): oml_learner_step is weight 1. The hedge
+ * (Eq. 20) and the counters judge the triplet unweighted. */
+void oml_learner_step_weighted(oml_learner *l, const float *xa, const float *xp, const float *xn,
+                               float weight, oml_step_report *report);
 
 /* One mini-batch step on n triplets (1 <= n <= cfg.batch): rows holds 3n
  * feature pointers, (anchor, positive, negative) per triplet. The first
@@ -117,6 +122,12 @@ void oml_learner_step(oml_learner *l, const float *xa, const float *xp, const fl
  * else 0. */
 int oml_learner_train(oml_learner *l, const float *const *rows, int32_t n, int32_t n_new,
                       oml_step_report *report);
+/* The same with triplet t's loss scaled by weights[t] (> 0; NULL: all 1),
+ * as one term of the batch's weighted mean. Adam divides each weight's
+ * step by its gradient's running scale, so what counts there is a
+ * triplet's weight relative to the others it is learned with. */
+int oml_learner_train_weighted(oml_learner *l, const float *const *rows, const float *weights,
+                               int32_t n, int32_t n_new, oml_step_report *report);
 
 /* Test-then-train accuracy over the newest OML_RECENT_WINDOW new triplets
  * (NAN before the first). */

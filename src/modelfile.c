@@ -33,8 +33,9 @@ static const char MAGIC[8] = {'O', 'M', 'L', 'M', 'O', 'D', 'E', 'L'};
 #define STATS_FIELDS_V2(X, st)                                                         \
     X(st.steps) X(st.rehearsed) X(st.skipped) X(st.recent_n) X(st.recent_hits) X(st.recent)
 
-static void encode_body(const oml_learner *l, oml_writer *c)
+static void encode_body(const void *obj, oml_writer *c)
 {
+    const oml_learner *l = obj;
     uint32_t version = OML_MODELFILE_VERSION, reserved = 0;
     oml_put_bytes(c, MAGIC, sizeof MAGIC);
     PUT(c, version);
@@ -82,18 +83,7 @@ static void encode_body(const oml_learner *l, oml_writer *c)
 
 int oml_model_encode(const oml_learner *l, uint8_t **buf, size_t *len)
 {
-    oml_writer c = oml_writer_counting();
-    encode_body(l, &c); /* sizing pass */
-    size_t n = c.pos + sizeof(uint32_t);
-    uint8_t *b = malloc(n);
-    if (b == NULL)
-        return OML_ENOMEM;
-    c = oml_writer_into(b, n);
-    encode_body(l, &c);
-    oml_put_u32(&c, (uint32_t)crc32(0L, b, (uInt)c.pos));
-    *buf = b;
-    *len = n;
-    return OML_OK;
+    return oml_encode_with_crc32(encode_body, l, buf, len);
 }
 
 #define FILE_HEAD (sizeof MAGIC + 2 * sizeof(uint32_t)) /* magic, version, reserved */

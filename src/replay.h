@@ -6,8 +6,9 @@
  * items is kept, as its three store slots, in a ring of the newest `cap`
  * triplets; steps then mix new triplets with ones drawn from the ring.
  * The ring keeps the newest rather than a uniform sample of all history so
- * that when what the clicks mean changes, the old meaning leaves it. Its
- * memory is 12 bytes a triplet (OML_REPLAY_BYTES).
+ * that when what the clicks mean changes, the old meaning leaves it, with
+ * its weight (a rehearsal weighs it as its first step did). Its memory is
+ * 16 bytes a triplet (OML_REPLAY_BYTES).
  *
  * Everything here is a function of the calls made and of the learner's
  * seeded RNG, so a log replayed in order rebuilds the same ring and the
@@ -23,7 +24,7 @@
 #include "store.h"
 
 #define OML_REPLAY_NONE UINT32_MAX /* a member given inline (not stored): not kept */
-#define OML_REPLAY_BYTES 12u       /* per kept triplet */
+#define OML_REPLAY_BYTES 16u       /* per kept triplet: 3 slots and its weight */
 
 typedef struct oml_replay {
     uint32_t cap;       /* triplets kept at most */
@@ -32,12 +33,14 @@ typedef struct oml_replay {
     uint32_t live;      /* filled entries not dropped */
     double credit;      /* rehearsed triplets owed to the new ones learned so far */
     uint32_t *slots;    /* (cap, 3) store slots; OML_REPLAY_NONE in [0]: dropped */
+    float *weights;     /* (cap) each kept triplet's weight */
     /* new triplets waiting to fill a mini-batch (oml_replay_add): their
      * rows (borrowed: valid until the flush) and slots; NULL in a zeroed
      * struct, which then learns every part batch at once */
     int32_t n_pending;
     const float **_pending_rows; /* 3 * OML_MAX_BATCH */
     uint32_t *_pending_slots;    /* 3 * OML_MAX_BATCH */
+    float *_pending_weights;     /* OML_MAX_BATCH */
 } oml_replay;
 
 /* An empty ring for cap triplets (cap 0: nothing is kept or rehearsed).
@@ -53,15 +56,16 @@ void oml_replay_forget_slot(oml_replay *r, uint32_t slot);
 
 /* Learns n new triplets, rows (3n feature pointers, anchor, positive,
  * negative each), with their store slots (3n, OML_REPLAY_NONE for inline
- * members; NULL: none stored): in steps of cfg.batch new triplets
+ * members; NULL: none stored) and weights (n, > 0, the loss's scale,
+ * oml_learner_train_weighted; NULL: all 1): in steps of cfg.batch new triplets
  * (oml_learner_train judges each before its step), or one OAHU step per
  * triplet (Alg. 1) when the configuration has no mini-batches. Each is
  * kept in the ring after its step, and cfg.rehearse rehearsed triplets
  * per new one are owed (at most OML_REPLAY_MAX_OWED batches).
  * Returns the number of steps refused as not finite. */
 #define OML_REPLAY_MAX_OWED 4096
-int oml_replay_learn(oml_replay *r, oml_learner *l,
-                     const float *const *rows, const uint32_t *slots, int32_t n);
+int oml_replay_learn(oml_replay *r, oml_learner *l, const float *const *rows,
+                     const uint32_t *slots, const float *weights, int32_t n);
 
 /* The same, except that a last part batch is not learned yet: it waits,
  * its rows borrowed, for more new triplets to fill it, or for
@@ -70,7 +74,7 @@ int oml_replay_learn(oml_replay *r, oml_learner *l,
  * caller flushes before the rows can change (omld: before any put or
  * delete, after each group of requests, before a checkpoint). */
 int oml_replay_add(oml_replay *r, oml_learner *l, const float *const *rows,
-                   const uint32_t *slots, int32_t n);
+                   const uint32_t *slots, const float *weights, int32_t n);
 
 /* Learns the waiting part batch, if any. Returns 1 if its step was
  * refused as not finite, else 0. */
@@ -94,8 +98,9 @@ int oml_replay_rehearse(oml_replay *r, oml_learner *l, const oml_store *s, int32
 int oml_replay_check(const oml_replay *r, const oml_store *s);
 
 /* ---- bit-exact serialisation (for checkpoints) ----
- * "OMLR" | u32 version 1 | u32 cap | u32 n | u32 next | u32 live |
- * f64 credit | n * 3 u32 slots, all little-endian. */
+ * "OMLR" | u32 version 2 | u32 cap | u32 n | u32 next | u32 live |
+ * f64 credit | n * 3 u32 slots | n f32 weights, all little-endian.
+ * Version 1 (no weights) still reads, every weight 1. */
 int oml_replay_encode(const oml_replay *r, uint8_t **buf, size_t *len);
 /* Rebuilds into r (initialised, any cap): a ring saved with another cap is
  * refitted keeping its newest triplets. OML_EFORMAT / OML_ENOMEM. */

@@ -119,10 +119,11 @@ int oml__query_ws_init(query_ws *w, const oml_index *ix, int32_t k, size_t extra
                        void **extra_out)
 {
     size_t nnb = (size_t)ix->heads * (size_t)k;
-    size_t nf = (size_t)ix->heads * (size_t)ix->emb + (size_t)ix->n;
-    size_t ni = ix->n_lists > 0 ? (size_t)ix->n + (size_t)ix->n_lists : 0;
-    char *p = malloc(nnb * sizeof(oml_neighbor) + extra + nf * sizeof(float) +
-                     ni * sizeof(int32_t));
+    /* An index with lists needs no row-sized scratch: its search reads the
+     * lists' codes (at a million rows, 4 MB less to fault in per query). */
+    size_t nq = (size_t)ix->heads * (size_t)ix->emb;
+    size_t ns = ix->hl ? oml_near_ws_bytes(ix, k) : (size_t)ix->n * sizeof(float);
+    char *p = malloc(nnb * sizeof(oml_neighbor) + extra + ns + nq * sizeof(float));
     if (p == NULL)
         return OML_ENOMEM;
     w->_block = p;
@@ -130,10 +131,12 @@ int oml__query_ws_init(query_ws *w, const oml_index *ix, int32_t k, size_t extra
     p += nnb * sizeof(oml_neighbor);
     *extra_out = p; /* extra bytes, 8-aligned (oml_neighbor is 8 bytes) */
     p += extra;
-    w->q = (float *)(void *)p;
-    w->scratch = w->q + (size_t)ix->heads * (size_t)ix->emb;
-    w->rowmap = ni ? (int32_t *)(void *)(w->scratch + ix->n) : NULL;
-    w->lists = ni ? w->rowmap + ix->n : NULL;
+    w->scratch = NULL;
+    if (ix->hl)
+        oml_near_ws_init(&w->near, ix, k, p);
+    else
+        w->scratch = (float *)(void *)p;
+    w->q = (float *)(void *)(p + ns);
     return OML_OK;
 }
 
@@ -150,17 +153,12 @@ int oml__query_neighbors(const oml_index *ix, const float *x, int32_t k, int32_t
 void oml__embedded_neighbors(const oml_index *ix, int32_t k, int32_t exclude_row,
                              const uint8_t *allow, query_ws *w)
 {
-    if (ix->n_lists > 0) {
-        int32_t np = oml_index_probe(ix, w->q, k, w->lists, w->scratch);
-        for (int h = 0; h < ix->heads; h++)
-            w->cnt[h] = oml_index_topk_lists(ix, h, w->q + (size_t)h * (size_t)ix->emb, w->lists,
-                                             np, k, exclude_row, allow,
-                                             w->nb + (size_t)h * (size_t)k, w->scratch, w->rowmap);
-        return;
+    for (int h = 0; h < ix->heads; h++) {
+        const float *qh = w->q + (size_t)h * (size_t)ix->emb;
+        oml_neighbor *nb = w->nb + (size_t)h * (size_t)k;
+        w->cnt[h] = ix->hl ? oml_index_topk_near(ix, h, qh, k, -1, exclude_row, allow, nb, &w->near)
+                           : oml_index_topk(ix, h, qh, k, exclude_row, allow, nb, w->scratch);
     }
-    for (int h = 0; h < ix->heads; h++)
-        w->cnt[h] = oml_index_topk(ix, h, w->q + (size_t)h * (size_t)ix->emb, k, exclude_row,
-                                   allow, w->nb + (size_t)h * (size_t)k, w->scratch);
 }
 
 int oml_classify(const oml_index *ix, const float *x, int32_t k, int32_t exclude_row,
@@ -380,18 +378,19 @@ void oml_index_recall(const oml_index *ix, const float *x, int32_t k, int32_t ex
                       int64_t *hits, int64_t *total)
 {
     *hits = *total = 0;
-    if (ix == NULL || ix->n_lists <= 0 || oml__check_query(ix, x, k, exclude_row, NULL) != OML_OK)
+    if (ix == NULL || ix->hl == NULL || oml__check_query(ix, x, k, exclude_row, NULL) != OML_OK)
         return;
     query_ws w;
     void *ex;
-    size_t extra = (size_t)k * sizeof(oml_neighbor);
+    size_t extra = (size_t)k * sizeof(oml_neighbor) + (size_t)ix->n * sizeof(float);
     if (oml__query_ws_init(&w, ix, k, extra, &ex) != OML_OK)
         return;
     oml_neighbor *exact = ex;
+    float *scratch = (float *)(void *)(exact + k); /* the full scan's (n) */
     if (oml__query_neighbors(ix, x, k, exclude_row, NULL, &w) == OML_OK) { /* the lists' answer */
         for (int h = 0; h < ix->heads; h++) {
             int32_t n = oml_index_topk(ix, h, w.q + (size_t)h * (size_t)ix->emb, k, exclude_row,
-                                       NULL, exact, w.scratch);
+                                       NULL, exact, scratch);
             const oml_neighbor *got = w.nb + (size_t)h * (size_t)k;
             for (int32_t i = 0; i < w.cnt[h]; i++)
                 for (int32_t j = 0; j < n; j++)

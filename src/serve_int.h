@@ -35,13 +35,12 @@ typedef struct vote_ws {
 int oml__vote(const oml__voter *vt, const oml_neighbor *nb, const int32_t *cnt, int32_t k,
               vote_ws *ws, int32_t *label, oml_classification *out);
 
-/* Query workspace: the query's embedding, GEMV scratch and k neighbours per
- * head, in one allocation. */
+/* Query workspace: the query's embedding, the search's scratch and k
+ * neighbours per head, in one allocation. */
 typedef struct query_ws {
     float *q;          /* (heads, emb) */
-    float *scratch;    /* (n) */
-    int32_t *rowmap;   /* (n) an index with lists: the rows scanned */
-    int32_t *lists;    /* (n_lists) the lists scanned */
+    float *scratch;    /* (n) an index without lists: the full scan's dot products */
+    oml_near_ws near;  /* an index with lists: its search's workspace */
     oml_neighbor *nb;  /* (heads, k) */
     int32_t cnt[OML_MAX_LAYERS + 1];
     void *_block;

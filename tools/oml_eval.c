@@ -589,7 +589,7 @@ static void feed_stream(oml_learner *l, oml_replay *ring, const oml_store *store
                     slots[3 * t + k] = (uint32_t)mem[k];
                 }
             }
-            oml_replay_learn(ring, l, rows, slots, m);
+            oml_replay_learn(ring, l, rows, slots, NULL, m);
             oml_replay_rehearse(ring, l, store, oml_replay_owed(ring, l));
         }
         return;

@@ -13,8 +13,9 @@ export interface ItemInput {
 }
 export type ItemLike = ItemInput | [string, Vector] | [string, Vector, string | null]
   | [string, Vector, string | null, Record<string, string>];
-export type TripletLike = [ItemRef, ItemRef, ItemRef] |
-  { anchor: ItemRef; positive: ItemRef; negative: ItemRef };
+/** weight: how far the triplet moves the model, in (0, 100] (absent: 1). */
+export type TripletLike = [ItemRef, ItemRef, ItemRef] | [ItemRef, ItemRef, ItemRef, number] |
+  { anchor: ItemRef; positive: ItemRef; negative: ItemRef; weight?: number };
 /** similar: true / "similar" or false / "dissimilar". */
 export type Similar = boolean | "similar" | "dissimilar" | "SIMILAR" | "DISSIMILAR";
 export type PairLike = [ItemRef, ItemRef, Similar] |
@@ -53,6 +54,9 @@ export interface Verification extends Answer { similar: boolean; score: number; 
 export interface Hit { id: string; score: number; label: string | null; similarity: number; }
 export interface Retrieval extends Answer { hits: Hit[]; }
 export interface Embedding extends Answer { heads: number[][]; alpha: number[]; }
+export interface ExportedModel extends Answer {
+  model: Buffer; version: number; dim: number; heads: number; emb: number;
+}
 export interface Status extends Answer {
   version: string; uptimeMs: number; dim: number; depth: number; alpha: number[]; items: number;
   tripletsReceived: number; tripletsApplied: number; queueDepth: number; snapshotAgeMs: number;
@@ -129,6 +133,8 @@ export class Client extends EventEmitter {
     offset?: number; minSimilarity?: number; where?: Where;
   }): Promise<Retrieval>;
   embed(item: ItemRef, o?: ModelOption): Promise<Embedding>;
+  /** The serving model as an OMLSNAP file (src/snapshot.h), to embed offline. */
+  exportModel(o?: ModelOption): Promise<ExportedModel>;
   status(o?: CallOptions): Promise<Status>;
   health(o?: CallOptions): Promise<Health>;
   checkpoint(o?: CallOptions): Promise<CheckpointResult>;

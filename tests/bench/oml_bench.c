@@ -71,7 +71,7 @@ static double bench_updates(const char *preset, int32_t d, int paper_sizes, int3
         for (int t = 0; t < REQ; t++)
             for (int k = 0; k < 3; k++)
                 rows[3 * t + k] = x + oml_rng_below(&r, (uint64_t)pool) * (size_t)d;
-        oml_replay_learn(&ring, l, rows, NULL, REQ);
+        oml_replay_learn(&ring, l, rows, NULL, NULL, REQ);
     }
     steps = (steps + REQ - 1) / REQ * REQ;
     oml_replay_free(&ring);

@@ -102,7 +102,7 @@ static double in_process_rate(const data *d, const char *preset)
                 slots[3 * k + j] = (uint32_t)mem[j];
             }
         }
-        oml_replay_learn(&ring, l, rows, slots, m);
+        oml_replay_learn(&ring, l, rows, slots, NULL, m);
     }
     double rate = d->stream.n / (now_s() - t0);
     oml_replay_free(&ring);
@@ -116,7 +116,7 @@ static omlc_triplet *triplets_by_id(const data *d)
     for (int32_t i = 0; i < d->stream.n; i++) {
         const oml_triplet *s = &d->stream.t[i];
         t[i] = (omlc_triplet){{d->ids[s->a], NULL, 0}, {d->ids[s->p], NULL, 0},
-                              {d->ids[s->n], NULL, 0}};
+                              {d->ids[s->n], NULL, 0}, 0.0f};
     }
     return t;
 }

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "bench_util.h"
+#include "catalogue.h"
 #include "harness.h"
 #include "idx.h"
 #include "omlclient.h"
@@ -49,33 +50,7 @@ static void die(const char *what, const omlc_error *err)
     exit(1);
 }
 
-/* ------------------------------------------------------------ the items */
-
-typedef struct catalogue {
-    int64_t n;
-    int32_t dim;
-    float *images;      /* the 70,000 images the items derive from */
-    int32_t *labels, n_images;
-} catalogue;
-
-/* Item i's features into x: its image plus noise in [-4, 4] grey levels,
- * clamped to [0, 255]: the same on every call. */
-static void item_features(const catalogue *c, int64_t i, float *x)
-{
-    const float *img = c->images + (size_t)(i % c->n_images) * (size_t)c->dim;
-    uint64_t h = (uint64_t)i * 0x9e3779b97f4a7c15ull + 1;
-    for (int32_t j = 0; j < c->dim; j++) {
-        h ^= h >> 33;
-        h *= 0xff51afd7ed558ccdull;
-        float v = img[j] + (float)((int)(h >> 60) % 9 - 4);
-        x[j] = v < 0 ? 0 : v > 255 ? 255 : v;
-    }
-}
-
-static int32_t item_label(const catalogue *c, int64_t i)
-{
-    return c->labels[i % c->n_images];
-}
+/* ------------------------------------------------------------ the items: catalogue.h */
 
 static void item_id(int64_t i, char *buf, size_t cap)
 {
@@ -118,10 +93,10 @@ static double ingest(omlc *cl, const catalogue *c, ingest_clock *k)
         int64_t m = c->n - at < CHUNK ? c->n - at : CHUNK;
         double g0 = now_s();
         for (int64_t i = 0; i < m; i++) {
-            item_features(c, at + i, x + (size_t)i * (size_t)c->dim);
+            catalogue_item(c, at + i, x + (size_t)i * (size_t)c->dim);
             item_id(at + i, ids[i], sizeof ids[i]);
             items[i] = (omlc_item){ids[i], x + (size_t)i * (size_t)c->dim, (uint32_t)c->dim,
-                                   lab[item_label(c, at + i)]};
+                                   lab[catalogue_label(c, at + i)]};
         }
         k->gen += now_s() - g0; /* making the items is not the daemon's time */
         k->base = (size_t)at;
@@ -216,15 +191,15 @@ static void triplet_batch(triplet_source *s)
         int64_t a = (int64_t)(next_u64(&s->rng) % (uint64_t)c->n), pos, neg;
         do
             pos = (int64_t)(next_u64(&s->rng) % (uint64_t)c->n);
-        while (pos == a || item_label(c, pos) != item_label(c, a));
+        while (pos == a || catalogue_label(c, pos) != catalogue_label(c, a));
         do
             neg = (int64_t)(next_u64(&s->rng) % (uint64_t)c->n);
-        while (item_label(c, neg) == item_label(c, a));
+        while (catalogue_label(c, neg) == catalogue_label(c, a));
         item_id(a, s->ids[b][0], sizeof s->ids[b][0]);
         item_id(pos, s->ids[b][1], sizeof s->ids[b][1]);
         item_id(neg, s->ids[b][2], sizeof s->ids[b][2]);
         s->t[b] = (omlc_triplet){{s->ids[b][0], NULL, 0}, {s->ids[b][1], NULL, 0},
-                                 {s->ids[b][2], NULL, 0}};
+                                 {s->ids[b][2], NULL, 0}, 0.0f};
     }
 }
 
@@ -298,7 +273,7 @@ static void query_latency(omlc *cl, const catalogue *c, int retrieve, double *p5
     float *x = malloc((size_t)c->dim * sizeof(float));
     omlc_hit hits[10];
     for (int q = 0; q < QUERIES; q++) {
-        item_features(c, (int64_t)q * 7919 + 3, x);
+        catalogue_item(c, (int64_t)q * 7919 + 3, x);
         x[q % c->dim] += 1.0f; /* not an exact copy of a stored item */
         omlc_ref ref = {NULL, x, (uint32_t)c->dim};
         omlc_error err;
@@ -337,7 +312,7 @@ static void *qclient_main(void *arg)
         die("connect", &err);
     float *x = malloc((size_t)q->c->dim * sizeof(float));
     for (int64_t i = q->seed; now_s() < q->until; i += THROUGHPUT_CLIENTS) {
-        item_features(q->c, i * 104729 + 11, x);
+        catalogue_item(q->c, i * 104729 + 11, x);
         omlc_ref ref = {NULL, x, (uint32_t)q->c->dim};
         omlc_classification out;
         if (omlc_classify(cl, &ref, 5, NULL, &out, &err) != 0)
@@ -370,15 +345,21 @@ static double classify_throughput(const char *server, const catalogue *c)
 /* The serving index's search as /status reports it: its lists and the
  * recall of the daemon's sampled queries against a full scan (1 when it
  * scans every item). */
-static double search_recall(const char *http, long *lists)
+static double search_recall(const char *http, long *lists, long *scanned, long *indexed)
 {
     char *body = NULL;
     size_t len = 0;
     double recall = 1.0;
-    *lists = 0;
+    *lists = *scanned = *indexed = 0;
     if (omld_http_get(http, "/status", &body, &len) == 200 && body) {
+        const char *vi = strstr(body, "\"view_items\":");
+        if (vi)
+            *indexed = atol(vi + 13);
         const char *p = strstr(body, "\"search\":");
         const char *l = p ? strstr(p, "\"lists\":") : NULL;
+        const char *sc = p ? strstr(p, "\"lists_scanned\":") : NULL;
+        if (sc)
+            *scanned = atol(sc + 16);
         const char *r = p ? strstr(p, "\"recall\":") : NULL;
         if (l)
             *lists = atol(l + 8);
@@ -579,12 +560,13 @@ int omld_scale_bench(int64_t n_items, double rate, double seconds, const char *c
     query_latency(cl, &c, 0, &c50, &c99);
     query_latency(cl, &c, 1, &r50, &r99);
     double qps = classify_throughput(p.rpc, &c);
-    long lists;
-    double recall = search_recall(p.http, &lists);
+    long lists, scanned, indexed;
+    double recall = search_recall(p.http, &lists, &scanned, &indexed);
     printf("classify k=5, one idle client: p50 %.2f ms, p99 %.2f ms; retrieve k=10: p50 %.2f "
-           "ms, p99 %.2f ms; classify with %d clients: %.0f/s; search: %ld inverted lists, "
-           "recall %.3f of the exact neighbours (the daemon's sample)\n", c50, c99, r50, r99,
-           THROUGHPUT_CLIENTS, qps, lists, recall);
+           "ms, p99 %.2f ms; classify with %d clients: %.0f/s; search: %ld inverted lists per "
+           "head, %ld scanned, recall %.3f of the exact neighbours (the daemon's sample); the "
+           "serving index held %ld items\n", c50, c99, r50, r99, THROUGHPUT_CLIENTS, qps, lists,
+           scanned, recall, indexed);
 
     long long rss, peak, raw = (long long)n_items * c.dim * (long long)sizeof(float);
     rss_of(p.pid, &rss, &peak);
@@ -610,11 +592,11 @@ int omld_scale_bench(int64_t n_items, double rate, double seconds, const char *c
            "\"triplets_per_s\":%.0f,\"publish_ms\":%.0f,\"freshness_p50_ms\":%.0f,"
            "\"freshness_max_ms\":%.0f,\"classify_p50_ms\":%.3f,\"classify_p99_ms\":%.3f,"
            "\"retrieve_p50_ms\":%.3f,\"retrieve_p99_ms\":%.3f,\"classify_8_clients_per_s\":%.0f,"
-           "\"lists\":%ld,\"recall\":%.4f,\"rss_bytes\":%lld,\"peak_rss_bytes\":%lld,"
+           "\"lists\":%ld,\"lists_scanned\":%ld,\"indexed_items\":%ld,\"recall\":%.4f,\"rss_bytes\":%lld,\"peak_rss_bytes\":%lld,"
            "\"raw_feature_bytes\":%lld,\"checkpoint_s\":%.3f,\"checkpoint_max_ack_ms\":%.0f,"
            "\"restart_listen_s\":%.3f,\"restart_ready_s\":%.3f}\n",
            (long long)n_items, ingest_rate, first_rate, last_rate, start_s, achieved, publish_p50,
-           fresh_p50, fresh_max, c50, c99, r50, r99, qps, lists, recall, rss, peak, raw, ckpt_s, max_ack,
+           fresh_p50, fresh_max, c50, c99, r50, r99, qps, lists, scanned, indexed, recall, rss, peak, raw, ckpt_s, max_ack,
            listen_s, ready_s);
     free(c.images);
     free(c.labels);

@@ -410,9 +410,12 @@ async function main() {
       const r = await route.fetch();
       const body = await r.json();
       body.jobs = [
-        { id: "job-1", kind: "batch", state: "running", progress: 0.42, model_version: 7 },
-        { id: "job-2", kind: "batch", state: "queued", done: 0, total: 1000 },
+        { id: "job-1", kind: "batch", state: "running", progress: 0.42, model_version: 7,
+          loss: 0.123456789, val_r1: 0.87654321, eta_s: 125.3, elapsed_s: 61.9, epoch: 3 },
+        { id: "job-2", kind: "batch", state: "queued", done: 0, total: 1000, eta_s: null },
       ];
+      body.promotes = [{ unix_ms: Date.now(), action: "promote", model: "shoes-v1", version: 12 },
+                       { unix_ms: Date.now(), action: "rollback", model: "shoes-v1", version: 13 }];
       await route.fulfill({ response: r, json: body });
     });
     await page2.goto(`http://${proc.http}/`);
@@ -420,6 +423,12 @@ async function main() {
     const jobsText = await page2.locator("#jobs").innerText();
     check(/job-1/.test(jobsText) && /running/.test(jobsText) && /42\.0%/.test(jobsText) && /job-2/.test(jobsText),
           `the trainer-jobs panel lists jobs with progress (${jobsText.replace(/\s+/g, " ")})`);
+    check(/loss 0\.1235/.test(jobsText) && /val R@1 0\.8765/.test(jobsText) && /eta 2m 5s/.test(jobsText) &&
+          /elapsed 1m 1s/.test(jobsText) && !/0\.123456789|eta_s|null/.test(jobsText),
+          `the trainer figures are formatted (${jobsText.replace(/\s+/g, " ")})`);
+    const versionsText = await page2.locator("#versions").innerText();
+    check(/promote of shoes-v1/.test(versionsText) && /rollback of shoes-v1/.test(versionsText),
+          `promotes and rollbacks from /status are listed (${versionsText.replace(/\s+/g, " ").slice(0, 300)})`);
     await page2.close();
 
     // omld goes away: the page says so and keeps retrying.

@@ -156,7 +156,8 @@ static omld_engine *engine_new(void)
     e->derived = malloc(DERIVED_PER_PAIR * sizeof *e->derived);
     e->rows = malloc(3 * (size_t)MAX_BATCH * sizeof *e->rows);
     e->slots = malloc(3 * (size_t)MAX_BATCH * sizeof *e->slots);
-    CHECK(e->derived != NULL && e->rows != NULL && e->slots != NULL);
+    e->weights = malloc((size_t)MAX_BATCH * sizeof *e->weights);
+    CHECK(e->derived != NULL && e->rows != NULL && e->slots != NULL && e->weights != NULL);
     CHECK(oml_replay_init(&e->replay, (uint32_t)ModelCfg.replay) == OML_OK);
     /* A few items (slots 0..5) and pairs: e0 ~ e1, e0 !~ e3. */
     static const char *ids[] = {"e0", "e1", "e2", "e3", "e4", "e5"};
@@ -184,6 +185,7 @@ static void engine_free(omld_engine *e)
     free(e->derived);
     free(e->rows);
     free(e->slots);
+    free(e->weights);
     oml_replay_free(&e->replay);
     free(e);
 }

@@ -213,7 +213,7 @@ static uint8_t *reference_plain(int n, size_t *len)
             for (int k = 0; k < 3; k++)
                 rows[3 * t + k] = X[m[k]];
         }
-        oml_replay_learn(&ring, l, rows, NULL, b);
+        oml_replay_learn(&ring, l, rows, NULL, NULL, b);
     }
     uint8_t *buf = NULL;
     assert_int_equal(oml_model_encode(l, &buf, len), 0);
@@ -410,7 +410,7 @@ static void ref_request(ref *r, const rec *g)
             }
         }
         ref_prepare(r);
-        oml_replay_learn(&r->ring, r->l, rows, slots, (int32_t)n);
+        oml_replay_learn(&r->ring, r->l, rows, slots, NULL, (int32_t)n);
         r->triplets += (int)n;
         r->idle += (double)n * REHEARSE_IDLE;
         free(rows);
@@ -496,7 +496,7 @@ static omlc *stream(const omld_proc *p, int target, int *items_acked, int *tripl
         for (int i = 0; i < T_BATCH; i++) {
             int m[3];
             triplet_members(at + i, m);
-            t[i] = (omlc_triplet){{ID[m[0]], NULL, 0}, {ID[m[1]], NULL, 0}, {ID[m[2]], NULL, 0}};
+            t[i] = (omlc_triplet){{ID[m[0]], NULL, 0}, {ID[m[1]], NULL, 0}, {ID[m[2]], NULL, 0}, 0.0f};
         }
         *triplets_sent = at + T_BATCH;
         if (omlc_add_triplets(c, t, T_BATCH, NULL, NULL, &err) != 0)

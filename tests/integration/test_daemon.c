@@ -4,6 +4,7 @@
  * The data: 4 classes of items in 16 dimensions, each class a tight cloud
  * around its own centre, so a model that serves correctly must classify
  * every item by its neighbours and retrieve its own class. */
+#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -17,6 +18,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -26,6 +28,7 @@
 #include "frame.h"
 #include "harness.h"
 #include "omlclient.h"
+#include "snapshot.h"
 
 #define DIM 16
 #define N_ITEMS 200
@@ -73,7 +76,7 @@ static omlc_triplet triplet_by_id(int i)
     int a = (i * 7) % N_ITEMS;
     int p = (a + CLASSES * (1 + i % 5)) % N_ITEMS;
     int n = (a + 1) % N_ITEMS;
-    return (omlc_triplet){{ID[a], NULL, 0}, {ID[p], NULL, 0}, {ID[n], NULL, 0}};
+    return (omlc_triplet){{ID[a], NULL, 0}, {ID[p], NULL, 0}, {ID[n], NULL, 0}, 0.0f};
 }
 
 static Omld__StatusResponse *status(omlc *c, Omld__Response **keep)
@@ -155,6 +158,8 @@ static void test_every_operation(void **state)
     for (int i = 0; i < 300; i++)
         t[i] = triplet_by_id(i);
     t[7].negative = (omlc_ref){NULL, X[9], DIM};
+    for (int i = 0; i < 300; i += 3) /* some clicks weigh more, some less */
+        t[i].weight = i % 2 ? 0.5f : 4.0f;
     uint32_t accepted = 0;
     uint64_t depth = 0;
     assert_int_equal(omlc_add_triplets(c, t, 300, &accepted, &depth, &err), 0);
@@ -281,6 +286,52 @@ static void test_every_operation(void **state)
     /* Put it back so later tests see all items. */
     omlc_item it = {ID[199], X[199], DIM, LABEL[199]};
     assert_int_equal(omlc_put_items(c, &it, 1, NULL, NULL, &err), 0);
+    omlc_close(c);
+}
+
+/* ExportModel: the file decodes, and embeds an item bit for bit as the
+ * daemon's own Embed does at the same model version (the learner may
+ * publish between the two calls: then the round is repeated). */
+static void test_export_model_embeds_as_the_daemon(void **state)
+{
+    (void)state;
+    omlc *c = dial(&g_proc);
+    omlc_error err;
+    omlc_ref a = {NULL, X[3], DIM};
+    int compared = 0;
+    for (int round = 0; round < 50 && !compared; round++) {
+        Omld__Response *ex = NULL, *em = NULL;
+        assert_int_equal(omlc_export_model(c, NULL, &ex, &err), 0);
+        assert_int_equal(omlc_embed(c, &a, NULL, &em, &err), 0);
+        assert_int_equal(ex->export_model->version, ex->model_version);
+        if (ex->model_version == em->model_version) {
+            oml_snapshot *s = NULL;
+            oml_diag diag = {0};
+            assert_int_equal(oml_snapshot_decode(&s, ex->export_model->model.data,
+                                                 ex->export_model->model.len, &diag), OML_OK);
+            assert_int_equal(s->version, em->model_version);
+            assert_int_equal(ex->export_model->dim, DIM);
+            size_t heads = ex->export_model->heads, emb = ex->export_model->emb;
+            assert_int_equal(heads, em->embed->n_heads);
+            float *f = malloc(heads * emb * sizeof *f);
+            assert_int_equal(oml_snapshot_embed(s, X[3], 1, f), OML_OK);
+            for (size_t h = 0; h < heads; h++) {
+                assert_int_equal(em->embed->heads[h]->n_values, emb);
+                assert_memory_equal(f + h * emb, em->embed->heads[h]->values, emb * sizeof *f);
+                assert_true(s->alpha[h] == em->embed->alpha[h]);
+            }
+            free(f);
+            oml_snapshot_release(s);
+            compared = 1;
+        }
+        omld__response__free_unpacked(ex, NULL);
+        omld__response__free_unpacked(em, NULL);
+    }
+    assert_true(compared);
+    /* A batch model that does not exist is named. */
+    Omld__Response *r = NULL;
+    assert_int_equal(omlc_export_model(c, "no-such-model", &r, &err), 2 /* NOT_FOUND */);
+    assert_string_equal(err.field, "export_model.model");
     omlc_close(c);
 }
 
@@ -531,6 +582,14 @@ static void test_bad_requests_change_nothing(void **state)
     expect_error(omlc_put_items(c, empty_id, 1, NULL, NULL, &err), &err, 1, "put_items.items[0].id");
 
     omlc_triplet t[3] = {triplet_by_id(0), triplet_by_id(1), triplet_by_id(2)};
+    /* A weight outside (0, 100] is named; NaN too. */
+    const float bad_weights[] = {-1.0f, 100.5f, NAN, INFINITY};
+    for (int i = 0; i < 4; i++) {
+        t[1].weight = bad_weights[i];
+        expect_error(omlc_add_triplets(c, t, 3, NULL, NULL, &err), &err, 1 /* INVALID_ARGUMENT */,
+                     "add_triplets.triplets[1].weight");
+    }
+    t[1].weight = 0.0f;
     t[2].positive.id = "no-such-item";
     expect_error(omlc_add_triplets(c, t, 3, NULL, NULL, &err), &err, 2 /* NOT_FOUND */,
                  "add_triplets.triplets[2].positive.id");
@@ -827,7 +886,7 @@ static void test_inverted_lists_through_the_daemon(void **state)
     omlc_triplet t[50];
     for (int i = 0; i < 50; i++)
         t[i] = (omlc_triplet){{ids[i], NULL, 0}, {ids[i + CLASSES], NULL, 0},
-                              {ids[i + 1], NULL, 0}};
+                              {ids[i + 1], NULL, 0}, 0.0f};
     assert_int_equal(omlc_add_triplets(c, t, 50, NULL, NULL, &err), 0);
     /* Wait for a view of every item. */
     for (int i = 0; i < 400; i++) {
@@ -937,8 +996,8 @@ static void test_partial_triplet_batch(void **state)
     char csv[] = "/tmp/omld-partial-XXXXXX";
     int fd = mkstemp(csv);
     assert_true(fd >= 0);
-    dprintf(fd, "%s,%s,%s\n%s,no-such-item,%s\n%s,%s,%s\n", t[0].anchor.id, t[0].positive.id,
-            t[0].negative.id, t[2].anchor.id, t[2].negative.id, t[6].anchor.id,
+    dprintf(fd, "%s,%s,%s,2.5\n%s,no-such-item,%s\n%s,%s,%s\n", t[0].anchor.id,
+            t[0].positive.id, t[0].negative.id, t[2].anchor.id, t[2].negative.id, t[6].anchor.id,
             t[6].positive.id, t[6].negative.id);
     close(fd);
     char cmd[512];
@@ -952,6 +1011,28 @@ static void test_partial_triplet_batch(void **state)
     unlink(csv);
     assert_non_null(strstr(got, "row 2: NOT_FOUND add_triplets.triplets[1].positive.id: "));
     assert_non_null(strstr(got, "learned 2 triplets, refused 1"));
+    /* A weight out of range is the daemon's refusal, naming it; not a number, omlctl's. */
+    snprintf(csv, sizeof csv, "/tmp/omld-weight-XXXXXX");
+    fd = mkstemp(csv);
+    assert_true(fd >= 0);
+    dprintf(fd, "%s,%s,%s,-1\n", t[0].anchor.id, t[0].positive.id, t[0].negative.id);
+    close(fd);
+    snprintf(cmd, sizeof cmd, "%s --server %s triplets %s 2>&1", OMLCTL_BIN, p.rpc, csv);
+    out = popen(cmd, "r");
+    len = fread(got, 1, sizeof got - 1, out);
+    got[len] = '\0';
+    assert_int_equal(WEXITSTATUS(pclose(out)), 2);
+    assert_non_null(strstr(got, "add_triplets.triplets[0].weight"));
+    fd = open(csv, O_WRONLY | O_TRUNC);
+    dprintf(fd, "%s,%s,%s,1\n%s,%s,%s,heavy\n", t[0].anchor.id, t[0].positive.id,
+            t[0].negative.id, t[0].anchor.id, t[0].positive.id, t[0].negative.id);
+    close(fd);
+    out = popen(cmd, "r");
+    len = fread(got, 1, sizeof got - 1, out);
+    got[len] = '\0';
+    assert_int_equal(WEXITSTATUS(pclose(out)), 1);
+    assert_non_null(strstr(got, ":2: weight 'heavy' is not a number"));
+    unlink(csv);
     /* All bad: nothing learned, still an answer; all-or-nothing unchanged. */
 #else
     /* All bad: nothing learned, still an answer; all-or-nothing unchanged. */
@@ -1053,7 +1134,7 @@ static void test_backpressure_bounds_memory(void **state)
         v[j] = (float)j / 784.0f;
     omlc_triplet t[256];
     for (int k = 0; k < 256; k++)
-        t[k] = (omlc_triplet){{NULL, v, 784}, {NULL, v, 784}, {NULL, v, 784}};
+        t[k] = (omlc_triplet){{NULL, v, 784}, {NULL, v, 784}, {NULL, v, 784}, 0.0f};
     Omld__Request req;
     omld__request__init(&req);
     /* Build the frame once through the client library's own encoder by
@@ -1158,6 +1239,7 @@ int main(void)
     const struct CMUnitTest shared[] = {
         cmocka_unit_test(test_every_operation),
         cmocka_unit_test(test_query_batches),
+        cmocka_unit_test(test_export_model_embeds_as_the_daemon),
         cmocka_unit_test(test_pipelined_answers_in_order),
         cmocka_unit_test(test_bad_requests_change_nothing),
         cmocka_unit_test(test_malformed_and_oversized_frames),

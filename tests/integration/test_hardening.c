@@ -353,7 +353,7 @@ static void test_huge_features_refused(void **state)
     assert_int_equal(omlc_put_items(c, &it, 1, NULL, NULL, &err), 0);
 
     x[3] = -2e6f;
-    omlc_triplet t = {{"h0", NULL, 0}, {"h2", NULL, 0}, {NULL, x, DIM}};
+    omlc_triplet t = {{"h0", NULL, 0}, {"h2", NULL, 0}, {NULL, x, DIM}, 0.0f};
     assert_int_equal(omlc_add_triplets(c, &t, 1, NULL, NULL, &err), 1);
     assert_string_equal(err.field, "add_triplets.triplets[0].negative.vector");
     omlc_hit hits[4];
@@ -405,7 +405,7 @@ static void test_poisoning_is_not_served_nor_replayed(void **state)
         snprintf(ids[i], sizeof ids[i], "n%d", i);
     for (int i = 0; i < 10; i++)
         t[i] = (omlc_triplet){{ids[2 * i], NULL, 0}, {ids[2 * i + 2], NULL, 0},
-                              {ids[2 * i + 1], NULL, 0}};
+                              {ids[2 * i + 1], NULL, 0}, 0.0f};
     assert_int_equal(omlc_add_triplets(c, t, 10, NULL, NULL, &err), 0);
     sleep_ms(300);
     expect_hits(c, "n3");
@@ -417,9 +417,9 @@ static void test_poisoning_is_not_served_nor_replayed(void **state)
     }
     omlc_item huge[2] = {{"big0", big[0], DIM, "odd"}, {"big1", big[1], DIM, "even"}};
     assert_int_equal(omlc_put_items(c, huge, 2, NULL, NULL, &err), 0);
-    omlc_triplet bad[3] = {{{"n0", NULL, 0}, {"big0", NULL, 0}, {"big1", NULL, 0}},
-                           {{"big1", NULL, 0}, {"n4", NULL, 0}, {"big0", NULL, 0}},
-                           {{"n6", NULL, 0}, {"n8", NULL, 0}, {NULL, big[1], DIM}}};
+    omlc_triplet bad[3] = {{{"n0", NULL, 0}, {"big0", NULL, 0}, {"big1", NULL, 0}, 0.0f},
+                           {{"big1", NULL, 0}, {"n4", NULL, 0}, {"big0", NULL, 0}, 0.0f},
+                           {{"n6", NULL, 0}, {"n8", NULL, 0}, {NULL, big[1], DIM}, 0.0f}};
     assert_int_equal(omlc_add_triplets(c, bad, 3, NULL, NULL, &err), 0);
     sleep_ms(300);
     expect_hits(c, "n3");
@@ -616,7 +616,7 @@ static void triplets(omlc *c, const char *prefix, int n)
     for (int i = 0; i < n; i++) {
         for (int k = 0; k < 3; k++)
             snprintf(ids[k], sizeof ids[k], "%s%d", prefix, (i + 3 * k) % 10);
-        t[0] = (omlc_triplet){{ids[0], NULL, 0}, {ids[1], NULL, 0}, {ids[2], NULL, 0}};
+        t[0] = (omlc_triplet){{ids[0], NULL, 0}, {ids[1], NULL, 0}, {ids[2], NULL, 0}, 0.0f};
         omlc_error err;
         assert_int_equal(omlc_add_triplets(c, t, 1, NULL, NULL, &err), 0);
     }
@@ -671,8 +671,8 @@ static void slot_script_2(omlc *c)
     assert_int_equal(put_n(c, "extra", 0, 1, &err), 5);
     pair(c, "c0", "b1", 0, 0); /* c0 is in b2's old slot: b1 ~ b2 is not c0's */
     pair(c, "c1", "b0", 1, 0);
-    omlc_triplet t[2] = {{{"b0", NULL, 0}, {"b1", NULL, 0}, {"b4", NULL, 0}},
-                         {{"c0", NULL, 0}, {"b5", NULL, 0}, {"b6", NULL, 0}}};
+    omlc_triplet t[2] = {{{"b0", NULL, 0}, {"b1", NULL, 0}, {"b4", NULL, 0}, 0.0f},
+                         {{"c0", NULL, 0}, {"b5", NULL, 0}, {"b6", NULL, 0}, 0.0f}};
     assert_int_equal(omlc_add_triplets(c, t, 2, NULL, NULL, &err), 0);
     assert_int_equal(status_items(c), 10);
 }
@@ -948,13 +948,13 @@ static void test_triplet_negative_must_differ(void **state)
     vec(x1, 1); /* t1's features */
     memcpy(y, x1, sizeof y);
     omlc_triplet bad[4] = {
-        {{"t0", NULL, 0}, {"t2", NULL, 0}, {"t0", NULL, 0}},       /* a == n */
-        {{"t0", NULL, 0}, {"t2", NULL, 0}, {"t2", NULL, 0}},       /* p == n */
-        {{"t0", NULL, 0}, {NULL, x1, DIM}, {NULL, y, DIM}},        /* equal vectors */
-        {{"t0", NULL, 0}, {"t1", NULL, 0}, {NULL, y, DIM}},        /* t1 inline */
+        {{"t0", NULL, 0}, {"t2", NULL, 0}, {"t0", NULL, 0}, 0.0f},       /* a == n */
+        {{"t0", NULL, 0}, {"t2", NULL, 0}, {"t2", NULL, 0}, 0.0f},       /* p == n */
+        {{"t0", NULL, 0}, {NULL, x1, DIM}, {NULL, y, DIM}, 0.0f},        /* equal vectors */
+        {{"t0", NULL, 0}, {"t1", NULL, 0}, {NULL, y, DIM}, 0.0f},        /* t1 inline */
     };
     for (int i = 0; i < 4; i++) {
-        omlc_triplet t[2] = {{{"t3", NULL, 0}, {"t4", NULL, 0}, {"t5", NULL, 0}}, bad[i]};
+        omlc_triplet t[2] = {{{"t3", NULL, 0}, {"t4", NULL, 0}, {"t5", NULL, 0}, 0.0f}, bad[i]};
         assert_int_equal(omlc_add_triplets(c, t, 2, NULL, NULL, &err), 1 /* INVALID_ARGUMENT */);
         assert_string_equal(err.field, "add_triplets.triplets[1].negative");
         assert_non_null(strstr(err.message, "same item"));
@@ -1154,7 +1154,7 @@ static void test_probes_answer_during_replay(void **state)
     for (int b = 0; b < 200; b++) {
         for (int i = 0; i < BATCH; i++) {
             int a = (b * BATCH + i) % ITEMS, q = (a + 5) % ITEMS, n = (a + 1) % ITEMS;
-            t[i] = (omlc_triplet){{ids[a], NULL, 0}, {ids[q], NULL, 0}, {ids[n], NULL, 0}};
+            t[i] = (omlc_triplet){{ids[a], NULL, 0}, {ids[q], NULL, 0}, {ids[n], NULL, 0}, 0.0f};
         }
         assert_int_equal(omlc_add_triplets(c, t, BATCH, NULL, NULL, &err), 0);
         sent += BATCH;

@@ -212,8 +212,8 @@ static void test_clients_send_keys(void **state)
     start_with_items(&p);
     omlc *c = omld_proc_dial(&p, TIMEOUT_MS);
     assert_non_null(c);
-    omlc_triplet t[2] = {{{"i1", NULL, 0}, {"i3", NULL, 0}, {"i2", NULL, 0}},
-                         {{"i4", NULL, 0}, {"i6", NULL, 0}, {"i5", NULL, 0}}};
+    omlc_triplet t[2] = {{{"i1", NULL, 0}, {"i3", NULL, 0}, {"i2", NULL, 0}, 0.0f},
+                         {{"i4", NULL, 0}, {"i6", NULL, 0}, {"i5", NULL, 0}, 0.0f}};
     uint32_t accepted = 0;
     int dup = -1;
     omlc_error err;

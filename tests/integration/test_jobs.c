@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 
 #include "blobs.h"
 #include "harness.h"
@@ -215,7 +216,7 @@ static void *load_main(void *arg)
         for (int k = 0; k < 16; k++) {
             s = s * 1103515245u + 12345u;
             int a = (int)((s >> 8) % N_ITEMS), p = (a + 4) % N_ITEMS, n = (a + 1) % N_ITEMS;
-            t[k] = (omlc_triplet){{.id = ID[a]}, {.id = ID[p]}, {.id = ID[n]}};
+            t[k] = (omlc_triplet){{.id = ID[a]}, {.id = ID[p]}, {.id = ID[n]}, 0.0f};
         }
         if (omlc_add_triplets(c, t, 16, NULL, NULL, &err) == 0)
             L->triplets += 16;
@@ -558,7 +559,7 @@ static void test_promote_rollback_restart(void **state)
     /* Online learning goes on from the promoted model. */
     omlc_triplet t[8];
     for (int k = 0; k < 8; k++)
-        t[k] = (omlc_triplet){{.id = ID[k]}, {.id = ID[k + 4]}, {.id = ID[k + 1]}};
+        t[k] = (omlc_triplet){{.id = ID[k]}, {.id = ID[k + 4]}, {.id = ID[k + 1]}, 0.0f};
     assert_int_equal(omlc_add_triplets(c, t, 8, NULL, NULL, &err), 0);
 
     uint64_t v2;
@@ -570,6 +571,22 @@ static void test_promote_rollback_restart(void **state)
     assert_int_equal(omlc_rollback(c, NULL, &err), OMLD__STATUS__CODE__CONFLICT);
     free(e1);
     free(e2);
+    /* /status keeps listing both for the dashboard, newest last. */
+    char *body = NULL;
+    assert_int_equal(omld_http_get(g_proc.http, "/status", &body, NULL), 200);
+    json_t *st = json_loads(body, 0, NULL), *pr = json_object_get(st, "promotes");
+    free(body);
+    assert_true(json_is_array(pr) && json_array_size(pr) >= 2);
+    size_t np = json_array_size(pr);
+    json_t *p1 = json_array_get(pr, np - 2), *p2 = json_array_get(pr, np - 1);
+    assert_string_equal(json_string_value(json_object_get(p1, "action")), "promote");
+    assert_string_equal(json_string_value(json_object_get(p1, "model")), "t1");
+    assert_int_equal(json_integer_value(json_object_get(p1, "version")), (json_int_t)v1);
+    assert_string_equal(json_string_value(json_object_get(p2, "action")), "rollback");
+    assert_string_equal(json_string_value(json_object_get(p2, "model")), "t1");
+    assert_int_equal(json_integer_value(json_object_get(p2, "version")), (json_int_t)v2);
+    assert_true(json_integer_value(json_object_get(p2, "unix_ms")) >= json_integer_value(json_object_get(p1, "unix_ms")));
+    json_decref(st);
 
     /* Promote again, learn a little, then SIGKILL. */
     assert_int_equal(omlc_promote(c, "t1", NULL, &err), 0);

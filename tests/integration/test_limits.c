@@ -562,7 +562,7 @@ static void test_unauthenticated_changes_nothing(void **state)
     assert_int_equal(omlc_status(c, &r, &err), 10); /* reads too */
     int live, ready, draining;
     assert_int_equal(omlc_health(c, &live, &ready, &draining, &err), 10);
-    omlc_triplet t = {{"u-1", NULL, 0}, {"u-1", NULL, 0}, {"u-1", NULL, 0}};
+    omlc_triplet t = {{"u-1", NULL, 0}, {"u-1", NULL, 0}, {"u-1", NULL, 0}, 0.0f};
     uint32_t acc;
     uint64_t depth;
     assert_int_equal(omlc_add_triplets(c, &t, 1, &acc, &depth, &err), 10);
@@ -654,7 +654,7 @@ static void test_read_only_and_read_write(void **state)
     uint32_t deleted;
     assert_int_equal(omlc_delete_items(ro, (const char *const[]){"rw-1"}, 1, 0, &deleted, &err),
                      11);
-    omlc_triplet t = {{"rw-0", NULL, 0}, {"rw-2", NULL, 0}, {"rw-1", NULL, 0}};
+    omlc_triplet t = {{"rw-0", NULL, 0}, {"rw-2", NULL, 0}, {"rw-1", NULL, 0}, 0.0f};
     uint32_t acc;
     uint64_t depth;
     assert_int_equal(omlc_add_triplets(ro, &t, 1, &acc, &depth, &err), 11);

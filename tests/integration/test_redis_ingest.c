@@ -211,6 +211,12 @@ static void test_every_entry_learned_once_across_kills(void **state)
         }
     }
     xadd(c, "XADD clicks * type pair a it1 b it4 relation similar");
+    /* An optional weight; out of range or not a number, dead-lettered. */
+    xadd(c, "XADD clicks * type triplet anchor it1 positive it4 negative it2 weight 2.5");
+    good++;
+    xadd(c, "XADD clicks * type triplet anchor it1 positive it4 negative it2 weight -3");
+    xadd(c, "XADD clicks * type triplet anchor it1 positive it4 negative it2 weight abc");
+    dead += 2;
     json_t *s = wait_drained(&p, c, "XLEN clicks:dead", dead);
     assert_int_equal(figure(s, "ingest", "triplets_received") - figure(s, "ingest", "derived_triplets"),
                      good);
@@ -221,7 +227,7 @@ static void test_every_entry_learned_once_across_kills(void **state)
     /* Each dead letter names its entry and the reason. */
     redisReply *r = redisCommand(c, "XRANGE clicks:dead - +");
     assert_true(r && r->type == REDIS_REPLY_ARRAY && (long long)r->elements == dead);
-    int wrong_dim = 0, not_found = 0;
+    int wrong_dim = 0, not_found = 0, bad_weight = 0;
     for (size_t e = 0; e < r->elements; e++) {
         const redisReply *fv = r->element[e]->element[1];
         const char *code = NULL, *fieldpath = NULL, *source = NULL;
@@ -239,9 +245,11 @@ static void test_every_entry_learned_once_across_kills(void **state)
         wrong_dim += strcmp(code, "WRONG_DIMENSION") == 0;
         not_found += strcmp(code, "NOT_FOUND") == 0 &&
                      strcmp(fieldpath, "add_triplets.triplets[0].positive.id") == 0;
+        bad_weight += fieldpath && strcmp(fieldpath, "add_triplets.triplets[0].weight") == 0;
     }
     assert_int_equal(wrong_dim, 1);
-    assert_int_equal(not_found, dead - 2);
+    assert_int_equal(bad_weight, 1);
+    assert_int_equal(not_found, dead - 4);
     freeReplyObject(r);
 
     /* /metrics has the consumer's figures. */

@@ -392,7 +392,7 @@ static void test_deterministic_and_equal_to_library(void **state)
             for (int k = 0; k < 3; k++)
                 rows[3 * i + k] = X[m[k]];
         }
-        oml_replay_learn(&ring, l, rows, NULL, 50);
+        oml_replay_learn(&ring, l, rows, NULL, NULL, 50);
     }
     oml_replay_free(&ring);
     uint8_t *c = NULL;

@@ -250,7 +250,8 @@ static void test_gradcheck_deep_and_linear_only(void **state)
  * oml_learner_train forwards the 3n rows of n triplets together, takes
  * the gradient with oml_net_backward and steps. With SGD its step is
  * -eta * n * (the batch mean), i.e. -eta times the gradient of
- *   L(theta) = sum_t sum_l w(l) L_l(t),  w(l) = alpha(l) or 1/heads,
+ *   L(theta) = sum_t v(t) sum_l w(l) L_l(t),  w(l) = alpha(l) or 1/heads,
+ * v(t) the triplet's weight (oml_learner_train_weighted; 1 unweighted),
  * whatever cfg.batch is (a part batch moves as much as its share), with
  * L_l the margin loss max(0, D+ - D- + margin) or ABTL with thresholds
  * frozen at the pre-step distances. With eta = 1, theta_before -
@@ -260,7 +261,7 @@ static void test_gradcheck_deep_and_linear_only(void **state)
 
 typedef struct batch_loss_def {
     int loss, heads, n;
-    double margin, w[OML_MAX_HEADS];
+    double margin, w[OML_MAX_HEADS], tw[MAXT];
     double c1[MAXT][OML_MAX_HEADS], c2[MAXT][OML_MAX_HEADS];
 } batch_loss_def;
 
@@ -291,7 +292,7 @@ static double batch_loss(const oml_net_layout *lay, const double *p, const doubl
                 act[1] = rep > 0;
                 v = 0.5 * (fmax(0, attr) + fmax(0, rep));
             }
-            total += b->w[l] * v;
+            total += b->tw[t] * b->w[l] * v;
         }
     }
     return total;
@@ -334,7 +335,7 @@ static oml_learner *batch_setup(const oml_config *cfg, int prepare, int n, doubl
 /* The loss's definition at l's pre-step state: weights and, for ABTL, the
  * thresholds of Eq. 11 at the learner's own (float) pre-step distances. */
 static void batch_define(const oml_learner *l, int n, const float *const *rows,
-                         batch_loss_def *b)
+                         const float *weights, batch_loss_def *b)
 {
     const oml_config *c = &l->cfg;
     int heads = c->layers + 1;
@@ -346,6 +347,8 @@ static void batch_define(const oml_learner *l, int n, const float *const *rows,
     b->margin = c->margin;
     for (int k = 0; k < heads; k++)
         b->w[k] = c->equal_heads ? 1.0 / heads : l->alpha[k];
+    for (int t = 0; t < n; t++)
+        b->tw[t] = weights ? weights[t] : 1.0;
     oml_net_acts acts;
     assert_int_equal(oml_net_acts_init(&acts, &l->lay, 3 * n), OML_OK);
     oml_net_forward_rows(&l->lay, l->params, rows, 3 * n, &acts);
@@ -392,9 +395,10 @@ static double batch_numeric(const oml_net_layout *lay, double *p, const double *
     return base;
 }
 
-/* One SGD mini-batch step of n triplets (cfg.batch >= n, eta 1) against
- * central differences of L. */
-static void batch_gradcheck(const oml_config *cfg, int prepare, int n)
+/* One SGD mini-batch step of n triplets (cfg.batch >= n, eta 1) weighing
+ * weights (NULL: 1) against central differences of L. */
+static void batch_gradcheck_weighted(const oml_config *cfg, int prepare, int n,
+                                     const float *weights)
 {
     assert_true(cfg->optim == OML_OPTIM_SGD && cfg->eta == 1.0f && cfg->prox == 0.0f &&
                 n <= cfg->batch && n <= MAXT);
@@ -404,7 +408,7 @@ static void batch_gradcheck(const oml_config *cfg, int prepare, int n)
     oml_learner *l = batch_setup(cfg, prepare, n, x, xf, rows);
     const oml_net_layout *lay = &l->lay;
     batch_loss_def b;
-    batch_define(l, n, rows, &b);
+    batch_define(l, n, rows, weights, &b);
     double *p = malloc(lay->count * sizeof(double)), *numeric = calloc(lay->count, sizeof(double));
     unsigned char *kink = calloc(lay->count, 1);
     for (size_t i = 0; i < lay->count; i++)
@@ -412,7 +416,7 @@ static void batch_gradcheck(const oml_config *cfg, int prepare, int n)
     double base = batch_numeric(lay, p, x, &b, numeric, kink);
     assert_true(base > 0);
 
-    assert_int_equal(oml_learner_train(l, rows, n, n, NULL), 0);
+    assert_int_equal(oml_learner_train_weighted(l, rows, weights, n, n, NULL), 0);
     assert_int_equal(l->stats.steps, 1);
     assert_int_equal(l->stats.updates, n);
     int checked = 0, nonzero = 0;
@@ -438,6 +442,11 @@ static void batch_gradcheck(const oml_config *cfg, int prepare, int n)
     free(numeric);
     free(kink);
     oml_learner_destroy(l);
+}
+
+static void batch_gradcheck(const oml_config *cfg, int prepare, int n)
+{
+    batch_gradcheck_weighted(cfg, prepare, n, NULL);
 }
 
 static oml_config batch_config(int loss, int equal_heads, int batch)
@@ -471,6 +480,11 @@ static void test_batch_gradcheck_margin(void **state)
     c = batch_config(OML_LOSS_MARGIN, 0, 4);
     c.layers = 0; /* the linear model alone */
     batch_gradcheck(&c, 0, 4);
+    /* Weighted triplets (omld.proto Triplet.weight): each one's loss scaled. */
+    const float weights[5] = {0.5f, 2.0f, 1.0f, 3.5f, 0.25f};
+    c = batch_config(OML_LOSS_MARGIN, 1, 8);
+    c.seed = 21;
+    batch_gradcheck_weighted(&c, 0, 5, weights);
 }
 
 static void test_batch_gradcheck_abtl(void **state)
@@ -513,7 +527,7 @@ static void adam_first_step(int loss, int equal_heads, int batch, int n, float e
     assert_null(a->start);
     assert_int_equal(a->adam_t, 0);
     batch_loss_def b;
-    batch_define(a, n, rows, &b);
+    batch_define(a, n, rows, NULL, &b);
     double *p = malloc(lay->count * sizeof(double)), *numeric = calloc(lay->count, sizeof(double));
     unsigned char *kink = calloc(lay->count, 1);
     for (size_t i = 0; i < lay->count; i++)

@@ -1177,7 +1177,7 @@ static void ls_learn(oml_config c, uint64_t seed, double *before, double *after)
                 slots[3 * t + k] = (uint32_t)mem[k];
             }
         }
-        assert_int_equal(oml_replay_learn(&ring, l, rows, slots, m), 0);
+        assert_int_equal(oml_replay_learn(&ring, l, rows, slots, NULL, m), 0);
         oml_replay_rehearse(&ring, l, s, oml_replay_owed(&ring, l));
         done += m;
     }
@@ -1248,11 +1248,48 @@ static void test_default_learns_past_noise_features(void **state)
     assert_true(p1 > target);
 }
 
+/* Alg. 1 with a weighted triplet (omld.proto Triplet.weight): the step
+ * at weight 2 moves every weight twice as far as at weight 1 (Eq. 21-22
+ * are linear in the loss's scale), and weight 1 is oml_learner_step. */
+static void test_weighted_step_scales_the_update(void **state)
+{
+    (void)state;
+    oml_config c = cfg("paper");
+    oml_learner *a = NULL, *b = NULL, *u = NULL;
+    assert_int_equal(oml_learner_create(&a, &c, NULL), OML_OK);
+    assert_int_equal(oml_learner_create(&b, &c, NULL), OML_OK);
+    assert_int_equal(oml_learner_create(&u, &c, NULL), OML_OK);
+    float x[3 * D];
+    oml_rng r;
+    oml_rng_seed(&r, 5);
+    for (int i = 0; i < 3 * D; i++)
+        x[i] = oml_rng_uniform(&r);
+    size_t n = a->lay.count;
+    float *p0 = malloc(n * sizeof *p0);
+    memcpy(p0, a->params, n * sizeof *p0);
+    oml_learner_step_weighted(a, x, x + D, x + 2 * D, 1.0f, NULL);
+    oml_learner_step_weighted(b, x, x + D, x + 2 * D, 2.0f, NULL);
+    oml_learner_step(u, x, x + D, x + 2 * D, NULL);
+    assert_memory_equal(a->params, u->params, n * sizeof *p0);
+    double moved = 0;
+    for (size_t i = 0; i < n; i++) {
+        double da = (double)a->params[i] - p0[i], db = (double)b->params[i] - p0[i];
+        assert_true(fabs(db - 2 * da) <= 1e-6 * (1 + fabs(db)));
+        moved += fabs(da);
+    }
+    assert_true(moved > 0);
+    free(p0);
+    oml_learner_destroy(a);
+    oml_learner_destroy(b);
+    oml_learner_destroy(u);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_utilisation_one_on_random_triplets),
         cmocka_unit_test(test_snapshot_is_immutable_copy),
+        cmocka_unit_test(test_weighted_step_scales_the_update),
         cmocka_unit_test(test_pca_start_heads_agree),
         cmocka_unit_test(test_pca_white_start),
         cmocka_unit_test(test_pca_white_ignores_noise),

@@ -422,7 +422,7 @@ static void test_round_trips(void **state)
     assert_int_equal(mv, 42);
 
     /* triplets, pairs */
-    omlc_triplet t[3] = {{{"a", 0, 0}, {"b", 0, 0}, {NULL, fa, 4}}};
+    omlc_triplet t[3] = {{{"a", 0, 0}, {"b", 0, 0}, {NULL, fa, 4}, 0.0f}};
     t[1] = t[0];
     t[2] = t[0];
     uint32_t acc = 0;
@@ -590,7 +590,7 @@ static void test_pipelined(void **state)
     omlc_error err;
     omlc_triplet t[28];
     for (int i = 0; i < 28; i++)
-        t[i] = (omlc_triplet){{"a", 0, 0}, {"b", 0, 0}, {"c", 0, 0}};
+        t[i] = (omlc_triplet){{"a", 0, 0}, {"b", 0, 0}, {"c", 0, 0}, 0.0f};
     progress_calls = progress_last = 0;
     int rc = omlc_add_triplets_pipelined(c, t, 28, 3, 4, on_progress, NULL, &err);
     if (rc != 0)

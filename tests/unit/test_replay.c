@@ -90,7 +90,7 @@ static void learn(oml_replay *r, oml_learner *l, const oml_store *s, int from, i
         for (int i = 0; i < 3; i++)
             rows[3 * (k - from) + i] = oml_store_features(s, slots[3 * (k - from) + i]);
     }
-    assert_int_equal(oml_replay_learn(r, l, rows, slots, to - from), 0);
+    assert_int_equal(oml_replay_learn(r, l, rows, slots, NULL, to - from), 0);
 }
 
 /* The ring's entries, oldest first (dropped ones included): out (n, 3). */
@@ -129,7 +129,7 @@ static void test_add_waits_for_full_batch(void **state)
         const float *rows[3];
         for (int i = 0; i < 3; i++)
             rows[i] = oml_store_features(s, t[i]);
-        assert_int_equal(oml_replay_add(&ra, a, rows, t, 1), 0);
+        assert_int_equal(oml_replay_add(&ra, a, rows, t, NULL, 1), 0);
         int waiting = (k + 1) % 4;
         assert_int_equal(ra.n_pending, waiting);
         assert_int_equal(a->stats.updates, (uint64_t)(k + 1 - waiting));
@@ -160,7 +160,7 @@ static void test_add_waits_for_full_batch(void **state)
 
 /* The ring holds exactly the newest cap triplets, never more: after every
  * request (of 1..7 triplets) its entries, oldest first, are the last
- * min(learned, cap) triplets, and its encoding (its memory: 12 bytes a
+ * min(learned, cap) triplets, and its encoding (its memory: 16 bytes a
  * triplet) never grows past cap. Triplets with an inline member, or
  * learned without slots, are learned but not kept. */
 static void test_ring_keeps_newest(void **state)
@@ -204,8 +204,8 @@ static void test_ring_keeps_newest(void **state)
                             oml_store_features(s, 3), oml_store_features(s, 4),
                             oml_store_features(s, 5), oml_store_features(s, 6)};
     uint32_t slots[6] = {1, OML_REPLAY_NONE, 3, 4, 5, OML_REPLAY_NONE};
-    assert_int_equal(oml_replay_learn(&r, l, rows, slots, 2), 0);
-    assert_int_equal(oml_replay_learn(&r, l, rows, NULL, 2), 0);
+    assert_int_equal(oml_replay_learn(&r, l, rows, slots, NULL, 2), 0);
+    assert_int_equal(oml_replay_learn(&r, l, rows, NULL, NULL, 2), 0);
     assert_memory_equal(before, r.slots, sizeof before);
     assert_int_equal(r.next, learned % CAP);
     assert_int_equal(l->stats.updates, learned + 4);
@@ -377,7 +377,7 @@ static void test_owed(void **state)
 
     const float *rows[3] = {oml_store_features(s, 0), oml_store_features(s, 1),
                             oml_store_features(s, 2)};
-    assert_int_equal(oml_replay_learn(&r, l, rows, NULL, 1), 0); /* kept nowhere */
+    assert_int_equal(oml_replay_learn(&r, l, rows, NULL, NULL, 1), 0); /* kept nowhere */
     assert_true(r.credit == 3.0);
     assert_int_equal(oml_replay_owed(&r, l), 0); /* the ring is empty */
 
@@ -466,7 +466,7 @@ static void test_codec_round_trip(void **state)
     uint8_t *a = NULL, *b = NULL;
     size_t alen = 0, blen = 0;
     assert_int_equal(oml_replay_encode(&r, &a, &alen), OML_OK);
-    assert_int_equal(alen, HEAD + (size_t)r.n * 12);
+    assert_int_equal(alen, HEAD + (size_t)r.n * 16);
     assert_memory_equal(a, "OMLR", 4);
 
     oml_replay d;
@@ -478,6 +478,7 @@ static void test_codec_round_trip(void **state)
     assert_int_equal(d.live, r.live);
     assert_memory_equal(&d.credit, &r.credit, sizeof r.credit);
     assert_memory_equal(d.slots, r.slots, (size_t)r.n * 3 * sizeof *r.slots);
+    assert_memory_equal(d.weights, r.weights, (size_t)r.n * sizeof *r.weights);
     assert_int_equal(oml_replay_encode(&d, &b, &blen), OML_OK);
     assert_int_equal(blen, alen);
     assert_memory_equal(a, b, alen);
@@ -553,7 +554,7 @@ static void test_check_against_store(void **state)
     const float *rows[3] = {oml_store_features(s20, 0), oml_store_features(s20, 1),
                             oml_store_features(s20, 2)};
     uint32_t far[3] = {0, 1000, 2}; /* a slot past any store, from a damaged ring */
-    assert_int_equal(oml_replay_learn(&r, l, rows, far, 1), 0);
+    assert_int_equal(oml_replay_learn(&r, l, rows, far, NULL, 1), 0);
     assert_int_equal(oml_replay_check(&r, s20), OML_EFORMAT);
     oml_replay_free(&r);
     oml_learner_destroy(l);
@@ -609,8 +610,9 @@ static void test_corrupt_header_refused(void **state)
         int rc;
     } bad[] = {
         {0, 0x524c4d4f ^ 1, OML_EFORMAT}, /* magic */
-        {4, 2, OML_EVERSION},             /* version */
+        {4, 3, OML_EVERSION},             /* version */
         {4, 0, OML_EVERSION},
+        {4, 1, OML_EFORMAT},              /* read as version 1: the weights do not fit */
         {8, 15, OML_EFORMAT},             /* cap below n */
         {12, 17, OML_EFORMAT},            /* n above cap */
         {16, 16, OML_EFORMAT},            /* next == cap */
@@ -654,6 +656,91 @@ static void test_corrupt_header_refused(void **state)
  * Trusted, a live of 0 over kept entries stops rehearsal for good (owed
  * and rehearse see an empty ring), and a live below the truth wraps to
  * 2^32 - 1 in forget_slot. */
+/* Triplets [0, n) of triplet(., m) with weights w (n of them) into r. */
+static void learn_weighted(oml_replay *r, oml_learner *l, const oml_store *s, int n, int m,
+                           const float *w)
+{
+    const float *rows[3 * 16];
+    uint32_t slots[3 * 16];
+    assert_true(n <= 16);
+    for (int k = 0; k < n; k++) {
+        triplet(k, m, slots + 3 * k);
+        for (int i = 0; i < 3; i++)
+            rows[3 * k + i] = oml_store_features(s, slots[3 * k + i]);
+    }
+    assert_int_equal(oml_replay_learn(r, l, rows, slots, w, n), 0);
+}
+
+/* A triplet's weight is kept with it and scales its rehearsed steps: under
+ * plain SGD, a rehearsal step on the same draws at weight 2 moves every
+ * weight twice as far as at weight 1. Its codec keeps the weights; a version 1
+ * ring (no weights) reads as weight 1; a weight not > 0 is refused. */
+static void test_weights_kept_and_rehearsed(void **state)
+{
+    (void)state;
+    oml_store *s = items(12);
+    float ones[8], twos[8];
+    for (int i = 0; i < 8; i++)
+        ones[i] = 1.0f, twos[i] = 2.0f;
+    oml_learner *fill = tiny(4, 1.0f), *la = NULL, *lb = NULL;
+    oml_replay ra, rb;
+    assert_int_equal(oml_replay_init(&ra, 16), OML_OK);
+    assert_int_equal(oml_replay_init(&rb, 16), OML_OK);
+    learn_weighted(&ra, fill, s, 8, 12, ones);
+    learn_weighted(&rb, fill, s, 8, 12, twos);
+    for (uint32_t i = 0; i < rb.n; i++)
+        assert_true(ra.weights[i] == 1.0f && rb.weights[i] == 2.0f);
+
+    oml_config c = fill->cfg;
+    c.optim = OML_OPTIM_SGD;
+    c.prox = 0.0f;
+    assert_int_equal(oml_learner_create(&la, &c, NULL), OML_OK);
+    assert_int_equal(oml_learner_create(&lb, &c, NULL), OML_OK);
+    size_t count = la->lay.count;
+    float *p0 = malloc(count * sizeof *p0);
+    memcpy(p0, la->params, count * sizeof *p0);
+    assert_int_equal(oml_replay_rehearse(&ra, la, s, 1), 1); /* one step: the same draws */
+    assert_int_equal(oml_replay_rehearse(&rb, lb, s, 1), 1);
+    double moved = 0;
+    for (size_t i = 0; i < count; i++) {
+        double da = (double)la->params[i] - p0[i], db = (double)lb->params[i] - p0[i];
+        assert_true(fabs(db - 2 * da) <= 1e-6 * (1 + fabs(db)));
+        moved += fabs(da);
+    }
+    assert_true(moved > 0); /* the rehearsal did step */
+
+    /* The codec keeps them; version 1 reads as weight 1. */
+    uint8_t *a = NULL;
+    size_t len = 0;
+    assert_int_equal(oml_replay_encode(&rb, &a, &len), OML_OK);
+    oml_replay d;
+    oml_diag diag = {0};
+    assert_int_equal(oml_replay_init(&d, 16), OML_OK);
+    assert_int_equal(oml_replay_decode(&d, a, len, &diag), OML_OK);
+    assert_memory_equal(d.weights, rb.weights, rb.n * sizeof *rb.weights);
+    put32(a + 4, 1);
+    assert_int_equal(oml_replay_decode(&d, a, len - 4 * rb.n, &diag), OML_OK);
+    for (uint32_t i = 0; i < d.n; i++)
+        assert_true(d.weights[i] == 1.0f);
+    assert_memory_equal(d.slots, rb.slots, rb.n * 3 * sizeof *rb.slots);
+    put32(a + 4, 2);
+    const float bad[] = {0.0f, -1.0f, NAN, INFINITY};
+    for (int i = 0; i < 4; i++) {
+        memcpy(a + HEAD + (size_t)rb.n * 12, &bad[i], 4);
+        assert_int_equal(oml_replay_decode(&d, a, len, &diag), OML_EFORMAT);
+        assert_non_null(strstr(diag.msg, "weight"));
+    }
+    free(a);
+    free(p0);
+    oml_replay_free(&d);
+    oml_replay_free(&ra);
+    oml_replay_free(&rb);
+    oml_learner_destroy(fill);
+    oml_learner_destroy(la);
+    oml_learner_destroy(lb);
+    oml_store_destroy(s);
+}
+
 static void test_decode_refuses_wrong_live(void **state)
 {
     (void)state;
@@ -693,6 +780,7 @@ int main(void)
         cmocka_unit_test(test_check_against_store),
         cmocka_unit_test(test_corrupt_header_refused),
         cmocka_unit_test(test_decode_refuses_wrong_live),
+        cmocka_unit_test(test_weights_kept_and_rehearsed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -100,7 +100,6 @@ static void rand_set_make(rand_set *rs, int n, int dim, int layers, int emb, uin
     }
     oml_index_builder b;
     assert_int_equal(oml_index_builder_init(&b, rs->s, dim), OML_OK);
-    b.ivf_min_rows = ivf_min_rows;
     int more;
     do {
         more = oml_index_builder_gather(&b, rs->st);
@@ -109,6 +108,8 @@ static void rand_set_make(rand_set *rs, int n, int dim, int layers, int emb, uin
     } while (more > 0);
     assert_int_equal(oml_index_builder_finish(&b, rs->st, &rs->ix), OML_OK);
     oml_index_builder_free(&b);
+    if (ivf_min_rows > 0 && (size_t)rs->ix->n >= ivf_min_rows)
+        assert_int_equal(oml_index_add_lists(rs->ix), OML_OK);
 }
 
 static void rand_set_free(rand_set *rs)

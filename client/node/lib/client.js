@@ -247,6 +247,9 @@ class Client extends EventEmitter {
   async verify(a, b, o) { return this.op("verify", build.verify(a, b, req(o)), o); }
   async retrieve(query, o) { return this.op("retrieve", build.retrieve(query, req(o)), o); }
   async embed(x, o) { return this.op("embed", build.embed(x, req(o)), o); }
+  // The serving model as an OMLSNAP file (a Buffer): omld.model in the
+  // Python package (or liboml) embeds with it offline.
+  async exportModel(o) { return this.op("exportModel", build.exportModel(req(o)), o); }
 
   // ---- operations
 

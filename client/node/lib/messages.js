@@ -108,14 +108,17 @@ function filtered(opts, names, what) {
   return o;
 }
 
+// weight (optional): how far the triplet moves the model, (0, 100].
 function triplet(x, what) {
-  let a, p, n;
-  if (Array.isArray(x) && x.length === 3) [a, p, n] = x;
+  let a, p, n, w;
+  if (Array.isArray(x) && (x.length === 3 || x.length === 4)) [a, p, n, w] = x;
   else if (x && typeof x === "object" && !Array.isArray(x))
-    ({ anchor: a, positive: p, negative: n } = x);
-  else throw new TypeError(`${what}: expected [anchor, positive, negative] or {anchor, positive, negative}`);
-  return { anchor: ref(a, what + ".anchor"), positive: ref(p, what + ".positive"),
-           negative: ref(n, what + ".negative") };
+    ({ anchor: a, positive: p, negative: n, weight: w } = x);
+  else throw new TypeError(`${what}: expected [anchor, positive, negative(, weight)] or {anchor, positive, negative(, weight)}`);
+  const t = { anchor: ref(a, what + ".anchor"), positive: ref(p, what + ".positive"),
+              negative: ref(n, what + ".negative") };
+  if (w !== undefined && w !== null) t.weight = num(w, what + ".weight");
+  return t;
 }
 
 // similar: true / "similar" / "SIMILAR" or false / "dissimilar" / ...
@@ -173,6 +176,7 @@ const build = {
                         labels: strings, excludeIds: strings }, "retrieve"),
   }),
   embed: (x, opts) => ({ item: ref(x, "item"), ...options(opts, MODEL, "embed") }),
+  exportModel: (opts) => options(opts, MODEL, "exportModel"),
   auth: (token) => ({ token: str(token, "token") }),
   trainStart: (method, opts) => {
     const o = options(opts, { variant: str, labels: strings, name: str, params: Object },
@@ -211,6 +215,8 @@ const convert = {
   verify: (b) => b,
   retrieve: (b) => ({ hits: b.hits.map(withLabel) }),
   embed: (b) => ({ heads: b.heads.map((h) => h.values), alpha: b.alpha }),
+  exportModel: (b) => ({ model: Buffer.from(b.model), version: b.version, dim: b.dim,
+                         heads: b.heads, emb: b.emb }),
   statusInfo: (b) => b,
   health: (b) => b,
   checkpoint: (b) => b,

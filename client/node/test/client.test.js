@@ -81,8 +81,12 @@ test("add triplets: all-or-nothing, inline vectors, partial with rejected", asyn
   const before = await c.status();
   const ts = Array.from({ length: 200 }, (_, i) => triplet(i));
   ts.push([ITEMS[0].features, ITEMS[4].id, ITEMS[1].id]);  // an inline anchor
+  ts[3] = [...ts[3], 2.5];                                    // a weighted click
+  ts[4] = { anchor: ts[4][0], positive: ts[4][1], negative: ts[4][2], weight: 0.5 };
   const r = await c.addTriplets(ts);
   assert.equal(r.accepted, 201);
+  await expectError("INVALID_ARGUMENT", "add_triplets.triplets[1].weight",
+                    () => c.addTriplets([triplet(0), [...triplet(1), -1]]));
   assert.equal(typeof r.queueDepth, "number");
   assert.deepEqual(r.rejected, []);
   // All-or-nothing: one unknown id refuses the batch, naming it.
@@ -201,6 +205,12 @@ test("embed, status, health, checkpoint", async () => {
   }
   assert.ok(Math.abs(e.alpha.reduce((a, b) => a + b, 0) - 1) < 1e-4);
   await expectError("WRONG_DIMENSION", "embed.item.vector", () => c.embed([1, 2, 3]));
+  const m = await c.exportModel();
+  assert.ok(Buffer.isBuffer(m.model));
+  assert.equal(m.model.subarray(0, 8).toString("latin1"), "OMLSNAP\0");
+  assert.deepEqual([m.dim, m.heads, m.emb], [DIM, 3, 8]);
+  assert.equal(m.version, m.modelVersion);
+  await expectError("NOT_FOUND", "export_model.model", () => c.exportModel({ model: "nope" }));
   const s = await c.status();
   assert.equal(s.dim, DIM);
   assert.equal(s.depth, 2);

@@ -107,19 +107,25 @@ def _metadata_of(it):
 
 
 def _set_triplet(msg, x, what):
+    w = None
     if isinstance(x, Triplet):
-        a, p, n = x.anchor, x.positive, x.negative
+        a, p, n, w = x.anchor, x.positive, x.negative, x.weight
     elif isinstance(x, dict):
-        a, p, n = x.get("anchor"), x.get("positive"), x.get("negative")
+        a, p, n, w = x.get("anchor"), x.get("positive"), x.get("negative"), x.get("weight")
     else:
         try:
-            a, p, n = x
+            a, p, n, *rest = x
         except (TypeError, ValueError):
-            raise TypeError("%s: expected a Triplet or an (anchor, positive, negative) tuple"
-                            % what)
+            rest = [None, None]
+        if len(rest) > 1:
+            raise TypeError("%s: expected a Triplet or an (anchor, positive, negative[, weight]) "
+                            "tuple" % what)
+        w = rest[0] if rest else None
     _set_ref(msg.anchor, a, what + ".anchor")
     _set_ref(msg.positive, p, what + ".positive")
     _set_ref(msg.negative, n, what + ".negative")
+    if w is not None:
+        msg.weight = float(w)
 
 
 _RELATIONS = {"similar": 1, "dissimilar": 2, "SIMILAR": 1, "DISSIMILAR": 2}
@@ -422,6 +428,15 @@ def embed(item: Ref, model: Optional[str]) -> Op[Embedding]:
         req.embed.model = model
     return Op(req, "embed", lambda r: Embedding(
         [list(h.values) for h in r.embed.heads], list(r.embed.alpha), r.model_version))
+
+
+def export_model(model: Optional[str]) -> Op[bytes]:
+    """The serving model as an OMLSNAP file (omld.model.load reads it)."""
+    req = pb.Request()
+    req.export_model.SetInParent()
+    if model is not None:
+        req.export_model.model = model
+    return Op(req, "export_model", lambda r: bytes(r.export_model.model))
 
 
 # ------------------------------------------------------------ operations

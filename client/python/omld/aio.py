@@ -378,6 +378,10 @@ class AsyncClient:
                     timeout: Optional[float] = None) -> Embedding:
         return await self._run(M.embed(item, model), timeout)
 
+    async def export_model(self, model: Optional[str] = None, *,
+                           timeout: Optional[float] = None) -> bytes:
+        return await self._run(M.export_model(model), timeout)
+
     # ---- operations
 
     async def status(self, *, timeout: Optional[float] = None) -> Status:

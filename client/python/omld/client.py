@@ -425,6 +425,12 @@ class Client:
         """The L+1 head embeddings of an id or a vector, and alpha."""
         return self._run(M.embed(item, model))
 
+    def export_model(self, model: Optional[str] = None) -> bytes:
+        """The serving model (the live one, or the batch model `model`) as
+        an OMLSNAP file: omld.model.load(...).embed(rows) embeds offline
+        exactly as this daemon does at that model version."""
+        return self._run(M.export_model(model))
+
     # ---- operations
 
     def status(self) -> Status:

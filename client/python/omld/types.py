@@ -25,7 +25,7 @@ ItemLike = Union["Item", Mapping[str, Any], Tuple[str, Vector], Tuple[str, Vecto
 #: {"color": ["red", "blue"], "size": "L"}
 Where = Mapping[str, Union[str, Sequence[str]]]
 #: A triplet: a Triplet, an (anchor, positive, negative) tuple or a dict.
-TripletLike = Union["Triplet", Tuple[Ref, Ref, Ref], Mapping[str, Any]]
+TripletLike = Union["Triplet", Tuple[Ref, Ref, Ref], Tuple[Ref, Ref, Ref, float], Mapping[str, Any]]
 #: A pair: a Pair, an (a, b, similar) tuple (similar: bool or "similar" /
 #: "dissimilar") or a dict.
 PairLike = Union["Pair", Tuple[Ref, Ref, Union[bool, str]], Mapping[str, Any]]
@@ -48,11 +48,14 @@ class Item:
 @dataclass
 class Triplet:
     """anchor is more like positive than like negative. Each member is an
-    id (str) or an inline vector (a sequence of floats). add_triplets also
-    takes plain (anchor, positive, negative) tuples."""
+    id (str) or an inline vector (a sequence of floats). weight (None: the
+    daemon's 1) scales how far the triplet moves the model, in (0, 100],
+    e.g. a click's confidence. add_triplets also takes plain (anchor,
+    positive, negative) or (anchor, positive, negative, weight) tuples."""
     anchor: Ref
     positive: Ref
     negative: Ref
+    weight: Optional[float] = None
 
 
 @dataclass

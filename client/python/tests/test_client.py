@@ -208,7 +208,9 @@ class TestClient(unittest.TestCase):
         before = self.c.wait_learned()
         ts = [triplet(i) for i in range(300)]
         ts[7] = (ts[7][0], ts[7][1], X[9])                     # an inline vector
-        ts[8] = omld.Triplet(array.array("f", X[8]), ID[12], ID[13])
+        ts[8] = omld.Triplet(array.array("f", X[8]), ID[12], ID[13], weight=2.5)
+        ts[9] = ts[9] + (0.5,)                                  # (a, p, n, weight)
+        ts[10] = {"anchor": ts[10][0], "positive": ts[10][1], "negative": ts[10][2], "weight": 3}
         r = self.c.add_triplets(ts)
         self.assertEqual(r.accepted, 300)
         self.assertGreaterEqual(r.queue_depth, 0)
@@ -221,6 +223,14 @@ class TestClient(unittest.TestCase):
                          before.triplets_applied + 300 + p.derived_triplets)
         self.assertGreaterEqual(s.view_triplets, s.triplets_applied)
         self.assertGreater(s.model_version, before.model_version)
+
+    def test_02b_triplet_weight_refused_out_of_range(self):
+        for w in (0.0, -1.0, 101.0, float("nan")):
+            with self.assertRaises(omld.InvalidArgument) as cm:
+                self.c.add_triplets([triplet(0), triplet(1) + (w,)])
+            self.assertEqual(cm.exception.field, "add_triplets.triplets[1].weight")
+        with self.assertRaises(TypeError):
+            self.c.add_triplets([triplet(0) + (1.0, 2.0)])
 
     def test_03_classify(self):
         for i in range(12):
@@ -403,6 +413,32 @@ class TestClient(unittest.TestCase):
         self.assertEqual(self.c.last_model_version, s.model_version)
         h = self.c.health()
         self.assertEqual((h.live, h.ready, h.draining), (True, True, False))
+
+    def test_06b_export_model_embeds_offline(self):
+        # The file embeds as the daemon's own Embed does at the same model
+        # version (a publish between the two calls: try again).
+        for _ in range(50):
+            data = self.c.export_model()
+            version = self.c.last_model_version
+            e = self.c.embed(X[5])
+            if e.model_version == version:
+                break
+        self.assertEqual(e.model_version, version)
+        m = omld.model.load(data)
+        self.assertEqual((m.dim, m.heads, m.emb, m.version), (DIM, 3, 4, version))
+        self.assertEqual(m.alpha, e.alpha)
+        heads = m.embed([X[5]])
+        for h in range(3):
+            for a, b in zip(heads[h][0], e.heads[h]):
+                self.assertAlmostEqual(a, b, delta=1e-5)
+        with self.assertRaises(ValueError):
+            m.embed([X[5][:3]])
+        damaged = bytearray(data)
+        damaged[40] ^= 1
+        with self.assertRaises(omld.model.ModelFileError):
+            omld.model.load(bytes(damaged))
+        with self.assertRaises(omld.NotFound):
+            self.c.export_model("no-such-model")
 
     def test_07_checkpoint(self):
         cp = self.c.checkpoint()

@@ -1,0 +1,336 @@
+/* hlist.c - one head's inverted lists over int8 codes (see hlist.h).
+ *
+ * DESIGN: centroids come from spherical k-means on a strided sample of the
+ * head's rows (ivf.c); every row then goes to the list of its largest
+ * centroid dot product, one GEMM per chunk of rows read straight from the
+ * index's (emb, n) columns. A row's code is round(v * 127 / max |v_j|),
+ * A row's code is of its residual from its list's centroid, res = v - c:
+ * round(res * 127 / max |res_j|), its scale max |res_j| / 127. Then q . v
+ * = q . c + q . res, the first term exact (the probe computed it) and the
+ * second's error proportional to the list's spread, not to the vectors':
+ * rows of a tight cluster (a trained metric makes them) stay apart. A
+ * query is coded as round(q * 127 / max |q_j|), so a scan is integer
+ * multiply-adds (exact, so the compiler vectorises them in any order), one
+ * scale per row. The scan keeps the r best approximate dot products in a
+ * min-heap; the remaining error is why the caller re-ranks more rows than
+ * it answers with. */
+#include "hlist.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "err.h"
+#include "ivf.h"
+
+#define CHUNK 4096       /* rows per assignment GEMM */
+#define SAMPLE_PER_LIST 32
+#define SCAN_BLOCK 256   /* positions whose dot products a scan computes at once */
+
+int32_t oml_hlist_lists_for(size_t n)
+{
+    int32_t l = (int32_t)(sqrt((double)n) / 2.0);
+    return l < 16 ? 16 : l > 4096 ? 4096 : l;
+}
+
+void oml_hlist_free(oml_hlist *hl)
+{
+    free(hl->centroids);
+    free(hl->list_start);
+    free(hl->rows);
+    free(hl->pos_of);
+    free(hl->scale);
+    free(hl->codes);
+    memset(hl, 0, sizeof *hl);
+}
+
+/* Centroids trained on every (n / s)-th row, copied out of the columns. */
+static int train(oml_hlist *hl, const float *cols)
+{
+    size_t n = (size_t)hl->n, e = (size_t)hl->emb;
+    size_t s = (size_t)hl->n_lists * SAMPLE_PER_LIST;
+    if (s > n)
+        s = n;
+    float *sample = malloc(s * e * sizeof *sample);
+    if (sample == NULL)
+        return OML_ENOMEM;
+    for (size_t i = 0; i < s; i++)
+        for (size_t j = 0; j < e; j++)
+            sample[i * e + j] = cols[j * n + i * n / s];
+    int rc = oml_ivf_train(sample, s, hl->emb, hl->n_lists, hl->centroids);
+    free(sample);
+    return rc;
+}
+
+/* The list of every row: argmax over the centroids, GEMM on the columns
+ * (A = cols[:, i .. i + m) read transposed, lda n). */
+static int assign(const oml_hlist *hl, const float *cols, int32_t *list_of)
+{
+    size_t n = (size_t)hl->n, L = (size_t)hl->n_lists;
+    float *dots = malloc((size_t)CHUNK * L * sizeof *dots);
+    if (dots == NULL)
+        return OML_ENOMEM;
+    for (size_t i = 0; i < n; i += CHUNK) {
+        size_t m = n - i < CHUNK ? n - i : CHUNK;
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasTrans, (int)m, (int)L, hl->emb, 1.0f,
+                    cols + i, (int)n, hl->centroids, hl->emb, 0.0f, dots, (int)L);
+        for (size_t r = 0; r < m; r++) {
+            const float *d = dots + r * L;
+            int32_t best = 0;
+            for (size_t l = 1; l < L; l++)
+                if (d[l] > d[best])
+                    best = (int32_t)l;
+            list_of[i + r] = best;
+        }
+    }
+    free(dots);
+    return OML_OK;
+}
+
+/* Positions grouped by list (a stable counting sort: ascending rows within
+ * a list), then the code of each row's residual from its centroid, CHUNK
+ * rows at a time: the chunk's columns are read in order into rows (t),
+ * and each row's code is written whole to its position. */
+static void lay_out(oml_hlist *hl, const float *cols, const int32_t *list_of, float *t)
+{
+    int32_t *pos_of = hl->pos_of;
+    size_t n = (size_t)hl->n, e = (size_t)hl->emb;
+    int32_t *at = hl->list_start;
+    memset(at, 0, ((size_t)hl->n_lists + 1) * sizeof *at);
+    for (size_t r = 0; r < n; r++)
+        at[list_of[r] + 1]++;
+    for (int32_t l = 0; l < hl->n_lists; l++)
+        at[l + 1] += at[l];
+    for (size_t r = 0; r < n; r++) { /* at[l] walks list l; shifted back below */
+        pos_of[r] = at[list_of[r]]++;
+        hl->rows[pos_of[r]] = (int32_t)r;
+    }
+    memmove(at + 1, at, (size_t)hl->n_lists * sizeof *at);
+    at[0] = 0;
+    for (size_t r0 = 0; r0 < n; r0 += CHUNK) {
+        size_t m = n - r0 < CHUNK ? n - r0 : CHUNK;
+        for (size_t j = 0; j < e; j++)
+            for (size_t i = 0; i < m; i++)
+                t[i * e + j] = cols[j * n + r0 + i];
+        for (size_t i = 0; i < m; i++) {
+            float *v = t + i * e, amax = 0;
+            const float *c = hl->centroids + (size_t)list_of[r0 + i] * e;
+            for (size_t j = 0; j < e; j++) {
+                v[j] -= c[j];
+                amax = fabsf(v[j]) > amax ? fabsf(v[j]) : amax;
+            }
+            size_t p = (size_t)pos_of[r0 + i];
+            float s = amax / 127.0f, inv = amax > 0 ? 127.0f / amax : 0.0f;
+            hl->scale[p] = s;
+            for (size_t j = 0; j < e; j++) {
+                float x = v[j] * inv;
+                hl->codes[p * e + j] = (int8_t)lrintf(x > 127.0f ? 127.0f : x < -127.0f ? -127.0f : x);
+            }
+        }
+    }
+}
+
+int oml_hlist_build(oml_hlist *hl, const float *cols, int32_t n, int32_t emb, int32_t n_lists)
+{
+    memset(hl, 0, sizeof *hl);
+    if (cols == NULL || emb < 1 || emb > OML_HLIST_MAX_EMB || n_lists < 1 || n < n_lists)
+        return OML_EINVAL;
+    *hl = (oml_hlist){.n_lists = n_lists, .emb = emb, .n = n, .n_probe = (n_lists + 3) / 4,
+                      .shared_from = -1};
+    size_t N = (size_t)n, L = (size_t)n_lists, e = (size_t)emb;
+    hl->centroids = malloc(L * e * sizeof *hl->centroids);
+    hl->list_start = malloc((L + 1) * sizeof *hl->list_start);
+    hl->rows = malloc(N * sizeof *hl->rows);
+    hl->scale = malloc(N * sizeof *hl->scale);
+    hl->codes = malloc(N * e * sizeof *hl->codes);
+    hl->pos_of = malloc(N * sizeof *hl->pos_of);
+    int32_t *list_of = malloc(N * sizeof *list_of);
+    float *t = malloc((size_t)CHUNK * e * sizeof *t);
+    int rc = hl->centroids && hl->list_start && hl->rows && hl->scale && hl->codes && list_of &&
+                     hl->pos_of && t
+                 ? OML_OK
+                 : OML_ENOMEM;
+    if (rc == OML_OK)
+        rc = train(hl, cols);
+    if (rc == OML_OK)
+        rc = assign(hl, cols, list_of);
+    if (rc == OML_OK)
+        lay_out(hl, cols, list_of, t);
+    free(list_of);
+    free(t);
+    if (rc != OML_OK)
+        oml_hlist_free(hl);
+    return rc;
+}
+
+/* Larger dot product first, then the smaller list. */
+static int by_dot_desc(const void *pa, const void *pb, void *arg)
+{
+    const float *dots = arg;
+    int32_t a = *(const int32_t *)pa, b = *(const int32_t *)pb;
+    if (dots[a] != dots[b])
+        return dots[a] > dots[b] ? -1 : 1;
+    return (a > b) - (a < b);
+}
+
+void oml_hlist_dots(const oml_hlist *hl, const float *q, float *dots)
+{
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, hl->n_lists, hl->emb, 1.0f, hl->centroids,
+                hl->emb, q, 1, 0.0f, dots, 1);
+}
+
+int32_t oml_hlist_order(const oml_hlist *hl, const float *q, int32_t *order, float *dots)
+{
+    oml_hlist_dots(hl, q, dots);
+    int32_t m = 0;
+    for (int32_t l = 0; l < hl->n_lists; l++)
+        if (isfinite(dots[l]))
+            order[m++] = l;
+    qsort_r(order, (size_t)m, sizeof *order, by_dot_desc, dots);
+    return m;
+}
+
+/* Integer dot products of q with m codes of e values, portable. */
+static void code_dots_c(const int8_t *codes, int32_t m, int32_t e, const int8_t *q, int32_t *out)
+{
+    for (int32_t i = 0; i < m; i++) {
+        const int8_t *c = codes + (size_t)i * (size_t)e;
+        int32_t s = 0;
+        for (int32_t j = 0; j < e; j++)
+            s += (int16_t)c[j] * (int16_t)q[j];
+        out[i] = s;
+    }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HAVE_AVX2_KERNEL 1
+/* The same for e a multiple of 32 (the build targets baseline x86-64, so
+ * this is picked at run time): |q| (unsigned) times the codes with q's
+ * signs, 32 products summed in pairs to int16 by one vpmaddubsw (no
+ * overflow: 2 x 127 x 127 < 32767), then to int32; four rows' sums are
+ * reduced together. */
+__attribute__((target("avx2"))) static void code_dots_avx2(const int8_t *codes, int32_t m,
+                                                           int32_t e, const int8_t *q,
+                                                           int32_t *out)
+{
+    const __m256i ones = _mm256_set1_epi16(1);
+    int32_t i = 0;
+    for (; i + 4 <= m; i += 4) {
+        __m256i acc[4];
+        for (int r = 0; r < 4; r++) {
+            const int8_t *c = codes + (size_t)(i + r) * (size_t)e;
+            acc[r] = _mm256_setzero_si256();
+            for (int32_t j = 0; j < e; j += 32) {
+                __m256i qv = _mm256_loadu_si256((const __m256i *)(const void *)(q + j));
+                __m256i cv = _mm256_loadu_si256((const __m256i *)(const void *)(c + j));
+                __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(qv), _mm256_sign_epi8(cv, qv));
+                acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(p, ones));
+            }
+        }
+        /* [r0 r0 r1 r1 | r0 r0 r1 r1], then [r0 r1 r2 r3 | r0 r1 r2 r3] */
+        __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(acc[0], acc[1]),
+                                      _mm256_hadd_epi32(acc[2], acc[3]));
+        __m128i s = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+        _mm_storeu_si128((__m128i *)(void *)(out + i), s);
+    }
+    code_dots_c(codes + (size_t)i * (size_t)e, m - i, e, q, out + i);
+}
+#endif
+
+static void code_dots(const int8_t *codes, int32_t m, int32_t e, const int8_t *q, int32_t *out)
+{
+#ifdef HAVE_AVX2_KERNEL
+    if (e % 32 == 0 && __builtin_cpu_supports("avx2")) {
+        code_dots_avx2(codes, m, e, q, out);
+        return;
+    }
+#endif
+    code_dots_c(codes, m, e, q, out);
+}
+
+/* q (e <= OML_HLIST_MAX_EMB) coded as round(q / qs), qs = max |q_j| / 127; returns qs. */
+static float code_query(const float *q, int32_t e, int8_t *qc)
+{
+    float qmax = 0;
+    for (int32_t j = 0; j < e; j++)
+        qmax = fabsf(q[j]) > qmax ? fabsf(q[j]) : qmax;
+    float qs = qmax > 0 ? qmax / 127.0f : 0.0f;
+    for (int32_t j = 0; j < e; j++)
+        qc[j] = (int8_t)(qs > 0 ? lrintf(q[j] / qs) : 0);
+    return qs;
+}
+
+/* Keeps (row, d) among the r largest in the min-heap out (cnt of them). */
+static void keep_best(oml_neighbor *out, int32_t *cnt, int32_t r, int32_t row, float d)
+{
+    if (*cnt < r) {
+        out[*cnt] = (oml_neighbor){row, d};
+        oml_minheap_up(out, (*cnt)++);
+    } else if (d > out[0].dist) {
+        out[0] = (oml_neighbor){row, d};
+        oml_minheap_down(out, *cnt, 0);
+    }
+}
+
+/* The list holding position p (list_start ascending). */
+static int32_t list_of_pos(const oml_hlist *hl, int32_t p)
+{
+    int32_t lo = 0, hi = hl->n_lists - 1;
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo + 1) / 2;
+        if (hl->list_start[mid] <= p)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+int32_t oml_hlist_rescore(const oml_hlist *hl, const float *q, const float *dots_c,
+                          const oml_neighbor *cand, int32_t m, int32_t r, oml_neighbor *out)
+{
+    int32_t e = hl->emb, cnt = 0;
+    if (r <= 0 || e > OML_HLIST_MAX_EMB)
+        return 0;
+    int8_t qc[OML_HLIST_MAX_EMB];
+    float qs = code_query(q, e, qc);
+    for (int32_t i = 0; i < m; i++) {
+        int32_t p = hl->pos_of[cand[i].row], dot;
+        code_dots_c(hl->codes + (size_t)p * (size_t)e, 1, e, qc, &dot);
+        keep_best(out, &cnt, r, cand[i].row,
+                  dots_c[list_of_pos(hl, p)] + (float)dot * hl->scale[p] * qs);
+    }
+    return cnt;
+}
+
+int32_t oml_hlist_scan(const oml_hlist *hl, const float *q, const int32_t *order,
+                       const float *dots_c, int32_t n_probe, int32_t r, int32_t exclude,
+                       const uint8_t *allow, oml_neighbor *out)
+{
+    int32_t e = hl->emb, cnt = 0;
+    if (r <= 0 || e > OML_HLIST_MAX_EMB)
+        return 0;
+    int8_t qc[OML_HLIST_MAX_EMB];
+    float qs = code_query(q, e, qc);
+    int32_t dots[SCAN_BLOCK];
+    for (int32_t i = 0; i < n_probe; i++) {
+        int32_t a = hl->list_start[order[i]], b = hl->list_start[order[i] + 1];
+        float base = dots_c[order[i]]; /* q . centroid, exact up to float */
+        for (int32_t p0 = a; p0 < b; p0 += SCAN_BLOCK) {
+            int32_t m = b - p0 < SCAN_BLOCK ? b - p0 : SCAN_BLOCK;
+            code_dots(hl->codes + (size_t)p0 * (size_t)e, m, e, qc, dots);
+            for (int32_t t = 0; t < m; t++) {
+                float d = base + (float)dots[t] * hl->scale[p0 + t] * qs;
+                if (cnt == r && !(d > out[0].dist))
+                    continue;
+                int32_t row = hl->rows[p0 + t];
+                if (row == exclude || (allow && !allow[row]))
+                    continue;
+                keep_best(out, &cnt, r, row, d);
+            }
+        }
+    }
+    return cnt;
+}

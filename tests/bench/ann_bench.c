@@ -1,0 +1,218 @@
+/* ann_bench.c - `oml-ann-bench N [T]`: the index's search at N items, in
+ * one process, without the daemon (issue 14).
+ *
+ * The catalogue of omld-bench --items N (catalogue.h) under the default
+ * preset's data-dependent start taken as omld takes it (a sample of at
+ * most 32,768 labelled items), then T triplets learned (default 40,000,
+ * about what omld-bench's freshness phase teaches: the heads start equal
+ * and learning moves them apart), an index with per-head lists built and
+ * calibrated; then omld-bench's 300 queries (stored items moved by one
+ * grey level), each timed on this thread's CPU clock, so a busy shared
+ * machine moves the figures less than wall-clock latencies:
+ *   build       embedding, lists, calibration (seconds)
+ *   search      the lists' search for k = 10 and k = 32 (what a fresh view
+ *               asks for), all heads, and the full scan (microseconds)
+ *   re-embed    the candidates a fresh view re-embeds (k = 32 per head)
+ *   recall@10   of the lists' search against the full scan, per head
+ * Prints a readable report and, last, one JSON line. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "catalogue.h"
+#include "config.h"
+#include "idx.h"
+#include "index.h"
+#include "learner.h"
+#include "serve.h"
+#include "store.h"
+
+#define QUERIES 300
+#define START_SAMPLE 32768
+
+static double cpu_us(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec * 1e6 + (double)t.tv_nsec * 1e-3;
+}
+
+static double wall_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return v[n / 2];
+}
+
+int main(int argc, char **argv)
+{
+    int64_t n = argc > 1 ? atoll(argv[1]) : 250000, T = argc > 2 ? atoll(argv[2]) : 40000;
+    if (n < 1000 || n > 4000000 || T < 0) {
+        fprintf(stderr, "usage: oml-ann-bench [ITEMS in 1000..4000000 [TRIPLETS]]\n");
+        return 2;
+    }
+    catalogue c = {.n = n};
+    oml_diag diag = {0};
+    if (oml_fmnist_load(OML_FMNIST_DIR, &c.images, &c.labels, &c.n_images, &c.dim, &diag) != 0) {
+        fprintf(stderr, "oml-ann-bench: %s\n", diag.msg);
+        return 1;
+    }
+    oml_config cfg;
+    oml_learner *l = NULL;
+    oml_store *st = NULL;
+    if (oml_config_preset(&cfg, "default", c.dim) != OML_OK ||
+        oml_learner_create(&l, &cfg, &diag) != OML_OK ||
+        oml_store_create(&st, c.dim, (uint32_t)n) != OML_OK) {
+        fprintf(stderr, "oml-ann-bench: cannot set up: %s\n", diag.msg);
+        return 1;
+    }
+    float *x = malloc((size_t)c.dim * sizeof *x);
+    char id[32], lab[16];
+    for (int64_t i = 0; i < n; i++) {
+        catalogue_item(&c, i, x);
+        snprintf(id, sizeof id, "s-%lld", (long long)i);
+        snprintf(lab, sizeof lab, "%d", catalogue_label(&c, i));
+        if (oml_store_put(st, id, strlen(id), x, lab, strlen(lab), NULL, &diag) != OML_OK) {
+            fprintf(stderr, "oml-ann-bench: put: %s\n", diag.msg);
+            return 1;
+        }
+    }
+    int32_t ns = n < START_SAMPLE ? (int32_t)n : START_SAMPLE;
+    float *X = malloc((size_t)ns * (size_t)c.dim * sizeof *X);
+    int32_t *y = malloc((size_t)ns * sizeof *y);
+    for (int32_t i = 0; i < ns; i++) { /* strided over the catalogue */
+        int64_t at = (int64_t)i * n / ns;
+        catalogue_item(&c, at, X + (size_t)i * (size_t)c.dim);
+        y[i] = catalogue_label(&c, at);
+    }
+    if (oml_config_needs_data(&cfg) && oml_learner_prepare(l, X, y, ns) != OML_OK) {
+        fprintf(stderr, "oml-ann-bench: the start failed\n");
+        return 1;
+    }
+    free(X);
+    free(y);
+    float *trip = malloc(3 * (size_t)c.dim * sizeof *trip);
+    uint64_t rs = 12345;
+    for (int64_t t = 0; t < T; t++) { /* anchor, same label, other label */
+        int64_t a, p, q;
+        rs = rs * 6364136223846793005ull + 1442695040888963407ull;
+        a = (int64_t)((rs >> 20) % (uint64_t)n);
+        do {
+            rs = rs * 6364136223846793005ull + 1442695040888963407ull;
+            p = (int64_t)((rs >> 20) % (uint64_t)n);
+        } while (catalogue_label(&c, p) != catalogue_label(&c, a));
+        do {
+            rs = rs * 6364136223846793005ull + 1442695040888963407ull;
+            q = (int64_t)((rs >> 20) % (uint64_t)n);
+        } while (catalogue_label(&c, q) == catalogue_label(&c, a));
+        catalogue_item(&c, a, trip);
+        catalogue_item(&c, p, trip + c.dim);
+        catalogue_item(&c, q, trip + 2 * (size_t)c.dim);
+        oml_learner_step(l, trip, trip + c.dim, trip + 2 * (size_t)c.dim, NULL);
+    }
+    free(trip);
+    oml_snapshot *snap = oml_learner_snapshot(l, 1);
+    oml_index *ix = NULL;
+    double t0 = wall_s();
+    if (snap == NULL || oml_index_build(&ix, snap, st) != OML_OK) {
+        fprintf(stderr, "oml-ann-bench: index build failed\n");
+        return 1;
+    }
+    double t1 = wall_s();
+    if (oml_index_add_lists(ix) != OML_OK) {
+        fprintf(stderr, "oml-ann-bench: lists failed\n");
+        return 1;
+    }
+    double t2 = wall_s();
+    oml_index_calibrate(ix, OML_IVF_TARGET_RECALL);
+    double t3 = wall_s();
+    printf("items %lld, %lld triplets learned: embedded in %.2f s, lists (%d per head) in %.2f s, calibrated in %.2f s; "
+           "lists scanned per head:", (long long)n, (long long)T, t1 - t0, ix->n_lists, t2 - t1, t3 - t2);
+    for (int hd = 0; hd < ix->heads; hd++)
+        printf(" %d%s", ix->hl[hd].n_probe, ix->hl[hd].shared_from < 0 ? "" : " (head 0's)");
+    printf("\n");
+
+    int H = ix->heads, e = ix->emb;
+    float *q = malloc((size_t)H * (size_t)e * sizeof *q);
+    float *scratch = malloc((size_t)n * sizeof *scratch);
+    void *mem = malloc(oml_near_ws_bytes(ix, 32));
+    oml_near_ws w;
+    oml_near_ws_init(&w, ix, 32, mem);
+    oml_neighbor got[32], exact[10];
+    static double t_near10[QUERIES], t_near32[QUERIES], t_exact[QUERIES], t_embed[QUERIES];
+    long hits = 0, total = 0;
+    int32_t cand[3 * 32];
+    float *feats = malloc((size_t)3 * 32 * (size_t)c.dim * sizeof *feats);
+    float *E = malloc((size_t)3 * 32 * (size_t)H * (size_t)e * sizeof *E);
+    for (int i = 0; i < QUERIES; i++) {
+        catalogue_item(&c, (int64_t)i * 7919 + 3, x);
+        x[i % c.dim] += 1.0f; /* not an exact copy of a stored item */
+        oml_snapshot_embed(snap, x, 1, q);
+        double a = cpu_us();
+        for (int h = 0; h < H; h++)
+            oml_index_topk_near(ix, h, q + (size_t)h * e, 10, -1, -1, NULL, got, &w);
+        double b = cpu_us();
+        int m = 0;
+        for (int h = 0; h < H; h++) {
+            int32_t g = oml_index_topk_near(ix, h, q + (size_t)h * e, 32, -1, -1, NULL, got, &w);
+            for (int32_t j = 0; j < g && m < 3 * 32; j++)
+                cand[m++] = got[j].row;
+        }
+        double cc = cpu_us();
+        for (int h = 0; h < H; h++) {
+            int32_t ne = oml_index_topk(ix, h, q + (size_t)h * e, 10, -1, NULL, exact, scratch);
+            int32_t g = oml_index_topk_near(ix, h, q + (size_t)h * e, 10, -1, -1, NULL, got, &w);
+            for (int32_t u = 0; u < g; u++)
+                for (int32_t v = 0; v < ne; v++)
+                    hits += got[u].row == exact[v].row;
+            total += ne;
+        }
+        double d = cpu_us();
+        for (int j = 0; j < m; j++) /* a fresh view's candidates, re-embedded */
+            memcpy(feats + (size_t)j * (size_t)c.dim, oml_store_features(st, ix->slots[cand[j]]),
+                   (size_t)c.dim * sizeof *feats);
+        oml_snapshot_embed(snap, feats, m, E);
+        double f = cpu_us();
+        t_near10[i] = b - a;
+        t_near32[i] = cc - b;
+        t_exact[i] = d - cc; /* the full scan plus one more near search: small against it */
+        t_embed[i] = f - d;
+    }
+    double r = total ? (double)hits / (double)total : 1.0;
+    double n10 = median(t_near10, QUERIES), n32 = median(t_near32, QUERIES);
+    double ex = median(t_exact, QUERIES), em = median(t_embed, QUERIES);
+    printf("per query, CPU, median of %d: lists' search k=10 %.0f us, k=32 %.0f us, full scan "
+           "%.0f us; re-embedding 96 candidates %.0f us; recall@10 %.4f\n", QUERIES, n10, n32, ex,
+           em, r);
+    printf("{\"items\":%lld,\"lists\":%d,\"embed_s\":%.3f,\"lists_s\":%.3f,\"calibrate_s\":%.3f,"
+           "\"near10_us\":%.0f,\"near32_us\":%.0f,\"exact_us\":%.0f,\"reembed_us\":%.0f,"
+           "\"recall_at_10\":%.4f}\n", (long long)n, ix->n_lists, t1 - t0, t2 - t1, t3 - t2, n10,
+           n32, ex, em, r);
+    free(q);
+    free(scratch);
+    free(mem);
+    free(feats);
+    free(E);
+    free(x);
+    oml_index_destroy(ix);
+    oml_snapshot_release(snap);
+    oml_store_destroy(st);
+    oml_learner_destroy(l);
+    free(c.images);
+    free(c.labels);
+    return 0;
+}
