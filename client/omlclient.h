@@ -86,6 +86,12 @@ typedef struct omlc_item {
     const char *label;     /* NULL: unlabelled */
 } omlc_item;
 
+/* Metadata (omld.proto METADATA) every item of the later omlc_put_items*
+ * calls on c carries: n key/values, borrowed until replaced (NULL, 0:
+ * none, the default). A setting rather than an omlc_item field, so that
+ * omlc_item stays as it was for code that fills it positionally. */
+void omlc_set_item_metadata(omlc *c, Omld__KeyValue *const *kv, size_t n);
+
 int omlc_put_items(omlc *c, const omlc_item *items, size_t n, uint32_t *created,
                    uint32_t *replaced, omlc_error *err);
 int omlc_delete_items(omlc *c, const char *const *ids, size_t n, int missing_ok,
@@ -176,6 +182,8 @@ typedef struct omlc_retrieve_filter {
     uint32_t offset;                /* skip the best offset hits (paging) */
     int has_min_similarity;         /* 1: drop hits below min_similarity */
     float min_similarity;
+    Omld__MetadataCondition *const *metadata; /* only items passing all of these */
+    size_t n_metadata;
 } omlc_retrieve_filter;
 /* omlc_retrieve with a filter (NULL: none). */
 int omlc_retrieve_where(omlc *c, const omlc_ref *q, uint32_t k, const char *model,

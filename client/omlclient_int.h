@@ -28,6 +28,8 @@ struct omlc {
     size_t wcap;
     uint64_t last_version;
     omlc_totals totals;
+    Omld__KeyValue *const *item_metadata; /* borrowed: every put item's (omlc_set_item_metadata) */
+    size_t n_item_metadata;
 };
 
 /* omlclient.c: poll() one fd for events until timeout_ms passes. Returns

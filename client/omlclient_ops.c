@@ -35,6 +35,12 @@ void omlc__copy_str(char *dst, size_t cap, const char *src)
     snprintf(dst, cap, "%s", src ? src : "");
 }
 
+void omlc_set_item_metadata(omlc *c, Omld__KeyValue *const *kv, size_t n)
+{
+    c->item_metadata = kv;
+    c->n_item_metadata = kv ? n : 0;
+}
+
 /* Builders for the batch requests; each owns its arrays until freed. */
 typedef struct put_msg {
     Omld__Request req;
@@ -43,7 +49,8 @@ typedef struct put_msg {
     Omld__Item **ptrs;
 } put_msg;
 
-static int put_build(put_msg *m, const omlc_item *items, size_t n, omlc_error *err)
+static int put_build(const omlc *c, put_msg *m, const omlc_item *items, size_t n,
+                     omlc_error *err)
 {
     omld__request__init(&m->req);
     omld__put_items_request__init(&m->body);
@@ -57,6 +64,8 @@ static int put_build(put_msg *m, const omlc_item *items, size_t n, omlc_error *e
         it->id = (char *)(items[i].id ? items[i].id : "");
         it->n_features = items[i].dim;
         it->features = (float *)items[i].features;
+        it->metadata = (Omld__KeyValue **)c->item_metadata;
+        it->n_metadata = c->n_item_metadata;
         if (items[i].label) {
             it->label_opt_case = OMLD__ITEM__LABEL_OPT_LABEL;
             it->label = (char *)items[i].label;
@@ -225,7 +234,7 @@ int omlc_put_items(omlc *c, const omlc_item *items, size_t n, uint32_t *created,
     if (items == NULL && n > 0)
         return omlc__err_set(err, OMLC_EARG, NULL, "omlc_put_items: no items");
     put_msg m;
-    int rc = put_build(&m, items, n, err);
+    int rc = put_build(c, &m, items, n, err);
     Omld__Response *r = NULL;
     if (rc == 0)
         rc = omlc__call_expect(c, &m.req, OMLD__RESPONSE__BODY_PUT_ITEMS, &r, err);
@@ -491,6 +500,8 @@ int omlc__retrieve_body(Omld__RetrieveRequest *body, omlc__ref_box *q, const oml
     body->exclude_ids = (char **)f->exclude_ids;
     body->n_exclude_ids = f->n_exclude_ids;
     body->offset = f->offset;
+    body->metadata = (Omld__MetadataCondition **)f->metadata;
+    body->n_metadata = f->n_metadata;
     if (f->has_min_similarity) {
         body->min_similarity_opt_case = OMLD__RETRIEVE_REQUEST__MIN_SIMILARITY_OPT_MIN_SIMILARITY;
         body->min_similarity = f->min_similarity;
@@ -723,7 +734,7 @@ static int put_send(omlc *c, size_t i, void *ctx, omlc_error *err)
 {
     batch_ctx *b = ctx;
     put_msg m;
-    int rc = put_build(&m, (const omlc_item *)b->base + i * b->batch, batch_len(b, i), err);
+    int rc = put_build(c, &m, (const omlc_item *)b->base + i * b->batch, batch_len(b, i), err);
     if (rc == 0)
         rc = omlc_send(c, &m.req, err);
     put_free(&m);

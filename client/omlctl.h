@@ -61,6 +61,7 @@ int ctl_call(ctl *g, int argc, char **argv);
 int ctl_get(ctl *g, int argc, char **argv);
 int ctl_delete(ctl *g, int argc, char **argv);
 int ctl_list(ctl *g, int argc, char **argv);
+int ctl_count(ctl *g, int argc, char **argv);
 
 /* classify / retrieve --batch FILE (omlctl_batch.c): the queries of FILE
  * (one per line: an id, or f1,f2,... a vector; '-' is stdin) sent as

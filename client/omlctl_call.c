@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "omlctl.h"
+#include "omlctl_meta.h"
 #include "pbjson.h"
 
 #define BODY_MAX (64u << 20)
@@ -136,15 +137,19 @@ int ctl_call(ctl *g, int argc, char **argv)
     return rc;
 }
 
-/* get / delete / list: the command line as a JSON body (ids, and for
- * delete --missing-ok and --label, for list --cursor, --limit, --label,
- * --features). */
+/* get / delete / list / count: the command line as a JSON body (ids, and
+ * for delete --missing-ok, --label and --meta, for list --cursor, --limit,
+ * --label, --meta and --features, for count --label and --meta). */
 static int ids_call(ctl *g, int argc, char **argv, const char *cmd, const char *op,
                     void (*usage)(FILE *))
 {
     json_t *ids = json_array(), *labels = json_array(), *doc = json_object();
-    int del = strcmp(op, "delete_items") == 0, list = strcmp(op, "list_items") == 0;
+    int del = strcmp(op, "delete_items") == 0, cnt = strcmp(op, "count_items") == 0;
+    int list = cnt || strcmp(op, "list_items") == 0; /* no ids */
+    int page = list && !cnt;
+    ctl_meta meta = {0};
     const char *v;
+    int got;
     for (int i = 1; i < argc; i++) {
         if (ctl_is_help(argv[i])) {
             usage(stdout);
@@ -157,11 +162,18 @@ static int ids_call(ctl *g, int argc, char **argv, const char *cmd, const char *
             json_object_set_new(doc, "missing_ok", json_true());
         } else if ((del || list) && (v = ctl_opt(argc, argv, &i, "--label"))) {
             json_array_append_new(labels, json_string(v));
-        } else if (list && (v = ctl_opt(argc, argv, &i, "--cursor"))) {
+        } else if ((del || list) && (got = ctl_meta_opt(&meta, cmd, argc, argv, &i)) != 0) {
+            if (got < 0) {
+                json_decref(ids);
+                json_decref(labels);
+                json_decref(doc);
+                return CTL_EXIT_USAGE;
+            }
+        } else if (page && (v = ctl_opt(argc, argv, &i, "--cursor"))) {
             json_object_set_new(doc, "cursor", json_integer(ctl_int("--cursor", v, 0, 1LL << 40)));
-        } else if (list && (v = ctl_opt(argc, argv, &i, "--limit"))) {
+        } else if (page && (v = ctl_opt(argc, argv, &i, "--limit"))) {
             json_object_set_new(doc, "limit", json_integer(ctl_int("--limit", v, 1, 1 << 20)));
-        } else if (list && strcmp(argv[i], "--features") == 0) {
+        } else if (page && strcmp(argv[i], "--features") == 0) {
             json_object_set_new(doc, "with_features", json_true());
         } else if (argv[i][0] == '-' && argv[i][1] == '-') {
             json_decref(ids);
@@ -172,12 +184,15 @@ static int ids_call(ctl *g, int argc, char **argv, const char *cmd, const char *
             json_array_append_new(ids, json_string(argv[i]));
         }
     }
-    if (!list && json_array_size(ids) == 0 && json_array_size(labels) == 0) {
+    if (!list && json_array_size(ids) == 0 && json_array_size(labels) == 0 && meta.n == 0) {
         json_decref(ids);
         json_decref(labels);
         json_decref(doc);
-        return ctl_usage_error(cmd, del ? "no ID and no --label" : "no ID");
+        return ctl_usage_error(cmd, del ? "no ID, no --label and no --meta" : "no ID");
     }
+    json_t *filter = ctl_meta_json(&meta);
+    if (filter != NULL)
+        json_object_set_new(doc, "metadata", filter);
     if (!list)
         json_object_set_new(doc, "ids", ids);
     else
@@ -202,19 +217,36 @@ static void get_usage(FILE *f)
 
 static void delete_usage(FILE *f)
 {
-    fprintf(f, "usage: omlctl delete [--missing-ok] [--label L]... [ID...]\n"
-               "Deletes stored items by id, and every item with one of the --label labels;\n"
-               "an unknown id refuses the whole request (NOT_FOUND) unless --missing-ok.\n"
-               "Prints the answer as JSON.\n"
-               "examples:\n  omlctl delete item-17\n  omlctl delete --label discontinued\n");
+    fprintf(f, "usage: omlctl delete [--missing-ok] [--label L]... [--meta K=V]... [ID...]\n"
+               "Deletes stored items by id, and every item with one of the --label labels\n"
+               "whose metadata matches every --meta key (one of its values: --meta color=red\n"
+               "--meta color=blue is color red or blue); an unknown id refuses the whole\n"
+               "request (NOT_FOUND) unless --missing-ok. Prints the answer as JSON.\n"
+               "examples:\n  omlctl delete item-17\n  omlctl delete --label discontinued\n"
+               "  omlctl delete --meta season=2023\n");
 }
 
 static void list_usage(FILE *f)
 {
-    fprintf(f, "usage: omlctl list [--cursor C] [--limit N] [--label L]... [--features]\n"
-               "One page of the stored items (ids and labels; --features: their features too)\n"
-               "as JSON, with next_cursor (0: the last page) and the store's total.\n"
-               "example:\n  omlctl list --limit 1000 --label boots\n");
+    fprintf(f, "usage: omlctl list [--cursor C] [--limit N] [--label L]... [--meta K=V]...\n"
+               "                   [--features]\n"
+               "One page of the stored items (ids, labels and metadata; --features: their\n"
+               "features too) as JSON, with next_cursor (0: the last page) and the store's\n"
+               "total; --label and --meta filter as for delete.\n"
+               "example:\n  omlctl list --limit 1000 --label boots --meta color=red\n");
+}
+
+static void count_usage(FILE *f)
+{
+    fprintf(f, "usage: omlctl count [--label L]... [--meta K=V]...\n"
+               "How many stored items match the filter (as for list; none: all), as JSON:\n"
+               "{\"count\": N, \"total\": ALL}.\n"
+               "example:\n  omlctl count --meta color=red --meta color=blue\n");
+}
+
+int ctl_count(ctl *g, int argc, char **argv)
+{
+    return ids_call(g, argc, argv, "count", "count_items", count_usage);
 }
 
 int ctl_list(ctl *g, int argc, char **argv)

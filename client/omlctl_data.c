@@ -11,6 +11,7 @@
 
 #include "idx.h"
 #include "omlctl.h"
+#include "omlctl_meta.h"
 
 #define CTL_BATCH 256
 #define CTL_WINDOW 8
@@ -98,6 +99,7 @@ static void put_usage(FILE *f)
             "  --count N        IDX: put at most N rows (default all)\n"
             "  --batch N        items per request (default %d)\n"
             "  --window W       requests in flight (default %d)\n"
+            "  --meta K=V       metadata of every item put (repeatable: several keys)\n"
             "  --server S, --timeout MS as for omlctl\n"
             "example:\n"
             "  omlctl put --prefix test- --labels /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz \\\n"
@@ -254,11 +256,16 @@ int ctl_put(ctl *g, int argc, char **argv)
 {
     const char *file = NULL, *labels = NULL, *prefix = "", *format = NULL, *v;
     long long first = 0, count = 0, batch = CTL_BATCH, window = CTL_WINDOW;
+    ctl_meta meta = {0};
+    int got;
     for (int i = 1; i < argc; i++) {
         if (ctl_is_help(argv[i])) {
             put_usage(stdout);
             return 0;
         } else if (ctl_common_opt(g, argc, argv, &i)) {
+        } else if ((got = ctl_meta_opt(&meta, "put", argc, argv, &i)) != 0) {
+            if (got < 0)
+                return CTL_EXIT_USAGE;
         } else if ((v = ctl_opt(argc, argv, &i, "--labels"))) {
             labels = v;
         } else if ((v = ctl_opt(argc, argv, &i, "--prefix"))) {
@@ -302,6 +309,8 @@ int ctl_put(ctl *g, int argc, char **argv)
     if (rc == 0)
         rc = ctl_connect(g, &c);
     if (rc == 0) {
+        ctl_meta_items(&meta);
+        omlc_set_item_metadata(c, meta.kvp, meta.n);
         for (size_t i = 0; i < s.n; i++)
             items[i] = (omlc_item){s.ids.v[i], s.x + i * s.dim, s.dim, s.labels.v[i]};
         ctl_progress pr;

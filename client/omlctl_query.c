@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "omlctl.h"
+#include "omlctl_meta.h"
 
 #define MAX_REFS 2
 
@@ -22,6 +23,7 @@ typedef struct query_opts {
      * --min-similarity; the name arrays point into argv */
     const char *labels[MAX_FILTER], *exclude[MAX_FILTER];
     omlc_retrieve_filter filter;
+    ctl_meta meta;          /* retrieve's --meta K=V filter */
     const char *batch;      /* classify / retrieve --batch FILE: its queries instead */
     long long batch_size;   /* --batch-size: queries per request */
 } query_opts;
@@ -72,7 +74,12 @@ static int parse_filter(query_opts *q, const char *cmd, int argc, char **argv, i
         f->has_min_similarity = 1;
         f->min_similarity = (float)ctl_real("--min-similarity", v, -1.0, 1.0);
     } else {
-        return 0;
+        int got = ctl_meta_opt(&q->meta, cmd, argc, argv, i);
+        if (got <= 0)
+            return got;
+        ctl_meta_filter(&q->meta);
+        f->metadata = q->meta.condp;
+        f->n_metadata = q->meta.n_cond;
     }
     f->labels = q->labels;
     f->exclude_ids = q->exclude;
@@ -272,6 +279,8 @@ static void retrieve_usage(FILE *f)
                "  --k K               how many (default: the daemon's default_k)\n"
                "  --label L           only items labelled L (repeat for several labels)\n"
                "  --exclude ID        never this item (repeatable)\n"
+               "  --meta K=V          only items whose metadata K is V (repeat a key for a set\n"
+               "                      of values; several keys must all match)\n"
                "  --offset N          skip the best N: the next page (offset + k <= max_k)\n"
                "  --min-similarity S  only hits at least this similar, S in [-1, 1]\n"
                "                      (with --batch, the filters apply to every query)\n"

@@ -9,6 +9,7 @@
 
 #include "apply.h"
 #include "engine_int.h"
+#include "item_filter.h"
 #include "log.h"
 #include "modelfile.h"
 #include "ops.h"
@@ -443,8 +444,13 @@ int omld_apply_put_items(omld_engine *e, const Omld__Request *req, omld_reply *r
         uint32_t at;
         int existed = oml_store_find(e->store, it->id, strlen(it->id), &at) == OML_OK;
         oml_diag d = {0};
-        int rc = oml_store_put(e->store, it->id, strlen(it->id), it->features, label,
-                               label ? strlen(label) : 0, NULL, &d);
+        uint8_t *meta = NULL;
+        size_t meta_len = 0;
+        int rc = omld_meta_pack_item(it, &meta, &meta_len, &d);
+        if (rc == OML_OK)
+            rc = oml_store_put_meta(e->store, it->id, strlen(it->id), it->features, label,
+                                    label ? strlen(label) : 0, meta, meta_len, NULL, &d);
+        free(meta);
         if (rc != OML_OK) {
             pthread_rwlock_unlock(&e->lock.rw);
             char field[96];
@@ -494,20 +500,6 @@ static uint32_t delete_slot(omld_engine *e, uint32_t s)
     return 1;
 }
 
-/* 1 if slot's label is one of the request's labels. */
-static int label_named(const oml_store *st, uint32_t slot, const Omld__DeleteItemsRequest *rq)
-{
-    int32_t lab = oml_store_label(st, slot);
-    if (lab == OML_LABEL_NONE)
-        return 0;
-    size_t len = 0;
-    const char *name = oml_store_label_name(st, lab, &len);
-    for (size_t i = 0; i < rq->n_labels; i++)
-        if (strlen(rq->labels[i]) == len && memcmp(rq->labels[i], name, len) == 0)
-            return 1;
-    return 0;
-}
-
 int omld_apply_delete_items(omld_engine *e, const Omld__Request *req, omld_reply *r)
 {
     const Omld__DeleteItemsRequest *rq = req->delete_items;
@@ -522,6 +514,15 @@ int omld_apply_delete_items(omld_engine *e, const Omld__Request *req, omld_reply
                                  omld_reply_quote(q, sizeof q, rq->ids[i], strlen(rq->ids[i])));
                 return 0;
             }
+    /* By filter (labels and/or metadata): every item that passes it. The
+     * filter is made before the lock: only this thread writes the store. */
+    omld_item_filter f;
+    int by_filter = rq->n_labels > 0 || rq->n_metadata > 0;
+    if (by_filter && omld_item_filter_init(&f, e->store, rq->labels, rq->n_labels, rq->metadata,
+                                           rq->n_metadata) != 0) {
+        omld_reply_error(r, OMLD__STATUS__CODE__INTERNAL, NULL, "out of memory");
+        return 0;
+    }
     uint32_t deleted = 0;
     pthread_rwlock_wrlock(&e->lock.rw);
     for (size_t i = 0; i < rq->n_ids; i++) {
@@ -529,11 +530,12 @@ int omld_apply_delete_items(omld_engine *e, const Omld__Request *req, omld_reply
         if (oml_store_find(e->store, rq->ids[i], len, &s) == OML_OK)
             deleted += delete_slot(e, s);
     }
-    if (rq->n_labels > 0) /* by filter: every item with one of the labels */
-        for (uint32_t slot = 0; slot < oml_store_slots(e->store); slot++)
-            if (oml_store_is_live(e->store, slot) && label_named(e->store, slot, rq))
-                deleted += delete_slot(e, slot);
+    for (uint32_t slot = 0; by_filter && slot < oml_store_slots(e->store); slot++)
+        if (oml_store_is_live(e->store, slot) && omld_item_filter_match(&f, e->store, slot))
+            deleted += delete_slot(e, slot);
     pthread_rwlock_unlock(&e->lock.rw);
+    if (by_filter)
+        omld_item_filter_free(&f);
     e->store_gen += deleted > 0;
     omld_count(&e->metrics->items_deleted, deleted);
     e->dirty |= deleted > 0;

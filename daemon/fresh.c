@@ -55,10 +55,11 @@ static int32_t candidates_per_head(const omld_query_ctx *q, int32_t ranked)
 }
 
 int omld_fresh_classify(const omld_query_ctx *q, const omld_view *v, const float *x, int32_t k,
-                        int32_t exclude_row, oml_classification *out, oml_diag *d)
+                        int32_t exclude_row, const uint8_t *allow, oml_classification *out,
+                        oml_diag *d)
 {
     oml_rerank_set c;
-    int rc = gather(q, v, x, candidates_per_head(q, k), exclude_row, NULL, &c, d);
+    int rc = gather(q, v, x, candidates_per_head(q, k), exclude_row, allow, &c, d);
     if (rc == OML_OK)
         rc = oml_classify_among(v->ix, v->fresh, x, k, &c, out, d);
     free((void *)c.rows);

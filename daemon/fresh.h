@@ -8,8 +8,10 @@
 #include "query.h"
 #include "rerank.h"
 
+/* allow (n, NULL: every row) as oml_retrieve_opts.allow: only those rows vote. */
 int omld_fresh_classify(const omld_query_ctx *q, const omld_view *v, const float *x, int32_t k,
-                        int32_t exclude_row, oml_classification *out, oml_diag *d);
+                        int32_t exclude_row, const uint8_t *allow, oml_classification *out,
+                        oml_diag *d);
 
 int omld_fresh_retrieve(const omld_query_ctx *q, const omld_view *v, const float *x, int32_t k,
                         int32_t exclude_row, const oml_retrieve_opts *opts, oml_hit *out,

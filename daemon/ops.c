@@ -27,7 +27,8 @@ static uint64_t put_items_n(const Omld__Request *q)
 
 static uint64_t delete_items_n(const Omld__Request *q)
 {
-    return q->delete_items ? q->delete_items->n_ids + q->delete_items->n_labels : 0;
+    const Omld__DeleteItemsRequest *m = q->delete_items;
+    return m ? m->n_ids + m->n_labels + m->n_metadata : 0;
 }
 
 /* A page of ListItems: its limit (0: OMLD_LIST_DEFAULT). */
@@ -114,7 +115,7 @@ static uint64_t k_or_default(uint32_t k, const omld_answer_dims *d)
 
 static uint64_t get_items_answer(const Omld__Request *q, const omld_answer_dims *d)
 {
-    return get_items_n(q) * (d->dim * 4 + 2 * NAME_BYTES + 16);
+    return get_items_n(q) * (d->dim * 4 + 2 * NAME_BYTES + d->meta + 16);
 }
 
 /* A model file: bounded by the frame (the encoder refuses a larger one). */
@@ -128,12 +129,13 @@ static uint64_t export_model_answer(const Omld__Request *q, const omld_answer_di
 static uint64_t list_items_answer(const Omld__Request *q, const omld_answer_dims *d)
 {
     int feats = q->list_items && q->list_items->with_features;
-    return list_items_n(q) * ((feats ? d->dim * 4 : 0) + 2 * NAME_BYTES + 16) + 32;
+    return list_items_n(q) * ((feats ? d->dim * 4 : 0) + 2 * NAME_BYTES + d->meta + 16) + 32;
 }
 
 static uint64_t retrieve_msg_answer(const Omld__RetrieveRequest *m, const omld_answer_dims *d)
 {
-    return k_or_default(retrieve_msg_k(m), d) * (2 * NAME_BYTES + 16);
+    return k_or_default(retrieve_msg_k(m), d) *
+           (2 * NAME_BYTES + 16 + (m && m->with_metadata ? d->meta : 0));
 }
 
 /* Recommend: its examples are its entries; k and the answer as retrieve's. */
@@ -150,7 +152,9 @@ static uint32_t recommend_k(const Omld__Request *q)
 
 static uint64_t recommend_answer(const Omld__Request *q, const omld_answer_dims *d)
 {
-    return k_or_default(recommend_k(q), d) * (2 * NAME_BYTES + 16);
+    const Omld__RecommendRequest *m = q->recommend;
+    return k_or_default(recommend_k(q), d) *
+           (2 * NAME_BYTES + 16 + (m && m->with_metadata ? d->meta : 0));
 }
 
 /* A score per class met per head, and the label. */
@@ -220,6 +224,9 @@ static const omld_op OPS[] = {
     {.name = "list_items", .body = BODY(LIST_ITEMS), .route = OMLD_ROUTE_QUERY,
      .metric = OMLD_Q_LIST_ITEMS, .entries = list_items_n, .answer = list_items_answer,
      .check = omld_check_list_items, .handle.query = omld_query_list_items},
+    {.name = "count_items", .body = BODY(COUNT_ITEMS), .route = OMLD_ROUTE_QUERY,
+     .metric = OMLD_Q_COUNT_ITEMS, .check = omld_check_count_items,
+     .handle.query = omld_query_count_items},
     {.name = "add_triplets", .body = BODY(ADD_TRIPLETS), .route = OMLD_ROUTE_MUTATION,
      .writes = 1, .metric = -1, .entries = add_triplets_n, .check = omld_check_add_triplets,
      .handle.apply = omld_apply_add_triplets},

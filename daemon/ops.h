@@ -38,6 +38,7 @@ enum omld_route {
 /* The sizes an answer bound is computed from (the live model's shape). */
 typedef struct omld_answer_dims {
     uint64_t dim, heads, emb, default_k;
+    uint64_t meta; /* an item's metadata at its largest, on the wire */
 } omld_answer_dims;
 
 typedef struct omld_op {

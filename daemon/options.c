@@ -9,6 +9,7 @@
 #include "tokens.h"
 #include "hostport.h"
 #include "serve.h" /* OML_SERVE_MAX_K: the one bound on k */
+#include "metadata.h" /* the hard bounds of item metadata */
 
 #include <errno.h>
 #include <stdarg.h>
@@ -59,6 +60,9 @@ const omld_option omld_options[] = {
     INT(max_connections, 1, 1 << 20, "1024", "most concurrent client connections"),
     INT(max_k, 1, OML_SERVE_MAX_K, "1024", "largest k a query may ask for (its answer must also fit in max_frame_bytes)"),
     INT(default_k, 1, OML_SERVE_MAX_K, "5", "neighbours per head when a query gives no k"),
+    INT(max_metadata_entries, 0, OML_META_ENTRIES_MAX, "16", "most metadata key/values per item, and conditions per metadata filter (0: items carry none)"),
+    INT(max_metadata_key_bytes, 1, OML_META_KEY_MAX, "64", "longest metadata key, in bytes"),
+    INT(max_metadata_value_bytes, 0, OML_META_VALUE_MAX, "256", "longest metadata value, in bytes"),
     REAL(default_threshold, 1e-6, 1, "0.5", "verify threshold T (D/2 < T) when a query gives none"),
     INT(max_pipeline, 1, 65536, "256", "requests in flight per connection before reading pauses"),
     INT(max_conn_input_bytes, 4096, 1LL << 32, "16777216", "request bytes a connection may hold unanswered (buffered + decoded) before its reading pauses; >= max_frame_bytes + 4"),

@@ -36,6 +36,7 @@ typedef struct omld_config {
     int64_t replicate_maxlen, replicate_queue_bytes;
     int64_t max_items, max_frame_bytes, max_batch, max_connections, max_k;
     int64_t default_k, max_pipeline;
+    int64_t max_metadata_entries, max_metadata_key_bytes, max_metadata_value_bytes;
     int64_t checkpoint_every, checkpoint_ms;
     int64_t wal_salvage;            /* 1: cut a log damaged in the middle (recovery) */
     double default_threshold;

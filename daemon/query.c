@@ -24,6 +24,7 @@
 
 #include "err.h"
 #include "fresh.h"
+#include "item_filter.h"
 #include "ops.h"
 #include "query_int.h"
 #include "recall.h"
@@ -150,10 +151,15 @@ static int run_classify(const omld_query_ctx *q, omld_view *v, const Omld__Reque
     query_item qi;
     if ((rc = omld__query_resolve(q, v, m->query, "classify.query", &qi, r)) != 0)
         return rc;
+    uint8_t *allow = NULL; /* the rows a metadata filter keeps (NULL: every row) */
+    if (m->n_metadata > 0 && (allow = omld__query_meta_allow(q, v, m->metadata,
+                                                             m->n_metadata)) == NULL)
+        return omld__query_oom(r, "classify");
     oml_classification c;
     oml_diag d = {0};
-    rc = v->fresh ? omld_fresh_classify(q, v, qi.x, k, qi.row, &c, &d)
-                  : oml_classify(v->ix, qi.x, k, qi.row, &c, &d);
+    rc = v->fresh ? omld_fresh_classify(q, v, qi.x, k, qi.row, allow, &c, &d)
+                  : oml_classify_allowed(v->ix, qi.x, k, qi.row, allow, &c, &d);
+    free(allow);
     if (rc != OML_OK && rc != OML_EEMPTY)
         return omld__query_lib_error(r, rc, &d, "classify");
     omld__query_sample_recall(q, v, qi.x, k, qi.row, r);
@@ -210,12 +216,38 @@ static int run_verify(const omld_query_ctx *q, omld_view *v, const Omld__Request
     return 0;
 }
 
-int omld__query_retrieve_filter(const omld_view *v, const Omld__RetrieveRequest *m,
-                                oml_retrieve_opts *opts)
+/* Clears allow[row] for every row whose item fails the metadata conditions
+ * (as the store holds the item now: under its read lock, which is held
+ * for one pass over the rows). */
+static void meta_mask(const omld_query_ctx *q, const oml_index *ix,
+                      Omld__MetadataCondition *const *c, size_t n, uint8_t *allow)
+{
+    omld_item_filter f;
+    omld_item_filter_conds(&f, c, n);
+    pthread_rwlock_rdlock(&q->lock->rw);
+    for (int32_t row = 0; row < ix->n; row++)
+        if (allow[row])
+            allow[row] = (uint8_t)omld_item_filter_meta_row(&f, q->store, ix, row);
+    pthread_rwlock_unlock(&q->lock->rw);
+}
+
+uint8_t *omld__query_meta_allow(const omld_query_ctx *q, const omld_view *v,
+                                Omld__MetadataCondition *const *c, size_t n)
+{
+    uint8_t *allow = malloc((size_t)v->ix->n + 1);
+    if (allow != NULL) {
+        memset(allow, 1, (size_t)v->ix->n);
+        meta_mask(q, v->ix, c, n, allow);
+    }
+    return allow;
+}
+
+int omld__query_retrieve_filter(const omld_query_ctx *q, const omld_view *v,
+                                const Omld__RetrieveRequest *m, oml_retrieve_opts *opts)
 {
     const oml_index *ix = v->ix;
     opts->allow = NULL;
-    if (m->n_labels == 0 && m->n_exclude_ids == 0)
+    if (m->n_labels == 0 && m->n_exclude_ids == 0 && m->n_metadata == 0)
         return 0;
     uint8_t *allow = malloc((size_t)ix->n + (size_t)ix->n_labels + 1);
     if (allow == NULL)
@@ -234,6 +266,8 @@ int omld__query_retrieve_filter(const omld_view *v, const Omld__RetrieveRequest 
         if (row >= 0)
             allow[row] = 0;
     }
+    if (m->n_metadata > 0)
+        meta_mask(q, ix, m->metadata, m->n_metadata, allow);
     opts->allow = allow;
     return 0;
 }
@@ -267,6 +301,21 @@ Omld__RetrieveResponse *omld__query_retrieve_response(const oml_index *ix, const
     return resp;
 }
 
+int omld__query_hits_metadata(const omld_query_ctx *q, const oml_index *ix, const oml_hit *hits,
+                              Omld__RetrieveResponse *resp, omld_reply *r)
+{
+    int rc = 0;
+    pthread_rwlock_rdlock(&q->lock->rw);
+    for (size_t i = 0; i < resp->n_hits && rc == 0; i++) {
+        Omld__Hit *h = resp->hits[i];
+        if (omld_item_row_current(q->store, ix, hits[i].row))
+            rc = omld_meta_to_wire(oml_store_meta(q->store, ix->slots[hits[i].row]), &h->metadata,
+                                   &h->n_metadata, r);
+    }
+    pthread_rwlock_unlock(&q->lock->rw);
+    return rc;
+}
+
 void omld__query_retrieve_opts(const Omld__RetrieveRequest *m, oml_retrieve_opts *opts)
 {
     *opts = (oml_retrieve_opts){NULL, (int32_t)m->offset, -INFINITY};
@@ -287,7 +336,7 @@ static int run_retrieve(const omld_query_ctx *q, omld_view *v, const Omld__Reque
     oml_hit *hits = omld_reply_alloc(r, (size_t)(k > 0 ? k : 1) * sizeof *hits);
     oml_retrieve_opts opts;
     omld__query_retrieve_opts(m, &opts);
-    if (hits == NULL || omld__query_retrieve_filter(v, m, &opts) != 0)
+    if (hits == NULL || omld__query_retrieve_filter(q, v, m, &opts) != 0)
         return omld__query_oom(r, "retrieve");
     int32_t n = 0;
     oml_diag d = {0};
@@ -299,7 +348,8 @@ static int run_retrieve(const omld_query_ctx *q, omld_view *v, const Omld__Reque
         return omld__query_lib_error(r, rc, &d, "retrieve");
     if (!filtered) /* the recall sample compares plain searches */
         omld__query_sample_recall(q, v, qi.x, k, qi.row, r);
-    if ((r->msg.retrieve = omld__query_retrieve_response(v->ix, hits, n, r)) == NULL)
+    if ((r->msg.retrieve = omld__query_retrieve_response(v->ix, hits, n, r)) == NULL ||
+        (m->with_metadata && omld__query_hits_metadata(q, v->ix, hits, r->msg.retrieve, r) != 0))
         return omld__query_oom(r, "retrieve");
     r->msg.body_case = OMLD__RESPONSE__BODY_RETRIEVE;
     return 0;
@@ -386,6 +436,10 @@ static int run_get_items(const omld_query_ctx *q, const Omld__GetItemsRequest *m
             break;
         }
         memcpy(items[i].features, oml_store_features(q->store, slot), dim * sizeof(float));
+        if (omld_meta_to_item(oml_store_meta(q->store, slot), &items[i], r) != 0) {
+            failed = 2;
+            break;
+        }
         int32_t lab = oml_store_label(q->store, slot);
         if (lab < 0 || lab >= n_labels)
             continue;

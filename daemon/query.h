@@ -54,6 +54,9 @@ void omld_query_classify_batch(const omld_query_ctx *q, omld_view *live, const O
 /* ListItems: a page of the store (reads the store only; query_list.c). */
 void omld_query_list_items(const omld_query_ctx *q, omld_view *live, const Omld__Request *req,
                            omld_reply *r);
+/* CountItems: the live items passing a filter (query_list.c). */
+void omld_query_count_items(const omld_query_ctx *q, omld_view *live, const Omld__Request *req,
+                            omld_reply *r);
 void omld_query_recommend(const omld_query_ctx *q, omld_view *live, const Omld__Request *req,
                           omld_reply *r);
 void omld_query_retrieve_batch(const omld_query_ctx *q, omld_view *live, const Omld__Request *req,

@@ -67,7 +67,7 @@ static int classify_all(const omld_query_ctx *q, const omld_view *v, const oml_q
         return rc == OML_OK ? 0 : batch_error(r, rc, &d, CLASSIFY_OP, 0);
     }
     for (size_t i = 0; i < n; i++) {
-        int rc = omld_fresh_classify(q, v, qs[i].x, qs[i].k, qs[i].exclude_row, &c[i], &d);
+        int rc = omld_fresh_classify(q, v, qs[i].x, qs[i].k, qs[i].exclude_row, NULL, &c[i], &d);
         if (rc == OML_EEMPTY)
             c[i] = (oml_classification){.label = OML_LABEL_NONE};
         else if (rc != OML_OK)
@@ -152,7 +152,7 @@ static int retrieve_block(const omld_query_ctx *q, omld_view *v,
     int rc = 0;
     for (size_t i = first; i < first + b; i++) {
         omld__query_retrieve_opts(m->queries[i], &opts[i]);
-        if (rc == 0 && omld__query_retrieve_filter(v, m->queries[i], &opts[i]) != 0)
+        if (rc == 0 && omld__query_retrieve_filter(q, v, m->queries[i], &opts[i]) != 0)
             rc = omld__query_oom(r, RETRIEVE_OP);
         qs[i].opts = &opts[i];
     }
@@ -167,7 +167,9 @@ static int retrieve_block(const omld_query_ctx *q, omld_view *v,
     }
     for (size_t i = first; i < first + b && rc == 0; i++) {
         answers[i] = omld__query_retrieve_response(v->ix, hits[i - first], n_hits[i - first], r);
-        if (answers[i] == NULL)
+        if (answers[i] == NULL ||
+            (m->queries[i]->with_metadata &&
+             omld__query_hits_metadata(q, v->ix, hits[i - first], answers[i], r) != 0))
             rc = omld__query_oom(r, RETRIEVE_OP);
         else
             *bytes += omld__retrieve_response__get_packed_size(answers[i]) + 6; /* tag, length */

@@ -44,10 +44,18 @@ void omld__query_retrieve_opts(const Omld__RetrieveRequest *m, oml_retrieve_opts
 
 /* The rows a retrieval may return (opts->allow, malloc'd, n + n_labels
  * bytes; NULL when the request filters nothing): with labels, the rows of
- * those labels; never an excluded id. Labels and ids the view does not
+ * those labels; with metadata conditions, the rows passing them
+ * (omld__query_meta_allow's rule); never an excluded id. Labels and ids the view does not
  * know match nothing. 0, or -1 when out of memory. */
-int omld__query_retrieve_filter(const omld_view *v, const Omld__RetrieveRequest *m,
-                                oml_retrieve_opts *opts);
+int omld__query_retrieve_filter(const omld_query_ctx *q, const omld_view *v,
+                                const Omld__RetrieveRequest *m, oml_retrieve_opts *opts);
+
+/* The rows of v whose items pass the metadata conditions c (n >= 1), as
+ * the store holds them now (an item deleted or replaced since the view was
+ * built fails): a malloc'd mask of v->ix->n bytes, NULL when out of memory.
+ * The one place the queries' metadata filters are evaluated. */
+uint8_t *omld__query_meta_allow(const omld_query_ctx *q, const omld_view *v,
+                                Omld__MetadataCondition *const *c, size_t n);
 
 /* The answers' messages, in r's arena: a classification (NULL or label
  * OML_LABEL_NONE: no labelled neighbour, an empty answer) and n hits by
@@ -56,6 +64,12 @@ Omld__ClassifyResponse *omld__query_classify_response(const oml_index *ix,
                                                       const oml_classification *c, omld_reply *r);
 Omld__RetrieveResponse *omld__query_retrieve_response(const oml_index *ix, const oml_hit *hits,
                                                       int32_t n, omld_reply *r);
+
+/* With with_metadata: each hit's metadata as the store holds it now, set
+ * on resp's hits (hits: the rows they came from). 0, or -1 when out of
+ * memory. */
+int omld__query_hits_metadata(const omld_query_ctx *q, const oml_index *ix, const oml_hit *hits,
+                              Omld__RetrieveResponse *resp, omld_reply *r);
 
 typedef int (*omld__query_fn)(const omld_query_ctx *q, omld_view *v, const Omld__Request *req,
                               omld_reply *r);

@@ -1,4 +1,5 @@
 /* query_list.c - ListItems: the stored items a page at a time (omld.proto),
+ * and CountItems: how many of them pass a filter,
  * on libuv's threadpool. Reads the store only (under its read lock, one
  * page at a time), so it answers with or without a published view.
  *
@@ -9,21 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "item_filter.h"
 #include "query_int.h"
 #include "validate.h"
-
-/* The label ids the page keeps (wanted[l] = 1), or all when none is named. */
-static void wanted_labels(const oml_store *st, const Omld__ListItemsRequest *m, uint8_t *wanted,
-                          int32_t n_labels)
-{
-    for (int32_t l = 0; l < n_labels; l++) {
-        size_t len = 0;
-        const char *name = oml_store_label_name(st, l, &len);
-        wanted[l] = m->n_labels == 0;
-        for (size_t i = 0; i < m->n_labels && !wanted[l]; i++)
-            wanted[l] = strlen(m->labels[i]) == len && memcmp(m->labels[i], name, len) == 0;
-    }
-}
 
 static int run_list_items(const omld_query_ctx *q, const Omld__ListItemsRequest *m,
                           omld_reply *r)
@@ -40,21 +29,19 @@ static int run_list_items(const omld_query_ctx *q, const Omld__ListItemsRequest 
     pthread_rwlock_rdlock(&q->lock->rw);
     const oml_store *st = q->store;
     int32_t n_labels = oml_store_label_count(st);
-    uint8_t *wanted = calloc((size_t)(n_labels > 0 ? n_labels : 1), 1);
+    omld_item_filter f;
+    int filtered = omld_item_filter_init(&f, st, m->labels, m->n_labels, m->metadata,
+                                         m->n_metadata) == 0;
     char **names = omld_reply_alloc(r, (size_t)(n_labels > 0 ? n_labels : 1) * sizeof *names);
     uint32_t slots = oml_store_slots(st), slot = (uint32_t)(m->cursor < slots ? m->cursor : slots);
     size_t n = 0;
-    if (wanted == NULL || names == NULL)
+    if (!filtered || names == NULL)
         oom = 1;
-    else
-        wanted_labels(st, m, wanted, n_labels);
     for (; !oom && slot < slots && n < limit; slot++) {
-        if (!oml_store_is_live(st, slot))
+        if (!oml_store_is_live(st, slot) || !omld_item_filter_match(&f, st, slot))
             continue;
         int32_t lab = oml_store_label(st, slot);
         int known = lab >= 0 && lab < n_labels;
-        if (m->n_labels > 0 && !(known && wanted[lab]))
-            continue;
         Omld__Item *it = &items[n];
         omld__item__init(it);
         size_t len = 0;
@@ -67,6 +54,10 @@ static int run_list_items(const omld_query_ctx *q, const Omld__ListItemsRequest 
             it->n_features = dim;
             it->features = feats + n * dim;
             memcpy(it->features, oml_store_features(st, slot), dim * sizeof(float));
+        }
+        if (omld_meta_to_item(oml_store_meta(st, slot), it, r) != 0) {
+            oom = 1;
+            break;
         }
         if (known) {
             if (names[lab] == NULL) {
@@ -88,7 +79,8 @@ static int run_list_items(const omld_query_ctx *q, const Omld__ListItemsRequest 
     resp->next_cursor = next < slots ? slot : 0;
     resp->total = oml_store_count(st);
     pthread_rwlock_unlock(&q->lock->rw);
-    free(wanted);
+    if (filtered)
+        omld_item_filter_free(&f);
     if (oom)
         return omld__query_oom(r, "list_items");
     resp->n_items = n;
@@ -96,6 +88,43 @@ static int run_list_items(const omld_query_ctx *q, const Omld__ListItemsRequest 
     r->msg.list_items = resp;
     r->msg.body_case = OMLD__RESPONSE__BODY_LIST_ITEMS;
     return 0;
+}
+
+/* CountItems: one pass over the store's slots under its read lock. */
+static int run_count_items(const omld_query_ctx *q, const Omld__CountItemsRequest *m,
+                           omld_reply *r)
+{
+    Omld__CountItemsResponse *resp = omld_reply_alloc(r, sizeof *resp);
+    if (resp == NULL)
+        return omld__query_oom(r, "count_items");
+    omld__count_items_response__init(resp);
+    omld_item_filter f;
+    pthread_rwlock_rdlock(&q->lock->rw);
+    const oml_store *st = q->store;
+    int ok = omld_item_filter_init(&f, st, m->labels, m->n_labels, m->metadata,
+                                   m->n_metadata) == 0;
+    if (ok && (m->n_labels > 0 || m->n_metadata > 0)) {
+        for (uint32_t slot = 0; slot < oml_store_slots(st); slot++)
+            resp->count += oml_store_is_live(st, slot) && omld_item_filter_match(&f, st, slot);
+    } else {
+        resp->count = oml_store_count(st);
+    }
+    resp->total = oml_store_count(st);
+    pthread_rwlock_unlock(&q->lock->rw);
+    if (!ok)
+        return omld__query_oom(r, "count_items");
+    omld_item_filter_free(&f);
+    r->msg.count_items = resp;
+    r->msg.body_case = OMLD__RESPONSE__BODY_COUNT_ITEMS;
+    return 0;
+}
+
+void omld_query_count_items(const omld_query_ctx *q, omld_view *live, const Omld__Request *req,
+                            omld_reply *r)
+{
+    (void)live;
+    static const Omld__CountItemsRequest none = OMLD__COUNT_ITEMS_REQUEST__INIT;
+    run_count_items(q, req->count_items ? req->count_items : &none, r);
 }
 
 void omld_query_list_items(const omld_query_ctx *q, omld_view *live, const Omld__Request *req,

@@ -67,7 +67,7 @@ static int run_recommend(const omld_query_ctx *q, omld_view *v, const Omld__Requ
     oml_retrieve_opts opts = {0};
     if (rc == 0) {
         omld__query_retrieve_opts(&as, &opts);
-        if (omld__query_retrieve_filter(v, &as, &opts) != 0)
+        if (omld__query_retrieve_filter(q, v, &as, &opts) != 0)
             rc = omld__query_oom(r, "recommend");
     }
     int32_t n = 0;
@@ -85,7 +85,8 @@ static int run_recommend(const omld_query_ctx *q, omld_view *v, const Omld__Requ
         return rc;
     Omld__RetrieveResponse *hitlist = omld__query_retrieve_response(v->ix, hits, n, r);
     Omld__RecommendResponse *resp = omld_reply_alloc(r, sizeof *resp);
-    if (hitlist == NULL || resp == NULL)
+    if (hitlist == NULL || resp == NULL ||
+        (as.with_metadata && omld__query_hits_metadata(q, v->ix, hits, hitlist, r) != 0))
         return omld__query_oom(r, "recommend");
     omld__recommend_response__init(resp);
     resp->n_hits = hitlist->n_hits;

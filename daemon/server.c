@@ -193,7 +193,10 @@ static void server_limits(omld_server *s, const omld_config *cfg)
     s->lim = omld_limits_of(cfg);
     /* Until the engine is attached, answer bounds assume the largest model. */
     s->dims = (omld_answer_dims){.dim = (uint64_t)cfg->dim, .heads = OML_MAX_HEADS, .emb = 1024,
-                                 .default_k = (uint64_t)cfg->default_k};
+                                 .default_k = (uint64_t)cfg->default_k,
+                                 .meta = (uint64_t)cfg->max_metadata_entries *
+                                         ((uint64_t)cfg->max_metadata_key_bytes +
+                                          (uint64_t)cfg->max_metadata_value_bytes + 12)};
     s->qctx.lim = &s->lim;
 }
 

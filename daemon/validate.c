@@ -79,19 +79,18 @@ static size_t utf8_bad(const unsigned char *s, size_t n)
     return n;
 }
 
-/* An id, a label or a model name: 1..OMLD_ID_MAX bytes of UTF-8 (0 allowed
- * when allow_empty). what names the value in the message. */
-static int check_name(const char *s, const char *what, int allow_empty, const char *field,
+/* A string of lo..hi bytes of UTF-8; what names the value in the message. */
+static int check_text(const char *s, const char *what, size_t lo, size_t hi, const char *field,
                       omld_reply *r)
 {
-    size_t n = s ? strnlen(s, OMLD_ID_MAX + 1) : 0;
-    if (n == 0 && !allow_empty)
-        return omld_reply_error(r, INVALID, field, "%s is empty; it must have 1 to %d bytes", what,
-                                OMLD_ID_MAX);
-    if (n > OMLD_ID_MAX) {
+    size_t n = s ? strnlen(s, hi + 1) : 0;
+    if (n < lo)
+        return omld_reply_error(r, INVALID, field, "%s is empty; it must have 1 to %zu bytes", what,
+                                hi);
+    if (n > hi) {
         char q[200];
-        return omld_reply_error(r, INVALID, field, "%s %s is longer than %d bytes", what,
-                                omld_reply_quote(q, sizeof q, s, n), OMLD_ID_MAX);
+        return omld_reply_error(r, INVALID, field, "%s %s is longer than %zu bytes", what,
+                                omld_reply_quote(q, sizeof q, s, n), hi);
     }
     size_t bad = utf8_bad((const unsigned char *)s, n);
     if (bad < n) {
@@ -100,6 +99,14 @@ static int check_name(const char *s, const char *what, int allow_empty, const ch
                                 omld_reply_quote(q, sizeof q, s, n), bad);
     }
     return 0;
+}
+
+/* An id, a label or a model name: 1..OMLD_ID_MAX bytes of UTF-8 (0 allowed
+ * when allow_empty). what names the value in the message. */
+static int check_name(const char *s, const char *what, int allow_empty, const char *field,
+                      omld_reply *r)
+{
+    return check_text(s, what, allow_empty ? 0 : 1, OMLD_ID_MAX, field, r);
 }
 
 size_t omld_first_bad_feature(const float *x, size_t n, float max_abs)
@@ -232,6 +239,66 @@ static int check_key(const char *key, const char *field, omld_reply *r)
     return check_name(key, "idempotency key", 1, field, r);
 }
 
+/* At most max_metadata_entries entries (what: "entries", "conditions") in
+ * the list at `at`. */
+static int check_meta_count(size_t n, const char *what, const omld_limits *lim, const char *at,
+                            omld_reply *r)
+{
+    if (n <= lim->max_meta_entries)
+        return 0;
+    return omld_reply_error(r, INVALID, at, "%zu metadata %s; the limit (max_metadata_entries) is %u",
+                            n, what, (unsigned)lim->max_meta_entries);
+}
+
+/* The key of entry i of the list at `at`, its path left in path. */
+static int check_meta_key(const char *key, const char *at, size_t i, const omld_limits *lim,
+                          char *path, omld_reply *r)
+{
+    snprintf(path, PATH_CAP, "%.80s[%zu].key", at, i);
+    return check_text(key, "metadata key", 1, lim->max_meta_key, path, r);
+}
+
+/* An item's metadata at path `at` ("put_items.items[3].metadata"): at most
+ * max_metadata_entries pairs, keys and values within their byte bounds,
+ * no key twice. */
+static int check_metadata(Omld__KeyValue *const *kv, size_t n, const omld_limits *lim,
+                          const char *at, omld_reply *r)
+{
+    int rc = check_meta_count(n, "entries", lim, at, r);
+    char path[PATH_CAP];
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        rc = check_meta_key(kv[i]->key, at, i, lim, path, r);
+        for (size_t j = 0; j < i && rc == 0; j++)
+            if (strcmp(kv[j]->key, kv[i]->key) == 0)
+                rc = omld_reply_error(r, INVALID, path, "metadata key \"%s\" repeats %s[%zu]'s",
+                                      kv[i]->key, at, j);
+        snprintf(path, sizeof path, "%.80s[%zu].value", at, i);
+        if (rc == 0)
+            rc = check_text(kv[i]->value, "metadata value", 0, lim->max_meta_value, path, r);
+    }
+    return rc;
+}
+
+int omld_check_meta_filter(Omld__MetadataCondition *const *c, size_t n, const omld_limits *lim,
+                           const char *at, omld_reply *r)
+{
+    int rc = check_meta_count(n, "conditions", lim, at, r);
+    char path[PATH_CAP];
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        rc = check_meta_key(c[i]->key, at, i, lim, path, r);
+        snprintf(path, sizeof path, "%.80s[%zu].values", at, i);
+        if (rc == 0 && (c[i]->n_values == 0 || c[i]->n_values > lim->max_batch))
+            rc = omld_reply_error(r, INVALID, path,
+                                  "a condition has %zu values; it needs 1 to %u (max_batch)",
+                                  c[i]->n_values, (unsigned)lim->max_batch);
+        for (size_t j = 0; j < c[i]->n_values && rc == 0; j++) {
+            snprintf(path, sizeof path, "%.80s[%u].values[%u]", at, (unsigned)i, (unsigned)j);
+            rc = check_text(c[i]->values[j], "metadata value", 0, lim->max_meta_value, path, r);
+        }
+    }
+    return rc;
+}
+
 int omld_check_put_items(const Omld__Request *req, const omld_limits *lim, omld_reply *r)
 {
     const Omld__PutItemsRequest *m = req->put_items;
@@ -259,6 +326,9 @@ int omld_check_put_items(const Omld__Request *req, const omld_limits *lim, omld_
             snprintf(path, sizeof path, "put_items.items[%zu].label", i);
             rc = check_name(it->label, "label", 0, path, r);
         }
+        snprintf(path, sizeof path, "put_items.items[%zu].metadata", i);
+        if (rc == 0)
+            rc = check_metadata(it->metadata, it->n_metadata, lim, path, r);
     }
     oml_idmap_free(&seen.m);
     return rc;
@@ -354,7 +424,10 @@ omld_limits omld_limits_of(const omld_config *cfg)
                          .default_threshold = (float)cfg->default_threshold,
                          .max_abs = (float)cfg->max_feature_abs,
                          .max_answer = (uint32_t)cfg->max_frame_bytes,
-                         .rerank_k = (uint32_t)cfg->rerank_candidates};
+                         .rerank_k = (uint32_t)cfg->rerank_candidates,
+                         .max_meta_entries = (uint32_t)cfg->max_metadata_entries,
+                         .max_meta_key = (uint32_t)cfg->max_metadata_key_bytes,
+                         .max_meta_value = (uint32_t)cfg->max_metadata_value_bytes};
 }
 
 int omld_check_add_pairs(const Omld__Request *req, const omld_limits *lim, omld_reply *r)
@@ -411,6 +484,9 @@ static int check_classify_msg(const Omld__ClassifyRequest *m, const omld_limits 
     if (rc == 0)
         rc = check_model(m->model_opt_case == OMLD__CLASSIFY_REQUEST__MODEL_OPT_MODEL, m->model,
                          path, r);
+    snprintf(path, sizeof path, "%s.metadata", at);
+    if (rc == 0)
+        rc = omld_check_meta_filter(m->metadata, m->n_metadata, lim, path, r);
     return rc;
 }
 
@@ -493,6 +569,9 @@ static int check_retrieve_rest(const Omld__RetrieveRequest *m, const omld_limits
     snprintf(list, sizeof list, "%s.labels", at);
     if (rc == 0)
         rc = check_filter_names(m->labels, m->n_labels, "label", list, lim, r);
+    snprintf(list, sizeof list, "%s.metadata", at);
+    if (rc == 0)
+        rc = omld_check_meta_filter(m->metadata, m->n_metadata, lim, list, r);
     snprintf(path, sizeof path, "%s.min_similarity", at);
     if (rc == 0 && m->min_similarity_opt_case == OMLD__RETRIEVE_REQUEST__MIN_SIMILARITY_OPT_MIN_SIMILARITY &&
         !(m->min_similarity >= -1.0f && m->min_similarity <= 1.0f))
@@ -526,6 +605,9 @@ void omld_recommend_as_retrieve(const Omld__RecommendRequest *m, Omld__RetrieveR
     out->exclude_ids = m->exclude_ids;
     out->n_labels = m->n_labels;
     out->labels = m->labels;
+    out->n_metadata = m->n_metadata;
+    out->metadata = m->metadata;
+    out->with_metadata = m->with_metadata;
     out->min_similarity_opt_case =
         m->min_similarity_opt_case == OMLD__RECOMMEND_REQUEST__MIN_SIMILARITY_OPT_MIN_SIMILARITY
             ? OMLD__RETRIEVE_REQUEST__MIN_SIMILARITY_OPT_MIN_SIMILARITY
@@ -622,9 +704,20 @@ static const void *classify_nth(const Omld__Request *req, size_t i)
     return req->classify_batch->queries[i];
 }
 
+/* A batch's classify queries search together (one GEMM over every row), so
+ * a query of its own rows (a metadata filter) is sent alone. */
 static int classify_one(const void *m, const omld_limits *lim, const char *at, omld_reply *r)
 {
-    return check_classify_msg(m, lim, at, r);
+    const Omld__ClassifyRequest *c = m;
+    int rc = check_classify_msg(c, lim, at, r);
+    if (rc == 0 && c != NULL && c->n_metadata > 0) {
+        char path[PATH_CAP];
+        snprintf(path, sizeof path, "%s.metadata", at);
+        rc = omld_reply_error(r, INVALID, path,
+                              "a classify_batch query cannot filter by metadata; send it as a "
+                              "single classify");
+    }
+    return rc;
 }
 
 static const char *classify_model(const void *m)
@@ -787,8 +880,10 @@ static int check_model_name(const char *name, const char *field, omld_reply *r)
 int omld_check_delete_items(const Omld__Request *req, const omld_limits *lim, omld_reply *r)
 {
     const Omld__DeleteItemsRequest *m = req->delete_items;
-    if (m && m->n_labels > 0) { /* by label: ids may be empty */
+    if (m && (m->n_labels > 0 || m->n_metadata > 0)) { /* by filter: ids may be empty */
         int rc = check_filter_names(m->labels, m->n_labels, "label", "delete_items.labels", lim, r);
+        if (rc == 0)
+            rc = omld_check_meta_filter(m->metadata, m->n_metadata, lim, "delete_items.metadata", r);
         return rc || m->n_ids == 0 ? rc : check_ids(m->ids, m->n_ids, 1, "delete_items", lim, r);
     }
     return check_ids(m ? m->ids : NULL, m ? m->n_ids : 0, 1, "delete_items", lim, r);
@@ -803,7 +898,17 @@ int omld_check_list_items(const Omld__Request *req, const omld_limits *lim, omld
         return omld_reply_error(r, INVALID, "list_items.limit",
                                 "limit is %u; the most items a page holds is %u (max_batch)",
                                 (unsigned)m->limit, (unsigned)lim->max_batch);
-    return check_filter_names(m->labels, m->n_labels, "label", "list_items.labels", lim, r);
+    int rc = check_filter_names(m->labels, m->n_labels, "label", "list_items.labels", lim, r);
+    return rc ? rc : omld_check_meta_filter(m->metadata, m->n_metadata, lim, "list_items.metadata", r);
+}
+
+int omld_check_count_items(const Omld__Request *req, const omld_limits *lim, omld_reply *r)
+{
+    const Omld__CountItemsRequest *m = req->count_items;
+    if (m == NULL)
+        return 0;
+    int rc = check_filter_names(m->labels, m->n_labels, "label", "count_items.labels", lim, r);
+    return rc ? rc : omld_check_meta_filter(m->metadata, m->n_metadata, lim, "count_items.metadata", r);
 }
 
 /* A GetItems whose features alone would not fit in one answer is refused

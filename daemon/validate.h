@@ -35,6 +35,7 @@ typedef struct omld_limits {
     float max_abs;           /* largest |feature value| accepted; 0: no bound */
     uint32_t max_answer;     /* largest answer frame (max_frame_bytes); 0: no bound */
     uint32_t rerank_k;       /* candidates per head a fresh view's query re-ranks */
+    uint32_t max_meta_entries, max_meta_key, max_meta_value; /* item metadata bounds */
 } omld_limits;
 
 /* Index of the first value of x (n) that is NaN, infinite or (max_abs > 0)
@@ -88,6 +89,13 @@ void omld_recommend_as_retrieve(const Omld__RecommendRequest *m, Omld__RetrieveR
 /* ListItems: limit 0..max_batch (0: OMLD_LIST_DEFAULT), the labels as names. */
 #define OMLD_LIST_DEFAULT 100
 int omld_check_list_items(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
+/* CountItems: the labels as names, the metadata filter. */
+int omld_check_count_items(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
+/* A metadata filter at path `at` ("retrieve.metadata"): at most
+ * max_metadata_entries conditions, each a valid key and 1..max_batch valid
+ * values ("retrieve.metadata[1].values[0]"). 0 or the code (r filled). */
+int omld_check_meta_filter(Omld__MetadataCondition *const *c, size_t n, const omld_limits *lim,
+                           const char *at, omld_reply *r);
 int omld_check_recommend(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
 /* A triplet's weight is in (0, OMLD_MAX_TRIPLET_WEIGHT] (omld.proto). */
 #define OMLD_MAX_TRIPLET_WEIGHT 100.0f

@@ -205,11 +205,19 @@ int oml_idmap_reserve(oml_idmap *m, uint32_t extra)
 
 int oml_idmap_get(const oml_idmap *m, const char *key, size_t len, uint32_t *value)
 {
+    const char *stored;
+    return oml_idmap_get_key(m, key, len, &stored, value);
+}
+
+int oml_idmap_get_key(const oml_idmap *m, const char *key, size_t len, const char **stored,
+                      uint32_t *value)
+{
     if (m->_count == 0 || len > UINT32_MAX)
         return OML_ENOTFOUND;
     uint32_t i = idmap_probe(m, key, (uint32_t)len, idmap_hash(key, len));
     if (m->_tab[i].key == NULL)
         return OML_ENOTFOUND;
+    *stored = m->_tab[i].key;
     *value = m->_tab[i].value;
     return OML_OK;
 }

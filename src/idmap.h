@@ -48,6 +48,11 @@ int oml_idmap_reserve(oml_idmap *m, uint32_t extra);
 /* Looks key up. 0 and *value, or OML_ENOTFOUND (value untouched). */
 int oml_idmap_get(const oml_idmap *m, const char *key, size_t len, uint32_t *value);
 
+/* oml_idmap_get that also gives the key pointer the map holds for key
+ * (the one put first), so equal byte strings can share one copy. */
+int oml_idmap_get_key(const oml_idmap *m, const char *key, size_t len, const char **stored,
+                      uint32_t *value);
+
 /* Inserts key -> value, or overwrites the value (and keeps the old key
  * pointer) if key is present. key is borrowed. OML_EINVAL (len >= 2^32),
  * OML_ENOMEM, OML_EFULL; the map is unchanged on error. */

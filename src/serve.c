@@ -164,6 +164,12 @@ void oml__embedded_neighbors(const oml_index *ix, int32_t k, int32_t exclude_row
 int oml_classify(const oml_index *ix, const float *x, int32_t k, int32_t exclude_row,
                  oml_classification *out, oml_diag *diag)
 {
+    return oml_classify_allowed(ix, x, k, exclude_row, NULL, out, diag);
+}
+
+int oml_classify_allowed(const oml_index *ix, const float *x, int32_t k, int32_t exclude_row,
+                         const uint8_t *allow, oml_classification *out, oml_diag *diag)
+{
     int rc = oml__check_query(ix, x, k, exclude_row, diag);
     if (rc != OML_OK)
         return rc;
@@ -177,7 +183,7 @@ int oml_classify(const oml_index *ix, const float *x, int32_t k, int32_t exclude
     vote_ws vw;
     oml__vote_ws_init(&vw, ex, nl, nt);
 
-    rc = oml__query_neighbors(ix, x, k, exclude_row, NULL, &w);
+    rc = oml__query_neighbors(ix, x, k, exclude_row, allow, &w);
     if (rc == OML_OK) {
         oml_classification res;
         int32_t label;

@@ -36,6 +36,10 @@ typedef struct oml_classification {
  * (d_max = d_min) score every neighbour alpha(l), the limit of Eq. 23. */
 int oml_classify(const oml_index *ix, const float *x, int32_t k, int32_t exclude_row,
                  oml_classification *out, oml_diag *diag);
+/* oml_classify among the allowed rows only (allow (n): 1 for rows that may
+ * be neighbours; NULL: every row), e.g. a metadata filter's. */
+int oml_classify_allowed(const oml_index *ix, const float *x, int32_t k, int32_t exclude_row,
+                         const uint8_t *allow, oml_classification *out, oml_diag *diag);
 
 typedef struct oml_verification {
     float probability;   /* Eq. 26 */

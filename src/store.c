@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "idmap.h"
+#include "metadata.h"
 #include "store_int.h"
 
 #define STORE_MIN_CAP 16u
@@ -40,6 +41,7 @@ int oml_store_create(oml_store **out, int32_t dim, uint32_t max_items)
     s->max_items = max_items;
     oml_idmap_init(&s->id_map);
     oml_idmap_init(&s->label_map);
+    oml_meta_pool_init(&s->meta_pool);
     *out = s;
     return OML_OK;
 }
@@ -58,6 +60,11 @@ void oml_store_destroy(oml_store *s)
     free(s->label);
     free(s->live);
     free(s->gen);
+    if (s->meta != NULL)
+        for (uint32_t i = 0; i < s->n_slots; i++)
+            oml_meta_pool_release(&s->meta_pool, s->meta[i]);
+    free(s->meta);
+    oml_meta_pool_free(&s->meta_pool);
     free(s->free_heap);
     free(s->label_names);
     free(s->label_len);
@@ -97,6 +104,12 @@ static int store_reserve_slot(oml_store *s)
     if ((p = realloc(s->free_heap, (size_t)cap * sizeof *s->free_heap)) == NULL)
         return OML_ENOMEM;
     s->free_heap = p;
+    if (s->meta != NULL) {
+        if ((p = realloc(s->meta, (size_t)cap * sizeof *s->meta)) == NULL)
+            return OML_ENOMEM;
+        s->meta = p;
+        memset(s->meta + s->cap, 0, (size_t)(cap - s->cap) * sizeof *s->meta);
+    }
     s->cap = cap;
     return OML_OK;
 }
@@ -149,6 +162,13 @@ static int store_reserve_label(oml_store *s)
     return OML_OK;
 }
 
+int oml__store_meta_array(oml_store *s)
+{
+    if (s->meta == NULL && s->cap > 0 && (s->meta = calloc(s->cap, sizeof *s->meta)) == NULL)
+        return OML_ENOMEM;
+    return OML_OK;
+}
+
 char *oml__store_dup(const char *b, size_t n)
 {
     char *d = malloc(n + 1);
@@ -178,6 +198,13 @@ int oml_store_put(oml_store *s, const char *id, size_t id_len, const float *x,
                   const char *label, size_t label_len, uint32_t *slot_out,
                   oml_diag *diag)
 {
+    return oml_store_put_meta(s, id, id_len, x, label, label_len, NULL, 0, slot_out, diag);
+}
+
+int oml_store_put_meta(oml_store *s, const char *id, size_t id_len, const float *x,
+                       const char *label, size_t label_len, const uint8_t *meta,
+                       size_t meta_len, uint32_t *slot_out, oml_diag *diag)
+{
     int rc = store_check_name(id, id_len, "id", diag);
     if (rc != OML_OK)
         return rc;
@@ -189,6 +216,13 @@ int oml_store_put(oml_store *s, const char *id, size_t id_len, const float *x,
                                 "features[%d] is not finite", (int)i);
     if (label != NULL && (rc = store_check_name(label, label_len, "label", diag)) != OML_OK)
         return rc;
+    if (meta != NULL && (rc = oml_meta_check(meta, meta_len, diag)) != OML_OK)
+        return rc == OML_EFORMAT ? oml_diag_set(diag, OML_EINVAL, "metadata", "%s", diag->msg)
+                                 : rc;
+    /* The item's (shared) metadata, held here until the commit. */
+    const uint8_t *new_meta = NULL;
+    if (meta != NULL && (new_meta = oml_meta_pool_hold(&s->meta_pool, meta, meta_len)) == NULL)
+        return oml_diag_set(diag, OML_ENOMEM, "metadata", "out of memory");
 
     /* Resolve or reserve the label. A new label's copy is made now and
      * owned by this function until the commit below. */
@@ -199,13 +233,17 @@ int oml_store_put(oml_store *s, const char *id, size_t id_len, const float *x,
         if (oml_idmap_get(&s->label_map, label, label_len, &v) == OML_OK) {
             lab = (int32_t)v;
         } else {
-            if ((uint32_t)s->n_labels >= s->max_items)
+            if ((uint32_t)s->n_labels >= s->max_items) {
+                oml_meta_pool_release(&s->meta_pool, new_meta);
                 return oml_diag_set(diag, OML_EFULL, "label", "too many labels (max %u)",
                                     s->max_items);
+            }
             if (store_reserve_label(s) != OML_OK ||
                 oml_idmap_reserve(&s->label_map, 1) != OML_OK ||
-                (new_label = oml__store_dup(label, label_len)) == NULL)
+                (new_label = oml__store_dup(label, label_len)) == NULL) {
+                oml_meta_pool_release(&s->meta_pool, new_meta);
                 return oml_diag_set(diag, OML_ENOMEM, "label", "out of memory");
+            }
             lab = s->n_labels;
         }
     }
@@ -216,6 +254,7 @@ int oml_store_put(oml_store *s, const char *id, size_t id_len, const float *x,
     if (oml_idmap_get(&s->id_map, id, id_len, &slot) != OML_OK) {
         if (s->n_live >= s->max_items) { /* then n_slots < max_items or a slot is free */
             free(new_label);
+            oml_meta_pool_release(&s->meta_pool, new_meta);
             return oml_diag_set(diag, OML_EFULL, "id", "store is full (%u live items)",
                                 s->max_items);
         }
@@ -225,9 +264,17 @@ int oml_store_put(oml_store *s, const char *id, size_t id_len, const float *x,
             (new_id = oml__store_dup(id, id_len)) == NULL) {
             free(new_label);
             free(new_id);
+            oml_meta_pool_release(&s->meta_pool, new_meta);
             return oml_diag_set(diag, OML_ENOMEM, "id", "out of memory");
         }
         slot = reuse ? s->free_heap[0] : s->n_slots;
+    }
+    /* Slot capacity is reserved by now, so the pointer array covers it. */
+    if (new_meta != NULL && oml__store_meta_array(s) != OML_OK) {
+        free(new_label);
+        free(new_id);
+        oml_meta_pool_release(&s->meta_pool, new_meta);
+        return oml_diag_set(diag, OML_ENOMEM, "metadata", "out of memory");
     }
 
     /* Commit: nothing below can fail, the maps have room reserved. */
@@ -253,6 +300,13 @@ int oml_store_put(oml_store *s, const char *id, size_t id_len, const float *x,
     }
     memcpy(s->x + (size_t)slot * (size_t)s->dim, x, (size_t)s->dim * sizeof(float));
     s->label[slot] = lab;
+    if (s->meta != NULL) { /* a put replaces the whole item, metadata included */
+        const uint8_t *old = s->meta[slot]; /* NULL for a new or reused slot */
+        s->n_meta -= old != NULL;
+        oml_meta_pool_release(&s->meta_pool, old);
+        s->meta[slot] = new_meta;
+        s->n_meta += new_meta != NULL;
+    }
     if (slot_out != NULL)
         *slot_out = slot;
     return OML_OK;
@@ -266,6 +320,11 @@ int oml_store_delete(oml_store *s, const char *id, size_t id_len)
     (void)oml_idmap_del(&s->id_map, id, id_len);
     s->live[slot] = 0;
     s->n_live--;
+    if (s->meta != NULL && s->meta[slot] != NULL) { /* a tombstone keeps no metadata */
+        oml_meta_pool_release(&s->meta_pool, s->meta[slot]);
+        s->meta[slot] = NULL;
+        s->n_meta--;
+    }
     s->gen[slot]++;
     heap_push(s, slot); /* room: the heap holds at most every slot */
     return OML_OK;
@@ -308,6 +367,16 @@ const char *oml_store_id(const oml_store *s, uint32_t slot, size_t *len)
 int32_t oml_store_label(const oml_store *s, uint32_t slot)
 {
     return slot < s->n_slots ? s->label[slot] : OML_LABEL_NONE;
+}
+
+const uint8_t *oml_store_meta(const oml_store *s, uint32_t slot)
+{
+    return s->meta != NULL && slot < s->n_slots ? s->meta[slot] : NULL;
+}
+
+size_t oml_store_meta_items(const oml_store *s)
+{
+    return s->n_meta;
 }
 
 int32_t oml_store_label_count(const oml_store *s)

@@ -57,6 +57,15 @@ int oml_store_put(oml_store *s, const char *id, size_t id_len, const float *x,
                   const char *label, size_t label_len, uint32_t *slot_out,
                   oml_diag *diag);
 
+/* oml_store_put with metadata: meta (meta_len bytes, borrowed, copied) is
+ * a packed blob (metadata.h) or NULL for none. The put replaces the item's
+ * metadata as it replaces its features and label. A malformed blob is
+ * OML_EINVAL (field "metadata"). Only items with metadata hold any memory
+ * for it (a pointer per slot once any item has some, and the blob). */
+int oml_store_put_meta(oml_store *s, const char *id, size_t id_len, const float *x,
+                       const char *label, size_t label_len, const uint8_t *meta,
+                       size_t meta_len, uint32_t *slot_out, oml_diag *diag);
+
 /* Deletes a live id: its slot becomes free for a later new id and its
  * generation is incremented. OML_ENOTFOUND if it is not live. Never
  * allocates. The caller tells its slot holders (see SLOT HOLDERS). */
@@ -80,6 +89,12 @@ const float *oml_store_features(const oml_store *s, uint32_t slot);
 const char *oml_store_id(const oml_store *s, uint32_t slot, size_t *len);
 int32_t oml_store_label(const oml_store *s, uint32_t slot); /* OML_LABEL_NONE if none */
 
+/* The packed metadata of a live slot (metadata.h), or NULL if it has none
+ * (deleted slots have none). Borrowed, valid until the next put/delete. */
+const uint8_t *oml_store_meta(const oml_store *s, uint32_t slot);
+/* Live items that have metadata. */
+size_t oml_store_meta_items(const oml_store *s);
+
 /* Label table: ids 0..oml_store_label_count()-1, names NUL-terminated. */
 int32_t oml_store_label_count(const oml_store *s);
 const char *oml_store_label_name(const oml_store *s, int32_t label, size_t *len);
@@ -98,12 +113,16 @@ const float *oml_store_matrix(const oml_store *s);
  *   slots, in slot order:       u8 live (0/1) | i32 label (-1 = none) | u32 id_len | id bytes
  *   features:                   slots * dim f32, the (slots, dim) matrix row-major
  *   generations (version 2):    slots * u32
- * Version 1 (no generations; every generation reads as 0) is still read.
+ *   metadata (version 3):       u32 count | per live slot with metadata, in
+ *                               ascending slot order: u32 slot | u32 len |
+ *                               len bytes, its packed blob (metadata.h)
+ * Versions 1 (no generations: every generation reads as 0) and 2 (no
+ * metadata) are still read.
  * The free slots are not written: they are the dead ones, reused lowest
  * first. The encoding is canonical: equal stores encode to equal bytes, and
- * a buffer that decodes re-encodes to itself (as version 2). No checksum
+ * a buffer that decodes re-encodes to itself (as version 3). No checksum
  * (the checkpoint file carries one over all its sections). */
-#define OML_STORE_CODEC_VERSION 2u
+#define OML_STORE_CODEC_VERSION 3u
 
 /* Serialises s into a malloc'd buffer (*buf, *len), owned by the caller.
  * OML_ENOMEM (nothing is returned then). */

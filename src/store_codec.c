@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "bytes.h"
+#include "metadata.h"
 #include "store_int.h"
 
 /* ---- serialisation (see store.h for the format) ----
@@ -42,6 +43,16 @@ static void store_encode_body(const oml_store *s, oml_writer *c)
     }
     oml_put_f32s(c, s->x, (size_t)s->n_slots * (size_t)s->dim);
     oml_put_le(c, s->gen, 4, s->n_slots);
+    uint32_t n_meta = (uint32_t)s->n_meta;
+    OML_PUT(c, n_meta);
+    for (uint32_t i = 0; s->meta != NULL && i < s->n_slots; i++) {
+        if (s->meta[i] == NULL)
+            continue;
+        uint32_t len = (uint32_t)oml_meta_size(s->meta[i]);
+        OML_PUT(c, i);
+        OML_PUT(c, len);
+        oml_put_bytes(c, s->meta[i], len);
+    }
 }
 
 int oml_store_encode(const oml_store *s, uint8_t **buf, size_t *len)
@@ -174,16 +185,18 @@ static int decode_slots(oml_store *s, oml_reader *c, uint32_t n_slots, uint32_t 
 }
 
 /* The feature block (n_slots, dim) and, since version 2, the generations;
- * they end the buffer exactly, and every feature is finite. */
+ * they end the buffer exactly (up to version 2: version 3's metadata
+ * follows them), and every feature is finite. */
 static int decode_features(oml_store *s, oml_reader *c, uint32_t version, uint32_t n_slots,
                            oml_diag *diag)
 {
     size_t nx = (size_t)n_slots * (size_t)s->dim;
     size_t ng = version >= 2 ? (size_t)n_slots * sizeof(uint32_t) : 0;
-    if (c->len - c->pos != nx * sizeof(float) + ng)
+    size_t have = c->len - c->pos, want = nx * sizeof(float) + ng;
+    if (version >= 3 ? have < want + sizeof(uint32_t) : have != want)
         return oml_diag_set(diag, OML_EFORMAT, "store",
                             "feature and generation blocks are %zu bytes, want %zu (truncated or "
-                            "trailing bytes)", c->len - c->pos, nx * sizeof(float) + ng);
+                            "trailing bytes)", have, want);
     if (nx > 0)
         oml_get_f32s(c, s->x, nx);
     if (ng > 0)
@@ -192,6 +205,41 @@ static int decode_features(oml_store *s, oml_reader *c, uint32_t version, uint32
         if (!isfinite(s->x[i]))
             return oml_diag_set(diag, OML_EFORMAT, "store", "slot %zu feature %zu is not finite",
                                 i / (size_t)s->dim, i % (size_t)s->dim);
+    return OML_OK;
+}
+
+/* Version 3's metadata: a count, then (slot, blob) in strictly ascending
+ * live slots, each blob well-formed; it ends the buffer exactly. */
+static int decode_meta(oml_store *s, oml_reader *c, oml_diag *diag)
+{
+    uint32_t n;
+    OML_GET(c, n);
+    if (c->bad || n > s->n_live || (uint64_t)n * 9u > c->len - c->pos)
+        return oml_diag_set(diag, OML_EFORMAT, "store", "bad metadata count %u", n);
+    if (n > 0 && oml__store_meta_array(s) != OML_OK)
+        return oml_diag_set(diag, OML_ENOMEM, "store", "out of memory");
+    int64_t prev = -1;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t slot, len;
+        OML_GET(c, slot);
+        OML_GET(c, len);
+        if (c->bad || len > c->len - c->pos)
+            return oml_diag_set(diag, OML_EFORMAT, "store", "truncated in metadata %u", i);
+        if ((int64_t)slot <= prev || !oml_store_is_live(s, slot))
+            return oml_diag_set(diag, OML_EFORMAT, "store",
+                                "metadata %u names slot %u (not live, or out of order)", i, slot);
+        oml_diag d = {0};
+        if (oml_meta_check(c->p + c->pos, len, &d) != OML_OK)
+            return oml_diag_set(diag, OML_EFORMAT, "store", "metadata of slot %u: %s", slot,
+                                d.msg);
+        if ((s->meta[slot] = oml_meta_pool_hold(&s->meta_pool, c->p + c->pos, len)) == NULL)
+            return oml_diag_set(diag, OML_ENOMEM, "store", "out of memory");
+        c->pos += len;
+        s->n_meta++;
+        prev = slot;
+    }
+    if (c->pos != c->len)
+        return oml_diag_set(diag, OML_EFORMAT, "store", "%zu trailing bytes", c->len - c->pos);
     return OML_OK;
 }
 
@@ -204,6 +252,8 @@ static int store_decode_into(oml_store *s, oml_reader *c, uint32_t version, uint
         rc = decode_slots(s, c, n_slots, n_live, diag);
     if (rc == OML_OK)
         rc = decode_features(s, c, version, n_slots, diag);
+    if (rc == OML_OK && version >= 3)
+        rc = decode_meta(s, c, diag);
     return rc;
 }
 
@@ -223,9 +273,9 @@ int oml_store_decode(oml_store **out, const uint8_t *buf, size_t len, uint32_t m
     OML_GET(&c, version);
     if (c.bad)
         return oml_diag_set(diag, OML_EFORMAT, "store", "truncated header");
-    if (version != 1 && version != OML_STORE_CODEC_VERSION)
+    if (version < 1 || version > OML_STORE_CODEC_VERSION)
         return oml_diag_set(diag, OML_EVERSION, "store",
-                            "store format version %u; this build reads versions 1 and %u",
+                            "store format version %u; this build reads versions 1 to %u",
                             version, OML_STORE_CODEC_VERSION);
     OML_GET(&c, dim);
     OML_GET(&c, n_slots);
@@ -250,7 +300,8 @@ int oml_store_decode(oml_store **out, const uint8_t *buf, size_t len, uint32_t m
                             (int)dim, len);
     uint64_t need = (uint64_t)n_labels * STORE_LABEL_MIN + (uint64_t)n_slots * STORE_SLOT_MIN +
                     (uint64_t)n_slots * (uint64_t)dim * sizeof(float) +
-                    (version >= 2 ? (uint64_t)n_slots * sizeof(uint32_t) : 0);
+                    (version >= 2 ? (uint64_t)n_slots * sizeof(uint32_t) : 0) +
+                    (version >= 3 ? sizeof(uint32_t) : 0);
     if (need > rest)
         return oml_diag_set(diag, OML_EFORMAT, "store",
                             "%u labels and %u slots do not fit in %zu bytes (truncated?)",

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "idmap.h"
+#include "meta_pool.h"
 #include "store.h"
 
 struct oml_store {
@@ -20,6 +21,12 @@ struct oml_store {
     int32_t *label;    /* (cap) */
     uint8_t *live;     /* (cap) */
     uint32_t *gen;     /* (cap) deletes of each slot: its generation */
+    const uint8_t **meta; /* (cap) each live item's packed metadata (metadata.h), a
+                          copy shared by the items with equal metadata (meta_pool),
+                          or NULL; the array itself is NULL until an item has
+                          metadata, so a store without any pays nothing */
+    size_t n_meta;     /* live items with metadata */
+    oml_meta_pool meta_pool;
     uint32_t *free_heap; /* (cap) dead slots, min-heap */
     uint32_t n_free;
     oml_idmap id_map;  /* live id -> slot */
@@ -29,6 +36,10 @@ struct oml_store {
     int32_t n_labels, label_cap;
     oml_idmap label_map; /* name -> label id */
 };
+
+/* Gives every slot below cap a metadata pointer (NULL), if s->meta is not
+ * there yet: OML_OK or OML_ENOMEM (store.c). */
+int oml__store_meta_array(oml_store *s);
 
 /* An owned NUL-terminated copy of b (n bytes), or NULL (store.c). */
 char *oml__store_dup(const char *b, size_t n);

@@ -8,8 +8,11 @@ export type Vector = number[] | Float32Array | Float64Array;
 /** A stored item's id, or an inline vector used for this request only. */
 export type ItemRef = string | Vector | { id: string } | { vector: Vector };
 
-export interface ItemInput { id: string; features: Vector; label?: string | null; }
-export type ItemLike = ItemInput | [string, Vector] | [string, Vector, string | null];
+export interface ItemInput {
+  id: string; features: Vector; label?: string | null; metadata?: Record<string, string>;
+}
+export type ItemLike = ItemInput | [string, Vector] | [string, Vector, string | null]
+  | [string, Vector, string | null, Record<string, string>];
 /** weight: how far the triplet moves the model, in (0, 100] (absent: 1). */
 export type TripletLike = [ItemRef, ItemRef, ItemRef] | [ItemRef, ItemRef, ItemRef, number] |
   { anchor: ItemRef; positive: ItemRef; negative: ItemRef; weight?: number };
@@ -31,7 +34,14 @@ export interface ModelOption extends CallOptions { model?: string; }
 export interface WriteOptions extends CallOptions { idempotencyKey?: string; waitForView?: boolean; }
 
 export interface Answer { modelVersion: number; }
-export interface Item { id: string; features: number[]; label: string | null; }
+export interface Item {
+  id: string; features: number[]; label: string | null;
+  /** Small string key/values (omld.proto METADATA); null when the item has none. */
+  metadata: Record<string, string> | null;
+}
+/** A metadata filter: a value (equality) or values (one of) per key; every key must hold. */
+export type Where = Record<string, string | Iterable<string>>;
+export interface CountResult extends Answer { count: number; total: number; }
 export interface PutResult extends Answer { created: number; replaced: number; duplicate: boolean; }
 export interface DeleteResult extends Answer { deleted: number; }
 export interface Rejected { index: number; code: CodeName; field: string; message: string; }
@@ -109,15 +119,18 @@ export class Client extends EventEmitter {
   on(event: "close", listener: (err: OmldConnectionError) => void): this;
 
   putItems(items: Iterable<ItemLike>, o?: WriteOptions): Promise<PutResult>;
-  deleteItems(ids: string | Iterable<string>, o?: CallOptions & { missingOk?: boolean }): Promise<DeleteResult>;
+  deleteItems(ids: string | Iterable<string> | null, o?: CallOptions & {
+    missingOk?: boolean; labels?: string | Iterable<string>; where?: Where;
+  }): Promise<DeleteResult>;
+  countItems(o?: CallOptions & { labels?: string | Iterable<string>; where?: Where }): Promise<CountResult>;
   getItems(ids: string | Iterable<string>, o?: CallOptions): Promise<Item[]>;
   addTriplets(triplets: Iterable<TripletLike>, o?: WriteOptions & { partial?: boolean }): Promise<TripletResult>;
   addPairs(pairs: Iterable<PairLike>, o?: WriteOptions): Promise<PairResult>;
-  classify(query: ItemRef, o?: ModelOption & { k?: number }): Promise<Classification>;
+  classify(query: ItemRef, o?: ModelOption & { k?: number; where?: Where }): Promise<Classification>;
   verify(a: ItemRef, b: ItemRef, o?: ModelOption & { threshold?: number }): Promise<Verification>;
   retrieve(query: ItemRef, o?: ModelOption & {
     k?: number; labels?: string | Iterable<string>; excludeIds?: string | Iterable<string>;
-    offset?: number; minSimilarity?: number;
+    offset?: number; minSimilarity?: number; where?: Where;
   }): Promise<Retrieval>;
   embed(item: ItemRef, o?: ModelOption): Promise<Embedding>;
   /** The serving model as an OMLSNAP file (src/snapshot.h), to embed offline. */

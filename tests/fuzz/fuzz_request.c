@@ -73,7 +73,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 
 static const omld_limits LIM = {
-    .dim = DIM, .max_batch = MAX_BATCH, .max_k = MAX_K, .default_k = 4, .default_threshold = 0.5f};
+    .dim = DIM, .max_batch = MAX_BATCH, .max_k = MAX_K, .default_k = 4, .default_threshold = 0.5f,
+    .max_meta_entries = 4, .max_meta_key = 16, .max_meta_value = 32};
 
 /* ------------------------------------------------------------ fixtures */
 

@@ -106,6 +106,20 @@ seed promote 'request_id: 116 promote { name: "m1" }'
 seed promote_data 'request_id: 117 promote { name: "m1" model_data: "x" }'
 seed promote_noname 'request_id: 118 promote { }'
 seed rollback 'request_id: 119 rollback { }'
+# ---- metadata: on items, and filters (equality, set membership, AND)
+M='metadata { key: "color" values: "red" values: "blue" } metadata { key: "size" values: "L" }'
+seed meta_put 'request_id: 120 put_items { items { id: "n2" '"$F"' metadata { key: "color" value: "red" } metadata { key: "size" value: "L" } } }'
+seed meta_put_dupkey 'request_id: 121 put_items { items { id: "n2" '"$F"' metadata { key: "k" value: "a" } metadata { key: "k" value: "b" } } }'
+seed meta_put_many 'request_id: 122 put_items { items { id: "n2" '"$F"' metadata { key: "a" } metadata { key: "b" } metadata { key: "c" } metadata { key: "d" } metadata { key: "e" } } }'
+seed meta_put_longkey 'request_id: 123 put_items { items { id: "n2" '"$F"' metadata { key: "a-key-longer-than-16" value: "v" } } }'
+seed meta_retrieve 'request_id: 124 retrieve { query { id: "c0" } k: 5 '"$M"' }'
+seed meta_classify 'request_id: 125 classify { query { id: "a0" } k: 3 '"$M"' }'
+seed meta_recommend 'request_id: 126 recommend { positive { id: "a0" } k: 3 '"$M"' }'
+seed meta_list 'request_id: 127 list_items { limit: 10 '"$M"' }'
+seed meta_count 'request_id: 128 count_items { labels: "x" '"$M"' }'
+seed meta_delete 'request_id: 129 delete_items { '"$M"' }'
+seed meta_novalues 'request_id: 130 count_items { metadata { key: "color" } }'
+seed meta_batch 'request_id: 131 classify_batch { queries { query { id: "a0" } '"$M"' } }'
 # ---- regressions: an unknown id whose 201st byte ends a 2-byte UTF-8
 # character (199 ASCII bytes + "\303\251"); error messages once cut it in half
 LONG199=$(printf 'y%.0s' $(seq 199))

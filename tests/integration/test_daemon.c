@@ -226,7 +226,7 @@ static void test_every_operation(void **state)
      * it, the next page of it, a floor; the similarity is the pair's. */
     const char *other[1] = {LABEL[1]};
     omlc_hit all[10], page[5];
-    omlc_retrieve_filter f = {other, 1, NULL, 0, 0, 0, 0.0f};
+    omlc_retrieve_filter f = {other, 1, NULL, 0, 0, 0, 0.0f, NULL, 0};
     assert_int_equal(omlc_retrieve_where(c, &a, 10, NULL, &f, all, 10, &n_hits, NULL, &err), 0);
     assert_int_equal(n_hits, 10);
     for (size_t i = 0; i < n_hits; i++)
@@ -245,7 +245,7 @@ static void test_every_operation(void **state)
             if (strcmp(page[i].id, all[j].id) == 0)
                 assert_true(page[i].similarity == all[j].similarity);
     }
-    f = (omlc_retrieve_filter){NULL, 0, NULL, 0, 0, 1, hits[4].similarity};
+    f = (omlc_retrieve_filter){NULL, 0, NULL, 0, 0, 1, hits[4].similarity, NULL, 0};
     assert_int_equal(omlc_retrieve_where(c, &a, 10, NULL, &f, all, 10, &n_hits, NULL, &err), 0);
     assert_true(n_hits >= 1 && n_hits <= 10);
     for (size_t i = 0; i < n_hits; i++)
@@ -351,7 +351,7 @@ static void test_query_batches(void **state)
     omlc_retrieve_filter f[M];
     memset(f, 0, sizeof f);
     for (int i = 0; i < M; i += 3)
-        f[i] = (omlc_retrieve_filter){labels, 1, exclude, 2, (uint32_t)(i % 2), 0, 0.0f};
+        f[i] = (omlc_retrieve_filter){labels, 1, exclude, 2, (uint32_t)(i % 2), 0, 0.0f, NULL, 0};
     f[4].has_min_similarity = 1;
     f[4].min_similarity = 0.9f;
 
@@ -1098,7 +1098,7 @@ static void test_k_above_1024(void **state)
         assert_int_equal(omlc_retrieve(c, &q, 3000, NULL, hits, N, &n, NULL, &err), 0);
     }
     assert_int_equal(n, N - 1); /* every other item, best first */
-    omlc_retrieve_filter f = {NULL, 0, NULL, 0, 1200, 0, 0.0f};
+    omlc_retrieve_filter f = {NULL, 0, NULL, 0, 1200, 0, 0.0f, NULL, 0};
     omlc_hit page[300];
     size_t np = 0;
     assert_int_equal(omlc_retrieve_where(c, &q, 300, NULL, &f, page, 300, &np, NULL, &err), 0);

@@ -504,7 +504,7 @@ static void test_query_batch_limits(void **state)
     const char *mine[1] = {"long-ids"};
     omlc_retrieve_filter f[50];
     for (int i = 0; i < 50; i++) /* only these items: every hit has a long id */
-        f[i] = (omlc_retrieve_filter){mine, 1, NULL, 0, 0, 0, 0.0f};
+        f[i] = (omlc_retrieve_filter){mine, 1, NULL, 0, 0, 0, 0.0f, NULL, 0};
     assert_int_equal(omlc_retrieve_batch(c, q, 50, 10, NULL, f, hits, 10, n_hits, NULL, &err),
                      5 /* RESOURCE_EXHAUSTED */);
     assert_string_equal(err.field, "retrieve_batch.queries");

@@ -19,6 +19,7 @@
 
 #include "bytes.h"
 #include "damage.h"
+#include "metadata.h"
 #include "rng.h"
 #include "store.h"
 
@@ -92,7 +93,24 @@ static op_out random_op(oml_store *s, const pool *p, oml_rng *r)
     int l = (int)oml_rng_below(r, N_LABELS + 2);
     const char *lab = l < N_LABELS ? p->labels[l] : NULL;
     size_t lab_len = l < N_LABELS ? p->label_len[l] : 0;
-    o.rc = oml_store_put(s, p->ids[i], p->id_len[i], x, lab, lab_len, &o.slot, NULL);
+    /* One put in three carries metadata: 1..3 entries, values drawn from
+     * a few so equal ones occur. */
+    uint8_t *meta = NULL;
+    size_t meta_len = 0;
+    if (oml_rng_below(r, 3) == 0) {
+        static const char *const keys[] = {"color", "size", "k\xc3\xa9y"};
+        static const char *const vals[] = {"red", "", "blue", "a long value of a few bytes"};
+        oml_meta_kv kv[3];
+        size_t n = 1 + (size_t)oml_rng_below(r, 3);
+        for (size_t j = 0; j < n; j++) {
+            const char *v = vals[oml_rng_below(r, 4)];
+            kv[j] = (oml_meta_kv){keys[j], strlen(keys[j]), v, strlen(v)};
+        }
+        assert_int_equal(oml_meta_pack(kv, n, &meta, &meta_len, NULL), OML_OK);
+    }
+    o.rc = oml_store_put_meta(s, p->ids[i], p->id_len[i], x, lab, lab_len, meta, meta_len,
+                              &o.slot, NULL);
+    free(meta);
     return o;
 }
 
@@ -129,7 +147,14 @@ static void assert_same_store(const oml_store *a, const oml_store *b, const pool
         uint32_t fa = 7, fb = 7;
         assert_int_equal(oml_store_find(a, ia, la, &fa), oml_store_find(b, ib, lb, &fb));
         assert_int_equal(fa, fb);
+        const uint8_t *ma = oml_store_meta(a, i), *mb = oml_store_meta(b, i);
+        assert_int_equal(ma == NULL, mb == NULL);
+        if (ma != NULL) {
+            assert_int_equal(oml_meta_size(ma), oml_meta_size(mb));
+            assert_memory_equal(ma, mb, oml_meta_size(ma));
+        }
     }
+    assert_int_equal(oml_store_meta_items(a), oml_store_meta_items(b));
     if (oml_store_slots(a) > 0)
         assert_memory_equal(oml_store_matrix(a), oml_store_matrix(b), oml_store_slots(a) * row);
     assert_null(oml_store_id(b, oml_store_slots(b), NULL));
@@ -277,7 +302,7 @@ static void test_empty(void **state)
     uint8_t *buf;
     size_t len;
     encode(a, &buf, &len);
-    assert_int_equal(len, HEAD);
+    assert_int_equal(len, HEAD + 4); /* and a metadata count of 0 */
     oml_store *b = decode_canonical(buf, len, 10);
     assert_same_store(a, b, NULL);
     assert_int_equal(oml_store_dim(b), 5);
@@ -344,23 +369,30 @@ static void test_tombstones_and_labels(void **state)
     oml_store_destroy(b);
 }
 
+/* A store of dim 2 with "p" (label "L") in slot 0 and "q" in slot 1. */
+static oml_store *two_items(const float *x)
+{
+    oml_store *a;
+    assert_int_equal(oml_store_create(&a, 2, 10), OML_OK);
+    assert_int_equal(oml_store_put(a, "p", 1, x, "L", 1, NULL, NULL), OML_OK);
+    assert_int_equal(oml_store_put(a, "q", 1, x, NULL, 0, NULL, NULL), OML_OK);
+    return a;
+}
+
 /* A version 1 buffer (no generations) still decodes: every generation 0,
- * the same slots reused; it re-encodes as version 2. */
+ * the same slots reused; it re-encodes as version 3. */
 static void test_version_1(void **state)
 {
     (void)state;
-    oml_store *a;
-    assert_int_equal(oml_store_create(&a, 2, 10), OML_OK);
     float x[2] = {3, 4};
-    assert_int_equal(oml_store_put(a, "p", 1, x, "L", 1, NULL, NULL), OML_OK);
-    assert_int_equal(oml_store_put(a, "q", 1, x, NULL, 0, NULL, NULL), OML_OK);
+    oml_store *a = two_items(x);
     assert_int_equal(oml_store_delete(a, "p", 1), OML_OK);
     uint8_t *buf;
     size_t len;
     encode(a, &buf, &len);
-    /* As version 1 wrote it: version 1, no generation block. */
+    /* As version 1 wrote it: version 1, no generation block, no metadata. */
     buf[4] = 1;
-    len -= 2 * sizeof(uint32_t);
+    len -= 2 * sizeof(uint32_t) + sizeof(uint32_t);
     oml_store *b = NULL;
     assert_int_equal(oml_store_decode(&b, buf, len, 10, NULL), OML_OK);
     assert_int_equal(oml_store_generation(b, 0), 0);
@@ -371,8 +403,8 @@ static void test_version_1(void **state)
     uint8_t *again;
     size_t again_len;
     assert_int_equal(oml_store_encode(b, &again, &again_len), OML_OK);
-    assert_int_equal(again[4], 2);
-    assert_int_equal(again_len, len + 2 * sizeof(uint32_t));
+    assert_int_equal(again[4], OML_STORE_CODEC_VERSION);
+    assert_int_equal(again_len, len + 2 * sizeof(uint32_t) + sizeof(uint32_t));
     /* A version 1 buffer with a generation block is trailing bytes. */
     buf[4] = 1;
     oml_store *c = NULL;
@@ -492,7 +524,7 @@ static void test_hostile(void **state)
      * (live 34, label 35, id_len 39, id 43) | slot 1 at 45 | floats at 56 |
      * generations at 72. */
     const size_t LAB0 = HEAD, SLOT0 = HEAD + 10, SLOT1 = SLOT0 + 11, FEAT = SLOT1 + 11;
-    assert_int_equal(len, FEAT + 2 * 2 * sizeof(float) + 2 * sizeof(uint32_t));
+    assert_int_equal(len, FEAT + 2 * 2 * sizeof(float) + 2 * sizeof(uint32_t) + 4);
     memcpy(buf + SLOT1 + 9, "ab", 2);
     uint8_t *c = malloc(len);
     oml_store *b = decode_canonical(buf, len, MAX_ITEMS);
@@ -554,10 +586,84 @@ static void test_hostile(void **state)
     oml_store_destroy(a);
 }
 
+/* A version 2 buffer (a checkpoint from before metadata) still decodes,
+ * with no metadata, and re-encodes as version 3; items with metadata
+ * round-trip, and a put without metadata clears it. */
+static void test_version_2_and_metadata(void **state)
+{
+    (void)state;
+    float x[2] = {3, 4};
+    oml_store *a = two_items(x);
+    uint8_t *buf;
+    size_t len;
+    encode(a, &buf, &len);
+    buf[4] = 2; /* as version 2 wrote it: no metadata section */
+    oml_store *b = NULL;
+    assert_int_equal(oml_store_decode(&b, buf, len - 4, 10, NULL), OML_OK);
+    assert_same_store(a, b, NULL);
+    assert_null(oml_store_meta(b, 0));
+    oml_store_destroy(b);
+    free(buf);
+
+    oml_meta_kv kv[2] = {{"color", 5, "red", 3}, {"tier", 4, "", 0}};
+    uint8_t *meta;
+    size_t meta_len;
+    assert_int_equal(oml_meta_pack(kv, 2, &meta, &meta_len, NULL), OML_OK);
+    assert_int_equal(oml_store_put_meta(a, "q", 1, x, NULL, 0, meta, meta_len, NULL, NULL), OML_OK);
+    assert_int_equal(oml_store_meta_items(a), 1);
+    encode(a, &buf, &len);
+    b = decode_canonical(buf, len, 10);
+    assert_same_store(a, b, NULL);
+    const char *v;
+    size_t vl;
+    assert_true(oml_meta_get(oml_store_meta(b, 1), "color", 5, &v, &vl));
+    assert_int_equal(vl, 3);
+    assert_memory_equal(v, "red", 3);
+    /* Hostile: metadata of a dead slot, a slot out of range, a bad blob. */
+    uint8_t *c = malloc(len);
+    size_t at = len - 4 - 4 - meta_len; /* slot field of the one entry */
+    memcpy(c, buf, len);
+    oml_le32_store(c + at, 0);
+    oml_store_destroy(b);
+    assert_int_equal(oml_store_decode(&b, c, len, 10, NULL), OML_OK); /* slot 0 is live too */
+    oml_store_destroy(b);
+    b = NULL;
+    oml_le32_store(c + at, 7);
+    expect_refused(c, len, OML_EFORMAT, "metadata of slot 7");
+    memcpy(c, buf, len);
+    c[len - meta_len] = 3; /* three entries claimed, two there */
+    expect_refused(c, len, OML_EFORMAT, "metadata truncated");
+    memcpy(c, buf, len);
+    c[len - meta_len + 4] = 0; /* a NUL inside the key "color" */
+    expect_refused(c, len, OML_EFORMAT, "metadata NUL in key");
+    memcpy(c, buf, len);
+    oml_le32_store(c + len - meta_len - 4 - 4 - 4, 5); /* a count of 5 */
+    expect_refused(c, len, OML_EFORMAT, "metadata count");
+    free(c);
+    /* Equal metadata is one shared copy, freed with its last holder. */
+    assert_int_equal(oml_store_put_meta(a, "p", 1, x, NULL, 0, meta, meta_len, NULL, NULL), OML_OK);
+    assert_ptr_equal(oml_store_meta(a, 0), oml_store_meta(a, 1));
+    assert_int_equal(oml_store_delete(a, "p", 1), OML_OK);
+    assert_int_equal(oml_meta_size(oml_store_meta(a, 1)), meta_len);
+    /* A put without metadata replaces the item's; a delete drops it. */
+    assert_int_equal(oml_store_put(a, "q", 1, x, NULL, 0, NULL, NULL), OML_OK);
+    assert_null(oml_store_meta(a, 1));
+    assert_int_equal(oml_store_meta_items(a), 0);
+    assert_int_equal(oml_store_put_meta(a, "p", 1, x, NULL, 0, meta, meta_len, NULL, NULL), OML_OK);
+    assert_int_equal(oml_store_delete(a, "p", 1), OML_OK);
+    assert_null(oml_store_meta(a, 0));
+    assert_int_equal(oml_store_meta_items(a), 0);
+    free(meta);
+    free(buf);
+    oml_store_destroy(a);
+    oml_store_destroy(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip_random),
+        cmocka_unit_test(test_version_2_and_metadata),
         cmocka_unit_test(test_max_items),
         cmocka_unit_test(test_empty),
         cmocka_unit_test(test_tombstones_and_labels),

@@ -240,6 +240,7 @@ class Client extends EventEmitter {
   async putItems(items, o) { return this.op("putItems", build.putItems(items, req(o)), o); }
   async deleteItems(ids, o) { return this.op("deleteItems", build.deleteItems(ids, req(o)), o); }
   async getItems(ids, o) { return this.op("getItems", build.getItems(ids), o); }
+  async countItems(o) { return this.op("countItems", build.countItems(req(o)), o); }
   async addTriplets(triplets, o) { return this.op("addTriplets", build.addTriplets(triplets, req(o)), o); }
   async addPairs(pairs, o) { return this.op("addPairs", build.addPairs(pairs, req(o)), o); }
   async classify(query, o) { return this.op("classify", build.classify(query, req(o)), o); }

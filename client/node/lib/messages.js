@@ -74,14 +74,38 @@ function options(opts, names, what) {
 
 // ------------------------------------------------------------ request bodies
 
+// An item's metadata: {key: value, ...} -> [{key, value}] (omld.proto METADATA).
+function keyValues(m, what) {
+  if (m === undefined || m === null) return [];
+  if (typeof m !== "object" || Array.isArray(m))
+    throw new TypeError(`${what}: expected an object of string values`);
+  return Object.keys(m).map((k) => ({ key: k, value: str(m[k], `${what}.${k}`) }));
+}
+
+// A metadata filter: {key: value | [values], ...} -> [{key, values}]: a
+// value is equality, several are set membership, every key must hold.
+function where(w, what) {
+  if (typeof w !== "object" || Array.isArray(w))
+    throw new TypeError(`${what}: expected an object of a string or strings per key`);
+  return Object.keys(w).map((k) => ({ key: k, values: strings(w[k], `${what}.${k}`) }));
+}
+
 function item(x, what) {
-  let id, features, label;
-  if (Array.isArray(x)) [id, features, label] = x;
-  else if (x && typeof x === "object") ({ id, features, label } = x);
-  else throw new TypeError(`${what}: expected {id, features, label} or [id, features, label]`);
-  const out = { id: str(id, what + ".id"), features: floats(features, what + ".features") };
+  let id, features, label, metadata;
+  if (Array.isArray(x)) [id, features, label, metadata] = x;
+  else if (x && typeof x === "object") ({ id, features, label, metadata } = x);
+  else throw new TypeError(`${what}: expected {id, features, label, metadata} or [id, features, label, metadata]`);
+  const out = { id: str(id, what + ".id"), features: floats(features, what + ".features"),
+                metadata: keyValues(metadata, what + ".metadata") };
   if (label !== undefined && label !== null) out.label = str(label, what + ".label");
   return out;
+}
+
+// options() with `where` renamed to the wire's `metadata`.
+function filtered(opts, names, what) {
+  const o = options(opts, { ...names, where }, what);
+  if (o.where) { o.metadata = o.where; delete o.where; }
+  return o;
 }
 
 // weight (optional): how far the triplet moves the model, (0, 100].
@@ -134,20 +158,22 @@ const PARAMS = {
 const build = {
   putItems: (items, opts) => ({ items: list(items, "items", item),
                                 ...options(opts, WRITE, "putItems") }),
-  deleteItems: (ids, opts) => ({ ids: strings(ids, "ids"),
-                                 ...options(opts, { missingOk: Boolean }, "deleteItems") }),
+  deleteItems: (ids, opts) => ({ ids: strings(ids == null ? [] : ids, "ids"),
+                                 ...filtered(opts, { missingOk: Boolean, labels: strings },
+                                             "deleteItems") }),
+  countItems: (opts) => filtered(opts, { labels: strings }, "countItems"),
   getItems: (ids) => ({ ids: strings(ids, "ids") }),
   addTriplets: (triplets, opts) => ({ triplets: list(triplets, "triplets", triplet),
                                       ...options(opts, { partial: Boolean, ...WRITE }, "addTriplets") }),
   addPairs: (pairs, opts) => ({ pairs: list(pairs, "pairs", pair), ...options(opts, WRITE, "addPairs") }),
   classify: (query, opts) => ({ query: ref(query, "query"),
-                                ...options(opts, { k: uint, ...MODEL }, "classify") }),
+                                ...filtered(opts, { k: uint, ...MODEL }, "classify") }),
   verify: (a, b, opts) => ({ a: ref(a, "a"), b: ref(b, "b"),
                              ...options(opts, { threshold: num, ...MODEL }, "verify") }),
   retrieve: (query, opts) => ({
     query: ref(query, "query"),
-    ...options(opts, { k: uint, offset: uint, minSimilarity: num, ...MODEL,
-                       labels: strings, excludeIds: strings }, "retrieve"),
+    ...filtered(opts, { k: uint, offset: uint, minSimilarity: num, ...MODEL,
+                        labels: strings, excludeIds: strings }, "retrieve"),
   }),
   embed: (x, opts) => ({ item: ref(x, "item"), ...options(opts, MODEL, "embed") }),
   exportModel: (opts) => options(opts, MODEL, "exportModel"),
@@ -172,11 +198,15 @@ function body(resp) {
 }
 
 const withLabel = (x) => ({ ...x, label: x.label === undefined ? null : x.label });
+// An item as put: label null when absent, metadata as {key: value} (null: none).
+const asItem = (x) => ({ ...withLabel(x), metadata: x.metadata && x.metadata.length
+  ? Object.fromEntries(x.metadata.map((kv) => [kv.key, kv.value])) : null });
 
 const convert = {
   putItems: (b) => b,
   deleteItems: (b) => b,
-  getItems: (b) => b.items.map(withLabel),
+  getItems: (b) => b.items.map(asItem),
+  countItems: (b) => b,
   // A code this contract does not know stays a number under enums: String.
   addTriplets: (b) => ({ ...b, rejected: b.rejected.map((e) => (
     { ...e, code: typeof e.code === "number" ? codeName(e.code) : e.code })) }),

@@ -56,6 +56,27 @@ test("put, get, replace, delete items", async () => {
   await expectError("CONFLICT", "get_items.ids[1]", () => c.getItems(["item-1", "item-1"]));
 });
 
+test("metadata: put and get; where filters retrieve, classify, count and delete", async () => {
+  const f = ITEMS[0].features;
+  await c.putItems([{ id: "m-1", features: f, metadata: { color: "red", size: "L" } },
+                    ["m-2", f, "class-0", { color: "blue" }],
+                    { id: "m-3", features: f, metadata: { color: "red", size: "S" } }],
+                   { waitForView: true });
+  const [a, b] = await c.getItems(["m-1", "m-2"]);
+  assert.deepEqual(a.metadata, { color: "red", size: "L" });
+  assert.deepEqual(b.metadata, { color: "blue" });
+  assert.equal((await c.getItems(ITEMS[0].id))[0].metadata, null);
+  assert.equal((await c.countItems({ where: { color: "red" } })).count, 2);
+  assert.equal((await c.countItems({ where: { color: ["red", "blue"], size: "L" } })).count, 1);
+  const hits = await c.retrieve(ITEMS[0].id, { k: 10, where: { color: ["blue"] } });
+  assert.deepEqual(hits.hits.map((h) => h.id), ["m-2"]);
+  assert.equal((await c.classify(ITEMS[0].id, { where: { color: "none" } })).label, "");
+  await expectError("INVALID_ARGUMENT", "count_items.metadata[0].values",
+                    () => c.countItems({ where: { color: [] } }));
+  assert.equal((await c.deleteItems(null, { where: { color: ["red", "blue"] } })).deleted, 3);
+  assert.equal((await c.countItems()).total, N_ITEMS);
+});
+
 test("add triplets: all-or-nothing, inline vectors, partial with rejected", async () => {
   const before = await c.status();
   const ts = Array.from({ length: 200 }, (_, i) => triplet(i));

@@ -19,11 +19,12 @@ from .errors import (CODE_NAMES, Conflict, FrameTooLarge, Internal, InvalidArgum
                      NonFinite, NotFound, NotPrimary, OmldConnectionError, OmldError, OmldException,
                      OmldProtocolError, OmldTimeout, PermissionDenied, ResourceExhausted,
                      Unauthenticated, Unavailable, WrongDimension, code_name, error_for)
-from .types import (BatchResult, CheckpointResult, Classification, ClassScore, DeleteResult,
+from .types import (BatchResult, CheckpointResult, Classification, ClassScore, CountResult,
+                    DeleteResult,
                     Embedding, Health, Hit, Item, ItemLike, JobInfo, ModelInfo, Pair, PairLike,
                     PairResult, PromoteResult, PutResult, Ref, Rejected, Retrieval,
                     RollbackResult, Status, TrainParams, TrainStartResult, Triplet, TripletLike,
-                    TripletResult, Vector, Verification)
+                    TripletResult, Vector, Verification, Where)
 from .client import DEFAULT_SERVER, Client, batched, connect, parse_server, pb
 from .pool import ClientPool
 from .aio import AsyncClient, connect_async
@@ -35,7 +36,8 @@ __all__ = [
     "Client", "connect", "batched", "parse_server", "DEFAULT_SERVER", "pb",
     "ClientPool", "AsyncClient", "connect_async", "model",
     "Item", "Triplet", "Pair", "TrainParams", "Ref", "Vector", "ItemLike", "TripletLike", "PairLike",
-    "PutResult", "DeleteResult", "TripletResult", "Rejected", "PairResult", "Classification", "ClassScore",
+    "PutResult", "DeleteResult", "CountResult", "Where", "TripletResult", "Rejected", "PairResult",
+    "Classification", "ClassScore",
     "Verification", "Hit", "Retrieval", "Embedding", "Status", "Health", "CheckpointResult",
     "BatchResult", "TrainStartResult", "JobInfo", "ModelInfo", "PromoteResult", "RollbackResult",
     "OmldException", "OmldError", "OmldConnectionError", "OmldTimeout", "OmldProtocolError",

@@ -15,11 +15,12 @@ from typing import Any, Callable, Generic, Iterable, List, Mapping, Optional, Ty
 
 from ._wire import PbRequest, PbResponse, Server, pb
 from .errors import code_name
-from .types import (CheckpointResult, Classification, ClassScore, DeleteResult, Embedding,
+from .types import (CheckpointResult, Classification, ClassScore, CountResult, DeleteResult,
+                    Embedding,
                     Health, Hit, Item, ItemLike, JobInfo, ModelInfo, Pair, PairLike, PairResult,
                     PromoteResult, PutResult, Ref, Rejected, Retrieval, RollbackResult, Status,
                     TrainParams, TrainStartResult, Triplet, TripletLike, TripletResult,
-                    Verification)
+                    Verification, Where)
 
 T = TypeVar("T")
 Ids = Union[str, Iterable[str]]
@@ -70,19 +71,39 @@ def _set_ref(msg, x, what):
 
 def _set_item(msg, x, what):
     if isinstance(x, Item):
-        iid, feats, label = x.id, x.features, x.label
+        iid, feats, label, meta = x.id, x.features, x.label, x.metadata
     elif isinstance(x, dict):
-        iid, feats, label = x.get("id"), x.get("features"), x.get("label")
-    elif isinstance(x, (tuple, list)) and len(x) in (2, 3):
-        iid, feats, label = x[0], x[1], x[2] if len(x) == 3 else None
+        iid, feats, label, meta = x.get("id"), x.get("features"), x.get("label"), x.get("metadata")
+    elif isinstance(x, (tuple, list)) and len(x) in (2, 3, 4):
+        iid, feats = x[0], x[1]
+        label, meta = (tuple(x[2:]) + (None, None))[:2]
     else:
-        raise TypeError("%s: expected an Item, a dict or an (id, features[, label]) tuple" % what)
+        raise TypeError("%s: expected an Item, a dict or an (id, features[, label[, metadata]]) "
+                        "tuple" % what)
     if not isinstance(iid, str):
         raise TypeError("%s.id: expected str, got %s" % (what, type(iid).__name__))
     msg.id = iid
     msg.features.extend(_floats(feats, what + ".features"))
     if label is not None:
         msg.label = label
+    for key, value in (meta or {}).items():
+        kv = msg.metadata.add()
+        kv.key = _str(key, what + ".metadata key")
+        kv.value = _str(value, what + ".metadata[%r]" % key)
+
+
+def _fill_where(repeated, where, what="metadata"):
+    """A metadata filter (types.Where) into repeated MetadataConditions."""
+    for key, values in (where or {}).items():
+        c = repeated.add()
+        c.key = _str(key, what + " key")
+        c.values.extend([values] if isinstance(values, str) else
+                        [_str(v, "%s[%r]" % (what, key)) for v in values])
+
+
+def _metadata_of(it):
+    """An Item message's metadata as a dict, None when it has none."""
+    return {kv.key: kv.value for kv in it.metadata} or None
 
 
 def _set_triplet(msg, x, what):
@@ -194,16 +215,18 @@ def _refs(queries):
     return out
 
 
-def _fill_classify(msg, query, k, model):
+def _fill_classify(msg, query, k, model, where=None):
     """msg: a ClassifyRequest (alone or in a batch)."""
     _set_ref(msg.query, query, "query")
     if k is not None:
         msg.k = k
     if model is not None:
         msg.model = model
+    _fill_where(msg.metadata, where)
 
 
-def _fill_retrieve(msg, query, k, model, labels, exclude_ids, offset, min_similarity):
+def _fill_retrieve(msg, query, k, model, labels, exclude_ids, offset, min_similarity, where,
+                   with_metadata=False):
     """msg: a RetrieveRequest (alone or in a batch), or a RecommendRequest
     (query None: its examples are set apart)."""
     if query is not None:
@@ -217,6 +240,8 @@ def _fill_retrieve(msg, query, k, model, labels, exclude_ids, offset, min_simila
     msg.offset = offset
     if min_similarity is not None:
         msg.min_similarity = min_similarity
+    _fill_where(msg.metadata, where)
+    msg.with_metadata = bool(with_metadata)
 
 
 # ------------------------------------------------------------ answer conversion
@@ -232,8 +257,8 @@ def classification(r: PbResponse) -> Classification:
 
 def _retrieval_of(b, version):
     """b: a RetrieveResponse (or RecommendResponse)."""
-    return Retrieval([Hit(h.id, h.score, h.label if h.HasField("label") else None, h.similarity)
-                      for h in b.hits], version)
+    return Retrieval([Hit(h.id, h.score, h.label if h.HasField("label") else None, h.similarity,
+                          _metadata_of(h)) for h in b.hits], version)
 
 
 def _copy(cls, msg, **extra):
@@ -270,10 +295,14 @@ def put_items(items: Iterable[ItemLike], idempotency_key: Optional[str],
         r.put_items.created, r.put_items.replaced, r.model_version, r.put_items.duplicate))
 
 
-def delete_items(ids: Ids, missing_ok: bool) -> Op[DeleteResult]:
+def delete_items(ids: Optional[Ids], missing_ok: bool, labels: Optional[Ids] = None,
+                 where: Optional[Where] = None) -> Op[DeleteResult]:
     req = pb.Request()
-    req.delete_items.ids.extend(_ids(ids))
+    req.delete_items.ids.extend(_ids(ids or []))
     req.delete_items.missing_ok = bool(missing_ok)
+    req.delete_items.labels.extend(_ids(labels or []))
+    _fill_where(req.delete_items.metadata, where)
+    req.delete_items.SetInParent()
     return Op(req, "delete_items", lambda r: DeleteResult(r.delete_items.deleted, r.model_version))
 
 
@@ -282,8 +311,18 @@ def get_items(ids: Ids) -> Op[List[Item]]:
     req.get_items.ids.extend(_ids(ids))
     req.get_items.SetInParent()
     return Op(req, "get_items", lambda r: [
-        Item(it.id, list(it.features), it.label if it.HasField("label") else None)
+        Item(it.id, list(it.features), it.label if it.HasField("label") else None,
+             _metadata_of(it))
         for it in r.get_items.items])
+
+
+def count_items(labels: Optional[Ids], where: Optional[Where]) -> Op[CountResult]:
+    req = pb.Request()
+    req.count_items.labels.extend(_ids(labels or []))
+    _fill_where(req.count_items.metadata, where)
+    req.count_items.SetInParent()
+    return Op(req, "count_items", lambda r: CountResult(r.count_items.count, r.count_items.total,
+                                                         r.model_version))
 
 
 # ------------------------------------------------------------ constraints
@@ -313,9 +352,10 @@ def add_pairs(pairs: Iterable[PairLike], idempotency_key: Optional[str],
 
 # ------------------------------------------------------------ queries
 
-def classify(query: Ref, k: Optional[int], model: Optional[str]) -> Op[Classification]:
+def classify(query: Ref, k: Optional[int], model: Optional[str],
+             where: Optional[Where] = None) -> Op[Classification]:
     req = pb.Request()
-    _fill_classify(req.classify, query, k, model)
+    _fill_classify(req.classify, query, k, model, where)
     return Op(req, "classify", classification)
 
 
@@ -332,16 +372,18 @@ def verify(a: Ref, b: Ref, threshold: Optional[float], model: Optional[str]) -> 
 
 
 def retrieve(query: Ref, k: Optional[int], model: Optional[str], labels: Optional[Ids],
-             exclude_ids: Optional[Ids], offset: int,
-             min_similarity: Optional[float]) -> Op[Retrieval]:
+             exclude_ids: Optional[Ids], offset: int, min_similarity: Optional[float],
+             where: Optional[Where] = None, with_metadata: bool = False) -> Op[Retrieval]:
     req = pb.Request()
-    _fill_retrieve(req.retrieve, query, k, model, labels, exclude_ids, offset, min_similarity)
+    _fill_retrieve(req.retrieve, query, k, model, labels, exclude_ids, offset, min_similarity,
+                   where, with_metadata)
     return Op(req, "retrieve", lambda r: _retrieval_of(r.retrieve, r.model_version))
 
 
 def recommend(positive: Iterable[Ref], negative: Iterable[Ref], k: Optional[int],
               model: Optional[str], labels: Optional[Ids], exclude_ids: Optional[Ids],
-              offset: int, min_similarity: Optional[float]) -> Op[Retrieval]:
+              offset: int, min_similarity: Optional[float],
+              where: Optional[Where] = None, with_metadata: bool = False) -> Op[Retrieval]:
     req = pb.Request()
     m = req.recommend
     positive, negative = list(positive), list(negative)
@@ -351,7 +393,8 @@ def recommend(positive: Iterable[Ref], negative: Iterable[Ref], k: Optional[int]
         _set_ref(m.positive.add(), x, "positive[%d]" % i)
     for i, x in enumerate(negative):
         _set_ref(m.negative.add(), x, "negative[%d]" % i)
-    _fill_retrieve(m, None, k, model, labels, exclude_ids, offset, min_similarity)
+    _fill_retrieve(m, None, k, model, labels, exclude_ids, offset, min_similarity, where,
+                   with_metadata)
     return Op(req, "recommend", lambda r: _retrieval_of(r.recommend, r.model_version))
 
 
@@ -367,11 +410,12 @@ def classify_batch(queries: Iterable[Ref], k: Optional[int],
 
 def retrieve_batch(queries: Iterable[Ref], k: Optional[int], model: Optional[str],
                    labels: Optional[Ids], exclude_ids: Optional[Ids], offset: int,
-                   min_similarity: Optional[float]) -> Op[List[Retrieval]]:
+                   min_similarity: Optional[float], where: Optional[Where] = None,
+                   with_metadata: bool = False) -> Op[List[Retrieval]]:
     req = pb.Request()
     for q in _refs(queries):
         _fill_retrieve(req.retrieve_batch.queries.add(), q, k, model, labels, exclude_ids,
-                       offset, min_similarity)
+                       offset, min_similarity, where, with_metadata)
     req.retrieve_batch.SetInParent()
     return Op(req, "retrieve_batch", lambda r: [
         _retrieval_of(a, r.model_version) for a in r.retrieve_batch.answers])

@@ -41,10 +41,10 @@ from . import _messages as M
 from . import _wire
 from ._wire import DEFAULT_MAX_FRAME, DEFAULT_SERVER, PbRequest, PbResponse, Server, parse_server
 from .errors import OmldConnectionError, OmldError, OmldProtocolError, OmldTimeout
-from .types import (CheckpointResult, Classification, DeleteResult, Embedding, Health, Item,
-                    ItemLike, JobInfo, ModelInfo, PairLike, PairResult, PromoteResult, PutResult,
-                    Ref, Retrieval, RollbackResult, Status, TrainParams, TrainStartResult,
-                    TripletLike, TripletResult, Verification)
+from .types import (CheckpointResult, Classification, CountResult, DeleteResult, Embedding,
+                    Health, Item, ItemLike, JobInfo, ModelInfo, PairLike, PairResult,
+                    PromoteResult, PutResult, Ref, Retrieval, RollbackResult, Status, TrainParams,
+                    TrainStartResult, TripletLike, TripletResult, Verification, Where)
 
 __all__ = ["AsyncClient", "connect_async"]
 
@@ -304,9 +304,15 @@ class AsyncClient:
         """As Client.put_items."""
         return await self._run(M.put_items(items, idempotency_key, wait_for_view), timeout)
 
-    async def delete_items(self, ids: Ids, missing_ok: bool = False, *,
+    async def delete_items(self, ids: Optional[Ids] = None, missing_ok: bool = False,
+                           labels: Optional[Ids] = None, where: Optional[Where] = None, *,
                            timeout: Optional[float] = None) -> DeleteResult:
-        return await self._run(M.delete_items(ids, missing_ok), timeout)
+        """As Client.delete_items (by ids, or by labels and metadata)."""
+        return await self._run(M.delete_items(ids, missing_ok, labels, where), timeout)
+
+    async def count_items(self, labels: Optional[Ids] = None, where: Optional[Where] = None, *,
+                          timeout: Optional[float] = None) -> CountResult:
+        return await self._run(M.count_items(labels, where), timeout)
 
     async def get_items(self, ids: Ids, *, timeout: Optional[float] = None) -> List[Item]:
         return await self._run(M.get_items(ids), timeout)
@@ -324,8 +330,9 @@ class AsyncClient:
         return await self._run(M.add_pairs(pairs, idempotency_key, wait_for_view), timeout)
 
     async def classify(self, query: Ref, k: Optional[int] = None, model: Optional[str] = None,
-                       *, timeout: Optional[float] = None) -> Classification:
-        return await self._run(M.classify(query, k, model), timeout)
+                       where: Optional[Where] = None, *,
+                       timeout: Optional[float] = None) -> Classification:
+        return await self._run(M.classify(query, k, model, where), timeout)
 
     async def verify(self, a: Ref, b: Ref, threshold: Optional[float] = None,
                      model: Optional[str] = None, *,
@@ -334,20 +341,23 @@ class AsyncClient:
 
     async def retrieve(self, query: Ref, k: Optional[int] = None, model: Optional[str] = None,
                        labels: Optional[Ids] = None, exclude_ids: Optional[Ids] = None,
-                       offset: int = 0, min_similarity: Optional[float] = None, *,
+                       offset: int = 0, min_similarity: Optional[float] = None,
+                       where: Optional[Where] = None, with_metadata: bool = False, *,
                        timeout: Optional[float] = None) -> Retrieval:
         """As Client.retrieve (filters, paging, min_similarity)."""
         return await self._run(M.retrieve(query, k, model, labels, exclude_ids, offset,
-                                          min_similarity), timeout)
+                                          min_similarity, where, with_metadata), timeout)
 
     async def recommend(self, positive: Iterable[Ref], negative: Iterable[Ref] = (),
                         k: Optional[int] = None, model: Optional[str] = None,
                         labels: Optional[Ids] = None, exclude_ids: Optional[Ids] = None,
-                        offset: int = 0, min_similarity: Optional[float] = None, *,
+                        offset: int = 0, min_similarity: Optional[float] = None,
+                        where: Optional[Where] = None, with_metadata: bool = False, *,
                         timeout: Optional[float] = None) -> Retrieval:
         """As Client.recommend."""
         return await self._run(M.recommend(positive, negative, k, model, labels, exclude_ids,
-                                           offset, min_similarity), timeout)
+                                           offset, min_similarity, where, with_metadata),
+                               timeout)
 
     async def classify_batch(self, queries: Iterable[Ref], k: Optional[int] = None,
                              model: Optional[str] = None, *,
@@ -358,10 +368,11 @@ class AsyncClient:
     async def retrieve_batch(self, queries: Iterable[Ref], k: Optional[int] = None,
                              model: Optional[str] = None, labels: Optional[Ids] = None,
                              exclude_ids: Optional[Ids] = None, offset: int = 0,
-                             min_similarity: Optional[float] = None, *,
+                             min_similarity: Optional[float] = None,
+                             where: Optional[Where] = None, with_metadata: bool = False, *,
                              timeout: Optional[float] = None) -> List[Retrieval]:
         return await self._run(M.retrieve_batch(queries, k, model, labels, exclude_ids, offset,
-                                                min_similarity), timeout)
+                                                min_similarity, where, with_metadata), timeout)
 
     async def embed(self, item: Ref, model: Optional[str] = None, *,
                     timeout: Optional[float] = None) -> Embedding:

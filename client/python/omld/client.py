@@ -33,10 +33,10 @@ from . import _wire
 from ._wire import (DEFAULT_MAX_FRAME, DEFAULT_SERVER, PbRequest, PbResponse, Server,
                     parse_server, pb)
 from .errors import OmldConnectionError, OmldProtocolError, OmldTimeout
-from .types import (BatchResult, CheckpointResult, Classification, DeleteResult, Embedding,
-                    Health, Item, ItemLike, JobInfo, ModelInfo, PairLike, PairResult,
+from .types import (BatchResult, CheckpointResult, Classification, CountResult, DeleteResult,
+                    Embedding, Health, Item, ItemLike, JobInfo, ModelInfo, PairLike, PairResult,
                     PromoteResult, PutResult, Ref, Retrieval, RollbackResult, Status, TrainParams,
-                    TrainStartResult, TripletLike, TripletResult, Verification)
+                    TrainStartResult, TripletLike, TripletResult, Verification, Where)
 
 __all__ = ["Client", "connect", "batched", "parse_server", "DEFAULT_SERVER", "pb"]
 
@@ -320,9 +320,18 @@ class Client:
         wait_for_view: answered once a serving view includes the items."""
         return self._run(M.put_items(items, idempotency_key, wait_for_view))
 
-    def delete_items(self, ids: Ids, missing_ok: bool = False) -> DeleteResult:
-        """Deletes items by id, all-or-nothing (missing_ok: skip unknown ids)."""
-        return self._run(M.delete_items(ids, missing_ok))
+    def delete_items(self, ids: Optional[Ids] = None, missing_ok: bool = False,
+                     labels: Optional[Ids] = None, where: Optional[Where] = None) -> DeleteResult:
+        """Deletes items by id, all-or-nothing (missing_ok: skip unknown
+        ids), and every item of one of labels whose metadata matches where
+        (delete by filter: ids may then be None)."""
+        return self._run(M.delete_items(ids, missing_ok, labels, where))
+
+    def count_items(self, labels: Optional[Ids] = None,
+                    where: Optional[Where] = None) -> CountResult:
+        """How many stored items have one of labels (None: any) and
+        metadata matching where (None: any); total: every live item."""
+        return self._run(M.count_items(labels, where))
 
     def get_items(self, ids: Ids) -> List[Item]:
         """The items, in the order of ids (NotFound names an unknown one)."""
@@ -350,9 +359,10 @@ class Client:
     # ---- queries (k / threshold / model None: the daemon's default / live model)
 
     def classify(self, query: Ref, k: Optional[int] = None,
-                 model: Optional[str] = None) -> Classification:
-        """k-nearest-neighbour classification of an id or a vector."""
-        return self._run(M.classify(query, k, model))
+                 model: Optional[str] = None, where: Optional[Where] = None) -> Classification:
+        """k-nearest-neighbour classification of an id or a vector (where:
+        only items whose metadata matches vote)."""
+        return self._run(M.classify(query, k, model, where))
 
     def verify(self, a: Ref, b: Ref, threshold: Optional[float] = None,
                model: Optional[str] = None) -> Verification:
@@ -361,27 +371,30 @@ class Client:
 
     def retrieve(self, query: Ref, k: Optional[int] = None, model: Optional[str] = None,
                  labels: Optional[Ids] = None, exclude_ids: Optional[Ids] = None,
-                 offset: int = 0, min_similarity: Optional[float] = None) -> Retrieval:
+                 offset: int = 0, min_similarity: Optional[float] = None,
+                 where: Optional[Where] = None, with_metadata: bool = False) -> Retrieval:
         """The k stored items most like query, best first (a query by id
         never returns that id). labels: only items with one of these
         labels; exclude_ids: never these; offset: skip the best offset
         (paging, offset + k <= the daemon's max_k); min_similarity: only
         hits whose similarity (in [-1, 1], not k-dependent) is at least
-        this."""
+        this; where: only items whose metadata matches ({"color": "red"},
+        {"color": ["red", "blue"]}; several keys: all)."""
         return self._run(M.retrieve(query, k, model, labels, exclude_ids, offset,
-                                    min_similarity))
+                                    min_similarity, where, with_metadata))
 
     def recommend(self, positive: Iterable[Ref], negative: Iterable[Ref] = (),
                   k: Optional[int] = None, model: Optional[str] = None,
                   labels: Optional[Ids] = None, exclude_ids: Optional[Ids] = None,
-                  offset: int = 0, min_similarity: Optional[float] = None) -> Retrieval:
+                  offset: int = 0, min_similarity: Optional[float] = None,
+                  where: Optional[Where] = None, with_metadata: bool = False) -> Retrieval:
         """Items like the positive examples and unlike the negative ones
         (ids or vectors; 1..64 and 0..64): on every head the query is the
         unit vector along 2 mean(positive) - mean(negative), then the
         search, filters and paging are retrieve()'s; an example named by id
         is never returned."""
         return self._run(M.recommend(positive, negative, k, model, labels, exclude_ids, offset,
-                                     min_similarity))
+                                     min_similarity, where, with_metadata))
 
     # ---- query batches: many queries in one request, answered together (one
     # matrix product per head for up to 128 queries at a time), faster per
@@ -400,11 +413,13 @@ class Client:
     def retrieve_batch(self, queries: Iterable[Ref], k: Optional[int] = None,
                        model: Optional[str] = None, labels: Optional[Ids] = None,
                        exclude_ids: Optional[Ids] = None, offset: int = 0,
-                       min_similarity: Optional[float] = None) -> List[Retrieval]:
+                       min_similarity: Optional[float] = None,
+                       where: Optional[Where] = None,
+                       with_metadata: bool = False) -> List[Retrieval]:
         """retrieve() for every query in one RetrieveBatch request; k, model
         and the filters apply to each. Returns the Retrievals in order."""
         return self._run(M.retrieve_batch(queries, k, model, labels, exclude_ids, offset,
-                                          min_similarity))
+                                          min_similarity, where, with_metadata))
 
     def embed(self, item: Ref, model: Optional[str] = None) -> Embedding:
         """The L+1 head embeddings of an id or a vector, and alpha."""

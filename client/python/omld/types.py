@@ -6,7 +6,7 @@ answered (or the newest published one, for ingest; see omld.proto).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 # ------------------------------------------------------------ argument types
 
@@ -15,9 +15,15 @@ from typing import Any, Iterator, List, Mapping, Optional, Sequence, Tuple, Unio
 Vector = Union[Sequence[float], Any]
 #: Names an item: a stored id (str), an Item (its id) or an inline vector.
 Ref = Union[str, "Item", Vector]
-#: An item to store: an Item, a dict with id / features / label, or an
-#: (id, features) or (id, features, label) tuple.
-ItemLike = Union["Item", Mapping[str, Any], Tuple[str, Vector], Tuple[str, Vector, Optional[str]]]
+#: An item to store: an Item, a dict with id / features / label / metadata,
+#: or an (id, features), (id, features, label) or (id, features, label,
+#: metadata) tuple.
+ItemLike = Union["Item", Mapping[str, Any], Tuple[str, Vector], Tuple[str, Vector, Optional[str]],
+                 Tuple[str, Vector, Optional[str], Mapping[str, str]]]
+#: A metadata filter (omld.proto METADATA): key -> value (equality) or
+#: key -> several values (set membership); every key must match (AND).
+#: {"color": ["red", "blue"], "size": "L"}
+Where = Mapping[str, Union[str, Sequence[str]]]
 #: A triplet: a Triplet, an (anchor, positive, negative) tuple or a dict.
 TripletLike = Union["Triplet", Tuple[Ref, Ref, Ref], Tuple[Ref, Ref, Ref, float], Mapping[str, Any]]
 #: A pair: a Pair, an (a, b, similar) tuple (similar: bool or "similar" /
@@ -29,12 +35,14 @@ PairLike = Union["Pair", Tuple[Ref, Ref, Union[bool, str]], Mapping[str, Any]]
 
 @dataclass
 class Item:
-    """A stored item: id, feature vector (dim floats) and optional label.
-    put_items also takes (id, features), (id, features, label) tuples and
-    dicts with those keys."""
+    """A stored item: id, feature vector (dim floats), optional label and
+    metadata (small str -> str key/values, bounded by the daemon's
+    max_metadata_* options). put_items also takes (id, features[, label[,
+    metadata]]) tuples and dicts with those keys."""
     id: str
     features: List[float]
     label: Optional[str] = None
+    metadata: Optional[Dict[str, str]] = None
 
 
 @dataclass
@@ -73,6 +81,13 @@ class PutResult:
 @dataclass
 class DeleteResult:
     deleted: int
+    model_version: int = 0
+
+
+@dataclass
+class CountResult:
+    count: int       # items matching the filter
+    total: int       # live items in the store
     model_version: int = 0
 
 
@@ -129,6 +144,7 @@ class Hit:
     score: float                 # OAHU Eq. 27: a share among the hits, changes with k
     label: Optional[str] = None
     similarity: float = 0.0      # the pair's, in [-1, 1], whatever k is
+    metadata: Optional[Dict[str, str]] = None  # with with_metadata=True (None: none)
 
 
 @dataclass

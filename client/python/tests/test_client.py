@@ -325,6 +325,36 @@ class TestClient(unittest.TestCase):
         above = self.c.retrieve(ID[0], k=6, labels=[other], min_similarity=floor)
         self.assertTrue(all(h.similarity >= floor for h in above))
 
+    def test_05c_metadata(self):
+        """Items carry metadata; queries, counts and deletes filter by it
+        (equality, set membership, several keys ANDed)."""
+        items = [omld.Item("meta-%d" % i, X[i], LABEL[i], {"color": ("red", "blue")[i % 2],
+                                                          "tier": str(i % 3)})
+                 for i in range(12)]
+        items.append(("meta-tuple", X[12], None, {"color": "green"}))
+        self.c.put_items(items, wait_for_view=True)
+        got = self.c.get_items(["meta-4", "meta-tuple", ID[0]])
+        self.assertEqual(got[0].metadata, {"color": "red", "tier": "1"})
+        self.assertEqual(got[1].metadata, {"color": "green"})
+        self.assertIsNone(got[2].metadata)
+        self.assertEqual(self.c.count_items(where={"color": "red"}).count, 6)
+        self.assertEqual(self.c.count_items(where={"color": ["red", "green"]}).count, 7)
+        self.assertEqual(self.c.count_items(where={"color": "red", "tier": "0"}).count, 2)
+        hits = self.c.retrieve(ID[0], k=20, where={"color": "blue", "tier": ["1", "2"]})
+        self.assertEqual(sorted(hits.ids), sorted("meta-%d" % i for i in range(12)
+                                                  if i % 2 and i % 3))
+        rec = self.c.recommend([ID[0]], k=20, where={"color": "green"}, with_metadata=True)
+        self.assertEqual(rec.ids, ["meta-tuple"])
+        self.assertEqual(rec.hits[0].metadata, {"color": "green"})
+        self.assertIsNone(hits.hits[0].metadata)  # not asked for
+        self.assertEqual(self.c.classify(ID[0], where={"color": "none"}).label, "")
+        self.assertEqual(self.c.retrieve_batch([ID[0], ID[1]], k=20,
+                                               where={"color": "green"})[1].ids, ["meta-tuple"])
+        self.expect(omld.InvalidArgument, "count_items.metadata[0].values",
+                    self.c.count_items, where={"color": []})
+        self.assertEqual(self.c.delete_items(where={"color": ["red", "blue", "green"]}).deleted, 13)
+        self.assertEqual(self.c.count_items().total, N_ITEMS)
+
     def test_05b_query_batches(self):
         """One request for many queries; each answer is the query's own
         (compared when the batch and the single requests saw one model
