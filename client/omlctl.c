@@ -5,6 +5,8 @@
  * omlctl_eval.c (the Fashion-MNIST protocol through the daemon) and
  * omlctl_train.c (batch-training jobs and batch models).
  * Results go to stdout, diagnostics and progress to stderr. */
+#include <jansson.h>
+
 #include "omlctl.h"
 
 #include <errno.h>
@@ -55,6 +57,8 @@ static void usage(FILE *f)
                "                 tokens); prefer $OMLCTL_TOKEN, which other users cannot see\n"
                "  --timeout MS   give up when the daemon makes no progress for MS ms\n"
                "                 (connect, each write, each read; default %d)\n"
+               "  --json         print the answer as one JSON document (any command, after it;\n"
+               "                 protobuf answers as proto3's JSON mapping, like omlctl call)\n"
                "  --tls          connect with TLS (daemons with tls_cert) and verify the daemon's\n"
                "                 certificate against the system's CAs and the host of --server\n"
                "  --cacert FILE  ... against the CA(s) in FILE (PEM; the daemon's own certificate\n"
@@ -172,6 +176,10 @@ int ctl_common_opt(ctl *g, int argc, char **argv, int *i)
     if ((v = ctl_opt(argc, argv, i, "--cacert")) != NULL) {
         g->cacert = v[0] ? v : NULL;
         g->tls = 1;
+        return 1;
+    }
+    if (strcmp(argv[*i], "--json") == 0) {
+        g->json = 1;
         return 1;
     }
     if (strcmp(argv[*i], "--tls") == 0 || strcmp(argv[*i], "--insecure") == 0) {
@@ -413,4 +421,12 @@ void ctl_json_string(FILE *f, const char *s)
             fputc(*p, f);
     }
     fputc('"', f);
+}
+
+void ctl_print_json(json_t *doc)
+{
+    char *s = doc ? json_dumps(doc, JSON_COMPACT | JSON_REAL_PRECISION(9)) : NULL;
+    puts(s ? s : "null");
+    free(s);
+    json_decref(doc);
 }

@@ -28,6 +28,7 @@ typedef struct ctl {
     int tls;               /* 1: --tls, --cacert or --insecure; 2: $OMLCTL_CACERT (TCP only) */
     const char *cacert;    /* --cacert / $OMLCTL_CACERT: the CA to verify the daemon (NULL: system's) */
     int insecure;          /* --insecure: TLS without verifying the daemon */
+    int json;              /* --json (any command): the answer as one JSON document */
 } ctl;
 
 /* One subcommand: argv[0] is the command name. Returns an exit code. */
@@ -123,5 +124,9 @@ void ctl_progress_end(ctl_progress *p);
 
 double ctl_now(void);
 void ctl_json_string(FILE *f, const char *s);
+/* Prints a JSON document (jansson's json_t *, reference stolen) on stdout:
+ * what --json prints; protobuf answers go through proto/pbjson.c. */
+struct json_t;
+void ctl_print_json(struct json_t *doc);
 
 #endif

@@ -9,6 +9,8 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "idx.h"
 #include "omlctl.h"
 #include "omlctl_meta.h"
@@ -326,6 +328,11 @@ int ctl_put(ctl *g, int argc, char **argv)
             rc = ctl_fail("put", r, &err);
             fprintf(stderr, "omlctl put: before the error: %llu created, %llu replaced\n",
                     (unsigned long long)t.created, (unsigned long long)t.replaced);
+        } else if (g->json) {
+            ctl_print_json(json_pack("{s:I, s:i, s:I, s:I, s:I, s:f}", "items", (json_int_t)s.n,
+                                     "dim", (int)s.dim, "created", (json_int_t)t.created,
+                                     "replaced", (json_int_t)t.replaced, "model_version",
+                                     (json_int_t)t.model_version, "seconds", ctl_now() - t0));
         } else {
             printf("put %zu items of %u features in %.2f s: %llu created, %llu replaced "
                    "(model version %llu)\n",
@@ -709,6 +716,13 @@ static int run_constraints(ctl *g, int argc, char **argv, int pairs)
             rc = ctl_fail(cmd, r, &err);
             fprintf(stderr, "omlctl %s: before the error: %llu accepted\n", cmd,
                     (unsigned long long)tot.accepted);
+        } else if (g->json) {
+            ctl_print_json(json_pack("{s:I, s:I, s:I, s:f}", "accepted",
+                                     (json_int_t)tot.accepted,
+                                     pairs ? "derived_triplets" : "queue_depth",
+                                     (json_int_t)(pairs ? tot.derived : tot.queue_depth),
+                                     "model_version", (json_int_t)tot.model_version,
+                                     "seconds", ctl_now() - t0));
         } else if (pairs) {
             printf("added %llu pairs in %.2f s; %llu triplets derived (model version %llu)\n",
                    (unsigned long long)tot.accepted, ctl_now() - t0,

@@ -10,7 +10,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "omlctl.h"
+#include "pbjson.h"
 
 /* Parses a command that takes only the common options plus the given flags
  * (each "--name" sets *flags[i] to 1). 0 to go on, else exit code + 1. */
@@ -28,6 +31,8 @@ static int parse_simple(ctl *g, int argc, char **argv, const char *cmd, void (*u
             return ctl_usage_error(cmd, "unknown argument '%s'", argv[i]) + 1;
         }
     }
+    if (flag_out && g->json) /* the common --json is this command's */
+        *flag_out = 1;
     return 0;
 }
 
@@ -198,6 +203,8 @@ int ctl_checkpoint(ctl *g, int argc, char **argv)
     int e = omlc_checkpoint(c, &r, &err);
     if (e != 0)
         rc = ctl_fail("checkpoint", e, &err);
+    else if (g->json)
+        ctl_print_json(omld_pbjson_write(&r->checkpoint->base));
     else
         printf("checkpoint %s: %llu bytes, %llu triplets applied (%.2f s)\n", r->checkpoint->path,
                (unsigned long long)r->checkpoint->bytes,
@@ -269,6 +276,12 @@ int ctl_export_model(ctl *g, int argc, char **argv)
     } else if (write_file_atomic(path, r->export_model->model.data, r->export_model->model.len) != 0) {
         fprintf(stderr, "omlctl export-model: cannot write %s: %s\n", path, strerror(errno));
         rc = 1;
+    } else if (g->json) {
+        const Omld__ExportModelResponse *b = r->export_model;
+        ctl_print_json(json_pack("{s:s, s:I, s:i, s:i, s:i, s:I}", "path", path, "version",
+                                 (json_int_t)b->version, "dim", (int)b->dim, "heads",
+                                 (int)b->heads, "emb", (int)b->emb, "bytes",
+                                 (json_int_t)b->model.len));
     } else {
         const Omld__ExportModelResponse *b = r->export_model;
         printf("%s: model version %llu, %u features -> %u heads of %u (%zu bytes)\n", path,

@@ -122,6 +122,7 @@ static int parse_query(ctl *g, int argc, char **argv, const char *cmd, void (*us
             return ctl_usage_error(cmd, "unknown argument '%s'", argv[i]) + 1;
         }
     }
+    q->json |= g->json;
     if (q->batch && q->n_refs > 0)
         return ctl_usage_error(cmd, "--batch FILE names the queries: no --id / --vector") + 1;
     if (!q->batch && q->n_refs != max_refs)

@@ -7,7 +7,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "omlctl.h"
+#include "pbjson.h"
 
 static const char *state_name(int s)
 {
@@ -142,7 +145,10 @@ int ctl_train(ctl *g, int argc, char **argv)
         return ctl_fail("train", rc, &err);
     }
     if (detach) {
-        printf("job %llu started (model %s)\n", (unsigned long long)id, model);
+        if (g->json)
+            ctl_print_json(json_pack("{s:I, s:s}", "job_id", (json_int_t)id, "model", model));
+        else
+            printf("job %llu started (model %s)\n", (unsigned long long)id, model);
         omlc_close(c);
         return CTL_EXIT_OK;
     }
@@ -222,7 +228,11 @@ static int job_cmd(ctl *g, int argc, char **argv, int cancel)
     omlc_close(c);
     if (rc)
         return ctl_fail(cmd, rc, &err);
-    print_job(cancel ? r->train_cancel->job : r->train_status->job);
+    const Omld__JobInfo *job = cancel ? r->train_cancel->job : r->train_status->job;
+    if (g->json)
+        ctl_print_json(omld_pbjson_write(&job->base));
+    else
+        print_job(job);
     omld__response__free_unpacked(r, NULL);
     return CTL_EXIT_OK;
 }
@@ -265,6 +275,7 @@ int ctl_models(ctl *g, int argc, char **argv)
     if (rc)
         return ctl_fail("models", rc, &err);
     const Omld__ListModelsResponse *l = r->list_models;
+    json |= g->json;
     if (json) {
         printf("[");
         for (size_t i = 0; i < l->n_models; i++) {
@@ -338,7 +349,11 @@ static int name_cmd(ctl *g, int argc, char **argv, const char *cmd, int needs_na
     omlc_close(c);
     if (rc)
         return ctl_fail(cmd, rc, &err);
-    if (strcmp(cmd, "delete-model") == 0)
+    if (g->json && strcmp(cmd, "delete-model") == 0)
+        ctl_print_json(json_pack("{s:s}", "deleted", name));
+    else if (g->json)
+        ctl_print_json(json_pack("{s:I}", "model_version", (json_int_t)version));
+    else if (strcmp(cmd, "delete-model") == 0)
         printf("model %s deleted\n", name);
     else
         printf("%s: the live model is now version %llu\n", cmd, (unsigned long long)version);

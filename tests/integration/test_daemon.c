@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 
 #include "blobs.h"
 #include "frame.h"
@@ -1032,6 +1033,28 @@ static void test_partial_triplet_batch(void **state)
     got[len] = '\0';
     assert_int_equal(WEXITSTATUS(pclose(out)), 1);
     assert_non_null(strstr(got, ":2: weight 'heavy' is not a number"));
+    /* --json on any command: one JSON document on stdout. */
+    fd = open(csv, O_WRONLY | O_TRUNC);
+    dprintf(fd, "%s,%s,%s,2\n", t[0].anchor.id, t[0].positive.id, t[0].negative.id);
+    close(fd);
+    const char *const json_cmds[][3] = {{"triplets", csv, "accepted"},
+                                        {"checkpoint", "", "path"},
+                                        {"status", "", "items"},
+                                        {"health", "", "ready"}};
+    for (int j = 0; j < 4; j++) {
+        const char *sub = json_cmds[j][0];
+        snprintf(cmd, sizeof cmd, "%.200s --server %.60s %s %.40s --json", OMLCTL_BIN, p.rpc, sub,
+                 json_cmds[j][1]);
+        out = popen(cmd, "r");
+        len = fread(got, 1, sizeof got - 1, out);
+        got[len] = '\0';
+        assert_int_equal(pclose(out), 0);
+        json_error_t je;
+        json_t *doc = json_loads(got, 0, &je);
+        if (doc == NULL || json_object_get(doc, json_cmds[j][2]) == NULL)
+            fail_msg("omlctl %s --json: %s", sub, got);
+        json_decref(doc);
+    }
     unlink(csv);
     /* All bad: nothing learned, still an answer; all-or-nothing unchanged. */
 #else
@@ -1049,7 +1072,7 @@ static void test_partial_triplet_batch(void **state)
     uint64_t received = s->triplets_received;
     omld__response__free_unpacked(r, NULL);
 #ifdef OMLCTL_BIN
-    assert_int_equal(received, 3 + 2);
+    assert_int_equal(received, 3 + 2 + 1); /* omlctl: 2 of the partial file, 1 with --json */
 #else
     assert_int_equal(received, 3);
 #endif
