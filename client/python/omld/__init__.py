@@ -21,7 +21,7 @@ from .errors import (CODE_NAMES, Conflict, FrameTooLarge, Internal, InvalidArgum
                      Unauthenticated, Unavailable, WrongDimension, code_name, error_for)
 from .types import (BatchResult, CheckpointResult, Classification, ClassScore, CountResult,
                     DeleteResult,
-                    Embedding, Health, Hit, Item, ItemLike, JobInfo, ModelInfo, Pair, PairLike,
+                    Embedding, Health, Hit, Item, ItemLike, ItemPage, JobInfo, ModelInfo, Pair, PairLike,
                     PairResult, PromoteResult, PutResult, Ref, Rejected, Retrieval,
                     RollbackResult, Status, TrainParams, TrainStartResult, Triplet, TripletLike,
                     TripletResult, Vector, Verification, Where)
@@ -38,7 +38,7 @@ __all__ = [
     "Item", "Triplet", "Pair", "TrainParams", "Ref", "Vector", "ItemLike", "TripletLike", "PairLike",
     "PutResult", "DeleteResult", "CountResult", "Where", "TripletResult", "Rejected", "PairResult",
     "Classification", "ClassScore",
-    "Verification", "Hit", "Retrieval", "Embedding", "Status", "Health", "CheckpointResult",
+    "Verification", "Hit", "Retrieval", "Embedding", "ItemPage", "Status", "Health", "CheckpointResult",
     "BatchResult", "TrainStartResult", "JobInfo", "ModelInfo", "PromoteResult", "RollbackResult",
     "OmldException", "OmldError", "OmldConnectionError", "OmldTimeout", "OmldProtocolError",
     "InvalidArgument", "NotFound", "WrongDimension", "NonFinite", "ResourceExhausted",

@@ -17,7 +17,7 @@ from ._wire import PbRequest, PbResponse, Server, pb
 from .errors import code_name
 from .types import (CheckpointResult, Classification, ClassScore, CountResult, DeleteResult,
                     Embedding,
-                    Health, Hit, Item, ItemLike, JobInfo, ModelInfo, Pair, PairLike, PairResult,
+                    Health, Hit, Item, ItemPage, ItemLike, JobInfo, ModelInfo, Pair, PairLike, PairResult,
                     PromoteResult, PutResult, Ref, Rejected, Retrieval, RollbackResult, Status,
                     TrainParams, TrainStartResult, Triplet, TripletLike, TripletResult,
                     Verification, Where)
@@ -306,14 +306,31 @@ def delete_items(ids: Optional[Ids], missing_ok: bool, labels: Optional[Ids] = N
     return Op(req, "delete_items", lambda r: DeleteResult(r.delete_items.deleted, r.model_version))
 
 
+def _item_of(it) -> Item:
+    return Item(it.id, list(it.features), it.label if it.HasField("label") else None,
+                _metadata_of(it))
+
+
 def get_items(ids: Ids) -> Op[List[Item]]:
     req = pb.Request()
     req.get_items.ids.extend(_ids(ids))
     req.get_items.SetInParent()
-    return Op(req, "get_items", lambda r: [
-        Item(it.id, list(it.features), it.label if it.HasField("label") else None,
-             _metadata_of(it))
-        for it in r.get_items.items])
+    return Op(req, "get_items", lambda r: [_item_of(it) for it in r.get_items.items])
+
+
+def list_items(cursor: int, limit: Optional[int], labels: Optional[Ids], where: Optional[Where],
+               with_features: bool) -> Op[ItemPage]:
+    req = pb.Request()
+    req.list_items.cursor = int(cursor)
+    if limit is not None:
+        req.list_items.limit = int(limit)
+    req.list_items.labels.extend(_ids(labels or []))
+    _fill_where(req.list_items.metadata, where)
+    req.list_items.with_features = bool(with_features)
+    req.list_items.SetInParent()
+    return Op(req, "list_items", lambda r: ItemPage(
+        [_item_of(it) for it in r.list_items.items], r.list_items.next_cursor,
+        r.list_items.total, r.model_version))
 
 
 def count_items(labels: Optional[Ids], where: Optional[Where]) -> Op[CountResult]:

@@ -42,7 +42,7 @@ from . import _wire
 from ._wire import DEFAULT_MAX_FRAME, DEFAULT_SERVER, PbRequest, PbResponse, Server, parse_server
 from .errors import OmldConnectionError, OmldError, OmldProtocolError, OmldTimeout
 from .types import (CheckpointResult, Classification, CountResult, DeleteResult, Embedding,
-                    Health, Item, ItemLike, JobInfo, ModelInfo, PairLike, PairResult,
+                    Health, Item, ItemLike, ItemPage, JobInfo, ModelInfo, PairLike, PairResult,
                     PromoteResult, PutResult, Ref, Retrieval, RollbackResult, Status, TrainParams,
                     TrainStartResult, TripletLike, TripletResult, Verification, Where)
 
@@ -313,6 +313,12 @@ class AsyncClient:
     async def count_items(self, labels: Optional[Ids] = None, where: Optional[Where] = None, *,
                           timeout: Optional[float] = None) -> CountResult:
         return await self._run(M.count_items(labels, where), timeout)
+
+    async def list_items(self, cursor: int = 0, limit: Optional[int] = None,
+                         labels: Optional[Ids] = None, where: Optional[Where] = None,
+                         with_features: bool = False, *,
+                         timeout: Optional[float] = None) -> ItemPage:
+        return await self._run(M.list_items(cursor, limit, labels, where, with_features), timeout)
 
     async def get_items(self, ids: Ids, *, timeout: Optional[float] = None) -> List[Item]:
         return await self._run(M.get_items(ids), timeout)

@@ -34,7 +34,7 @@ from ._wire import (DEFAULT_MAX_FRAME, DEFAULT_SERVER, PbRequest, PbResponse, Se
                     parse_server, pb)
 from .errors import OmldConnectionError, OmldProtocolError, OmldTimeout
 from .types import (BatchResult, CheckpointResult, Classification, CountResult, DeleteResult,
-                    Embedding, Health, Item, ItemLike, JobInfo, ModelInfo, PairLike, PairResult,
+                    Embedding, Health, Item, ItemLike, ItemPage, JobInfo, ModelInfo, PairLike, PairResult,
                     PromoteResult, PutResult, Ref, Retrieval, RollbackResult, Status, TrainParams,
                     TrainStartResult, TripletLike, TripletResult, Verification, Where)
 
@@ -332,6 +332,16 @@ class Client:
         """How many stored items have one of labels (None: any) and
         metadata matching where (None: any); total: every live item."""
         return self._run(M.count_items(labels, where))
+
+    def list_items(self, cursor: int = 0, limit: Optional[int] = None,
+                   labels: Optional[Ids] = None, where: Optional[Where] = None,
+                   with_features: bool = False) -> ItemPage:
+        """A page of the stored items from cursor (0: the start), of at most
+        limit (the daemon's 100 when None), with one of labels and metadata
+        matching where; pass next_cursor back for the next page (0: done).
+        Every item stored before the first page and not deleted is listed
+        exactly once."""
+        return self._run(M.list_items(cursor, limit, labels, where, with_features))
 
     def get_items(self, ids: Ids) -> List[Item]:
         """The items, in the order of ids (NotFound names an unknown one)."""

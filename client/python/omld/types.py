@@ -85,6 +85,16 @@ class DeleteResult:
 
 
 @dataclass
+class ItemPage:
+    """A page of ListItems: items in store order; next_cursor (0: the last
+    page) goes back as cursor for the next one; total: live items now."""
+    items: List["Item"]
+    next_cursor: int
+    total: int
+    model_version: int = 0
+
+
+@dataclass
 class CountResult:
     count: int       # items matching the filter
     total: int       # live items in the store

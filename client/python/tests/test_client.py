@@ -340,6 +340,20 @@ class TestClient(unittest.TestCase):
         self.assertEqual(self.c.count_items(where={"color": "red"}).count, 6)
         self.assertEqual(self.c.count_items(where={"color": ["red", "green"]}).count, 7)
         self.assertEqual(self.c.count_items(where={"color": "red", "tier": "0"}).count, 2)
+        # Pages of 5 list every red item once, in store order, with metadata.
+        seen, cursor = [], 0
+        while True:
+            page = self.c.list_items(cursor, limit=5, where={"color": "red"})
+            self.assertLessEqual(len(page.items), 5)
+            seen += page.items
+            if page.next_cursor == 0:
+                break
+            cursor = page.next_cursor
+        self.assertEqual(sorted(it.id for it in seen), sorted("meta-%d" % i for i in range(0, 12, 2)))
+        self.assertTrue(all(it.metadata["color"] == "red" and not it.features for it in seen))
+        self.assertGreaterEqual(page.total, 12)
+        one = self.c.list_items(labels=[LABEL[0]], limit=1, with_features=True).items[0]
+        self.assertEqual((one.label, len(one.features)), (LABEL[0], DIM))
         hits = self.c.retrieve(ID[0], k=20, where={"color": "blue", "tier": ["1", "2"]})
         self.assertEqual(sorted(hits.ids), sorted("meta-%d" % i for i in range(12)
                                                   if i % 2 and i % 3))
