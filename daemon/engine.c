@@ -411,11 +411,10 @@ static void apply_and_log(omld_engine *e, cmd_list *group, int *logged, int *log
 
 static void remember_promote(omld_engine *e, int rollback, const char *model)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t now_ms = omld_wall_ms();
     pthread_mutex_lock(&e->stats_mu);
     omld_promote_event *ev = &e->promotes[e->promotes_next];
-    ev->unix_ms = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+    ev->unix_ms = now_ms;
     ev->version = e->version;
     ev->rollback = rollback;
     snprintf(ev->model, sizeof ev->model, "%s", model ? model : "");

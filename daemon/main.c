@@ -247,9 +247,7 @@ static void gather(void *arg, omld_status_input *in)
     else
         omld_replicate_stats_get(m->pub, &m->repl_stats);
     in->replication = &m->repl_stats;
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    in->now_unix_ms = (uint64_t)now.tv_sec * 1000u + (uint64_t)now.tv_nsec / 1000000u;
+    in->now_unix_ms = omld_wall_ms();
     in->start_unix_seconds = m->start_unix;
     in->have_process = process_stats(in);
     if (m->recovering) {

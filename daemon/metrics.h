@@ -118,5 +118,8 @@ static inline uint64_t omld_read(const atomic_uint_fast64_t *c)
 
 /* Monotonic clock in nanoseconds. */
 uint64_t omld_now_ns(void);
+/* Wall clock, Unix milliseconds: times shown to people or sent to other
+ * processes (status, checkpoints, replication), never to measure spans. */
+uint64_t omld_wall_ms(void);
 
 #endif

@@ -54,13 +54,6 @@ enum { SEC_MODEL = 1, SEC_STORE = 2, SEC_CLOSURE = 3, SEC_META = 4, SEC_ROLLBACK
 #define META_BYTES 16     /* u64 view version, u64 reserved */
 #define RETRY_NS 5000000000ull
 
-static uint64_t wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 static int fsync_policy(const char *name)
 {
     return strcmp(name, "always") == 0 ? OML_WAL_FSYNC_ALWAYS
@@ -217,7 +210,7 @@ static uint64_t checkpoint_mtime_ms(const char *path)
     struct stat st;
     return stat(path, &st) == 0 ? (uint64_t)st.st_mtim.tv_sec * 1000u +
                                       (uint64_t)st.st_mtim.tv_nsec / 1000000u
-                                : wall_ms();
+                                : omld_wall_ms();
 }
 
 /* Decodes the checkpoint's sections into s and frees ck. *rc is the decode
@@ -641,7 +634,7 @@ static void checkpoint_done(omld_engine *e, uint64_t lsn, uint64_t t0, const cha
     e->ckpt_lsn = lsn;
     e->ckpt_ns = omld_now_ns();
     e->ckpt_dur_ns = e->ckpt_ns - t0;
-    e->ckpt_unix_ms = wall_ms();
+    e->ckpt_unix_ms = omld_wall_ms();
     omld_replicate_checkpoint(e->pub, path, lsn); /* replicas bootstrap from it */
     LOG_INFO("persist", "checkpoint at log position %" PRIu64 ": %s (%.1f MB) in %.0f ms", lsn,
              path, (double)bytes / 1e6, (double)(omld_now_ns() - t0) / 1e6);

@@ -18,6 +18,7 @@
 
 #include "bytes.h"
 #include "log.h"
+#include "metrics.h"
 #include "redis_uv.h"
 #include "server.h"
 
@@ -172,7 +173,7 @@ static void on_applied(void *ctx, omld_reply *reply)
         r->st.applied_lsn = j->b.applied_lsn;
         if (j->last_t_ms) {
             r->last_t_ms = j->last_t_ms;
-            uint64_t now = omld_repl_wall_ms();
+            uint64_t now = omld_wall_ms();
             r->st.apply_delay_seconds = now > j->last_t_ms ? (double)(now - j->last_t_ms) / 1e3 : 0;
         }
         if (j->cursor[0])
@@ -180,7 +181,7 @@ static void on_applied(void *ctx, omld_reply *reply)
     }
     if (!ok || j->gap) { /* cannot go on from here: a checkpoint after the gap */
         r->phase = PHASE_BOOT;
-        r->retry_at_ms = j->gap ? 0 : omld_repl_wall_ms() + RETRY_MS;
+        r->retry_at_ms = j->gap ? 0 : omld_wall_ms() + RETRY_MS;
     }
     job_free(j);
     if (r->phase == PHASE_BOOT)
@@ -233,14 +234,14 @@ static void on_checkpoint(redisAsyncContext *ac, void *reply, void *priv)
         set_error(r, "the log has a gap after LSN %" PRIu64 " and there is no checkpoint to "
                   "start again from yet", r->st.applied_lsn);
         r->busy = 0;
-        r->retry_at_ms = omld_repl_wall_ms() + RETRY_MS;
+        r->retry_at_ms = omld_wall_ms() + RETRY_MS;
         return;
     }
     if (lsn <= r->st.applied_lsn && r->st.bootstrapped) {
         set_error(r, "the log has a gap after LSN %" PRIu64 "; waiting for a checkpoint newer "
                   "than it (the newest is at %" PRIu64 ")", r->st.applied_lsn, lsn);
         r->busy = 0;
-        r->retry_at_ms = omld_repl_wall_ms() + RETRY_MS;
+        r->retry_at_ms = omld_wall_ms() + RETRY_MS;
         return;
     }
     job *j = calloc(1, sizeof *j);
@@ -268,7 +269,7 @@ static void on_checkpoint(redisAsyncContext *ac, void *reply, void *priv)
 
 static void bootstrap(omld_replica *r)
 {
-    if (r->stopping || r->busy || !r->cmd_up || omld_repl_wall_ms() < r->retry_at_ms)
+    if (r->stopping || r->busy || !r->cmd_up || omld_wall_ms() < r->retry_at_ms)
         return;
     r->busy = 1;
     char k_lsn[OMLD_REPL_PREFIX_MAX + 16], k_ck[OMLD_REPL_PREFIX_MAX + 16];
@@ -572,7 +573,7 @@ void omld_replica_stats_get(omld_replica *r, omld_repl_stats *out)
         return;
     }
     r->st.lag_records = r->st.head_lsn > r->st.applied_lsn ? r->st.head_lsn - r->st.applied_lsn : 0;
-    uint64_t now = omld_repl_wall_ms(), since = r->last_t_ms ? r->last_t_ms : r->head_t_ms;
+    uint64_t now = omld_wall_ms(), since = r->last_t_ms ? r->last_t_ms : r->head_t_ms;
     r->st.lag_seconds = r->st.lag_records > 0 && now > since ? (double)(now - since) / 1000.0 : 0;
     *out = r->st;
 }

@@ -27,6 +27,7 @@
 
 #include "bytes.h"
 #include "log.h"
+#include "metrics.h"
 #include "redis_uv.h"
 
 #define TICK_MS 1000
@@ -112,7 +113,7 @@ static item *item_new(int kind, size_t len)
         memset(it, 0, sizeof *it);
         it->kind = kind;
         it->len = len;
-        it->t_ms = omld_repl_wall_ms();
+        it->t_ms = omld_wall_ms();
     }
     return it;
 }
@@ -169,7 +170,7 @@ void omld_replicate_commit(omld_replicate *r)
     int any = r->open.head != NULL;
     for (item *it = r->open.head, *next; it; it = next) {
         next = it->next;
-        it->t_ms = omld_repl_wall_ms();
+        it->t_ms = omld_wall_ms();
         list_push(&r->ready, it);
     }
     r->open = (item_list){NULL, NULL, 0};

@@ -39,9 +39,4 @@ void omld_repl_remove_files(const char *dir, const char *prefix)
     closedir(d);
 }
 
-uint64_t omld_repl_wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
+

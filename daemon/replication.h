@@ -59,7 +59,4 @@ int omld_repl_parse_url(const char *option, const char *url, char *host, size_t 
  * old checkpoints and log segments: not the primary's state). */
 void omld_repl_remove_files(const char *dir, const char *prefix);
 
-/* Wall clock, Unix milliseconds. */
-uint64_t omld_repl_wall_ms(void);
-
 #endif

@@ -221,9 +221,7 @@ static void run_job(omld_trainer *t, job *j)
         snprintf(meta.name, sizeof meta.name, "%s", j->info.model);
         snprintf(meta.method, sizeof meta.method, "%s", j->m->name);
         snprintf(meta.variant, sizeof meta.variant, "%s", j->info.variant);
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        meta.created_ms = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+        meta.created_ms = omld_wall_ms();
         meta.job_id = j->info.id;
         meta.trained_items = (uint32_t)j->n;
         if (omld_models_add(t->models, &meta, bm, err, sizeof err) != 0)
