@@ -229,6 +229,7 @@ static void refresh_stats(omld_engine *e)
     s->wal_records_since_ckpt = e->records_since_ckpt;
     s->ckpt_unix_ms = e->ckpt_unix_ms;
     s->ckpt_duration_ms = e->ckpt_dur_ns / 1000000u;
+    s->ckpt_pause_ms = e->ckpt_pause_ns / 1000000u;
     s->ckpt_written = e->ckpt_written;
     s->ckpt_failed = e->ckpt_failed;
     s->read_only = e->read_only;

@@ -78,6 +78,7 @@ typedef struct omld_model_stats {
     uint64_t wal_records_since_ckpt;  /* log records the newest checkpoint does not hold */
     uint64_t ckpt_unix_ms;            /* wall clock of the newest checkpoint; 0: none */
     uint64_t ckpt_duration_ms;        /* how long the last checkpoint written took */
+    uint64_t ckpt_pause_ms;           /* how long the learner stopped for the last one */
     uint64_t ckpt_written, ckpt_failed; /* checkpoints written / failed since start */
     int read_only;                    /* the log cannot be written: changes refused */
     char read_only_why[256];

@@ -104,6 +104,9 @@ struct omld_engine {
     uint64_t replay_log_ns;     /* last progress line of a long replay */
     uint64_t ckpt_unix_ms;      /* wall clock of the newest checkpoint (0: none) */
     uint64_t ckpt_dur_ns;       /* the last one written took */
+    uint64_t ckpt_pause_ns;     /* the learner stopped for the last one started (the
+                                   whole write in the foreground; commit, sync and fork
+                                   in the background) */
     uint64_t ckpt_written, ckpt_failed;
     pid_t bg_pid;               /* a background checkpoint's writer (0: none) */
     uint64_t bg_lsn, bg_t0, bg_records, bg_updates; /* ... its position, start, records, learner updates */

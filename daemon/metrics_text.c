@@ -344,6 +344,10 @@ static void metrics_persistence(omld_buf *b, const omld_status_input *in,
           (double)omld_checkpoint_age_ms(in, m) / 1e3);
     gauge(b, "omld_checkpoint_duration_seconds", "How long the last checkpoint written took.",
           (double)m->ckpt_duration_ms / 1e3);
+    gauge(b, "omld_checkpoint_pause_seconds",
+          "How long the learner stopped, holding acknowledgements, for the last checkpoint "
+          "started (a background one: commit, sync and fork).",
+          (double)m->ckpt_pause_ms / 1e3);
     counter(b, "omld_checkpoints_written_total", "Checkpoints written since the start.",
             m->ckpt_written);
     counter(b, "omld_checkpoints_failed_total",

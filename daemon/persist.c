@@ -651,6 +651,7 @@ static int checkpoint_write(omld_engine *e, char *path, size_t path_cap, uint64_
         rc = checkpoint_encode_write(e, lsn, where, sizeof where, &nbytes, d);
     if (rc != OML_OK)
         return rc;
+    e->ckpt_pause_ns = omld_now_ns() - t0; /* the learner wrote it all */
     if (path)
         snprintf(path, path_cap, "%s", where);
     if (bytes)
@@ -699,6 +700,11 @@ int omld_persist_bg_start(omld_engine *e, oml_diag *d)
         rc = omld_persist_checkpoint(e, path, sizeof path, &bytes, d);
         return rc == OML_OK ? 0 : rc;
     }
+    /* What holds acknowledgements: mostly the fork's copy of the page
+     * tables, which huge pages keep short (src/bigmem.h). */
+    e->ckpt_pause_ns = omld_now_ns() - t0;
+    LOG_INFO("persist", "background checkpoint at log position %" PRIu64 " started: the learner "
+             "stopped %.1f ms (commit, sync, fork)", lsn, (double)e->ckpt_pause_ns / 1e6);
     e->bg_pid = pid;
     e->bg_lsn = lsn;
     e->bg_t0 = t0;

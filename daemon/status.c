@@ -445,6 +445,7 @@ static void json_persistence(omld_json *j, const omld_status_input *in,
     omld_json_kv_uint(j, "checkpoint_unix_ms", m->ckpt_unix_ms);
     omld_json_kv_uint(j, "checkpoint_age_ms", omld_checkpoint_age_ms(in, m));
     omld_json_kv_uint(j, "checkpoint_duration_ms", m->ckpt_duration_ms);
+    omld_json_kv_uint(j, "checkpoint_pause_ms", m->ckpt_pause_ms);
     omld_json_kv_uint(j, "checkpoints_written", m->ckpt_written);
     omld_json_kv_uint(j, "checkpoints_failed", m->ckpt_failed);
     omld_json_kv_bool(j, "read_only", m->read_only);

@@ -20,6 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bigmem.h"
+
 /* Doubles *cap until it holds need, reallocating *p (elem bytes each). */
 static int grow(void **p, size_t *cap, size_t need, size_t elem)
 {
@@ -31,6 +33,7 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem)
     void *q = realloc(*p, c * elem);
     if (q == NULL)
         return OML_ENOMEM;
+    oml_bigmem_advise(q, c * elem);
     *p = q;
     *cap = c;
     return OML_OK;
@@ -144,6 +147,7 @@ static char *alloc_arena(oml_index *ix, size_t bytes)
     char *p = malloc(total);
     if (p == NULL)
         return NULL;
+    oml_bigmem_advise(p, total);
     ix->_arena = p;
     ix->ids = (const char **)(void *)p;
     p += n * sizeof(char *);

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bigmem.h"
 #include "idmap.h"
 #include "metadata.h"
 #include "store_int.h"
@@ -54,7 +55,10 @@ void oml_store_destroy(oml_store *s)
         free(s->ids[i]);
     for (int32_t i = 0; i < s->n_labels; i++)
         free(s->label_names[i]);
-    free(s->x);
+    if (s->x_mapped)
+        oml_bigmem_unmap(s->x, s->x_mapped);
+    else
+        free(s->x);
     free(s->ids);
     free(s->id_len);
     free(s->label);
@@ -73,6 +77,23 @@ void oml_store_destroy(oml_store *s)
     free(s);
 }
 
+int oml__store_grow_x(oml_store *s, size_t cap)
+{
+    if (s->x_mapped)
+        return OML_OK; /* already room for max_items */
+    size_t row = (size_t)s->dim * sizeof(float), max = (size_t)s->max_items * row;
+    if (s->x == NULL && max >= OML_BIGMEM_MIN && (s->x = oml_bigmem_map(max)) != NULL) {
+        s->x_mapped = max;
+        return OML_OK;
+    }
+    float *p = realloc(s->x, cap * row);
+    if (p == NULL)
+        return OML_ENOMEM;
+    s->x = p;
+    oml_bigmem_advise(s->x, cap * row);
+    return OML_OK;
+}
+
 /* Grows every slot array to hold one more slot. A failure part-way leaves
  * some arrays larger than cap, which is harmless: cap only moves once all
  * of them succeeded, and the next attempt reallocates again. */
@@ -83,9 +104,8 @@ static int store_reserve_slot(oml_store *s)
     uint64_t want = s->cap ? 2ull * s->cap : STORE_MIN_CAP;
     uint32_t cap = want > s->max_items ? s->max_items : (uint32_t)want;
     void *p;
-    if ((p = realloc(s->x, (size_t)cap * (size_t)s->dim * sizeof(float))) == NULL)
+    if (oml__store_grow_x(s, cap) != OML_OK)
         return OML_ENOMEM;
-    s->x = p;
     if ((p = realloc(s->ids, (size_t)cap * sizeof *s->ids)) == NULL)
         return OML_ENOMEM;
     s->ids = p;

@@ -129,7 +129,7 @@ static int decode_slots(oml_store *s, oml_reader *c, uint32_t n_slots, uint32_t 
 {
     if (n_slots > 0) {
         size_t cap = n_slots;
-        if ((s->x = malloc(cap * (size_t)s->dim * sizeof(float))) == NULL ||
+        if (oml__store_grow_x(s, cap) != OML_OK ||
             (s->ids = malloc(cap * sizeof *s->ids)) == NULL ||
             (s->id_len = malloc(cap * sizeof *s->id_len)) == NULL ||
             (s->label = malloc(cap * sizeof *s->label)) == NULL ||

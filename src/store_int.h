@@ -16,6 +16,8 @@ struct oml_store {
     uint32_t max_items;
     uint32_t n_slots, cap, n_live;
     float *x;          /* (cap, dim) */
+    size_t x_mapped;   /* x is a mapping of this many bytes for max_items (bigmem.h);
+                          0: malloc'd for cap */
     char **ids;        /* (cap), owned NUL-terminated copies */
     uint32_t *id_len;  /* (cap) */
     int32_t *label;    /* (cap) */
@@ -40,6 +42,11 @@ struct oml_store {
 /* Gives every slot below cap a metadata pointer (NULL), if s->meta is not
  * there yet: OML_OK or OML_ENOMEM (store.c). */
 int oml__store_meta_array(oml_store *s);
+
+/* Room in s->x for cap slots: the first time, one mapping for max_items
+ * when that is large (its pages never move, so they stay huge: bigmem.h),
+ * else a realloc. OML_OK or OML_ENOMEM, s->x unchanged (store.c). */
+int oml__store_grow_x(oml_store *s, size_t cap);
 
 /* An owned NUL-terminated copy of b (n bytes), or NULL (store.c). */
 char *oml__store_dup(const char *b, size_t n);

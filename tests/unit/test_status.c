@@ -290,6 +290,7 @@ static void fill(fixture *f)
     m->wal_records_since_ckpt = 77;
     m->ckpt_unix_ms = 1700000000000ull;
     m->ckpt_duration_ms = 250;
+    m->ckpt_pause_ms = 12;
     m->ckpt_written = 3;
     m->ckpt_failed = 1;
     m->read_only = 1;
@@ -367,7 +368,8 @@ static void test_status_json(void **state)
     assert_has(s, "\"prepared\":true");
     assert_has(s, "\"persistence\":{\"wal_bytes\":123456789,\"records_since_checkpoint\":77,"
                   "\"checkpoint_unix_ms\":1700000000000,\"checkpoint_age_ms\":90500,"
-                  "\"checkpoint_duration_ms\":250,\"checkpoints_written\":3,"
+                  "\"checkpoint_duration_ms\":250,\"checkpoint_pause_ms\":12,"
+                  "\"checkpoints_written\":3,"
                   "\"checkpoints_failed\":1,\"read_only\":true,"
                   "\"read_only_why\":\"disk \\\"full\\\"\"}");
     assert_has(s, "\"alpha\":[0.5,0.25,0.25]");
@@ -813,6 +815,7 @@ static void test_metrics_text(void **state)
     assert_true(sample_value(s, "omld_checkpoint_timestamp_seconds") == 1700000000);
     assert_true(sample_value(s, "omld_checkpoint_age_seconds") == 90.5);
     assert_true(sample_value(s, "omld_checkpoint_duration_seconds") == 0.25);
+    assert_true(sample_value(s, "omld_checkpoint_pause_seconds") == 0.012);
     assert_true(sample_value(s, "omld_checkpoints_written_total") == 3);
     assert_true(sample_value(s, "omld_checkpoints_failed_total") == 1);
     assert_true(sample_value(s, "omld_read_only") == 1);

@@ -392,6 +392,51 @@ static void test_many_items(void **state)
     oml_store_destroy(s);
 }
 
+/* A store whose features can reach OML_BIGMEM_MIN bytes keeps them in one
+ * mapping for max_items (bigmem.h): rows never move as it grows (what
+ * keeps their pages huge), and it encodes, decodes and deletes as any. */
+static void test_large_store_rows_stay_put(void **state)
+{
+    (void)state;
+    enum { N = 70000 };
+    oml_store *s;
+    /* 2^31 - 1 items of 4 floats: 32 GB of address space, taken as written. */
+    assert_int_equal(oml_store_create(&s, DIM, 0x7fffffffu), OML_OK);
+    float x[DIM];
+    char id[32];
+    const float *row0 = NULL;
+    for (int i = 0; i < N; i++) {
+        fill(x, (float)i);
+        int n = snprintf(id, sizeof id, "item-%d", i);
+        assert_int_equal(oml_store_put(s, id, (size_t)n, x, NULL, 0, NULL, NULL), OML_OK);
+        if (i == 0)
+            row0 = oml_store_features(s, 0);
+        assert_ptr_equal(oml_store_features(s, 0), row0);
+    }
+    assert_int_equal(oml_store_delete(s, "item-7", 6), OML_OK);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    assert_int_equal(oml_store_encode(s, &buf, &len), OML_OK);
+    oml_store *t = NULL;
+    assert_int_equal(oml_store_decode(&t, buf, len, 0x7fffffffu, NULL), OML_OK);
+    assert_int_equal(oml_store_count(t), N - 1);
+    for (int i = 0; i < N; i += 997) {
+        int n = snprintf(id, sizeof id, "item-%d", i);
+        uint32_t slot;
+        assert_int_equal(oml_store_find(t, id, (size_t)n, &slot), OML_OK);
+        fill(x, (float)i);
+        assert_memory_equal(oml_store_features(t, slot), x, sizeof x);
+    }
+    /* The decoded store grows in place too. */
+    row0 = oml_store_features(t, 0);
+    assert_int_equal(put(t, "one-more", x, NULL, NULL), OML_OK);
+    assert_int_equal(put(t, "and-another", x, NULL, NULL), OML_OK);
+    assert_ptr_equal(oml_store_features(t, 0), row0);
+    free(buf);
+    oml_store_destroy(t);
+    oml_store_destroy(s);
+}
+
 /* idmap churn against a direct-indexed reference: keys "k<i>" for i < K. */
 static void test_idmap_churn(void **state)
 {
@@ -577,6 +622,7 @@ int main(void)
         cmocka_unit_test(test_capacity),
         cmocka_unit_test(test_label_interning),
         cmocka_unit_test(test_many_items),
+        cmocka_unit_test(test_large_store_rows_stay_put),
         cmocka_unit_test(test_idmap_churn),
         cmocka_unit_test(test_siphash_vectors),
         cmocka_unit_test(test_keyed_hash_changes_nothing_persisted),
