@@ -47,6 +47,7 @@
 #include <uv.h>
 
 #include "atomic_file.h"
+#include "bigmem.h"
 #include "engine.h"
 #include "ingest.h"
 #include "history.h"
@@ -673,6 +674,7 @@ static int start(omld_main *m)
         LOG_ERROR("main", "%s", err);
         return -1;
     }
+    oml_bigmem_set_huge((int)m->cfg.huge_pages); /* before recovery maps the store */
     if (start_signals(m) != 0 || start_recovery(m) != 0)
         return -1;
     return 0;

@@ -29,6 +29,7 @@ typedef struct omld_config {
     int64_t replay;                 /* triplets kept for rehearsal */
     int64_t idempotency_keys;
     int64_t checkpoint_background;
+    int64_t huge_pages;
     char ingest[OMLD_STR_MAX], ingest_group[OMLD_STR_MAX], ingest_consumer[OMLD_STR_MAX],
         ingest_dead_letter[OMLD_STR_MAX];
     int64_t ingest_batch;

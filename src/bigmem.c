@@ -1,23 +1,33 @@
 /* bigmem.c - address space on transparent huge pages (bigmem.h). */
 #include "bigmem.h"
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/mman.h>
 
 #define HUGE_PAGE ((size_t)2 << 20)
+
+static atomic_int huge_on = 1;
+
+void oml_bigmem_set_huge(int on)
+{
+    atomic_store(&huge_on, on != 0);
+}
 
 static size_t round_up(size_t n)
 {
     return (n + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
 }
 
-static void advise(void *p, size_t bytes)
+/* advice: where it fails, the kernel's default pages */
+static void advise(void *p, size_t bytes, int huge)
 {
-#ifdef MADV_HUGEPAGE
-    (void)madvise(p, bytes, MADV_HUGEPAGE); /* advice: without it, 4 KB pages */
+#if defined(MADV_HUGEPAGE) && defined(MADV_NOHUGEPAGE)
+    (void)madvise(p, bytes, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
 #else
     (void)p;
     (void)bytes;
+    (void)huge;
 #endif
 }
 
@@ -37,7 +47,7 @@ void *oml_bigmem_map(size_t bytes)
         munmap(raw, head);
     if (tail > 0)
         munmap(p + len, tail);
-    advise(p, len);
+    advise(p, len, atomic_load(&huge_on));
     return p;
 }
 
@@ -49,10 +59,10 @@ void oml_bigmem_unmap(void *p, size_t bytes)
 
 void oml_bigmem_advise(void *p, size_t bytes)
 {
-    if (p == NULL || bytes < OML_BIGMEM_MIN)
+    if (p == NULL || bytes < OML_BIGMEM_MIN || !atomic_load(&huge_on))
         return;
     uintptr_t start = ((uintptr_t)p + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
     uintptr_t end = ((uintptr_t)p + bytes) & ~(uintptr_t)(HUGE_PAGE - 1);
     if (end > start)
-        advise((void *)start, end - start);
+        advise((void *)start, end - start, 1);
 }

@@ -1,0 +1,100 @@
+/* test_bigmem.c - the store's address space on huge pages (bigmem.h): the
+ * kernel really backs an advised mapping with 2 MB pages, and not once the
+ * huge_pages option turns them off; the mapping is zeroed, aligned and
+ * usable either way. Where the kernel has no transparent huge pages
+ * ("never"), only the last part is checked. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#include "bigmem.h"
+
+#define BYTES ((size_t)32 << 20)
+
+/* 1 when the kernel gives huge pages to advised regions. */
+static int thp_available(void)
+{
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    char line[128] = {0};
+    int ok = f && fgets(line, sizeof line, f) && strstr(line, "[never]") == NULL;
+    if (f)
+        fclose(f);
+    return ok;
+}
+
+/* AnonHugePages (kB) of the mapping that starts at p, from /proc/self/smaps. */
+static long huge_kb_at(const void *p)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    char line[512];
+    unsigned long lo = 0, hi = 0;
+    int in = 0;
+    long kb = -1, v;
+    while (f && fgets(line, sizeof line, f)) {
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' '))
+            in = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+        else if (in && sscanf(line, "AnonHugePages: %ld kB", &v) == 1)
+            kb = v;
+    }
+    if (f)
+        fclose(f);
+    return kb;
+}
+
+static void check_mapping(int huge)
+{
+    oml_bigmem_set_huge(huge);
+    unsigned char *p = oml_bigmem_map(BYTES);
+    assert_non_null(p);
+    assert_int_equal((uintptr_t)p % ((uintptr_t)2 << 20), 0);
+    for (size_t i = 0; i < BYTES; i += 4096)
+        assert_int_equal(p[i], 0);
+    memset(p, 0x5a, BYTES);
+    long kb = huge_kb_at(p);
+    if (thp_available()) {
+        assert_true(kb >= 0);
+        if (huge)
+            assert_true(kb >= 2048); /* at least one of the 16 (some may fall back) */
+        else
+            assert_int_equal(kb, 0);
+    }
+    assert_int_equal(p[BYTES - 1], 0x5a);
+    oml_bigmem_unmap(p, BYTES);
+    oml_bigmem_set_huge(1);
+}
+
+static void test_huge_pages_on(void **state)
+{
+    (void)state;
+    check_mapping(1);
+}
+
+static void test_huge_pages_off(void **state)
+{
+    (void)state;
+    check_mapping(0);
+}
+
+/* Below OML_BIGMEM_MIN there is no mapping: the store uses malloc. */
+static void test_small_is_refused(void **state)
+{
+    (void)state;
+    assert_null(oml_bigmem_map(OML_BIGMEM_MIN - 1));
+    assert_null(oml_bigmem_map(0));
+    oml_bigmem_unmap(NULL, BYTES); /* accepted */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_huge_pages_on),
+        cmocka_unit_test(test_huge_pages_off),
+        cmocka_unit_test(test_small_is_refused),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
