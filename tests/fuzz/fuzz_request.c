@@ -25,8 +25,10 @@
  * An input that starts with "/v1/NAME\n" is an HTTP/JSON API request
  * instead: the rest is the JSON body of operation NAME, turned into the
  * Request payload by the API's own conversion (omld_api_request: a refusal
- * there must name a code and, for INVALID_ARGUMENT, a field), which then
- * takes the path above.
+ * there must name a code and, for INVALID_ARGUMENT, a field, and must be
+ * what jansson alone makes of the body: omld_api_request_plain gives the
+ * same payload bytes or the same refusal), which then takes the path
+ * above.
  *
  * Built as a libFuzzer target with -DOML_FUZZ=ON (clang) and always as a
  * replay program that runs the committed corpus (tests/fuzz/corpus_request)
@@ -333,8 +335,24 @@ static int run_api(const uint8_t *data, size_t size)
     uint8_t *payload = NULL;
     size_t n = 0;
     omld_api_refusal why;
-    if (omld_api_request(op, (const char *)nl + 1, size - (size_t)(nl + 1 - data), MAX_PAYLOAD,
-                         &payload, &n, &why) != 0) {
+    const char *body = (const char *)nl + 1;
+    size_t body_len = size - (size_t)(nl + 1 - data);
+    int rc = omld_api_request(op, body, body_len, MAX_PAYLOAD, &payload, &n, &why);
+    /* The fast path for arrays of numbers (proto/jsonlift.h) changes
+     * nothing but speed: jansson alone gives the same bytes or refusal. */
+    uint8_t *plain = NULL;
+    size_t plain_n = 0;
+    omld_api_refusal plain_why;
+    int plain_rc = omld_api_request_plain(op, body, body_len, MAX_PAYLOAD, &plain, &plain_n,
+                                          &plain_why);
+    CHECK(rc == plain_rc);
+    if (rc == 0)
+        CHECK(n == plain_n && memcmp(payload, plain, n) == 0);
+    else
+        CHECK(why.code == plain_why.code && strcmp(why.field, plain_why.field) == 0 &&
+              strcmp(why.message, plain_why.message) == 0);
+    free(plain);
+    if (rc != 0) {
         CHECK(why.code != OMLD__STATUS__CODE__OK && why.message[0] != '\0');
         CHECK(why.code != OMLD__STATUS__CODE__INVALID_ARGUMENT || why.field[0] != '\0');
         return 0;
