@@ -30,6 +30,11 @@
  * same payload bytes or the same refusal), which then takes the path
  * above.
  *
+ * An input that starts with "/redis\n" is a Redis Stream entry instead: its
+ * field names and values one per line, turned into a Request by the Redis
+ * consumer's conversion (omld_ingest_entry_request; a refusal must say why),
+ * which then takes the path above.
+ *
  * Built as a libFuzzer target with -DOML_FUZZ=ON (clang) and always as a
  * replay program that runs the committed corpus (tests/fuzz/corpus_request)
  * under ctest. */
@@ -45,6 +50,7 @@
 #include "api.h"
 #include "dispatch.h"
 #include "engine_int.h"
+#include "ingest_entry.h"
 #include "local.h"
 #include "log.h"
 #include "omld.pb-c.h"
@@ -362,12 +368,58 @@ static int run_api(const uint8_t *data, size_t size)
     return 0;
 }
 
+/* "/redis\nNAME\nVALUE\n...": a Redis Stream entry's fields (one per line,
+ * any bytes but a newline), turned into its Request by the consumer's own
+ * conversion (omld_ingest_entry_request: a refusal must say why), which
+ * then takes the payload's path. */
+static int run_redis(const uint8_t *data, size_t size)
+{
+    enum { MAX_FIELDS = 64 };
+    redisReply s[MAX_FIELDS], *ptr[MAX_FIELDS], arr;
+    memset(&arr, 0, sizeof arr);
+    arr.type = REDIS_REPLY_ARRAY;
+    arr.element = ptr;
+    char *copy = malloc(size + 1); /* each field NUL-terminated, as hiredis gives them */
+    if (copy == NULL)
+        return 0;
+    memcpy(copy, data, size);
+    copy[size] = '\0';
+    size_t at = 7; /* past "/redis\n" */
+    while (at <= size && arr.elements < MAX_FIELDS) {
+        char *nl = memchr(copy + at, '\n', size - at);
+        size_t len = nl ? (size_t)(nl - (copy + at)) : size - at;
+        memset(&s[arr.elements], 0, sizeof s[0]);
+        s[arr.elements].type = REDIS_REPLY_STRING;
+        s[arr.elements].str = copy + at;
+        s[arr.elements].len = len;
+        copy[at + len] = '\0';
+        ptr[arr.elements] = &s[arr.elements];
+        arr.elements++;
+        at += len + 1;
+    }
+    arr.elements &= ~(size_t)1; /* pairs */
+    uint8_t *payload = NULL;
+    size_t n = 0;
+    char why[200] = "";
+    if (omld_ingest_entry_request("fuzz", "1-0", &arr, MAX_PAYLOAD, &payload, &n, why,
+                                  sizeof why) != 0) {
+        CHECK(why[0] != '\0' && payload == NULL);
+    } else {
+        run_payload(payload, n);
+        free(payload);
+    }
+    free(copy);
+    return 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (!Q.ready)
         LLVMFuzzerInitialize(NULL, NULL);
     if (size > 4 && memcmp(data, "/v1/", 4) == 0)
         return run_api(data, size);
+    if (size >= 7 && memcmp(data, "/redis\n", 7) == 0)
+        return run_redis(data, size);
     return run_payload(data, size);
 }
 
