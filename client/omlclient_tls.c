@@ -204,6 +204,10 @@ static int make_ctx(omlc *c, const omlc_tls *opt, omlc_error *err)
      * frame too large): that is the end of the stream, as with plain TCP;
      * answers carry their length, so nothing can be cut unnoticed. */
     SSL_CTX_set_options(c->ssl_ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
+    if (opt->keyfile && opt->keyfile[0] && !(opt->certfile && opt->certfile[0]))
+        return omlc__err_set(err, OMLC_EARG, NULL,
+                             "TLS: a client key (%s) without its certificate (certfile)",
+                             opt->keyfile);
     int rc = opt->certfile && opt->certfile[0] ? use_client_cert(c, opt, err) : 0;
     if (rc != 0)
         return rc;

@@ -4,7 +4,7 @@
  * (libomlclient, omlctl, curl); no certificate, or one of another CA, is
  * refused on both, with an error that says so on the client and a log line
  * and a count on the daemon; a client key that is not its certificate's is
- * refused by the client before it dials; a tls_client_ca that is missing,
+ * refused by the client before the handshake; a tls_client_ca that is missing,
  * not PEM, or set without tls_cert fails the start naming it. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -168,8 +168,8 @@ static void test_other_ca(void **state)
     expect_refused(g_stranger, g_stranger_key, "refused the client certificate");
 }
 
-/* A key that is not the certificate's: the client refuses before dialling,
- * naming the files; so does a missing certificate file. */
+/* A key that is not the certificate's: the client refuses before the handshake,
+ * naming the files; so does a missing certificate file, or a key alone. */
 static void test_bad_client_files(void **state)
 {
     (void)state;
@@ -183,6 +183,9 @@ static void test_bad_client_files(void **state)
     tls.certfile = "/nonexistent/client.pem";
     assert_int_equal(omlc_connect_tls(&c, g_p.rpc, &tls, TIMEOUT_MS, &err), OMLC_EARG);
     assert_non_null(strstr(err.message, "/nonexistent/client.pem"));
+    tls.certfile = NULL; /* a key alone */
+    assert_int_equal(omlc_connect_tls(&c, g_p.rpc, &tls, TIMEOUT_MS, &err), OMLC_EARG);
+    assert_non_null(strstr(err.message, "without its certificate"));
 }
 
 /* omlctl: --client-cert/--client-key work (and $OMLCTL_CLIENT_CERT); without,
