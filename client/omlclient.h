@@ -48,9 +48,18 @@ typedef struct omlc_tls {
                                 the host of server (a DNS name or an IP address) */
     int insecure;            /* 1: encrypt but verify nothing (tests only: anyone in the
                                 middle can read and change everything) */
+    const char *certfile;    /* PEM client certificate (then its chain) for a daemon with
+                                tls_client_ca; NULL: none */
+    const char *keyfile;     /* PEM private key of certfile; NULL: in certfile */
 } omlc_tls;
 /* As omlc_connect; tls NULL: plain. A certificate that does not verify
- * fails with OMLC_ECONNECT and the reason in err. */
+ * fails with OMLC_ECONNECT and the reason in err; an unreadable certfile or
+ * keyfile, or a key that is not the certificate's, with OMLC_EARG naming
+ * the file. A daemon that refuses the client's certificate (none, or one
+ * its tls_client_ca did not sign) fails the handshake (TLS 1.2) or, since
+ * TLS 1.3 finishes the client's side first, the first call, with OMLC_EIO:
+ * either way the message says the daemon wants a client certificate or
+ * refused this one. */
 int omlc_connect_tls(omlc **out, const char *server, const omlc_tls *tls, int timeout_ms,
                      omlc_error *err);
 void omlc_close(omlc *c); /* accepts NULL */

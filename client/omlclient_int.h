@@ -13,7 +13,8 @@ struct omlc {
     int fd;
     struct ssl_st *ssl;    /* NULL: plain (omlclient_tls.c) */
     struct ssl_ctx_st *ssl_ctx;
-    char tls_why[256];     /* OpenSSL's reason for the last TLS failure */
+    char tls_why[512];     /* OpenSSL's reason for the last TLS failure, with a hint */
+    int tls_client_cert;   /* a client certificate is presented (omlc_tls.certfile) */
     int timeout_ms;
     int broken;            /* a transport/protocol error happened */
     int raw_outstanding;   /* raw bytes were sent and not yet passed */

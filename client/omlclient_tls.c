@@ -10,7 +10,10 @@
  * (or the system's store) and the host of "HOST:PORT" (or server_name): a
  * DNS name is checked against the certificate's names and sent as SNI, an
  * IP address against its IP addresses. A failure says why (OpenSSL's
- * verify result), and whether the daemon spoke plain. OpenSSL writes with
+ * verify result), and whether the daemon spoke plain. A client certificate
+ * (certfile, keyfile) is presented when given, for a daemon with
+ * tls_client_ca; its alerts refusing one are explained (client_cert_hint).
+ * OpenSSL writes with
  * write(), not send(MSG_NOSIGNAL): each TLS call runs with SIGPIPE blocked
  * in the calling thread and a SIGPIPE it raised is taken back, so a daemon
  * that went away is an error, never a killed process (libpq does the same). */
@@ -28,16 +31,59 @@
 #include <string.h>
 #include <sys/socket.h>
 
-/* OpenSSL's reason for the last failure (its queue emptied), in c->tls_why. */
+/* What the daemon's alert means for a client certificate (tls_client_ca),
+ * or "" for an alert about something else. */
+static const char *client_cert_hint(const omlc *c, const char *why)
+{
+    if (strstr(why, "certificate required") ||
+        (!c->tls_client_cert && strstr(why, "alert handshake failure")))
+        return " (the daemon requires a client certificate: its tls_client_ca is set; give "
+               "one with certfile/keyfile, omlctl --client-cert FILE --client-key FILE)";
+    if (c->tls_client_cert &&
+        (strstr(why, "alert unknown ca") || strstr(why, "alert bad certificate") ||
+         strstr(why, "alert certificate unknown") || strstr(why, "alert certificate expired") ||
+         strstr(why, "alert unsupported certificate") || strstr(why, "alert decrypt error") ||
+         strstr(why, "alert handshake failure") || strstr(why, "alert certificate revoked")))
+        return " (the daemon refused the client certificate: is it signed by a CA in the "
+               "daemon's tls_client_ca, and valid now?)";
+    return "";
+}
+
+/* OpenSSL's reason for the last failure (its queue emptied), in c->tls_why,
+ * with what it means when it is the daemon refusing a client certificate. */
 static const char *remember_reason(omlc *c)
 {
     unsigned long e = ERR_peek_last_error();
+    char why[256];
     if (e)
-        ERR_error_string_n(e, c->tls_why, sizeof c->tls_why);
+        ERR_error_string_n(e, why, sizeof why);
     else
-        snprintf(c->tls_why, sizeof c->tls_why, "%s", errno ? strerror(errno) : "connection closed");
+        snprintf(why, sizeof why, "%s", errno ? strerror(errno) : "connection closed");
     ERR_clear_error();
+    snprintf(c->tls_why, sizeof c->tls_why, "%s%s", why, client_cert_hint(c, why));
     return c->tls_why;
+}
+
+/* The client's certificate and key (omlc_tls.certfile, keyfile), checked
+ * to belong together. */
+static int use_client_cert(omlc *c, const omlc_tls *opt, omlc_error *err)
+{
+    const char *key = opt->keyfile && opt->keyfile[0] ? opt->keyfile : opt->certfile;
+    if (SSL_CTX_use_certificate_chain_file(c->ssl_ctx, opt->certfile) != 1)
+        return omlc__err_set(err, OMLC_EARG, NULL,
+                             "TLS: cannot read the client certificate %s: %s", opt->certfile,
+                             remember_reason(c));
+    int loaded = SSL_CTX_use_PrivateKey_file(c->ssl_ctx, key, SSL_FILETYPE_PEM) == 1;
+    if (!loaded && ERR_GET_REASON(ERR_peek_last_error()) != X509_R_KEY_VALUES_MISMATCH)
+        return omlc__err_set(err, OMLC_EARG, NULL, "TLS: cannot read the client key %s: %s",
+                             key, remember_reason(c));
+    ERR_clear_error();
+    if (!loaded || SSL_CTX_check_private_key(c->ssl_ctx) != 1)
+        return omlc__err_set(err, OMLC_EARG, NULL,
+                             "TLS: the key %s is not the key of the client certificate %s", key,
+                             opt->certfile);
+    c->tls_client_cert = 1;
+    return 0;
 }
 
 /* SIGPIPE blocked in this thread around one TLS call (see DESIGN). */
@@ -158,6 +204,13 @@ static int make_ctx(omlc *c, const omlc_tls *opt, omlc_error *err)
      * frame too large): that is the end of the stream, as with plain TCP;
      * answers carry their length, so nothing can be cut unnoticed. */
     SSL_CTX_set_options(c->ssl_ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
+    if (opt->keyfile && opt->keyfile[0] && !(opt->certfile && opt->certfile[0]))
+        return omlc__err_set(err, OMLC_EARG, NULL,
+                             "TLS: a client key (%s) without its certificate (certfile)",
+                             opt->keyfile);
+    int rc = opt->certfile && opt->certfile[0] ? use_client_cert(c, opt, err) : 0;
+    if (rc != 0)
+        return rc;
     if (opt->insecure) {
         SSL_CTX_set_verify(c->ssl_ctx, SSL_VERIFY_NONE, NULL);
         return 0;

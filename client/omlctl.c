@@ -49,7 +49,8 @@ static const ctl_cmd commands[] = {
 static void usage(FILE *f)
 {
     fprintf(f, "usage: omlctl [--server HOST:PORT|unix:PATH] [--timeout MS] [--token T]\n"
-               "              [--tls] [--cacert FILE] [--insecure] <command> [options]\n"
+               "              [--tls] [--cacert FILE] [--client-cert FILE [--client-key FILE]]\n"
+               "              [--insecure] <command> [options]\n"
                "       omlctl --version\n"
                "\n"
                "  --server S     the daemon (default " CTL_DEFAULT_SERVER "); also $OMLCTL_SERVER\n"
@@ -64,6 +65,10 @@ static void usage(FILE *f)
                "  --cacert FILE  ... against the CA(s) in FILE (PEM; the daemon's own certificate\n"
                "                 if self-signed) instead; implies --tls; also $OMLCTL_CACERT\n"
                "                 (which a unix: server ignores)\n"
+               "  --client-cert FILE  present the client certificate in FILE (PEM) to a daemon\n"
+               "                 with tls_client_ca; implies --tls; also $OMLCTL_CLIENT_CERT\n"
+               "  --client-key FILE  the private key of --client-cert (PEM; default: in the\n"
+               "                 --client-cert file); also $OMLCTL_CLIENT_KEY\n"
                "  --insecure     TLS without verifying the daemon (tests only); implies --tls\n"
                "\ncommands:\n",
             CTL_DEFAULT_TIMEOUT_MS);
@@ -83,10 +88,16 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
     ctl g = {.server = getenv("OMLCTL_SERVER"), .timeout_ms = CTL_DEFAULT_TIMEOUT_MS,
-             .token = getenv("OMLCTL_TOKEN"), .cacert = getenv("OMLCTL_CACERT")};
+             .token = getenv("OMLCTL_TOKEN"), .cacert = getenv("OMLCTL_CACERT"),
+             .cert = getenv("OMLCTL_CLIENT_CERT"), .key = getenv("OMLCTL_CLIENT_KEY")};
     if (g.cacert != NULL && g.cacert[0] == '\0')
         g.cacert = NULL;
-    g.tls = g.cacert != NULL ? 2 : 0; /* 2: from the environment, not for a Unix socket */
+    if (g.cert != NULL && g.cert[0] == '\0')
+        g.cert = NULL;
+    if (g.key != NULL && g.key[0] == '\0')
+        g.key = NULL;
+    /* 2: from the environment, not for a Unix socket */
+    g.tls = g.cacert != NULL || g.cert != NULL ? 2 : 0;
     if (g.server == NULL || g.server[0] == '\0')
         g.server = CTL_DEFAULT_SERVER;
     if (g.token != NULL && g.token[0] == '\0')
@@ -178,6 +189,15 @@ int ctl_common_opt(ctl *g, int argc, char **argv, int *i)
         g->tls = 1;
         return 1;
     }
+    if ((v = ctl_opt(argc, argv, i, "--client-cert")) != NULL) {
+        g->cert = v[0] ? v : NULL;
+        g->tls = 1;
+        return 1;
+    }
+    if ((v = ctl_opt(argc, argv, i, "--client-key")) != NULL) {
+        g->key = v[0] ? v : NULL;
+        return 1;
+    }
     if (strcmp(argv[*i], "--json") == 0) {
         g->json = 1;
         return 1;
@@ -266,7 +286,8 @@ int ctl_usage_error(const char *cmd, const char *fmt, ...)
 int ctl_connect(const ctl *g, omlc **out)
 {
     omlc_error err;
-    omlc_tls tls = {.cafile = g->cacert, .insecure = g->insecure};
+    omlc_tls tls = {.cafile = g->cacert, .insecure = g->insecure, .certfile = g->cert,
+                    .keyfile = g->key};
     int use_tls = g->tls == 1 || (g->tls == 2 && strncmp(g->server, "unix:", 5) != 0);
     int rc = omlc_connect_tls(out, g->server, use_tls ? &tls : NULL, g->timeout_ms, &err);
     if (rc != 0) {

@@ -25,9 +25,12 @@ typedef struct ctl {
     const char *server;
     int timeout_ms;
     const char *token;     /* --token / $OMLCTL_TOKEN: sent (Auth) right after connect */
-    int tls;               /* 1: --tls, --cacert or --insecure; 2: $OMLCTL_CACERT (TCP only) */
+    int tls;               /* 1: --tls, --cacert, --client-cert or --insecure; 2: $OMLCTL_CACERT
+                              or $OMLCTL_CLIENT_CERT (TCP only) */
     const char *cacert;    /* --cacert / $OMLCTL_CACERT: the CA to verify the daemon (NULL: system's) */
     int insecure;          /* --insecure: TLS without verifying the daemon */
+    const char *cert;      /* --client-cert / $OMLCTL_CLIENT_CERT: presented to tls_client_ca */
+    const char *key;       /* --client-key / $OMLCTL_CLIENT_KEY: its private key (NULL: in cert) */
     int json;              /* --json (any command): the answer as one JSON document */
 } ctl;
 

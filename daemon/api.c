@@ -139,11 +139,33 @@ static int request_rights(const http_conn *c)
     return which < 0 ? OMLD_RIGHTS_NONE : which ? OMLD_RIGHTS_READ_WRITE : OMLD_RIGHTS_READ_ONLY;
 }
 
-int omld_api_request(const omld_op *op, const char *body, size_t n, uint32_t max_frame,
-                     uint8_t **out, size_t *out_len, omld_api_refusal *why)
+/* The body as JSON; with lift, its long arrays of numbers read by
+ * jsonlift.c first and jansson parsing the rest (*lift then holds them;
+ * when the rest does not parse, the original text is parsed again so that
+ * the error is jansson's own). NULL with *jerr if the body is not JSON. */
+static json_t *load_body(const char *body, size_t n, int lift, omld_jsonlift *l,
+                         json_error_t *jerr)
+{
+    memset(l, 0, sizeof *l);
+    if (n == 0)
+        return json_object();
+    if (lift && omld_jsonlift_init(l, body, n) == 1) {
+        /* A placeholder is "\u0000..." and the body holds no \u0000 of its
+         * own (else nothing is lifted), so allowing NUL admits only ours. */
+        json_t *j = json_loadb(l->text, l->text_len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, jerr);
+        if (j != NULL)
+            return j;
+        omld_jsonlift_free(l);
+    }
+    return json_loadb(body, n, JSON_REJECT_DUPLICATES, jerr);
+}
+
+static int api_request(const omld_op *op, const char *body, size_t n, uint32_t max_frame,
+                       int lift, uint8_t **out, size_t *out_len, omld_api_refusal *why)
 {
     json_error_t jerr;
-    json_t *j = n ? json_loadb(body, n, JSON_REJECT_DUPLICATES, &jerr) : json_object();
+    omld_jsonlift l;
+    json_t *j = load_body(body, n, lift, &l, &jerr);
     if (j == NULL) {
         why->code = OMLD__STATUS__CODE__MALFORMED;
         why->field[0] = '\0';
@@ -155,8 +177,9 @@ int omld_api_request(const omld_op *op, const char *body, size_t n, uint32_t max
     const ProtobufCFieldDescriptor *f =
         protobuf_c_message_descriptor_get_field(&omld__request__descriptor, (unsigned)op->body);
     omld_pbjson_error err;
-    ProtobufCMessage *m = omld_pbjson_read(f->descriptor, j, op->name, &err);
+    ProtobufCMessage *m = omld_pbjson_read_lifted(f->descriptor, j, &l, op->name, &err);
     json_decref(j);
+    omld_jsonlift_free(&l);
     if (m == NULL) {
         why->code = OMLD__STATUS__CODE__INVALID_ARGUMENT;
         snprintf(why->field, sizeof why->field, "%s", err.field);
@@ -189,6 +212,18 @@ int omld_api_request(const omld_op *op, const char *body, size_t n, uint32_t max
     }
     *out_len = size;
     return 0;
+}
+
+int omld_api_request(const omld_op *op, const char *body, size_t n, uint32_t max_frame,
+                     uint8_t **out, size_t *out_len, omld_api_refusal *why)
+{
+    return api_request(op, body, n, max_frame, 1, out, out_len, why);
+}
+
+int omld_api_request_plain(const omld_op *op, const char *body, size_t n, uint32_t max_frame,
+                           uint8_t **out, size_t *out_len, omld_api_refusal *why)
+{
+    return api_request(op, body, n, max_frame, 0, out, out_len, why);
 }
 
 /* The connection's link with these rights, opened (again) if needed. */

@@ -12,12 +12,8 @@
  * request carries the idempotency key "redis:STREAM:ENTRY-ID", so a
  * redelivered entry that the log already holds is not learned twice.
  *
- * Entry layout (field -> value):
- *   type=triplet   anchor, positive, negative: stored item ids
- *   type=pair      a, b: ids; relation: similar | dissimilar
- *   type=item      id; label (optional); features: a JSON array of
- *                  numbers, or features_f32: the float32 values, little-
- *                  endian bytes
+ * Entry layout: ingest_entry.h (triplets, pairs, and items with their
+ * metadata as meta.KEY fields).
  * An entry the daemon refuses for what it is (an unknown id, a bad vector, a
  * missing field: every code but UNAVAILABLE, RESOURCE_EXHAUSTED and
  * INTERNAL) is copied to the dead-letter stream (`ingest_dead_letter`,

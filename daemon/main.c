@@ -384,15 +384,15 @@ static int load_tokens(omld_main *m)
     return 0;
 }
 
-/* Reads tls_cert and tls_key when set; a missing or malformed file fails
+/* Reads tls_cert, tls_key and tls_client_ca when set; a missing or malformed file fails
  * the start with its name. 0 or -1. */
 static int load_tls(omld_main *m)
 {
     if (m->cfg.tls_cert[0] == '\0')
         return 0;
     char err[1536];
-    if (omld_tls_load(&m->tls, m->cfg.tls_cert, m->cfg.tls_key, &m->metrics, err,
-                      sizeof err) != 0) {
+    if (omld_tls_load(&m->tls, m->cfg.tls_cert, m->cfg.tls_key, m->cfg.tls_client_ca,
+                      &m->metrics, err, sizeof err) != 0) {
         m->tls = NULL;
         LOG_ERROR("main", "%s", err);
         return -1;

@@ -74,6 +74,7 @@ const omld_option omld_options[] = {
     STR(tokens_file, "", "file of more tokens, one rw:SECRET / ro:SECRET per line, # comments (keep it mode 0600)"),
     STR(tls_cert, "", "PEM certificate (then its chain) of TLS on both the RPC and the HTTP port: set, with tls_key, and both speak TLS only (the Unix socket stays plain); empty: plain"),
     STR(tls_key, "", "PEM private key of tls_cert (keep it mode 0600)"),
+    STR(tls_client_ca, "", "PEM CA certificate(s) of the clients (mutual TLS): set, with tls_cert, and both TCP ports require a client certificate that chains to one of them; empty: clients present none"),
     INT(queue_capacity, 1, 1 << 24, "16384", "entries (triplets, items, pairs) queued for the learner before backpressure"),
     STR(fsync, "everysec", "write-ahead log fsync: always (ack after fsync) | everysec | no"),
     INT(wal_salvage, 0, 1, "0", "1: a write-ahead log damaged in the middle is cut at the damage (the records before it are recovered, the ones after it lost; later segments kept as *.corrupt) instead of refusing to start. Start once with it after a refusal that names it, then remove it"),
@@ -301,6 +302,9 @@ int omld_config_validate(const omld_config *c, char *err, size_t errlen)
         return omld_config_fail(err, errlen, NULL, "option '%s' is set without '%s': TLS needs "
                                 "both the certificate and its key", c->tls_cert[0] ? "tls_cert"
                                 : "tls_key", c->tls_cert[0] ? "tls_key" : "tls_cert");
+    if (c->tls_client_ca[0] && !c->tls_cert[0])
+        return omld_config_fail(err, errlen, NULL, "option 'tls_client_ca' is set without "
+                                "'tls_cert' and 'tls_key': client certificates need TLS on");
     if (c->replica_of[0] && (c->ingest[0] || c->replicate[0]))
         return omld_config_fail(err, errlen, NULL, "option 'replica_of' excludes '%s': a replica "
                                 "takes no writes and publishes nothing",

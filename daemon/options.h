@@ -56,6 +56,7 @@ typedef struct omld_config {
     /* TLS on both TCP ports (tls.c): PEM files, both or neither */
     char tls_cert[OMLD_STR_MAX];
     char tls_key[OMLD_STR_MAX];
+    char tls_client_ca[OMLD_STR_MAX];
 } omld_config;
 
 enum omld_opt_type { OMLD_OPT_STR, OMLD_OPT_INT, OMLD_OPT_REAL };

@@ -22,7 +22,10 @@
  * the peer and counted, then a FIN is sent, the peer's bytes are dropped
  * until that is done, and read_cb sees UV_EPROTO (the owner closes).
  * TLS 1.2 minimum, no renegotiation, no session tickets (clients are
- * long-lived connections; resumption buys nothing). */
+ * long-lived connections; resumption buys nothing). With tls_client_ca,
+ * every handshake on both ports requires a client certificate that
+ * chains to one of its CAs (mutual TLS); one without, or from another CA,
+ * fails the handshake like any other (alert, log line naming why, count). */
 #include "tls.h"
 
 #include <errno.h>
@@ -46,6 +49,7 @@ struct omld_tls {
     char raw[RAW_READ];     /* shared: each raw read goes into rbio before the next */
     char *plain;            /* shared: a raw read's plaintext, handed over at once */
     size_t plain_cap;
+    int n_client_cas;       /* tls_client_ca: > 0 when clients must present a certificate */
     char about[256];
 };
 
@@ -109,7 +113,10 @@ static void describe(omld_tls *t)
         until[n > 0 ? n : 0] = '\0';
     }
     BIO_free(b);
-    snprintf(t->about, sizeof t->about, "CN=%s, valid until %s", cn, until);
+    int n = snprintf(t->about, sizeof t->about, "CN=%s, valid until %s", cn, until);
+    if (t->n_client_cas > 0 && n > 0 && (size_t)n < sizeof t->about)
+        snprintf(t->about + n, sizeof t->about - (size_t)n,
+                 "; client certificates required (%d CA(s) in tls_client_ca)", t->n_client_cas);
 }
 
 /* An encrypted key's passphrase: never asked (no terminal to ask on);
@@ -123,12 +130,34 @@ static int no_passphrase(char *buf, int size, int rwflag, void *asked)
     return 0;
 }
 
+/* Client certificates (tls_client_ca): every client must present one that
+ * chains to a CA of client_ca, on both ports; the handshake fails
+ * otherwise. The CAs' names are sent in the CertificateRequest, so a
+ * client holding several certificates can pick. 0 or -1 with err. */
+static int require_client_certs(omld_tls *t, const char *client_ca, char *err, size_t errlen)
+{
+    char why[256];
+    STACK_OF(X509_NAME) *names = SSL_load_client_CA_file(client_ca);
+    if (names == NULL || sk_X509_NAME_num(names) == 0 ||
+        SSL_CTX_load_verify_locations(t->ctx, client_ca, NULL) != 1) {
+        sk_X509_NAME_pop_free(names, X509_NAME_free);
+        snprintf(err, errlen, "tls_client_ca %s holds no PEM CA certificate: %s", client_ca,
+                 ssl_reason(why, sizeof why));
+        return -1;
+    }
+    t->n_client_cas = sk_X509_NAME_num(names);
+    SSL_CTX_set_client_CA_list(t->ctx, names); /* takes names */
+    SSL_CTX_set_verify(t->ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+    return 0;
+}
+
 int omld_tls_load(omld_tls **out, const char *cert_file, const char *key_file,
-                  omld_metrics *metrics, char *err, size_t errlen)
+                  const char *client_ca, omld_metrics *metrics, char *err, size_t errlen)
 {
     char why[256];
     if (check_file("tls_cert", cert_file, err, errlen) != 0 ||
-        check_file("tls_key", key_file, err, errlen) != 0)
+        check_file("tls_key", key_file, err, errlen) != 0 ||
+        (client_ca && client_ca[0] && check_file("tls_client_ca", client_ca, err, errlen) != 0))
         return -1;
     omld_tls *t = calloc(1, sizeof *t);
     if (t == NULL) {
@@ -175,6 +204,8 @@ int omld_tls_load(omld_tls **out, const char *cert_file, const char *key_file,
                  key_file, cert_file, ssl_reason(why, sizeof why));
         goto fail;
     }
+    if (client_ca && client_ca[0] && require_client_certs(t, client_ca, err, errlen) != 0)
+        goto fail;
     X509 *cert = SSL_CTX_get0_certificate(t->ctx);
     if (X509_cmp_current_time(X509_get0_notAfter(cert)) < 0)
         LOG_WARN("tls", "the certificate in tls_cert %s has expired: clients will refuse it",
@@ -424,7 +455,16 @@ static int handshake(omld_stream *s)
         return 0;
     char why[200];
     omld_count(&se->t->metrics->tls_failed, 1);
-    LOG_INFO("tls", "%s: TLS handshake failed: %s", se->peer, ssl_reason(why, sizeof why));
+    long v = SSL_get_verify_result(se->ssl);
+    if (se->t->n_client_cas > 0 && v != X509_V_OK)
+        LOG_INFO("tls", "%s: TLS handshake failed: the client's certificate is not trusted: %s "
+                 "(tls_client_ca)", se->peer, X509_verify_cert_error_string(v));
+    else if (se->t->n_client_cas > 0 && SSL_get0_peer_certificate(se->ssl) == NULL)
+        LOG_INFO("tls", "%s: TLS handshake failed: no client certificate (tls_client_ca "
+                 "requires one): %s", se->peer, ssl_reason(why, sizeof why));
+    else
+        LOG_INFO("tls", "%s: TLS handshake failed: %s", se->peer, ssl_reason(why, sizeof why));
+    ERR_clear_error();
     return -1;
 }
 

@@ -1,4 +1,5 @@
-/* tls.h - TLS on the daemon's TCP connections (options tls_cert, tls_key):
+/* tls.h - TLS on the daemon's TCP connections (options tls_cert, tls_key,
+ * tls_client_ca):
  * OpenSSL over a libuv stream through memory BIOs, behind a small stream
  * API that the RPC connections (conn.c) and the HTTP ones (http.c) use
  * instead of uv_read_start / uv_write / uv_shutdown, plain or not.
@@ -19,10 +20,13 @@ typedef struct omld_tls omld_tls;
 typedef struct omld_tls_session omld_tls_session;
 
 /* Reads cert_file (PEM, the certificate then its chain) and key_file (PEM
- * private key) and checks that they match. 0, or -1 with err naming the
- * file and OpenSSL's reason. Handshakes are counted in metrics. */
+ * private key) and checks that they match; with client_ca (a PEM file of
+ * CA certificates; NULL or "": none) every client must present a
+ * certificate that chains to one of them (mutual TLS). 0, or -1 with err
+ * naming the file and OpenSSL's reason. Handshakes are counted in
+ * metrics. */
 int omld_tls_load(omld_tls **out, const char *cert_file, const char *key_file,
-                  omld_metrics *metrics, char *err, size_t errlen);
+                  const char *client_ca, omld_metrics *metrics, char *err, size_t errlen);
 /* After every session is released (the loop has run out). NULL is fine. */
 void omld_tls_free(omld_tls *t);
 /* "CN=..., expires YYYY-MM-DD" of the certificate, for the startup log. */

@@ -72,6 +72,7 @@ int omld_base64_decode(const char *s, size_t len, uint8_t **out, size_t *out_len
 
 typedef struct reader {
     omld_pbjson_error *err;
+    const omld_jsonlift *lift; /* NULL: nothing was lifted */
     char path[256];
     size_t path_len;
     int depth;
@@ -97,6 +98,28 @@ static size_t path_push(reader *r, const char *fmt, ...)
     int n = vsnprintf(r->path + was, sizeof r->path - was, fmt, ap);
     va_end(ap);
     r->path_len = n < 0 ? was : was + (size_t)n >= sizeof r->path ? sizeof r->path - 1 : was + (size_t)n;
+    return was;
+}
+
+/* Appends "[i]": path_push's most frequent use, without a printf. */
+static size_t path_push_index(reader *r, size_t i)
+{
+    char digits[24];
+    size_t nd = 0;
+    do {
+        digits[nd++] = (char)('0' + i % 10);
+        i /= 10;
+    } while (i > 0);
+    size_t was = r->path_len;
+    if (was + nd + 2 >= sizeof r->path)
+        return path_push(r, "[%zu]", i); /* truncated as path_push truncates */
+    char *o = r->path + was;
+    *o++ = '[';
+    while (nd > 0)
+        *o++ = digits[--nd];
+    *o++ = ']';
+    *o = '\0';
+    r->path_len = (size_t)(o - r->path);
     return was;
 }
 
@@ -242,10 +265,29 @@ static int read_real(reader *r, const json_t *j, double *v)
 static ProtobufCMessage *read_message(reader *r, const ProtobufCMessageDescriptor *d,
                                       const json_t *j);
 
+/* Lifted array a as jansson reads its original text (jsonlift.h): where
+ * it is not a float field's values, the reading goes on as if nothing had
+ * been lifted. NULL (refused) out of memory. */
+static json_t *materialize(reader *r, const omld_jsonlift_array *a)
+{
+    json_t *arr = omld_jsonlift_materialize(r->lift, a);
+    if (arr == NULL)
+        refuse(r, "out of memory");
+    return arr;
+}
+
 /* One value of field f from j into out (an element of a repeated field or
  * the field itself). */
 static int read_value(reader *r, const ProtobufCFieldDescriptor *f, const json_t *j, void *out)
 {
+    const omld_jsonlift_array *a = omld_jsonlift_find(r->lift, j);
+    if (a != NULL && f->type != PROTOBUF_C_TYPE_MESSAGE) {
+        /* An array where a scalar goes: refused as if never lifted. */
+        json_t *arr = materialize(r, a);
+        int rc = arr ? read_value(r, f, arr, out) : -1;
+        json_decref(arr);
+        return rc;
+    }
     switch (f->type) {
     case PROTOBUF_C_TYPE_INT32:
     case PROTOBUF_C_TYPE_SINT32:
@@ -353,7 +395,7 @@ static int read_repeated(reader *r, const ProtobufCFieldDescriptor *f, const jso
         return -1;
     }
     for (size_t i = 0; i < n; i++) {
-        size_t was = path_push(r, "[%zu]", i);
+        size_t was = path_push_index(r, i);
         if (read_value(r, f, json_array_get(j, i), (char *)*arr + i * size) != 0)
             return -1;
         path_pop(r, was);
@@ -362,9 +404,46 @@ static int read_repeated(reader *r, const ProtobufCFieldDescriptor *f, const jso
     return 0;
 }
 
+/* A lifted array of numbers (jsonlift.h) into repeated float or double
+ * field f: what read_repeated makes of the same numbers. */
+static int read_lifted(reader *r, const ProtobufCFieldDescriptor *f, const omld_jsonlift_array *a,
+                       ProtobufCMessage *m)
+{
+    size_t *count = (size_t *)((char *)m + f->quantifier_offset);
+    void **arr = (void **)((char *)m + f->offset);
+    const double *v = r->lift->values + a->first;
+    *arr = calloc(a->n, scalar_size(f->type));
+    if (*arr == NULL) {
+        refuse(r, "out of memory");
+        return -1;
+    }
+    if (f->type == PROTOBUF_C_TYPE_DOUBLE) {
+        memcpy(*arr, v, a->n * sizeof *v);
+    } else {
+        float *out = *arr;
+        for (size_t i = 0; i < a->n; i++)
+            out[i] = (float)v[i]; /* beyond float's range: infinite, as read_value makes it */
+    }
+    *count = a->n;
+    return 0;
+}
+
 static int read_field(reader *r, const ProtobufCFieldDescriptor *f, const json_t *j,
                       ProtobufCMessage *m)
 {
+    const omld_jsonlift_array *a = omld_jsonlift_find(r->lift, j);
+    if (a != NULL) {
+        if (f->label == PROTOBUF_C_LABEL_REPEATED &&
+            (f->type == PROTOBUF_C_TYPE_FLOAT || f->type == PROTOBUF_C_TYPE_DOUBLE))
+            return read_lifted(r, f, a, m);
+        if (f->label == PROTOBUF_C_LABEL_REPEATED) {
+            json_t *arr = materialize(r, a);
+            int rc = arr ? read_repeated(r, f, arr, m) : -1;
+            json_decref(arr);
+            return rc;
+        }
+        /* a single value: read_value reads the placeholder */
+    }
     if (f->label == PROTOBUF_C_LABEL_REPEATED)
         return read_repeated(r, f, j, m);
     void *at = (char *)m + f->offset;
@@ -398,10 +477,10 @@ static const struct shorthand {
     {"omld.Vector", JSON_ARRAY, "values"},
 };
 
-static const char *shorthand_field(const ProtobufCMessageDescriptor *d, const json_t *j)
+static const char *shorthand_field(const ProtobufCMessageDescriptor *d, json_type type)
 {
     for (size_t i = 0; i < sizeof SHORTHANDS / sizeof *SHORTHANDS; i++)
-        if (json_typeof(j) == SHORTHANDS[i].type && strcmp(d->name, SHORTHANDS[i].message) == 0)
+        if (type == SHORTHANDS[i].type && strcmp(d->name, SHORTHANDS[i].message) == 0)
             return SHORTHANDS[i].field;
     return NULL;
 }
@@ -409,11 +488,18 @@ static const char *shorthand_field(const ProtobufCMessageDescriptor *d, const js
 static ProtobufCMessage *read_message(reader *r, const ProtobufCMessageDescriptor *d,
                                       const json_t *j)
 {
-    const char *field = shorthand_field(d, j);
+    const omld_jsonlift_array *a = omld_jsonlift_find(r->lift, j);
+    const char *field = shorthand_field(d, a ? JSON_ARRAY : json_typeof(j));
     if (field != NULL) {
         json_t *wrapped = json_pack("{s:O}", field, (json_t *)j);
         ProtobufCMessage *m = wrapped ? read_message(r, d, wrapped) : NULL;
         json_decref(wrapped);
+        return m;
+    }
+    if (a != NULL) { /* an array where an object goes: refused as if never lifted */
+        json_t *arr = materialize(r, a);
+        ProtobufCMessage *m = arr ? read_message(r, d, arr) : NULL;
+        json_decref(arr);
         return m;
     }
     if (!json_is_object(j)) {
@@ -453,7 +539,14 @@ static ProtobufCMessage *read_message(reader *r, const ProtobufCMessageDescripto
 ProtobufCMessage *omld_pbjson_read(const ProtobufCMessageDescriptor *desc, const json_t *j,
                                    const char *root, omld_pbjson_error *err)
 {
-    reader r = {.err = err};
+    return omld_pbjson_read_lifted(desc, j, NULL, root, err);
+}
+
+ProtobufCMessage *omld_pbjson_read_lifted(const ProtobufCMessageDescriptor *desc, const json_t *j,
+                                          const omld_jsonlift *lift, const char *root,
+                                          omld_pbjson_error *err)
+{
+    reader r = {.err = err, .lift = lift};
     memset(err, 0, sizeof *err);
     path_push(&r, "%s", root);
     return read_message(&r, desc, j);

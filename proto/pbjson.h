@@ -31,6 +31,8 @@
 #include <jansson.h>
 #include <protobuf-c/protobuf-c.h>
 
+#include "jsonlift.h"
+
 #define OMLD_PBJSON_MAX_DEPTH 32
 
 typedef struct omld_pbjson_error {
@@ -44,6 +46,15 @@ typedef struct omld_pbjson_error {
  * NULL). */
 ProtobufCMessage *omld_pbjson_read(const ProtobufCMessageDescriptor *desc, const json_t *j,
                                    const char *root, omld_pbjson_error *err);
+
+/* As omld_pbjson_read, for j parsed from lift->text (jsonlift.h): a
+ * lifted array is read from lift's table where a float goes and from its
+ * original text anywhere else, so the message (or the refusal) is the one
+ * omld_pbjson_read gives for the JSON of the original body. lift may be
+ * NULL (nothing lifted). */
+ProtobufCMessage *omld_pbjson_read_lifted(const ProtobufCMessageDescriptor *desc, const json_t *j,
+                                          const omld_jsonlift *lift, const char *root,
+                                          omld_pbjson_error *err);
 
 /* m as a new JSON object; NULL if out of memory. Invalid UTF-8 in a
  * string is written as U+FFFD. */

@@ -95,6 +95,10 @@ export interface ClientOptions {
   tls?: boolean | import("tls").ConnectionOptions;
   /** A PEM file of the daemon's CA (its own certificate if self-signed); implies tls. */
   cafile?: string;
+  /** A PEM file of the client certificate, for a daemon with tls_client_ca; implies tls. */
+  certfile?: string;
+  /** A PEM file of its private key (default: certfile). */
+  keyfile?: string;
 }
 export interface ConnectOptions extends ClientOptions {
   /** Sent in an Auth request right after connecting. */

@@ -25,8 +25,15 @@
  * An input that starts with "/v1/NAME\n" is an HTTP/JSON API request
  * instead: the rest is the JSON body of operation NAME, turned into the
  * Request payload by the API's own conversion (omld_api_request: a refusal
- * there must name a code and, for INVALID_ARGUMENT, a field), which then
- * takes the path above.
+ * there must name a code and, for INVALID_ARGUMENT, a field, and must be
+ * what jansson alone makes of the body: omld_api_request_plain gives the
+ * same payload bytes or the same refusal), which then takes the path
+ * above.
+ *
+ * An input that starts with "/redis\n" is a Redis Stream entry instead: its
+ * field names and values one per line, turned into a Request by the Redis
+ * consumer's conversion (omld_ingest_entry_request; a refusal must say why),
+ * which then takes the path above.
  *
  * Built as a libFuzzer target with -DOML_FUZZ=ON (clang) and always as a
  * replay program that runs the committed corpus (tests/fuzz/corpus_request)
@@ -43,6 +50,7 @@
 #include "api.h"
 #include "dispatch.h"
 #include "engine_int.h"
+#include "ingest_entry.h"
 #include "local.h"
 #include "log.h"
 #include "omld.pb-c.h"
@@ -333,8 +341,24 @@ static int run_api(const uint8_t *data, size_t size)
     uint8_t *payload = NULL;
     size_t n = 0;
     omld_api_refusal why;
-    if (omld_api_request(op, (const char *)nl + 1, size - (size_t)(nl + 1 - data), MAX_PAYLOAD,
-                         &payload, &n, &why) != 0) {
+    const char *body = (const char *)nl + 1;
+    size_t body_len = size - (size_t)(nl + 1 - data);
+    int rc = omld_api_request(op, body, body_len, MAX_PAYLOAD, &payload, &n, &why);
+    /* The fast path for arrays of numbers (proto/jsonlift.h) changes
+     * nothing but speed: jansson alone gives the same bytes or refusal. */
+    uint8_t *plain = NULL;
+    size_t plain_n = 0;
+    omld_api_refusal plain_why;
+    int plain_rc = omld_api_request_plain(op, body, body_len, MAX_PAYLOAD, &plain, &plain_n,
+                                          &plain_why);
+    CHECK(rc == plain_rc);
+    if (rc == 0)
+        CHECK(n == plain_n && memcmp(payload, plain, n) == 0);
+    else
+        CHECK(why.code == plain_why.code && strcmp(why.field, plain_why.field) == 0 &&
+              strcmp(why.message, plain_why.message) == 0);
+    free(plain);
+    if (rc != 0) {
         CHECK(why.code != OMLD__STATUS__CODE__OK && why.message[0] != '\0');
         CHECK(why.code != OMLD__STATUS__CODE__INVALID_ARGUMENT || why.field[0] != '\0');
         return 0;
@@ -344,12 +368,58 @@ static int run_api(const uint8_t *data, size_t size)
     return 0;
 }
 
+/* "/redis\nNAME\nVALUE\n...": a Redis Stream entry's fields (one per line,
+ * any bytes but a newline), turned into its Request by the consumer's own
+ * conversion (omld_ingest_entry_request: a refusal must say why), which
+ * then takes the payload's path. */
+static int run_redis(const uint8_t *data, size_t size)
+{
+    enum { MAX_FIELDS = 64 };
+    redisReply s[MAX_FIELDS], *ptr[MAX_FIELDS], arr;
+    memset(&arr, 0, sizeof arr);
+    arr.type = REDIS_REPLY_ARRAY;
+    arr.element = ptr;
+    char *copy = malloc(size + 1); /* each field NUL-terminated, as hiredis gives them */
+    if (copy == NULL)
+        return 0;
+    memcpy(copy, data, size);
+    copy[size] = '\0';
+    size_t at = 7; /* past "/redis\n" */
+    while (at <= size && arr.elements < MAX_FIELDS) {
+        char *nl = memchr(copy + at, '\n', size - at);
+        size_t len = nl ? (size_t)(nl - (copy + at)) : size - at;
+        memset(&s[arr.elements], 0, sizeof s[0]);
+        s[arr.elements].type = REDIS_REPLY_STRING;
+        s[arr.elements].str = copy + at;
+        s[arr.elements].len = len;
+        copy[at + len] = '\0';
+        ptr[arr.elements] = &s[arr.elements];
+        arr.elements++;
+        at += len + 1;
+    }
+    arr.elements &= ~(size_t)1; /* pairs */
+    uint8_t *payload = NULL;
+    size_t n = 0;
+    char why[200] = "";
+    if (omld_ingest_entry_request("fuzz", "1-0", &arr, MAX_PAYLOAD, &payload, &n, why,
+                                  sizeof why) != 0) {
+        CHECK(why[0] != '\0' && payload == NULL);
+    } else {
+        run_payload(payload, n);
+        free(payload);
+    }
+    free(copy);
+    return 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (!Q.ready)
         LLVMFuzzerInitialize(NULL, NULL);
     if (size > 4 && memcmp(data, "/v1/", 4) == 0)
         return run_api(data, size);
+    if (size >= 7 && memcmp(data, "/redis\n", 7) == 0)
+        return run_redis(data, size);
     return run_payload(data, size);
 }
 

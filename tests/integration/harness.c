@@ -381,3 +381,53 @@ int omld_redis_stop(pid_t pid, const char *dir)
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     return system(cmd) == 0 ? 0 : -1;
 }
+
+int omld_run_capture(const char *cmd, char *out, size_t cap)
+{
+    size_t n = strlen(cmd) + 8;
+    char *full = malloc(n);
+    if (full == NULL)
+        return -1;
+    snprintf(full, n, "%s 2>&1", cmd);
+    FILE *f = popen(full, "r");
+    free(full);
+    if (f == NULL)
+        return -1;
+    size_t got = out && cap > 0 ? fread(out, 1, cap - 1, f) : 0;
+    if (out && cap > 0)
+        out[got] = '\0';
+    while (fgetc(f) != EOF) { /* the rest, so the command never sees a closed pipe */
+    }
+    int st = pclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+int omld_proc_finish(omld_proc *p, int timeout_ms)
+{
+    int rc = omld_proc_stop(p, SIGTERM, timeout_ms);
+    if (rc != 0)
+        omld_proc_dump_log(p);
+    omld_proc_cleanup(p);
+    return rc == 0 ? 0 : -1;
+}
+
+int omld_cert_dir(char *dir, size_t cap, const char *prefix)
+{
+    if (omld_run_capture("openssl version", NULL, 0) != 0) {
+        fprintf(stderr, "%s: no openssl command to make certificates\n", prefix);
+        return -1;
+    }
+    snprintf(dir, cap, "/tmp/%s-XXXXXX", prefix);
+    if (mkdtemp(dir) == NULL) {
+        fprintf(stderr, "%s: mkdtemp %s: %s\n", prefix, dir, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int omld_rm_rf(const char *dir)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    return omld_run_capture(cmd, NULL, 0) == 0 ? 0 : -1;
+}

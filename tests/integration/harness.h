@@ -44,6 +44,10 @@ int omld_proc_restart(omld_proc *p, const char *const *extra_args, int timeout_m
  * child is then SIGKILLed). */
 int omld_proc_stop(omld_proc *p, int sig, int timeout_ms);
 
+/* Stops p with SIGTERM (a clean drain), prints its log unless it exited
+ * 0, and removes its data directory: 0 for a clean exit, else -1. */
+int omld_proc_finish(omld_proc *p, int timeout_ms);
+
 /* Removes the data directory. */
 void omld_proc_cleanup(omld_proc *p);
 
@@ -69,6 +73,18 @@ long omld_proc_rss_kib(pid_t pid);
 /* GET /status parsed (json_decref it), or NULL. */
 struct json_t;
 struct json_t *omld_proc_status(const omld_proc *p);
+
+/* Runs cmd with sh: its exit status (-1 if it did not exit), its stdout and
+ * stderr in out (NUL-terminated, truncated to cap - 1; out may be NULL). */
+int omld_run_capture(const char *cmd, char *out, size_t cap);
+
+/* A new temporary directory /tmp/PREFIX-XXXXXX in dir (cap bytes) for
+ * certificates the openssl command makes: 0, or -1 with the reason on
+ * stderr (no openssl command, or no directory). */
+int omld_cert_dir(char *dir, size_t cap, const char *prefix);
+
+/* rm -rf dir: 0 or -1. */
+int omld_rm_rf(const char *dir);
 
 /* A free TCP port on 127.0.0.1 (bound and released), or -1. */
 int omld_free_port(void);

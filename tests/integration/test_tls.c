@@ -38,21 +38,10 @@ static char g_other_cert[300], g_other_key[300]; /* another self-signed pair */
 static char g_cert_arg[320], g_key_arg[320];
 static omld_proc g_p;
 
-/* Runs cmd with sh; its exit status, its output (stdout + stderr) in out. */
+/* cmd's exit status and output (harness.h). */
 static int run(const char *cmd, char *out, size_t cap)
 {
-    char full[2048];
-    snprintf(full, sizeof full, "%s 2>&1", cmd);
-    FILE *f = popen(full, "r");
-    if (f == NULL)
-        return -1;
-    size_t n = out ? fread(out, 1, cap - 1, f) : 0;
-    if (out)
-        out[n] = '\0';
-    while (fgetc(f) != EOF) { /* the rest, so the command never sees a closed pipe */
-    }
-    int st = pclose(f);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return omld_run_capture(cmd, out, cap);
 }
 
 static int make_pair(const char *cert, const char *key, const char *cn)
@@ -74,12 +63,7 @@ static const char *port_of(const char *host_port)
 static int setup(void **state)
 {
     (void)state;
-    if (run("openssl version", NULL, 0) != 0) {
-        fprintf(stderr, "test_tls: no openssl command to make a certificate\n");
-        return -1;
-    }
-    snprintf(g_dir, sizeof g_dir, "/tmp/omld-tls-XXXXXX");
-    if (mkdtemp(g_dir) == NULL)
+    if (omld_cert_dir(g_dir, sizeof g_dir, "omld-tls") != 0)
         return -1;
     snprintf(g_cert, sizeof g_cert, "%s/cert.pem", g_dir);
     snprintf(g_key, sizeof g_key, "%s/key.pem", g_dir);
@@ -101,13 +85,8 @@ static int teardown(void **state)
 {
     (void)state;
     /* A clean exit: every TLS session freed (a sanitizer build checks). */
-    int rc = omld_proc_stop(&g_p, 15, TIMEOUT_MS);
-    if (rc != 0)
-        omld_proc_dump_log(&g_p);
-    omld_proc_cleanup(&g_p);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-    return run(cmd, NULL, 0) == 0 && rc == 0 ? 0 : -1;
+    int rc = omld_proc_finish(&g_p, TIMEOUT_MS);
+    return omld_rm_rf(g_dir) == 0 && rc == 0 ? 0 : -1;
 }
 
 static omlc *dial_tls(const char *server, const char *cafile, const char *name)

@@ -44,18 +44,39 @@ function parseServer(server) {
 }
 
 // The tls.connect options of a client (null: plain): the address, the
-// CA of cafile, and the name to verify (SNI only for a DNS name).
+// CA of cafile, the client certificate of certfile / keyfile (for a daemon
+// with tls_client_ca), and the name to verify (SNI only for a DNS name).
 function tlsOptions(address, options) {
-  if (!options.tls && !options.cafile) return null;
+  if (!options.tls && !options.cafile && !options.certfile) return null;
   if (address.path) throw new TypeError("tls: the Unix socket is plain (TLS is for TCP)");
+  if (options.keyfile && !options.certfile) throw new TypeError("tls: keyfile without certfile");
   const o = { ...address, ...(typeof options.tls === "object" ? options.tls : {}) };
   if (options.cafile) o.ca = fs.readFileSync(options.cafile);
+  if (options.certfile) {
+    o.cert = fs.readFileSync(options.certfile);
+    o.key = fs.readFileSync(options.keyfile || options.certfile);
+  }
   if (o.servername === undefined && !net.isIP(o.host)) o.servername = o.host;
   return o;
 }
 
+// What the daemon's TLS alert means when it refuses a client certificate
+// (tls_client_ca), or "".
+function clientCertHint(e) {
+  const m = `${e.code || ""} ${e.message || ""}`.toLowerCase();
+  if (/certificate.required/.test(m))
+    return " (the daemon requires a client certificate: its tls_client_ca is set; give one " +
+      "with certfile and keyfile)";
+  if (/unknown.ca|bad.certificate|certificate.unknown/.test(m))
+    return " (the daemon refused the client certificate: is it signed by a CA in the " +
+      "daemon's tls_client_ca, and valid now?)";
+  return "";
+}
+
 // A connect error in words a user can act on.
 function tlsReason(e) {
+  const hint = clientCertHint(e);
+  if (hint) return `TLS handshake failed: ${e.message}${hint}`;
   if (/CERT|SELF_SIGNED|UNABLE_TO_VERIFY|ERR_TLS_CERT_ALTNAME/.test(e.code || ""))
     return `TLS: the daemon's certificate is not trusted: ${e.message} (give its CA with cafile)`;
   if (/wrong version number|packet length/.test(e.message))
@@ -72,7 +93,11 @@ class Client extends EventEmitter {
   // (largest answer accepted, bytes; default 64 MiB), tls (true, or
   // tls.connect options such as ca or servername: TLS to a daemon with
   // tls_cert, verified against the system's CAs or ca, and the host),
-  // cafile (a PEM file of the daemon's CA, read now; implies tls).
+  // cafile (a PEM file of the daemon's CA, read now; implies tls),
+  // certfile / keyfile (PEM files of a client certificate and its key, read
+  // now, for a daemon with tls_client_ca; keyfile defaults to certfile;
+  // implies tls). A daemon that refuses the certificate fails the connect,
+  // or under TLS 1.3 the first call, with an OmldConnectionError saying so.
   // Emits "close" (err or undefined) once the connection is gone.
   constructor(server = DEFAULT_SERVER, options = {}) {
     super();
@@ -108,7 +133,7 @@ class Client extends EventEmitter {
         s.removeListener("error", onConnectError);
         if (!this.address.path) s.setNoDelay(true);
         s.on("error", (e) => this.destroy(new OmldConnectionError(
-          `${this.server}: ${e.message}`, e.code, e)));
+          `${this.server}: ${e.message}${clientCertHint(e)}`, e.code, e)));
         resolve(this);
       });
       const onConnectError = (e) => fail(new OmldConnectionError(

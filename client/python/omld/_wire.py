@@ -55,17 +55,49 @@ def parse_server(server: Server) -> Address:
 
 
 def tls_context(tls: bool, cafile: Optional[str],
-                ssl_context: Optional[ssl.SSLContext]) -> Optional[ssl.SSLContext]:
+                ssl_context: Optional[ssl.SSLContext], certfile: Optional[str] = None,
+                keyfile: Optional[str] = None) -> Optional[ssl.SSLContext]:
     """The TLS context both clients connect with, or None (plain): the
     given one, else one that verifies the daemon against cafile (PEM; its
-    own certificate if self-signed) or the system's CAs, and its name."""
+    own certificate if self-signed) or the system's CAs, and its name, and
+    presents the client certificate certfile (its key in keyfile, or in
+    certfile) to a daemon with tls_client_ca."""
     if ssl_context is not None:
+        if certfile is not None:
+            raise ValueError("certfile: load it into your ssl_context instead")
         return ssl_context
-    if not tls and cafile is None:
+    if not tls and cafile is None and certfile is None:
         return None
     ctx = ssl.create_default_context(cafile=cafile)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    if certfile is not None:
+        try:
+            ctx.load_cert_chain(certfile, keyfile)
+        except (OSError, ssl.SSLError) as e:
+            raise ValueError("TLS: cannot use the client certificate %s (key %s): %s"
+                             % (certfile, keyfile or certfile, e)) from e
+    elif keyfile is not None:
+        raise ValueError("keyfile without certfile")
     return ctx
+
+
+def client_cert_hint(e: BaseException) -> str:
+    """What the daemon's TLS alert means when it refuses a client
+    certificate (tls_client_ca), or ""."""
+    text = str(e).lower()
+    if "certificate required" in text or "certificate_required" in text:
+        return (" (the daemon requires a client certificate: its tls_client_ca is set; give "
+                "one with certfile=, keyfile=)")
+    if any(a in text for a in ("unknown ca", "unknown_ca", "bad certificate", "bad_certificate",
+                               "certificate unknown", "certificate_unknown")):
+        return (" (the daemon refused the client certificate: is it signed by a CA in the "
+                "daemon's tls_client_ca, and valid now?)")
+    return ""
+
+
+def os_error_text(e: OSError) -> str:
+    """An OSError's words, with client_cert_hint for a TLS alert."""
+    return "%s%s" % (e.strerror or e, client_cert_hint(e) if isinstance(e, ssl.SSLError) else "")
 
 
 def tls_failure(server: Server, e: ssl.SSLError) -> str:
@@ -73,6 +105,9 @@ def tls_failure(server: Server, e: ssl.SSLError) -> str:
     if isinstance(e, ssl.SSLCertVerificationError):
         return ("connect to %s: TLS: the daemon's certificate is not trusted: %s (give its CA "
                 "with cafile=)" % (server, e.verify_message))
+    hint = client_cert_hint(e)
+    if hint:
+        return "connect to %s: TLS handshake failed: %s%s" % (server, e.reason or e, hint)
     return ("connect to %s: TLS handshake failed: %s (does the daemon speak TLS there? "
             "tls_cert)" % (server, e.reason or e))
 

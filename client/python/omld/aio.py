@@ -86,7 +86,7 @@ class AsyncClient:
     """A connection to omld for asyncio (see the module's docstring).
 
     server, timeout, max_frame, token, tls, cafile, ssl_context,
-    server_hostname: as for omld.Client; timeout also
+    server_hostname, certfile, keyfile: as for omld.Client; timeout also
     bounds connect() and is each call's unless the call gives its own
     `timeout=` (seconds; math.inf: none). Connect with
     `await omld.connect_async(...)`, `await AsyncClient(...).connect()` or
@@ -97,10 +97,11 @@ class AsyncClient:
                  max_frame: int = DEFAULT_MAX_FRAME, token: Optional[str] = None, *,
                  tls: bool = False, cafile: Optional[str] = None,
                  ssl_context: Optional[ssl.SSLContext] = None,
-                 server_hostname: Optional[str] = None) -> None:
+                 server_hostname: Optional[str] = None, certfile: Optional[str] = None,
+                 keyfile: Optional[str] = None) -> None:
         self.server = server
         self._address = parse_server(server)  # a bad one: ValueError now, as Client's
-        self._tls = _wire.tls_context(tls, cafile, ssl_context)
+        self._tls = _wire.tls_context(tls, cafile, ssl_context, certfile, keyfile)
         self._server_hostname = server_hostname
         self.timeout = timeout
         self.last_model_version = 0
@@ -249,7 +250,7 @@ class AsyncClient:
 
     def _on_lost(self, exc):
         self._shut(OmldConnectionError, "the daemon closed the connection" if exc is None
-                   else "connection lost: %s" % (exc,))
+                   else "connection lost: %s%s" % (exc, _wire.client_cert_hint(exc)))
         if not self._lost.done():
             self._lost.set_result(None)
 
@@ -462,5 +463,5 @@ async def connect_async(server: Server = DEFAULT_SERVER, timeout: Optional[float
                         max_frame: int = DEFAULT_MAX_FRAME, **tls: Any) -> AsyncClient:
     """A connected AsyncClient (Auth sent first when token is given: a wrong
     one raises Unauthenticated and closes it); tls: tls=, cafile=,
-    ssl_context=, server_hostname= as for AsyncClient."""
+    ssl_context=, server_hostname=, certfile=, keyfile= as for AsyncClient."""
     return await AsyncClient(server, timeout, max_frame, token, **tls).connect()

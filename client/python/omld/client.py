@@ -77,6 +77,13 @@ class Client:
     ssl_context  an ssl.SSLContext of your own (client certificates, pinning);
              implies tls
     server_hostname  the name the certificate must carry (default: the host)
+    certfile the client certificate (PEM, then its chain) for a daemon with
+             tls_client_ca; implies tls
+    keyfile  its private key (PEM; default: in certfile). A daemon that
+             refuses the certificate (none, or one its CA did not sign)
+             fails the connect (TLS 1.2) or, as TLS 1.3 finishes the
+             client's side first, the first call, with OmldConnectionError
+             saying so
 
     Use as a context manager, or call close(). Safe to share between
     threads (see the module's docstring); `lock` is the re-entrant lock
@@ -88,9 +95,10 @@ class Client:
                  max_frame: int = DEFAULT_MAX_FRAME, token: Optional[str] = None, *,
                  tls: bool = False, cafile: Optional[str] = None,
                  ssl_context: Optional[ssl.SSLContext] = None,
-                 server_hostname: Optional[str] = None) -> None:
+                 server_hostname: Optional[str] = None, certfile: Optional[str] = None,
+                 keyfile: Optional[str] = None) -> None:
         self.server = server
-        self._tls = _wire.tls_context(tls, cafile, ssl_context)
+        self._tls = _wire.tls_context(tls, cafile, ssl_context, certfile, keyfile)
         self._server_hostname = server_hostname
         self.lock = threading.RLock()
         self._timeout = timeout
@@ -235,7 +243,7 @@ class Client:
         except socket.timeout:
             self._fail(OmldTimeout, "send timed out after %ss" % self._timeout)
         except OSError as e:
-            self._fail(OmldConnectionError, "send failed: %s" % (e.strerror or e))
+            self._fail(OmldConnectionError, "send failed: %s" % _wire.os_error_text(e))
 
     def send_raw(self, data: bytes) -> None:
         """Writes raw bytes (tests of malformed input). The answer, if any,
@@ -268,7 +276,7 @@ class Client:
             except socket.timeout:
                 self._fail(OmldTimeout, "no answer within %ss" % self._timeout)
             except OSError as e:
-                self._fail(OmldConnectionError, "receive failed: %s" % (e.strerror or e))
+                self._fail(OmldConnectionError, "receive failed: %s" % _wire.os_error_text(e))
             if not chunk:
                 self._fail(OmldConnectionError, "the connection was closed by close()"
                            if self._closing else "the daemon closed the connection")

@@ -61,6 +61,85 @@ def cafile(name="localhost"):
     return os.path.join(CERTS, name + ".pem")
 
 
+def make_client_cert(name, ca):
+    """A client certificate for name, signed by the CA of make_pair(ca)."""
+    cert, key = os.path.join(CERTS, name + ".pem"), os.path.join(CERTS, name + "-key.pem")
+    csr, ext = cert + ".csr", cert + ".ext"
+    with open(ext, "w") as f:
+        f.write("extendedKeyUsage=clientAuth\n")
+    subprocess.run(["openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                    "-nodes", "-keyout", key, "-out", csr, "-subj", "/CN=" + name],
+                   check=True, capture_output=True)
+    subprocess.run(["openssl", "x509", "-req", "-in", csr, "-CA", cafile(ca), "-CAkey",
+                    os.path.join(CERTS, ca + "-key.pem"), "-CAcreateserial", "-out", cert,
+                    "-days", "2", "-extfile", ext], check=True, capture_output=True)
+    return cert, key
+
+
+class TestClientCertificates(unittest.TestCase):
+    """A daemon with tls_client_ca: certfile/keyfile signed by its CA work;
+    none, or one of another CA, is refused saying so."""
+
+    @classmethod
+    def setUpClass(cls):
+        make_pair("clients-ca")
+        make_pair("stranger-ca")
+        cls.good = make_client_cert("web-1", "clients-ca")
+        cls.stranger = make_client_cert("web-2", "stranger-ca")
+        cls.d = Daemon(MODEL_ARGS + ["--tls_cert=" + cafile(), "--tls_key=" +
+                                     os.path.join(CERTS, "localhost-key.pem"),
+                                     "--tls_client_ca=" + cafile("clients-ca")])
+
+    @classmethod
+    def tearDownClass(cls):
+        rc = cls.d.stop(signal.SIGTERM)
+        cls.d.cleanup()
+        assert rc == 0, rc
+
+    def refused(self, **kw):
+        """The error a client with kw gets at connect or at its first call."""
+        with self.assertRaises(omld.OmldConnectionError) as e:
+            with omld.Client(self.d.rpc, timeout=20, cafile=cafile(), **kw) as c:
+                c.health()
+        return str(e.exception)
+
+    def test_a_good_certificate(self):
+        cert, key = self.good
+        with omld.Client(self.d.rpc, timeout=20, cafile=cafile(), certfile=cert,
+                         keyfile=key) as c:
+            self.assertTrue(c.health().live)
+
+    def test_b_none_or_a_stranger(self):
+        self.assertIn("requires a client certificate", self.refused())
+        cert, key = self.stranger
+        self.assertIn("refused the client certificate", self.refused(certfile=cert, keyfile=key))
+
+    def test_c_bad_files(self):
+        cert, _ = self.good
+        with self.assertRaises(ValueError) as e:
+            omld.Client(self.d.rpc, timeout=20, cafile=cafile(), certfile=cert,
+                        keyfile=self.stranger[1])
+        self.assertIn(cert, str(e.exception))
+
+    def test_d_async(self):
+        async def run():
+            cert, key = self.good
+            c = await omld.connect_async(self.d.rpc, timeout=20, cafile=cafile(),
+                                         certfile=cert, keyfile=key)
+            try:
+                self.assertTrue((await c.health()).live)
+            finally:
+                await c.close()
+            with self.assertRaises(omld.OmldConnectionError) as e:
+                c = await omld.connect_async(self.d.rpc, timeout=20, cafile=cafile())
+                try:
+                    await c.health()
+                finally:
+                    await c.close()
+            self.assertIn("requires a client certificate", str(e.exception))
+        asyncio.run(run())
+
+
 class TestTls(unittest.TestCase):
     def test_a_client(self):
         with omld.Client(D.rpc, timeout=20, cafile=cafile()) as c:
