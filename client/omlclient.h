@@ -288,6 +288,13 @@ int omlc_promote(omlc *c, const char *name, uint64_t *model_version, omlc_error 
 int omlc_rollback(omlc *c, uint64_t *model_version, omlc_error *err);
 int omlc_delete_model(omlc *c, const char *name, omlc_error *err);
 
+/* Makes the read replica at c the primary of its replication stream (it
+ * takes the lease in Redis, applies the stream to its end and continues
+ * the log): (*resp)->promote_replica (log_position, model_version,
+ * primary), owned by the caller. UNAVAILABLE while the old primary's lease
+ * lives; CONFLICT on a daemon that is not a replica. */
+int omlc_promote_replica(omlc *c, Omld__Response **resp, omlc_error *err);
+
 /* A static name for a status or transport code ("NOT_FOUND", "timeout"). */
 const char *omlc_code_name(int code);
 

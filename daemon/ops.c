@@ -14,6 +14,7 @@
 #include "auth.h"
 #include "local.h"
 #include "metrics.h"
+#include "promote_replica.h"
 #include "query.h"
 #include "trainer.h"
 #include "validate.h"
@@ -284,6 +285,8 @@ static const omld_op OPS[] = {
     {.name = "delete_model", .body = BODY(DELETE_MODEL), .route = OMLD_ROUTE_ADMIN,
      .writes = 1, .metric = -1, .check = omld_check_delete_model,
      .handle.admin = omld_trainer_delete_model},
+    {.name = "promote_replica", .body = BODY(PROMOTE_REPLICA), .route = OMLD_ROUTE_CONTROL,
+     .writes = 1, .replica_ok = 1, .metric = -1, .handle.control = omld_promote_start},
 };
 
 #define N_OPS ((int)(sizeof OPS / sizeof OPS[0]))

@@ -33,7 +33,7 @@ typedef struct omld_config {
         ingest_dead_letter[OMLD_STR_MAX];
     int64_t ingest_batch;
     char replicate[OMLD_STR_MAX], replica_of[OMLD_STR_MAX]; /* replicate.c, replica.c */
-    int64_t replicate_maxlen, replicate_queue_bytes;
+    int64_t replicate_maxlen, replicate_queue_bytes, replicate_lease_ms, replicate_sync;
     int64_t max_items, max_frame_bytes, max_batch, max_connections, max_k;
     int64_t default_k, max_pipeline;
     int64_t max_metadata_entries, max_metadata_key_bytes, max_metadata_value_bytes;

@@ -52,6 +52,7 @@ struct omld_replica {
     int stopping;
     int phase;
     int busy;                   /* a bootstrap or a batch is in flight */
+    int paused;                 /* no new read or bootstrap starts (a promotion) */
     uint64_t retry_at_ms;       /* no bootstrap attempt before (waiting for a checkpoint) */
     char cursor[48];            /* XREAD after this id */
     uint64_t last_t_ms;         /* the primary's commit time of the last record applied */
@@ -269,7 +270,7 @@ static void on_checkpoint(redisAsyncContext *ac, void *reply, void *priv)
 
 static void bootstrap(omld_replica *r)
 {
-    if (r->stopping || r->busy || !r->cmd_up || omld_wall_ms() < r->retry_at_ms)
+    if (r->stopping || r->busy || r->paused || !r->cmd_up || omld_wall_ms() < r->retry_at_ms)
         return;
     r->busy = 1;
     char k_lsn[OMLD_REPL_PREFIX_MAX + 16], k_ck[OMLD_REPL_PREFIX_MAX + 16];
@@ -417,7 +418,7 @@ static void on_read(redisAsyncContext *ac, void *reply, void *priv)
 
 static void read_next(omld_replica *r)
 {
-    if (r->stopping || r->busy || !r->rd_up || r->phase != PHASE_FOLLOW)
+    if (r->stopping || r->busy || r->paused || !r->rd_up || r->phase != PHASE_FOLLOW)
         return;
     r->busy = 1;
     const char *argv[] = {"XREAD", "COUNT", BATCH, "BLOCK", BLOCK_MS, "STREAMS", r->key_log,
@@ -564,6 +565,20 @@ int omld_replica_start(omld_replica **out, uv_loop_t *loop, const omld_config *c
     uv_timer_start(&r->tick, on_tick, 0, TICK_MS);
     *out = r;
     return 0;
+}
+
+void omld_replica_pause(omld_replica *r, int paused)
+{
+    r->paused = paused;
+    if (!paused && r->phase == PHASE_BOOT)
+        bootstrap(r);
+    else if (!paused)
+        read_next(r);
+}
+
+int omld_replica_idle(const omld_replica *r)
+{
+    return !r->busy && r->phase == PHASE_FOLLOW;
 }
 
 void omld_replica_stats_get(omld_replica *r, omld_repl_stats *out)

@@ -30,6 +30,13 @@ int omld_replica_start(omld_replica **out, uv_loop_t *loop, const omld_config *c
                        omld_engine *engine, struct omld_server *server, char *err,
                        size_t errlen);
 
+/* A promotion (promote_replica.c): paused, it starts no read of the stream and no
+ * bootstrap (one in flight still completes); 0 resumes. */
+void omld_replica_pause(omld_replica *r, int paused);
+/* 1 when nothing is in flight to the learner or Redis and it follows the
+ * log (not waiting to bootstrap). */
+int omld_replica_idle(const omld_replica *r);
+
 /* A copy of the figures (role NONE for NULL). */
 void omld_replica_stats_get(omld_replica *r, omld_repl_stats *out);
 

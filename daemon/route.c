@@ -189,6 +189,32 @@ static void engine_done(void *ctx, omld_reply *reply)
     omld_conn_unref(c);
 }
 
+/* CONTROL route: the replication control on the loop (promote_replica.c), which
+ * answers through engine_done when it is done; none (not a replica):
+ * CONFLICT. */
+static void start_control(omld_slot *sl)
+{
+    omld_conn *c = sl->conn;
+    omld_server *s = c->srv;
+    if (s->control == NULL) {
+        omld_reply r;
+        omld_reply_init(&r, sl->req->request_id);
+        omld_reply_error(&r, OMLD__STATUS__CODE__CONFLICT, sl->op->name, "%s: this omld is not "
+                         "a read replica (option replica_of)", sl->op->name);
+        omld_slot_answer(sl, &r);
+        return;
+    }
+    omld_reply now;
+    omld_reply_init(&now, sl->req->request_id);
+    sl->state = SLOT_ENGINE;
+    c->refs++;
+    if (sl->op->handle.control(s->control, sl->req, &now, engine_done, sl))
+        return;
+    c->refs--;
+    sl->state = SLOT_PARKED;
+    omld_slot_answer(sl, &now);
+}
+
 /* Hands a mutation to the engine: 0 queued (the slot must not be touched
  * again), 1 no room (the slot is parked and the connection paused). */
 static int submit_mutation(omld_slot *sl, int park_at_head)
@@ -243,6 +269,9 @@ void omld_route_start(omld_slot *sl)
         break;
     case OMLD_ROUTE_MUTATION:
         submit_mutation(sl, 0);
+        break;
+    case OMLD_ROUTE_CONTROL:
+        start_control(sl);
         break;
     }
 }

@@ -143,6 +143,11 @@ void omld_server_set_not_primary(omld_server *s, const char *why)
     s->not_primary = why;
 }
 
+void omld_server_set_control(omld_server *s, void *ctl)
+{
+    s->control = ctl;
+}
+
 void omld_server_set_tokens(omld_server *s, const omld_tokens *tokens)
 {
     s->tokens = tokens;

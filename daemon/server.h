@@ -62,6 +62,10 @@ void omld_server_set_tokens(omld_server *s, const omld_tokens *tokens);
  * when the primary's address becomes known). NULL: a primary. */
 void omld_server_set_not_primary(omld_server *s, const char *why);
 
+/* The context the CONTROL rows of ops.c get (a replica's promote_replica.c; NULL:
+ * they are answered CONFLICT). Loop thread. */
+void omld_server_set_control(omld_server *s, void *ctl);
+
 /* TLS on the TCP listener for every connection accepted from now on (t
  * borrowed, must outlive the server; the Unix socket and the gateway's
  * links stay plain); a plain client is answered UNAVAILABLE "this port

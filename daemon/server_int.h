@@ -99,6 +99,7 @@ struct omld_server {
     const omld_tokens *tokens;       /* NULL or empty: no authorisation */
     const char *not_primary;         /* a read replica: writes refused with this (replica.c) */
     omld_trainer *trainer;           /* NULL: trainer requests are UNAVAILABLE */
+    void *control;                   /* CONTROL rows' context (promote_replica.c); NULL: CONFLICT */
     omld_tls *tls;                   /* NULL: TCP connections are plain */
     uint8_t *tls_refusal;            /* the answer a plain client gets on a TLS port */
     size_t tls_refusal_len;
