@@ -176,7 +176,7 @@ void omld_lease_describe(const omld_lease_answer *a, const omld_lease_keys *k, c
         snprintf(out, cap, "the primary lease %s could not be taken: %s", k->lease, a->error);
     else if (a->superseded)
         snprintf(out, cap, "superseded: node %s owns this replication stream (%s names its "
-                 "primary at %s; a replica was promoted while this omld was away), so this "
+                 "primary at %s: another omld is or was its primary, a replica promoted while this one was away, say), so this "
                  "omld is not its primary and will not write; its log may hold writes the new "
                  "primary never had. To follow the new primary, start this omld as a replica "
                  "(replica_of) on a fresh data_dir", a->holder, k->primary, addr);
