@@ -15,8 +15,10 @@
  *    primary's);
  *  - the new primary killed and restarted with the same options recovers
  *    its state (checkpoint at the promotion + its own log) and leads
- *    again: the replica's answers equal its own. Skipped when redis-server
- *    is not installed. */
+ *    again: the replica's answers equal its own.
+ * Also: a primary whose Redis stops answering for longer than its lease
+ * refuses writes, then takes them again. Skipped when redis-server is not
+ * installed. */
 #include <hiredis/hiredis.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -310,10 +312,53 @@ static void test_promote_refusals(void **state)
     omld_proc_cleanup(&pri);
 }
 
+/* Redis stopped (SIGSTOP) for longer than the lease: the primary refuses
+ * writes once it could not renew in time, and takes them again when Redis
+ * answers (its own lease, renewed). */
+static void test_lease_lapses_and_returns(void **state)
+{
+    (void)state;
+    if (g_redis <= 0)
+        skip();
+    char pub[96];
+    snprintf(pub, sizeof pub, "--replicate=redis://127.0.0.1:%d/f3", g_port);
+    const char *pargs[] = {"--dim=8", "--layers=1", "--hidden=16", "--emb=8",
+                           "--replicate_lease_ms=1000", PRIMARY_CKPT, pub, NULL};
+    omld_proc pri;
+    assert_int_equal(omld_proc_start(&pri, pargs, TIMEOUT_MS), 0);
+    omlc *c = omld_proc_dial(&pri, TIMEOUT_MS);
+    assert_non_null(c);
+    put_items(c, 0, 10);
+    assert_int_equal(kill(g_redis, SIGSTOP), 0);
+    usleep(1300000); /* past 4/5 of the lease since the last renewal */
+    float x[DIM] = {0};
+    omlc_item it = {.id = "late", .features = x, .dim = DIM};
+    omlc_error err;
+    int rc = omlc_put_items(c, &it, 1, NULL, NULL, &err);
+    assert_int_equal(kill(g_redis, SIGCONT), 0);
+    assert_int_equal(rc, 13 /* NOT_PRIMARY */);
+    assert_non_null(strstr(err.message, "lapsed"));
+    const char *ids[] = {"late"};
+    Omld__Response *r = NULL;
+    assert_int_equal(omlc_get_items(c, ids, 1, &r, &err), 2 /* NOT_FOUND: nothing written */);
+    double t0 = now_s();
+    while ((rc = omlc_put_items(c, &it, 1, NULL, NULL, &err)) != 0 && now_s() - t0 < 5)
+        usleep(50000);
+    assert_int_equal(rc, 0);
+    json_t *s = status(&pri);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(s, "replication"),
+                                                          "lease")), "held");
+    json_decref(s);
+    omlc_close(c);
+    assert_int_equal(omld_proc_stop(&pri, SIGTERM, TIMEOUT_MS), 0);
+    omld_proc_cleanup(&pri);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_promote_refusals),
+        cmocka_unit_test(test_lease_lapses_and_returns),
         cmocka_unit_test(test_promote_after_primary_killed),
     };
     return cmocka_run_group_tests(tests, repl_setup, repl_teardown);
