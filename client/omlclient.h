@@ -295,6 +295,27 @@ int omlc_delete_model(omlc *c, const char *name, omlc_error *err);
  * lives; CONFLICT on a daemon that is not a replica. */
 int omlc_promote_replica(omlc *c, Omld__Response **resp, omlc_error *err);
 
+/* --- shards (omld.proto SHARDS): a retrieval fanned out over the n read
+ * replicas started with shard = i/n, merged into exactly the answer one
+ * node holding every item gives (at equal model versions: shards that
+ * answer under different versions are asked again, UNAVAILABLE after
+ * ~0.5 s). One connection per shard, one thread at a time. --- */
+typedef struct omlc_shards omlc_shards;
+/* servers[i]: shard i of n. */
+int omlc_shards_connect(omlc_shards **out, const char *const *servers, size_t n, int timeout_ms,
+                        omlc_error *err);
+/* The shard map from Redis: url "redis://HOST:PORT/PREFIX" (the replicas'
+ * replica_of), PREFIX:shards:n field i = shard i's address (each shard
+ * writes its own). OMLC_ECONNECT naming a shard that is not there. */
+int omlc_shards_connect_redis(omlc_shards **out, const char *url, uint32_t n, int timeout_ms,
+                              omlc_error *err);
+/* omlc_retrieve_where over every shard (k > 0; f may be NULL; its
+ * with_metadata is not carried). */
+int omlc_shards_retrieve(omlc_shards *s, const omlc_ref *q, uint32_t k,
+                         const omlc_retrieve_filter *f, omlc_hit *out, size_t max_hits,
+                         size_t *n_hits, uint64_t *model_version, omlc_error *err);
+void omlc_shards_close(omlc_shards *s); /* accepts NULL */
+
 /* A static name for a status or transport code ("NOT_FOUND", "timeout"). */
 const char *omlc_code_name(int code);
 

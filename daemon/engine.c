@@ -1061,6 +1061,9 @@ int omld_engine_create(omld_engine **out, const omld_config *opts, omld_metrics 
         omld_views_set_lists(e->views, (uint64_t)e->opts.ann_min_items,
                              e->opts.ann_target_recall);
         omld_views_set_rerank(e->views, (uint64_t)e->opts.rerank_min_items);
+        uint32_t si = 0, sn = 0;
+        if (omld_shard_parse(e->opts.shard, &si, &sn, NULL, 0) == 0)
+            omld_views_set_shard(e->views, si, sn);
     }
     if (e->views == NULL) {
         snprintf(err, errlen, "cannot start the indexer thread");

@@ -293,6 +293,13 @@ int omld_promote_start(void *ctl, const Omld__Request *req, omld_reply *now,
                          "a promotion of this replica is under way");
         return 0;
     }
+    if (p->cfg->shard[0]) {
+        omld_reply_error(now, OMLD__STATUS__CODE__INVALID_ARGUMENT, "promote_replica",
+                         "promote_replica: this replica is shard %s: it indexes only part of "
+                         "the items, a primary must index them all; promote a replica without "
+                         "shard", p->cfg->shard);
+        return 0;
+    }
     if (p->cfg->replicate_lease_ms == 0) {
         omld_reply_error(now, OMLD__STATUS__CODE__INVALID_ARGUMENT, "promote_replica",
                          "promote_replica needs replicate_lease_ms > 0 on this replica (the "

@@ -58,6 +58,9 @@ struct omld_replica {
     uint64_t last_t_ms;         /* the primary's commit time of the last record applied */
     uint64_t head_t_ms;         /* ... of the newest record in the stream */
     char not_primary[800];      /* the NOT_PRIMARY message (server.h) */
+    char shard[OMLD_STR_MAX];   /* option shard, "i/n" ("" none) */
+    char rpc_addr[128];         /* ours, in the shard map */
+    uint64_t shard_told_ms;     /* the shard map was last written */
     omld_repl_stats st;
 };
 
@@ -461,6 +464,22 @@ static void on_primary(redisAsyncContext *ac, void *reply, void *priv)
     }
 }
 
+/* A shard's address in the shard map, PREFIX:shards:N field i (clients
+ * fan queries out by it), every 5 s: Redis may have restarted empty. */
+static void tell_shard(omld_replica *r)
+{
+    uint64_t now = omld_wall_ms();
+    if (r->shard[0] == '\0' || now - r->shard_told_ms < 5000)
+        return;
+    r->shard_told_ms = now;
+    char key[OMLD_REPL_PREFIX_MAX + 32], field[16];
+    const char *slash = strchr(r->shard, '/');
+    snprintf(key, sizeof key, "%s:shards:%s", r->prefix, slash + 1);
+    snprintf(field, sizeof field, "%.*s", (int)(slash - r->shard), r->shard);
+    const char *argv[] = {"HSET", key, field, r->rpc_addr};
+    command(r, r->cmd, NULL, NULL, 4, argv);
+}
+
 static void on_connect(const redisAsyncContext *ac, int status);
 static void on_disconnect(const redisAsyncContext *ac, int status);
 
@@ -526,6 +545,7 @@ static void on_tick(uv_timer_t *t)
         snprintf(key, sizeof key, "%s:primary", r->prefix);
         const char *prim[] = {"GET", key};
         command(r, r->cmd, on_primary, r, 2, prim);
+        tell_shard(r);
     }
     if (r->phase == PHASE_BOOT)
         bootstrap(r);
@@ -536,8 +556,8 @@ static void on_tick(uv_timer_t *t)
 /* ------------------------------------------------------------ lifetime */
 
 int omld_replica_start(omld_replica **out, uv_loop_t *loop, const omld_config *cfg,
-                       omld_engine *engine, struct omld_server *server, char *err,
-                       size_t errlen)
+                       omld_engine *engine, struct omld_server *server, const char *rpc_addr,
+                       char *err, size_t errlen)
 {
     *out = NULL;
     if (cfg->replica_of[0] == '\0')
@@ -557,6 +577,8 @@ int omld_replica_start(omld_replica **out, uv_loop_t *loop, const omld_config *c
     snprintf(r->key_log, sizeof r->key_log, "%s:log", r->prefix);
     snprintf(r->st.target, sizeof r->st.target, "%s", cfg->replica_of);
     r->st.role = OMLD_REPL_REPLICA;
+    snprintf(r->shard, sizeof r->shard, "%s", cfg->shard);
+    snprintf(r->rpc_addr, sizeof r->rpc_addr, "%s", rpc_addr);
     set_not_primary(r, NULL);
     omld_server_set_not_primary(server, r->not_primary);
     uv_timer_init(loop, &r->tick);

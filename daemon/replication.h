@@ -18,7 +18,9 @@
  *                          replica's NOT_PRIMARY refusals.
  *   PREFIX:lease           the node id of the primary allowed to write, with
  *                          a time to live (lease.h); PREFIX:owner the node
- *                          id that took it last, without one. */
+ *                          id that took it last, without one.
+ *   PREFIX:shards:N        a hash: field i the RPC address of the replica
+ *                          serving shard i of N (option shard = i/N). */
 #ifndef OMLD_REPLICATION_H
 #define OMLD_REPLICATION_H
 

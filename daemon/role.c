@@ -190,7 +190,8 @@ int omld_role_run(omld_role *r, omld_engine *engine, struct omld_server *server,
     r->server = server;
     r->ev = *ev;
     if (r->cfg->replica_of[0] && !r->promoted_before) {
-        if (omld_replica_start(&r->replica, r->loop, r->cfg, engine, server, err, errlen) != 0)
+        if (omld_replica_start(&r->replica, r->loop, r->cfg, engine, server, r->rpc_addr, err,
+                               errlen) != 0)
             return -1;
         omld_promote_hooks hooks = {.start = promote_start, .promoted = promoted, .arg = r};
         if (omld_promote_create(&r->promote, r->loop, r->cfg, r->node_id, r->rpc_addr, engine,
