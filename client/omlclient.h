@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "omld.pb-c.h"
+#include "shard_merge.h"
 
 enum omlc_transport_err {
     OMLC_ECONNECT = -1,  /* could not connect / resolve */
@@ -315,6 +316,15 @@ int omlc_shards_retrieve(omlc_shards *s, const omlc_ref *q, uint32_t k,
                          const omlc_retrieve_filter *f, omlc_hit *out, size_t max_hits,
                          size_t *n_hits, uint64_t *model_version, omlc_error *err);
 void omlc_shards_close(omlc_shards *s); /* accepts NULL */
+size_t omlc_shards_count(const omlc_shards *s);
+/* The same for a RetrieveRequest as the wire has it (omld --router): body
+ * is sent with k set (its k is overwritten), the merged hits (k of them
+ * at most, borrowing from resp) into hits; resp (omlc_shards_count of
+ * them, NULL on entry) holds the answers until omlc_shards_free_answers. */
+int omlc_shards_merge(omlc_shards *s, Omld__RetrieveRequest *body, uint32_t k,
+                      oml_merged_hit *hits, size_t *n_hits, uint64_t *model_version,
+                      Omld__Response **resp, omlc_error *err);
+void omlc_shards_free_answers(Omld__Response **resp, size_t n);
 
 /* A static name for a status or transport code ("NOT_FOUND", "timeout"). */
 const char *omlc_code_name(int code);

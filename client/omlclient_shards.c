@@ -151,13 +151,64 @@ static int fan_out(omlc_shards *s, Omld__Request *req, Omld__Response **resp, om
     return rc;
 }
 
-static void free_all(Omld__Response **resp, size_t n)
+int omlc_shards_merge(omlc_shards *s, Omld__RetrieveRequest *body, uint32_t k,
+                      oml_merged_hit *hits, size_t *n_hits, uint64_t *model_version,
+                      Omld__Response **resp, omlc_error *err)
+{
+    omlc__err_clear(err);
+    *n_hits = 0;
+    Omld__Request req = OMLD__REQUEST__INIT;
+    Omld__ShardRetrieveRequest sb = OMLD__SHARD_RETRIEVE_REQUEST__INIT;
+    body->k_opt_case = OMLD__RETRIEVE_REQUEST__K_OPT_K; /* the merge needs the k they ranked */
+    body->k = k;
+    sb.retrieve = body;
+    req.body_case = OMLD__REQUEST__BODY_SHARD_RETRIEVE;
+    req.shard_retrieve = &sb;
+    Omld__ShardRetrieveResponse **parts = calloc(s->n, sizeof *parts);
+    if (parts == NULL)
+        return omlc__err_set(err, OMLC_ENOMEM, NULL, "out of memory");
+    /* Every shard must answer under one model: a publish can fall between. */
+    int rc = 0, same = 0;
+    for (int t = 0; t < VERSION_TRIES && rc == 0 && !same; t++) {
+        omlc_shards_free_answers(resp, s->n);
+        rc = fan_out(s, &req, resp, err);
+        same = 1;
+        for (size_t i = 1; rc == 0 && i < s->n; i++)
+            same &= resp[i]->model_version == resp[0]->model_version;
+        if (rc == 0 && !same)
+            nanosleep(&(struct timespec){0, 10000000}, NULL);
+    }
+    if (rc == 0 && !same)
+        rc = omlc__err_set(err, OMLD__STATUS__CODE__UNAVAILABLE, NULL, "the shards serve "
+                           "different model versions (one of them is behind): retry");
+    if (rc == 0) {
+        for (size_t i = 0; i < s->n; i++)
+            parts[i] = resp[i]->shard_retrieve;
+        char why[256];
+        if (oml_shard_merge(parts, s->n, k, body->offset,
+                            body->min_similarity_opt_case ==
+                                OMLD__RETRIEVE_REQUEST__MIN_SIMILARITY_OPT_MIN_SIMILARITY,
+                            body->min_similarity, hits, n_hits, why, sizeof why) != 0)
+            rc = omlc__err_set(err, OMLC_EPROTO, NULL, "%s", why);
+        else if (model_version)
+            *model_version = resp[0]->model_version;
+    }
+    free(parts);
+    return rc;
+}
+
+void omlc_shards_free_answers(Omld__Response **resp, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         if (resp[i])
             omld__response__free_unpacked(resp[i], NULL);
         resp[i] = NULL;
     }
+}
+
+size_t omlc_shards_count(const omlc_shards *s)
+{
+    return s->n;
 }
 
 int omlc_shards_retrieve(omlc_shards *s, const omlc_ref *q, uint32_t k,
@@ -168,48 +219,18 @@ int omlc_shards_retrieve(omlc_shards *s, const omlc_ref *q, uint32_t k,
     if (s == NULL || k == 0 || (out == NULL && max_hits > 0))
         return omlc__err_set(err, OMLC_EARG, NULL, "omlc_shards_retrieve: shards, k > 0 and out "
                              "are needed");
-    Omld__Request req = OMLD__REQUEST__INIT;
-    Omld__ShardRetrieveRequest body = OMLD__SHARD_RETRIEVE_REQUEST__INIT;
     Omld__RetrieveRequest rb;
     omlc__ref_box rq;
     int rc = omlc__retrieve_body(&rb, &rq, q, k, NULL, f, err);
     if (rc != 0)
         return rc;
-    body.retrieve = &rb;
-    req.body_case = OMLD__REQUEST__BODY_SHARD_RETRIEVE;
-    req.shard_retrieve = &body;
     Omld__Response **resp = calloc(s->n, sizeof *resp);
-    Omld__ShardRetrieveResponse **parts = calloc(s->n, sizeof *parts);
     oml_merged_hit *hits = calloc(k, sizeof *hits);
-    if (resp == NULL || parts == NULL || hits == NULL) {
-        free(resp);
-        free(parts);
-        free(hits);
-        return omlc__err_set(err, OMLC_ENOMEM, NULL, "out of memory");
-    }
-    /* Every shard must answer under one model: a publish can fall between. */
-    int same = 0;
-    for (int t = 0; t < VERSION_TRIES && rc == 0 && !same; t++) {
-        free_all(resp, s->n);
-        rc = fan_out(s, &req, resp, err);
-        same = 1;
-        for (size_t i = 1; rc == 0 && i < s->n; i++)
-            same &= resp[i]->model_version == resp[0]->model_version;
-        if (rc == 0 && !same)
-            nanosleep(&(struct timespec){0, 10000000}, NULL);
-    }
     size_t n = 0;
-    if (rc == 0 && !same)
-        rc = omlc__err_set(err, OMLD__STATUS__CODE__UNAVAILABLE, NULL, "the shards serve "
-                           "different model versions (one of them is behind): retry");
-    if (rc == 0) {
-        for (size_t i = 0; i < s->n; i++)
-            parts[i] = resp[i]->shard_retrieve;
-        char why[256];
-        if (oml_shard_merge(parts, s->n, k, f ? f->offset : 0, f && f->has_min_similarity,
-                            f ? f->min_similarity : 0, hits, &n, why, sizeof why) != 0)
-            rc = omlc__err_set(err, OMLC_EPROTO, NULL, "%s", why);
-    }
+    if (resp == NULL || hits == NULL)
+        rc = omlc__err_set(err, OMLC_ENOMEM, NULL, "out of memory");
+    else
+        rc = omlc_shards_merge(s, &rb, k, hits, &n, model_version, resp, err);
     if (rc == 0) {
         size_t m = n < max_hits ? n : max_hits;
         for (size_t i = 0; i < m; i++) {
@@ -220,12 +241,10 @@ int omlc_shards_retrieve(omlc_shards *s, const omlc_ref *q, uint32_t k,
         }
         if (n_hits)
             *n_hits = m;
-        if (model_version)
-            *model_version = resp[0]->model_version;
     }
-    free_all(resp, s->n);
+    if (resp)
+        omlc_shards_free_answers(resp, s->n);
     free(resp);
-    free(parts);
     free(hits);
     return rc;
 }

@@ -35,6 +35,8 @@ typedef struct omld_config {
     char replicate[OMLD_STR_MAX], replica_of[OMLD_STR_MAX]; /* replicate.c, replica.c */
     int64_t replicate_maxlen, replicate_queue_bytes, replicate_lease_ms, replicate_sync;
     char shard[OMLD_STR_MAX];       /* "i/n": a replica indexing shard i of n ("" every item) */
+    char router[OMLD_STR_MAX];      /* redis://HOST:PORT/PREFIX: a router (router.c) */
+    int64_t router_shards;
     int64_t max_items, max_frame_bytes, max_batch, max_connections, max_k;
     int64_t default_k, max_pipeline;
     int64_t max_metadata_entries, max_metadata_key_bytes, max_metadata_value_bytes;

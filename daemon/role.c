@@ -19,6 +19,7 @@
 #include "promote_replica.h"
 #include "replica.h"
 #include "replicate.h"
+#include "router.h"
 #include "server.h"
 
 struct omld_role {
@@ -35,6 +36,7 @@ struct omld_role {
     omld_replicate *pub;
     omld_replica *replica;
     omld_promote *promote;
+    omld_router *router;
     omld_role_events ev;
     int ready;
     int stopping;
@@ -199,6 +201,13 @@ int omld_role_run(omld_role *r, omld_engine *engine, struct omld_server *server,
             return -1;
         omld_server_set_control(server, r->promote);
     }
+    if (omld_router_create(&r->router, r->loop, r->cfg, err, errlen) != 0)
+        return -1;
+    if (r->router) {
+        omld_server_set_forward(server, omld_router_forward, r->router);
+        omld_server_set_not_primary(server, "this omld is a router (option router): it "
+                                    "holds no data");
+    }
     if (r->pub)
         omld_replicate_set_lease_cb(r->pub, on_lease, r);
     else
@@ -227,6 +236,8 @@ void omld_role_stop(omld_role *r)
     r->pub = NULL;
     omld_replica_stop(r->replica); /* ... and answered its last batch */
     r->replica = NULL;
+    omld_router_stop(r->router); /* the server drained: no retrieval in flight */
+    r->router = NULL;
 }
 
 void omld_role_free(omld_role *r)

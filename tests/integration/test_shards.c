@@ -6,9 +6,10 @@
  * by libomlclient (the shard map read from Redis) and merged equals the
  * full replica's answer bit for bit (ids, labels, scores, similarities),
  * for queries by id and by vector, k from 1 to 20, with offsets, label
- * filters, excluded ids and a similarity floor. Also the fan-out's latency
- * against one replica's (printed). Skipped when redis-server is not
- * installed. */
+ * filters, excluded ids and a similarity floor; so does omld --router's
+ * (one address for clients), which refuses writes and other queries. The
+ * latency of one replica, the client's fan-out and the router is printed.
+ * Skipped when redis-server is not installed. */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -163,10 +164,52 @@ static void test_merged_equals_one_node(void **state)
         expect_same(sh, f, &q, k, &lab, v);
     }
 
-    /* What fanning out costs a client: p50 of 300 queries (k 10), one
-     * replica against the two shards merged, back to back. */
-    double one_ms[300], fan_ms[300];
-    for (int i = 0; i < 300; i++) {
+    /* omld --router: one address, the same answers. */
+    char rt[128];
+    snprintf(rt, sizeof rt, "--router=%s", url);
+    const char *rargs[] = {"--dim=8", "--layers=1", "--hidden=16", "--emb=8", "--seed=5", rt,
+                           "--router_shards=2", NULL};
+    omld_proc router;
+    assert_int_equal(omld_proc_start(&router, rargs, TIMEOUT_MS), 0);
+    omlc *rc = omld_proc_dial(&router, TIMEOUT_MS);
+    assert_non_null(rc);
+    for (int qn = 0; qn < 40; qn++) {
+        float x[DIM];
+        features(7000 + qn, x);
+        omlc_ref q = {.vector = x, .dim = DIM};
+        omlc_retrieve_filter page = {.offset = (uint32_t)(qn % 5), .labels = labels,
+                                     .n_labels = (size_t)(qn % 2) * 2};
+        omlc_hit a[32], b[32];
+        size_t na, nb;
+        uint64_t va, vb;
+        assert_int_equal(omlc_retrieve_where(rc, &q, 1 + qn % 15, NULL, &page, a, 32, &na, &va,
+                                             &err), 0);
+        assert_int_equal(omlc_retrieve_where(f, &q, 1 + qn % 15, NULL, &page, b, 32, &nb, &vb,
+                                             &err), 0);
+        assert_int_equal(va, vb);
+        assert_int_equal(na, nb);
+        for (size_t i = 0; i < na; i++) {
+            assert_string_equal(a[i].id, b[i].id);
+            assert_string_equal(a[i].label, b[i].label);
+            assert_memory_equal(&a[i].score, &b[i].score, sizeof(float));
+            assert_memory_equal(&a[i].similarity, &b[i].similarity, sizeof(float));
+        }
+    }
+    /* ... and nothing else. */
+    omlc_classification cl;
+    omlc_ref byid3 = {.id = "it3"};
+    assert_int_equal(omlc_classify(rc, &byid3, 5, NULL, &cl, &err), 8 /* UNAVAILABLE */);
+    assert_non_null(strstr(err.message, "router"));
+    float zero[DIM] = {0};
+    omlc_item it = {.id = "new", .features = zero, .dim = DIM};
+    assert_int_equal(omlc_put_items(rc, &it, 1, NULL, NULL, &err), 13 /* NOT_PRIMARY */);
+
+    /* Latency, 400 queries (k 10) back to back, each way in turn: one
+     * replica (all items), the two shards merged by the client, and
+     * through the router. */
+    enum { NQ = 400 };
+    double one_ms[NQ], fan_ms[NQ], via_ms[NQ];
+    for (int i = 0; i < NQ; i++) {
         float x[DIM];
         features(9000 + i, x);
         omlc_ref q = {.vector = x, .dim = DIM};
@@ -177,14 +220,23 @@ static void test_merged_equals_one_node(void **state)
         double t1 = now_s();
         assert_int_equal(omlc_shards_retrieve(sh, &q, 10, NULL, hits, 10, &n, NULL, &err), 0);
         double t2 = now_s();
+        assert_int_equal(omlc_retrieve(rc, &q, 10, NULL, hits, 10, &n, NULL, &err), 0);
+        double t3 = now_s();
         one_ms[i] = (t1 - t0) * 1e3;
         fan_ms[i] = (t2 - t1) * 1e3;
+        via_ms[i] = (t3 - t2) * 1e3;
     }
-    qsort(one_ms, 300, sizeof(double), cmp_double);
-    qsort(fan_ms, 300, sizeof(double), cmp_double);
-    fprintf(stderr, "retrieve k=10 over %d items: one replica p50 %.3f ms p99 %.3f ms; two "
-            "shards merged by the client p50 %.3f ms p99 %.3f ms\n", N_ITEMS + N_MORE,
-            one_ms[150], one_ms[297], fan_ms[150], fan_ms[297]);
+    qsort(one_ms, NQ, sizeof(double), cmp_double);
+    qsort(fan_ms, NQ, sizeof(double), cmp_double);
+    qsort(via_ms, NQ, sizeof(double), cmp_double);
+    fprintf(stderr, "retrieve k=10 over %d items, p50 / p99: one replica %.3f / %.3f ms; two "
+            "shards merged by the client %.3f / %.3f ms; through the router %.3f / %.3f ms "
+            "(the router adds %.3f ms p50 to the client's fan-out)\n", N_ITEMS + N_MORE,
+            one_ms[NQ / 2], one_ms[NQ * 99 / 100], fan_ms[NQ / 2], fan_ms[NQ * 99 / 100],
+            via_ms[NQ / 2], via_ms[NQ * 99 / 100], via_ms[NQ / 2] - fan_ms[NQ / 2]);
+    omlc_close(rc);
+    assert_int_equal(omld_proc_stop(&router, SIGTERM, TIMEOUT_MS), 0);
+    omld_proc_cleanup(&router);
     omlc_close(f);
     omlc_shards_close(sh);
 
