@@ -60,8 +60,21 @@ static uint64_t wait_all(const omld_proc *p, int n)
     return 0;
 }
 
+/* Two answers are the same, bit for bit (ids, labels, order, scores,
+ * similarities). */
+static void expect_hits_equal(const omlc_hit *a, size_t na, const omlc_hit *b, size_t nb)
+{
+    assert_int_equal(na, nb);
+    for (size_t i = 0; i < na; i++) {
+        assert_string_equal(a[i].id, b[i].id);
+        assert_string_equal(a[i].label, b[i].label);
+        assert_memory_equal(&a[i].score, &b[i].score, sizeof(float));
+        assert_memory_equal(&a[i].similarity, &b[i].similarity, sizeof(float));
+    }
+}
+
 /* The hits of one query from the merged shards and from the full replica
- * are the same, bit for bit (ids, labels, order, scores, similarities). */
+ * are the same. */
 static void expect_same(omlc_shards *sh, omlc *full, const omlc_ref *q, uint32_t k,
                         const omlc_retrieve_filter *f, uint64_t version)
 {
@@ -74,13 +87,7 @@ static void expect_same(omlc_shards *sh, omlc *full, const omlc_ref *q, uint32_t
     assert_int_equal(omlc_retrieve_where(full, q, k, NULL, f, b, 32, &nb, &vb, &err), 0);
     assert_int_equal(va, version);
     assert_int_equal(vb, version);
-    assert_int_equal(na, nb);
-    for (size_t i = 0; i < na; i++) {
-        assert_string_equal(a[i].id, b[i].id);
-        assert_string_equal(a[i].label, b[i].label);
-        assert_memory_equal(&a[i].score, &b[i].score, sizeof(float));
-        assert_memory_equal(&a[i].similarity, &b[i].similarity, sizeof(float));
-    }
+    expect_hits_equal(a, na, b, nb);
 }
 
 static void test_merged_equals_one_node(void **state)
@@ -187,13 +194,7 @@ static void test_merged_equals_one_node(void **state)
         assert_int_equal(omlc_retrieve_where(f, &q, 1 + qn % 15, NULL, &page, b, 32, &nb, &vb,
                                              &err), 0);
         assert_int_equal(va, vb);
-        assert_int_equal(na, nb);
-        for (size_t i = 0; i < na; i++) {
-            assert_string_equal(a[i].id, b[i].id);
-            assert_string_equal(a[i].label, b[i].label);
-            assert_memory_equal(&a[i].score, &b[i].score, sizeof(float));
-            assert_memory_equal(&a[i].similarity, &b[i].similarity, sizeof(float));
-        }
+        expect_hits_equal(a, na, b, nb);
     }
     /* ... and nothing else. */
     omlc_classification cl;
