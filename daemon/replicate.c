@@ -19,9 +19,11 @@
  * promoted. Every command that writes is fenced by the lease, so Redis
  * itself refuses what a deposed primary still had in flight.
  *
- * Acknowledged by Redis (replicate_sync): `synced` is the position up to
- * which every record is in Redis, in the stream (entries acknowledged
- * contiguously from it) or in a checkpoint acknowledged there. */
+ * Acknowledged by Redis (replicate_sync): the position up to which every
+ * record is in Redis, in the stream (a run of entries acknowledged without
+ * a gap) or in a checkpoint stored there; the run counts from a
+ * checkpoint only once that checkpoint is acknowledged, whichever answer
+ * comes first (a checkpoint is read off the loop while entries go on). */
 #include "replicate.h"
 
 #include <errno.h>
@@ -116,7 +118,10 @@ struct omld_replicate {
     omld_replicate_lease_fn lease_cb;
     void *lease_arg;
     char lease_why[1024];          /* guarded by mu: why writes are refused ("" held) */
-    uint64_t synced;              /* replicate_sync: every record up to here is in Redis */
+    /* replicate_sync: the run of records Redis acknowledged in order since
+     * the last gap (run_first 0: since LSN 1), and the newest checkpoint it
+     * acknowledged; omld_replicate_synced_lsn joins them */
+    uint64_t run_first, run_last, ckpt_synced;
 
     omld_repl_stats st;           /* loop thread */
 };
@@ -301,14 +306,15 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *priv)
     }
     if (kind == ITEM_RECORD) {
         r->st.records_published += n;
-        if (what->first == r->synced + 1)
-            r->synced = what->last;
+        if (what->first != r->run_last + 1) /* a gap before it: a new run */
+            r->run_first = what->first;
+        r->run_last = what->last;
     } else if (kind == ITEM_VERSION) {
         r->st.versions_published++;
     } else if (kind == ITEM_CHECKPOINT) {
         r->st.checkpoints_published++;
-        if (what->last > r->synced)
-            r->synced = what->last;
+        if (what->last > r->ckpt_synced)
+            r->ckpt_synced = what->last;
     }
     free(what);
 }
@@ -685,7 +691,10 @@ void omld_replicate_set_lease_cb(omld_replicate *r, omld_replicate_lease_fn fn, 
 
 uint64_t omld_replicate_synced_lsn(omld_replicate *r)
 {
-    return r ? r->synced : 0;
+    if (r == NULL)
+        return 0;
+    int joined = r->run_first <= r->ckpt_synced + 1; /* (run_first 0: from LSN 1) */
+    return joined && r->run_last > r->ckpt_synced ? r->run_last : r->ckpt_synced;
 }
 
 /* ------------------------------------------------------------ loop: connection */
