@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "omld.pb-c.h"
+#include "shard_merge.h"
 
 enum omlc_transport_err {
     OMLC_ECONNECT = -1,  /* could not connect / resolve */
@@ -296,6 +297,43 @@ int omlc_list_models(omlc *c, Omld__Response **resp, omlc_error *err);
 int omlc_promote(omlc *c, const char *name, uint64_t *model_version, omlc_error *err);
 int omlc_rollback(omlc *c, uint64_t *model_version, omlc_error *err);
 int omlc_delete_model(omlc *c, const char *name, omlc_error *err);
+
+/* Makes the read replica at c the primary of its replication stream (it
+ * takes the lease in Redis, applies the stream to its end and continues
+ * the log): (*resp)->promote_replica (log_position, model_version,
+ * primary), owned by the caller. UNAVAILABLE while the old primary's lease
+ * lives; CONFLICT on a daemon that is not a replica. */
+int omlc_promote_replica(omlc *c, Omld__Response **resp, omlc_error *err);
+
+/* --- shards (omld.proto SHARDS): a retrieval fanned out over the n read
+ * replicas started with shard = i/n, merged into exactly the answer one
+ * node holding every item gives (at equal model versions: shards that
+ * answer under different versions are asked again, UNAVAILABLE after
+ * ~0.5 s). One connection per shard, one thread at a time. --- */
+typedef struct omlc_shards omlc_shards;
+/* servers[i]: shard i of n. */
+int omlc_shards_connect(omlc_shards **out, const char *const *servers, size_t n, int timeout_ms,
+                        omlc_error *err);
+/* The shard map from Redis: url "redis://HOST:PORT/PREFIX" (the replicas'
+ * replica_of), PREFIX:shards:n field i = shard i's address (each shard
+ * writes its own). OMLC_ECONNECT naming a shard that is not there. */
+int omlc_shards_connect_redis(omlc_shards **out, const char *url, uint32_t n, int timeout_ms,
+                              omlc_error *err);
+/* omlc_retrieve_where over every shard (k > 0; f may be NULL; its
+ * with_metadata is not carried). */
+int omlc_shards_retrieve(omlc_shards *s, const omlc_ref *q, uint32_t k,
+                         const omlc_retrieve_filter *f, omlc_hit *out, size_t max_hits,
+                         size_t *n_hits, uint64_t *model_version, omlc_error *err);
+void omlc_shards_close(omlc_shards *s); /* accepts NULL */
+size_t omlc_shards_count(const omlc_shards *s);
+/* The same for a RetrieveRequest as the wire has it (omld --router): body
+ * is sent with k set (its k is overwritten), the merged hits (k of them
+ * at most, borrowing from resp) into hits; resp (omlc_shards_count of
+ * them, NULL on entry) holds the answers until omlc_shards_free_answers. */
+int omlc_shards_merge(omlc_shards *s, Omld__RetrieveRequest *body, uint32_t k,
+                      oml_merged_hit *hits, size_t *n_hits, uint64_t *model_version,
+                      Omld__Response **resp, omlc_error *err);
+void omlc_shards_free_answers(Omld__Response **resp, size_t n);
 
 /* A static name for a status or transport code ("NOT_FOUND", "timeout"). */
 const char *omlc_code_name(int code);

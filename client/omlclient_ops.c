@@ -973,3 +973,14 @@ int omlc_delete_model(omlc *c, const char *name, omlc_error *err)
         omld__response__free_unpacked(resp, NULL);
     return rc;
 }
+
+int omlc_promote_replica(omlc *c, Omld__Response **resp, omlc_error *err)
+{
+    omlc__err_clear(err);
+    *resp = NULL;
+    Omld__Request req = OMLD__REQUEST__INIT;
+    Omld__PromoteReplicaRequest body = OMLD__PROMOTE_REPLICA_REQUEST__INIT;
+    req.body_case = OMLD__REQUEST__BODY_PROMOTE_REPLICA;
+    req.promote_replica = &body;
+    return omlc__call_expect(c, &req, OMLD__RESPONSE__BODY_PROMOTE_REPLICA, resp, err);
+}

@@ -42,6 +42,7 @@ static const ctl_cmd commands[] = {
     {"promote", ctl_promote, "make a batch model the live model's trunk and head"},
     {"rollback", ctl_rollback, "undo the last promote"},
     {"delete-model", ctl_delete_model, "remove a batch model"},
+    {"promote-replica", ctl_promote_replica, "make this read replica the primary (its primary is gone)"},
     {"call", ctl_call, "any operation by name with a JSON body; the answer as JSON"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])

@@ -42,6 +42,7 @@ typedef struct ctl_cmd {
 } ctl_cmd;
 
 int ctl_put(ctl *g, int argc, char **argv);
+int ctl_promote_replica(ctl *g, int argc, char **argv); /* omlctl_repl.c */
 int ctl_triplets(ctl *g, int argc, char **argv);
 int ctl_pairs(ctl *g, int argc, char **argv);
 int ctl_classify(ctl *g, int argc, char **argv);

@@ -58,7 +58,7 @@ int omld_dispatch_payload(const uint8_t *p, size_t n, const omld_dispatch_in *in
             return refuse(out, OMLD_REFUSED_PERMISSION);
         }
     }
-    if (in->not_primary && op && op->writes) {
+    if (in->not_primary && op && op->writes && !op->replica_ok) {
         omld_reply_error(&out->reply, OMLD__STATUS__CODE__NOT_PRIMARY, op->name, "%s changes "
                          "state and this omld is a read replica: %s", op->name, in->not_primary);
         return refuse(out, OMLD_REFUSED_NOT_PRIMARY);

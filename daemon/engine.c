@@ -32,6 +32,13 @@
 
 #define WAIT_VIEW_NS 10000000000ull /* a wait_for_view answer goes out after this anyway */
 #define WAIT_CHECK_MS 2               /* ... its view is looked for this often */
+
+/* replicate_sync: how long an answer waits for Redis at most. */
+static uint64_t sync_wait_ns(const omld_engine *e)
+{
+    return (uint64_t)(e->opts.replicate_lease_ms > 0 ? e->opts.replicate_lease_ms : 10000) *
+           1000000u;
+}
 #define BG_POLL_NS 50000000u          /* a background checkpoint is reaped within this */
 #define GROUP_COST 1024      /* entries applied before the group is answered */
 #define REHEARSE_SLICE_NS 10000000u /* rehearsal in slices of at most ~10 ms, so a request
@@ -493,6 +500,20 @@ static void publish_for_waiters(omld_engine *e, cmd_list *group)
         }
 }
 
+/* replicate_sync: the answers of the writes this commit made durable wait
+ * on the loop until Redis holds the log up to its position (on_async). */
+static void hold_for_redis(omld_engine *e, cmd_list *group)
+{
+    uint64_t lsn = omld_persist_position(e), until = omld_now_ns() + sync_wait_ns(e);
+    for (cmd *c = group->head; c; c = c->next)
+        if (c->changed && c->reply->status.code == OMLD__STATUS__CODE__OK) {
+            c->wait_lsn = lsn;
+            c->sync_pub = e->pub;
+            if (c->wait_until_ns == 0 || c->wait_until_ns > until)
+                c->wait_until_ns = until;
+        }
+}
+
 /* Applies a group in order, logs every change, commits the log once (group
  * commit), and only then lets the answers go. If the commit fails, the
  * group's changes are undone (omld_persist_rollback reloads the durable
@@ -504,9 +525,19 @@ static void run_group(omld_engine *e, cmd_list *group)
         for (cmd *c = group->head; c; c = c->next)
             if (c->batch)
                 omld_follow_apply(e, c->batch, c->reply);
+            else if (c->promote && e->replica)
+                omld_follow_promote(e, c->promote, c->reply);
             else /* writes are refused before they come here (dispatch.c) */
                 omld_reply_error(c->reply, OMLD__STATUS__CODE__NOT_PRIMARY, NULL,
                                  "this omld is a read replica");
+        return;
+    }
+    if (!omld_replicate_may_write(e->pub)) { /* the lease is not held: nothing is written */
+        char why[480];
+        omld_replicate_lease_why(e->pub, why, sizeof why);
+        for (cmd *c = group->head; c; c = c->next)
+            omld_reply_error(c->reply, OMLD__STATUS__CODE__NOT_PRIMARY, NULL,
+                             "this omld may not write as the primary now: %s", why);
         return;
     }
     int logged = 0, log_failed = 0;
@@ -528,6 +559,8 @@ static void run_group(omld_engine *e, cmd_list *group)
                 omld_reply_error(c->reply, OMLD__STATUS__CODE__INTERNAL, NULL,
                                  "not applied: the write-ahead log cannot be written (%s)", d.msg);
         omld_persist_rollback(e, d.msg);
+    } else if (logged && e->pub && e->opts.replicate_sync) {
+        hold_for_redis(e, group);
     }
     if (e->publish_now)
         publish_promoted(e, group);
@@ -548,12 +581,13 @@ static void run_group(omld_engine *e, cmd_list *group)
 static int idle_allowance(const omld_engine *e)
 {
     return !e->read_only && !e->replica && e->replay.live > 0 &&
+           omld_replicate_may_write(e->pub) &&
            e->idle_credit >= (double)e->learner->cfg.batch;
 }
 
 static int rehearsal_due(omld_engine *e)
 {
-    if (e->read_only || e->replica || e->replay.live == 0)
+    if (e->read_only || e->replica || e->replay.live == 0 || !omld_replicate_may_write(e->pub))
         return 0;
     if (oml_replay_owed(&e->replay, e->learner) > 0)
         return 1;
@@ -723,19 +757,33 @@ static void deliver(omld_engine *e, cmd *c)
 {
     if (c->wait_version > 0)
         c->reply->msg.model_version = omld_views_version(e->views);
+    if (c->wait_lsn > omld_replicate_synced_lsn(c->sync_pub))
+        omld_reply_error(c->reply, OMLD__STATUS__CODE__UNAVAILABLE, NULL,
+                         "the change is in this primary's log (position %" PRIu64 ") but Redis "
+                         "did not take it within %" PRIu64 " ms (replicate_sync): a replica "
+                         "promoted now might not have it; retry with the same idempotency key",
+                         c->wait_lsn, sync_wait_ns(e) / 1000000u);
     c->done(c->ctx, c->reply);
     free(c);
+}
+
+/* Loop thread: the answer may go out now (its view serves and Redis holds
+ * its records). */
+static int answer_due(omld_engine *e, const cmd *c)
+{
+    return (c->wait_version == 0 || omld_views_version(e->views) >= c->wait_version) &&
+           c->wait_lsn <= omld_replicate_synced_lsn(c->sync_pub);
 }
 
 /* Loop thread: the held answers whose view serves (or whose wait is up),
  * in order; the timer runs while any is still held. force: all of them. */
 static void deliver_waiting(omld_engine *e, int force)
 {
-    uint64_t serving = e->views ? omld_views_version(e->views) : 0, now = omld_now_ns();
+    uint64_t now = omld_now_ns();
     cmd_list keep = {NULL, NULL};
     for (cmd *c = e->waiting.head, *next; c; c = next) {
         next = c->next;
-        if (force || serving >= c->wait_version || now >= c->wait_until_ns)
+        if (force || answer_due(e, c) || now >= c->wait_until_ns)
             deliver(e, c);
         else
             list_push(&keep, c);
@@ -767,7 +815,7 @@ static void on_async(uv_async_t *h)
     while (c) {
         cmd *next = c->next;
         c->next = NULL;
-        if (c->wait_version > 0 && (e->waiting.head || omld_views_version(e->views) < c->wait_version))
+        if ((c->wait_version > 0 || c->wait_lsn > 0) && (e->waiting.head || !answer_due(e, c)))
             list_push(&e->waiting, c); /* in order behind any held before */
         else
             deliver(e, c);
@@ -816,7 +864,10 @@ int omld_engine_submit(omld_engine *e, const Omld__Request *req, uint64_t cost,
     return 0;
 }
 
-int omld_engine_follow(omld_engine *e, omld_repl_batch *b, omld_engine_done_fn done, void *ctx)
+/* A command of a replica's own (a batch of the primary's log, or its
+ * promotion) into the queue, beside the requests. 0 or -1. */
+static int push_internal(omld_engine *e, omld_repl_batch *b, struct omld_replicate *promote,
+                         omld_engine_done_fn done, void *ctx)
 {
     cmd *c = calloc(1, sizeof *c);
     omld_reply *r = calloc(1, sizeof *r);
@@ -830,6 +881,7 @@ int omld_engine_follow(omld_engine *e, omld_repl_batch *b, omld_engine_done_fn d
     }
     omld_reply_init(r, 0);
     c->batch = b;
+    c->promote = promote;
     c->cost = 1;
     c->done = done;
     c->ctx = ctx;
@@ -840,6 +892,17 @@ int omld_engine_follow(omld_engine *e, omld_repl_batch *b, omld_engine_done_fn d
     pthread_cond_signal(&e->cv);
     pthread_mutex_unlock(&e->mu);
     return 0;
+}
+
+int omld_engine_follow(omld_engine *e, omld_repl_batch *b, omld_engine_done_fn done, void *ctx)
+{
+    return push_internal(e, b, NULL, done, ctx);
+}
+
+int omld_engine_promote(omld_engine *e, struct omld_replicate *pub, omld_engine_done_fn done,
+                        void *ctx)
+{
+    return push_internal(e, NULL, pub, done, ctx);
 }
 
 void omld_engine_set_replicate(omld_engine *e, struct omld_replicate *r)
@@ -999,6 +1062,9 @@ int omld_engine_create(omld_engine **out, const omld_config *opts, omld_metrics 
         omld_views_set_lists(e->views, (uint64_t)e->opts.ann_min_items,
                              e->opts.ann_target_recall);
         omld_views_set_rerank(e->views, (uint64_t)e->opts.rerank_min_items);
+        uint32_t si = 0, sn = 0;
+        if (omld_shard_parse(e->opts.shard, &si, &sn, NULL, 0) == 0)
+            omld_views_set_shard(e->views, si, sn);
     }
     if (e->views == NULL) {
         snprintf(err, errlen, "cannot start the indexer thread");

@@ -148,8 +148,17 @@ typedef struct omld_repl_batch {
  * OK or why it failed). 0, or -1 (out of memory or stopping). */
 int omld_engine_follow(omld_engine *e, omld_repl_batch *b, omld_engine_done_fn done, void *ctx);
 
-/* The primary's publisher (replicate.h), before omld_engine_run. */
+/* A replica becomes the primary (promote_replica.c), after every batch queued
+ * before: its state is written as the checkpoint at the last record it
+ * applied, its log continues from there and pub (started, holding the
+ * lease) publishes it; from then on it takes writes and no batches. The
+ * reply: PromoteReplicaResponse, or why not. 0, or -1 (out of memory or
+ * stopping). */
 struct omld_replicate;
+int omld_engine_promote(omld_engine *e, struct omld_replicate *pub, omld_engine_done_fn done,
+                        void *ctx);
+
+/* The primary's publisher (replicate.h), before omld_engine_run. */
 void omld_engine_set_replicate(omld_engine *e, struct omld_replicate *r);
 
 /* Called on the loop thread whenever room was freed in the queue. */

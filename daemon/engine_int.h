@@ -31,6 +31,9 @@ typedef struct cmd {
     int held;                /* ... not answered with its group */
     uint64_t wait_until_ns;  /* ... or at this time */
     omld_repl_batch *batch;  /* a replica's records to apply (req is NULL then) */
+    struct omld_replicate *promote; /* a replica's promotion: its publisher (req NULL too) */
+    uint64_t wait_lsn;       /* replicate_sync: answered once Redis holds the log up to here */
+    struct omld_replicate *sync_pub; /* ... as this publisher says (loop) */
 } cmd;
 
 typedef struct cmd_list {
@@ -141,6 +144,7 @@ struct omld_engine {
      * view markers; no rehearsal, publishing or checkpoints of its own) */
     struct omld_replicate *pub;
     int replica;
+    uint64_t follow_lsn;        /* a replica: the last record of the primary's log applied */
 
     /* rehearsal in idle time (engine.c): rehearsed triplets still allowed,
      * and when the last request was taken */
@@ -171,12 +175,21 @@ void omld_engine_publish(omld_engine *e);
  * start from), applied on the learner thread; r gets an error if it fails. */
 void omld_follow_apply(omld_engine *e, omld_repl_batch *b, omld_reply *r);
 
+/* follow.c: the replica becomes the primary (promote_replica.h): its state made
+ * durable as the checkpoint at the last record applied, its own log
+ * continuing from there, published by pub. r gets the answer. */
+void omld_follow_promote(omld_engine *e, struct omld_replicate *pub, omld_reply *r);
+
 /* persist.c: a replica's hooks: one record from the primary's log, applied
  * as recovery applies it (0 or an OML_E* code); and the state reloaded from
  * the checkpoints in the data directory (0 or -1 with err). */
 int omld_persist_apply_record(omld_engine *e, uint8_t type, uint64_t lsn, const uint8_t *p,
                               size_t len);
 int omld_persist_reload(omld_engine *e, char *err, size_t errlen);
+/* persist.c: a promoted replica's state as the checkpoint at lsn (path
+ * written into path), and its log emptied to continue at lsn + 1. OML_OK
+ * or the code with d. */
+int omld_persist_rebase(omld_engine *e, uint64_t lsn, char *path, size_t path_cap, oml_diag *d);
 
 /* persist.c: the write-ahead log and checkpoints (engine thread only). */
 int omld_persist_open(omld_engine *e, char *err, size_t errlen);   /* load + replay */

@@ -60,6 +60,7 @@ void omld_follow_apply(omld_engine *e, omld_repl_batch *b, omld_reply *r)
     if (b->ckpt && load(e, b, r) != 0)
         return;
     b->applied_lsn = b->ckpt ? b->load_lsn : b->applied_lsn;
+    e->follow_lsn = b->applied_lsn;
     for (size_t i = 0; i < b->n; i++) {
         const omld_repl_entry *x = &b->e[i];
         if (x->version > 0) {
@@ -80,6 +81,42 @@ void omld_follow_apply(omld_engine *e, omld_repl_batch *b, omld_reply *r)
             return;
         }
         b->applied_lsn = x->lsn;
+        e->follow_lsn = x->lsn;
     }
     b->version = e->version;
+}
+
+void omld_follow_promote(omld_engine *e, struct omld_replicate *pub, omld_reply *r)
+{
+    if (e->replay.n_pending > 0) { /* every group of the primary ends by learning them */
+        omld_reply_error(r, OMLD__STATUS__CODE__INTERNAL, NULL, "cannot promote: the "
+                         "primary's log ends inside a group (a part batch is waiting)");
+        return;
+    }
+    Omld__PromoteReplicaResponse *m = omld_reply_alloc(r, sizeof *m);
+    if (m == NULL) {
+        omld_reply_error(r, OMLD__STATUS__CODE__INTERNAL, NULL, "out of memory");
+        return;
+    }
+    char path[600];
+    oml_diag d = {0};
+    e->pub = pub; /* the checkpoint below is the first thing it publishes */
+    if (omld_persist_rebase(e, e->follow_lsn, path, sizeof path, &d) != OML_OK) {
+        e->pub = NULL;
+        omld_reply_error(r, OMLD__STATUS__CODE__INTERNAL, NULL, "cannot promote: %s", d.msg);
+        return;
+    }
+    e->replica = 0;
+    e->published_lsn = e->follow_lsn; /* the view serving is of this position */
+    e->published_updates = e->learner->stats.updates;
+    e->published_ns = omld_now_ns();
+    e->dirty = 0;
+    LOG_INFO("follow", "promoted: the primary from log position %" PRIu64 " on (view %" PRIu64
+             "), checkpoint %s", e->follow_lsn, e->version, path);
+    omld__promote_replica_response__init(m);
+    m->log_position = e->follow_lsn;
+    m->model_version = e->version;
+    r->msg.body_case = OMLD__RESPONSE__BODY_PROMOTE_REPLICA;
+    r->msg.promote_replica = m;
+    r->msg.model_version = e->version;
 }

@@ -54,10 +54,9 @@
 #include "http.h"
 #include "log.h"
 #include "notify.h"
-#include "replica.h"
-#include "replicate.h"
 #include "metrics.h"
 #include "options.h"
+#include "role.h"
 #include "server.h"
 #include "status.h"
 #include "tls.h"
@@ -79,8 +78,8 @@ typedef struct omld_main {
     omld_history *history;       /* GET /status/history; sampled by its timer */
     omld_ingest *ingest;         /* the Redis Stream consumer (option ingest), or NULL */
     omld_ingest_stats ingest_stats; /* storage the HTTP gather callback points into */
-    omld_replicate *pub;         /* publishing for read replicas (option replicate), or NULL */
-    omld_replica *replica;       /* following a primary (option replica_of), or NULL */
+    omld_role *role;             /* replication: primary, replica, promotion (role.h) */
+    int serving;                 /* the RPC server has the engine (a primary: holds its lease) */
     omld_repl_stats repl_stats;  /* storage the HTTP gather callback points into */
     omld_config engine_cfg;      /* cfg, but a replica's state lives in data_dir/replica */
     char rpc_addr[128];          /* the RPC address replicas name as the primary */
@@ -243,10 +242,7 @@ static void gather(void *arg, omld_status_input *in)
     omld_ingest_stats_get(m->ingest, &m->ingest_stats);
     m->ingest_stats.configured = m->cfg.ingest[0] != '\0';
     in->ingest = &m->ingest_stats;
-    if (m->replica)
-        omld_replica_stats_get(m->replica, &m->repl_stats);
-    else
-        omld_replicate_stats_get(m->pub, &m->repl_stats);
+    omld_role_stats(m->role, &m->repl_stats);
     in->replication = &m->repl_stats;
     in->now_unix_ms = omld_wall_ms();
     in->start_unix_seconds = m->start_unix;
@@ -261,7 +257,14 @@ static void gather(void *arg, omld_status_input *in)
         omld_views *vs = omld_engine_views(m->engine);
         int healthy = omld_views_health(vs, m->not_ready, sizeof m->not_ready);
         in->ready = omld_views_version(vs) > 0 && healthy && !m->draining;
-        if (healthy && m->replica && !m->repl_stats.bootstrapped) {
+        if (healthy && !m->serving) {
+            snprintf(m->not_ready, sizeof m->not_ready, "waiting for the primary lease in "
+                     "Redis%s%s", m->repl_stats.last_error[0] ? ": " : "",
+                     m->repl_stats.last_error);
+            healthy = 0;
+            in->ready = 0;
+        } else if (healthy && m->repl_stats.role == OMLD_REPL_REPLICA &&
+                   !m->repl_stats.bootstrapped) {
             snprintf(m->not_ready, sizeof m->not_ready, "replica: not bootstrapped yet%s%s",
                      m->repl_stats.last_error[0] ? ": " : "",
                      m->repl_stats.last_error);
@@ -315,10 +318,7 @@ static void on_drained(void *arg)
         m->engine_stopped = 1;
         omld_engine_stop(m->engine); /* finishes its queue, joins its threads */
     }
-    omld_replicate_stop(m->pub); /* the learner, which hands it records, has stopped */
-    m->pub = NULL;
-    omld_replica_stop(m->replica); /* ... and answered its last batch */
-    m->replica = NULL;
+    omld_role_stop(m->role); /* the learner has stopped */
     if (m->signals_open) {
         m->signals_open = 0;
         uv_close((uv_handle_t *)&m->sigterm, NULL);
@@ -419,19 +419,55 @@ static void *recover_main(void *arg)
 /* After recovery, on the loop: the engine starts, the RPC server gets it
  * (connections accepted meanwhile start being read), the trainer starts,
  * and the address file says the daemon is there. 0 or -1. */
-static int finish_start(omld_main *m)
+static int finish_start(omld_main *m);
+
+/* The role allows writes (a primary holds its lease): serve. */
+static void on_role_ready(void *arg)
+{
+    omld_main *m = arg;
+    if (m->draining)
+        return;
+    if (finish_start(m) != 0) {
+        m->exit_code = 1;
+        shutdown_begin(m);
+        return;
+    }
+    m->serving = 1;
+    LOG_INFO("main", "ready");
+    omld_notify_ready();
+}
+
+/* The lease was refused before this omld served: it is not the primary. */
+static void on_role_refused(void *arg, const char *why)
+{
+    omld_main *m = arg;
+    LOG_ERROR("main", "replicate: %s", why);
+    m->exit_code = 1;
+    shutdown_begin(m);
+}
+
+/* After recovery, on the loop: the learner thread and the role (a
+ * replica follows; a primary waits for its lease, then on_role_ready). 0
+ * or -1. */
+static int run_engine(omld_main *m)
 {
     char err[1536];
-    omld_engine_set_replicate(m->engine, m->pub);
+    omld_engine_set_replicate(m->engine, omld_role_publisher(m->role));
     if (omld_engine_run(m->engine, &m->loop, err, sizeof err) != 0) {
         LOG_ERROR("main", "%s", err);
         return -1;
     }
-    if (omld_replica_start(&m->replica, &m->loop, &m->cfg, m->engine, m->server, err,
-                           sizeof err) != 0) {
+    omld_role_events ev = {.ready = on_role_ready, .refused = on_role_refused, .arg = m};
+    if (omld_role_run(m->role, m->engine, m->server, &ev, err, sizeof err) != 0) {
         LOG_ERROR("main", "%s", err);
         return -1;
     }
+    return 0;
+}
+
+static int finish_start(omld_main *m)
+{
+    char err[1536];
     omld_server_set_engine(m->server, m->engine);
     const oml_store *store;
     omld_store_lock *lock;
@@ -473,13 +509,10 @@ static void on_recovered(uv_async_t *h)
         omld_engine_stop(m->engine);
         return;
     }
-    if (finish_start(m) != 0) {
+    if (run_engine(m) != 0) {
         m->exit_code = 1;
         shutdown_begin(m);
-        return;
     }
-    LOG_INFO("main", "ready");
-    omld_notify_ready();
 }
 
 static void on_recovery_tick(uv_timer_t *t)
@@ -628,33 +661,6 @@ static int start_recovery(omld_main *m)
     return 0;
 }
 
-/* The engine's options: a replica keeps its state in data_dir/replica and
- * starts it empty each time (it bootstraps from Redis; nothing of its own
- * is worth keeping, and a stale state must not be served). 0 or -1. */
-static int replica_state_dir(omld_main *m, char *err, size_t errlen)
-{
-    m->engine_cfg = m->cfg;
-    if (m->cfg.replica_of[0] == '\0')
-        return 0;
-    char host[256], prefix[OMLD_REPL_PREFIX_MAX];
-    int port;
-    if (omld_repl_parse_url("replica_of", m->cfg.replica_of, host, sizeof host, &port, prefix,
-                            sizeof prefix, err, errlen) != 0)
-        return -1; /* before anything in data_dir is touched */
-    char dir[OMLD_STR_MAX + 16];
-    snprintf(dir, sizeof dir, "%s/replica", m->cfg.data_dir);
-    if (strlen(dir) >= sizeof m->engine_cfg.data_dir || make_dirs(dir, err, errlen) != 0) {
-        snprintf(err, errlen, "replica_of: cannot use %s as the replica's state directory", dir);
-        return -1;
-    }
-    memcpy(m->engine_cfg.data_dir, dir, strlen(dir) + 1); /* fits: checked above */
-    char wal[sizeof dir + 8];
-    snprintf(wal, sizeof wal, "%s/wal", dir);
-    omld_repl_remove_files(dir, "checkpoint-");
-    omld_repl_remove_files(wal, "wal-");
-    return 0;
-}
-
 /* Binds every listener, starts HTTP, the history and the signal handlers,
  * then the recovery thread (on_recovered finishes the start). 0 or -1. */
 static int start(omld_main *m)
@@ -663,14 +669,14 @@ static int start(omld_main *m)
     if (load_tokens(m) != 0 || load_tls(m) != 0 || start_listeners(m, &http_addr) != 0 ||
         start_history(m) != 0)
         return -1;
-    char err[512];
+    char err[1536];
     if (omld_ingest_start(&m->ingest, &m->loop, &m->cfg, m->server, err, sizeof err) != 0) {
         LOG_ERROR("main", "%s", err);
         return -1;
     }
     announce_listeners(m, &http_addr);
-    if (omld_replicate_start(&m->pub, &m->loop, &m->cfg, m->rpc_addr, err, sizeof err) != 0 ||
-        replica_state_dir(m, err, sizeof err) != 0) {
+    if (omld_role_init(&m->role, &m->cfg, &m->engine_cfg, err, sizeof err) != 0 ||
+        omld_role_publish(m->role, &m->loop, m->rpc_addr, err, sizeof err) != 0) {
         LOG_ERROR("main", "%s", err);
         return -1;
     }
@@ -753,6 +759,8 @@ static void teardown(omld_main *m)
     m->history = NULL;
     omld_tls_free(m->tls); /* every connection (and its session) is gone */
     m->tls = NULL;
+    omld_role_free(m->role);
+    m->role = NULL;
     int rc = uv_loop_close(&m->loop);
     if (rc != 0) {
         LOG_ERROR("main", "uv_loop_close: %s; handles left open:", uv_strerror(rc));

@@ -38,6 +38,7 @@ enum omld_query_kind {
     OMLD_Q_LIST_ITEMS,
     OMLD_Q_EXPORT_MODEL,
     OMLD_Q_COUNT_ITEMS,
+    OMLD_Q_SHARD_RETRIEVE,
     OMLD_Q_KINDS
 };
 const char *omld_query_kind_name(int kind); /* "classify", ... */

@@ -223,6 +223,10 @@ static void metrics_replication(omld_buf *b, const omld_repl_stats *in)
     counter(b, "omld_replication_records_dropped_total",
             "Primary: committed log records never XADDed (Redis away or the queue full); "
             "replicas bootstrap again past them.", g->records_dropped);
+    gauge(b, "omld_replication_lease_held", "Primary: 1 while it holds the primary lease "
+          "(writes accepted), 0 while it does not (writes refused), -1 without a lease "
+          "(replicate_lease_ms 0).", g->lease == OMLD_REPL_LEASE_HELD ? 1
+          : g->lease == OMLD_REPL_LEASE_NOT_HELD ? 0 : -1);
     counter(b, "omld_replication_checkpoints_published_total",
             "Primary: checkpoints written to Redis.", g->checkpoints_published);
     gauge(b, "omld_replication_bootstrapped", "Replica: 1 once it serves the primary's state.",

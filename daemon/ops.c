@@ -14,6 +14,7 @@
 #include "auth.h"
 #include "local.h"
 #include "metrics.h"
+#include "promote_replica.h"
 #include "query.h"
 #include "trainer.h"
 #include "validate.h"
@@ -168,6 +169,20 @@ static uint64_t retrieve_answer(const Omld__Request *q, const omld_answer_dims *
     return retrieve_msg_answer(q->retrieve, d);
 }
 
+static uint32_t shard_retrieve_k(const Omld__Request *q)
+{
+    return q->shard_retrieve ? retrieve_msg_k(q->shard_retrieve->retrieve) : 0;
+}
+
+/* A shard's candidates: offset + k per head, each at most once (id, label,
+ * slot, similarity), and per head their indexes and distances. */
+static uint64_t shard_retrieve_answer(const Omld__Request *q, const omld_answer_dims *d)
+{
+    const Omld__RetrieveRequest *m = q->shard_retrieve ? q->shard_retrieve->retrieve : NULL;
+    uint64_t ranked = k_or_default(shard_retrieve_k(q), d) + (m ? m->offset : 0);
+    return d->heads * ranked * (2 * NAME_BYTES + 16 + 12) + d->heads * 16;
+}
+
 static uint64_t classify_answer(const Omld__Request *q, const omld_answer_dims *d)
 {
     return classify_msg_answer(q->classify, d);
@@ -284,6 +299,12 @@ static const omld_op OPS[] = {
     {.name = "delete_model", .body = BODY(DELETE_MODEL), .route = OMLD_ROUTE_ADMIN,
      .writes = 1, .metric = -1, .check = omld_check_delete_model,
      .handle.admin = omld_trainer_delete_model},
+    {.name = "shard_retrieve", .body = BODY(SHARD_RETRIEVE), .route = OMLD_ROUTE_QUERY,
+     .needs_model = 1, .metric = OMLD_Q_SHARD_RETRIEVE, .k = shard_retrieve_k,
+     .answer = shard_retrieve_answer, .check = omld_check_shard_retrieve,
+     .handle.query = omld_query_shard_retrieve},
+    {.name = "promote_replica", .body = BODY(PROMOTE_REPLICA), .route = OMLD_ROUTE_CONTROL,
+     .writes = 1, .replica_ok = 1, .metric = -1, .handle.control = omld_promote_start},
 };
 
 #define N_OPS ((int)(sizeof OPS / sizeof OPS[0]))

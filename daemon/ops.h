@@ -32,7 +32,8 @@ enum omld_route {
     OMLD_ROUTE_MUTATION = 0, /* the learner's queue (engine.c, apply.c): logged, in order */
     OMLD_ROUTE_QUERY,        /* the threadpool, against a refcounted view (query.c) */
     OMLD_ROUTE_INLINE,       /* answered on the loop thread (local.c, auth.c) */
-    OMLD_ROUTE_ADMIN         /* the threadpool, the trainer and model registry (trainer.c) */
+    OMLD_ROUTE_ADMIN,        /* the threadpool, the trainer and model registry (trainer.c) */
+    OMLD_ROUTE_CONTROL       /* the loop's replication control (promote_replica.c), answered when done */
 };
 
 /* The sizes an answer bound is computed from (the live model's shape). */
@@ -48,6 +49,7 @@ typedef struct omld_op {
     unsigned writes : 1;        /* changes state: refused to read-only tokens */
     unsigned needs_model : 1;   /* answered from a published view (none yet: UNAVAILABLE) */
     unsigned before_auth : 1;   /* allowed before the connection authenticated (Auth) */
+    unsigned replica_ok : 1;    /* writes, but a read replica takes it (promote_replica) */
     int metric;                 /* per-kind query metrics (enum omld_query_kind), or -1 */
     /* Entries the request carries (items, ids, triplets, pairs), for
      * max_batch and the learner's queue cost; NULL: 1. */
@@ -69,6 +71,10 @@ typedef struct omld_op {
                       const Omld__Request *req, omld_reply *r);
         void (*admin)(struct omld_trainer *t, const Omld__Request *req, omld_reply *r);
         void (*local)(struct omld_local_ctx *c, const Omld__Request *req, omld_reply *r);
+        /* CONTROL: 1 when taken (done(ctx, reply) is called later, on the
+         * loop, with an owned reply), 0 when answered at once in now. */
+        int (*control)(void *ctl, const Omld__Request *req, omld_reply *now,
+                       void (*done)(void *ctx, omld_reply *reply), void *ctx);
     } handle;
 } omld_op;
 

@@ -52,6 +52,11 @@ const omld_option omld_options[] = {
     STR(replicate, "", "redis://HOST:PORT/PREFIX: publish the committed log records to the stream PREFIX:log and each checkpoint to PREFIX:checkpoint, for read replicas (README); empty: none"),
     INT(replicate_maxlen, 1000, 1000000000, "1000000", "entries the stream keeps (XADD MAXLEN ~; an entry holds one or more committed log records, or marks a view): a replica further behind bootstraps again from the checkpoint"),
     INT(replicate_queue_bytes, 1 << 20, 1LL << 34, "67108864", "committed records waiting for Redis at most (bytes); beyond it they are dropped and counted (replicas bootstrap again)"),
+    STR(shard, "", "i/n (0 <= i < n <= 1024): a read replica that indexes and retrieves only the items whose id hashes to shard i of n (it still stores and learns from every item); queries fan out over the n shards (omlc_shards_retrieve); empty: every item"),
+    STR(router, "", "redis://HOST:PORT/PREFIX: run as a router: answer retrieve by fanning it out over the router_shards shard replicas of that stream (their map PREFIX:shards:N in Redis) and merging (equal to one node's answer); writes and other queries are refused; empty: not a router"),
+    INT(router_shards, 0, 1024, "0", "the number of shards a router fans out over (their option shard = i/N)"),
+    INT(replicate_lease_ms, 0, 600000, "10000", "the primary lease's time in Redis (PREFIX:lease, SET NX PX, renewed every fifth of it): writes are accepted only while it is held, so a replica promoted after it expired never writes beside this primary; 0: no lease (writes go on with Redis away, and promote-replica cannot tell whether this primary lives)"),
+    INT(replicate_sync, 0, 1, "0", "1: a write is answered only once Redis holds its log records (or a checkpoint past them), so a promoted replica has every acknowledged write; held at most replicate_lease_ms (10 s without a lease), then answered UNAVAILABLE"),
     STR(replica_of, "", "redis://HOST:PORT/PREFIX: run as a read replica of the primary publishing there (option replicate): bootstrap from its checkpoint, follow its log, serve queries, refuse writes with NOT_PRIMARY; empty: a primary"),
     INT(max_items, 1, 1LL << 31, "10000000", "most items the store holds (live items: a deleted item's slot is reused)"),
     REAL(max_feature_abs, 1, 3.4e38, "1e6", "largest |value| of a feature (stored items and inline vectors); larger values are refused by name. Above ~1e15 the network's sums can overflow"),
@@ -309,6 +314,22 @@ int omld_config_validate(const omld_config *c, char *err, size_t errlen)
         return omld_config_fail(err, errlen, NULL, "option 'replica_of' excludes '%s': a replica "
                                 "takes no writes and publishes nothing",
                                 c->ingest[0] ? "ingest" : "replicate");
+    if (c->router[0] && (c->replica_of[0] || c->replicate[0] || c->ingest[0] || c->shard[0]))
+        return omld_config_fail(err, errlen, NULL, "option 'router' excludes replica_of, "
+                                "replicate, ingest and shard: a router holds no data");
+    if (c->router[0] && c->router_shards < 1)
+        return omld_config_fail(err, errlen, NULL, "option 'router' needs router_shards >= 1 "
+                                "(the N of the shards' shard = i/N)");
+    const char *rs = strncmp(c->router, "redis://", 8) == 0 ? strchr(c->router + 8, '/') : NULL;
+    if (c->router[0] && (rs == NULL || rs[1] == '\0' || !strchr(c->router + 8, ':')))
+        return omld_config_fail(err, errlen, NULL, "option 'router': '%s' is not "
+                                "redis://HOST:PORT/PREFIX", c->router);
+    uint32_t si, sn;
+    if (c->shard[0] && omld_shard_parse(c->shard, &si, &sn, err, errlen) != 0)
+        return -1;
+    if (c->shard[0] && !c->replica_of[0])
+        return omld_config_fail(err, errlen, NULL, "option 'shard' is for read replicas "
+                                "(replica_of): a primary indexes every item");
     if (c->tokens[0]) { /* syntax only: the file is read at startup */
         omld_tokens t;
         memset(&t, 0, sizeof t);
@@ -364,4 +385,29 @@ void omld_config_print(FILE *f, const omld_config *c)
         print_value(f, o, c);
         fputc('\n', f);
     }
+}
+
+int omld_shard_parse(const char *text, uint32_t *i, uint32_t *n, char *err, size_t errlen)
+{
+    *i = 0;
+    *n = 0;
+    if (text[0] == '\0')
+        return 0;
+    char *end = NULL;
+    unsigned long a = strtoul(text, &end, 10), b = 0;
+    int ok = end != text && *end == '/';
+    if (ok) {
+        const char *p = end + 1;
+        b = strtoul(p, &end, 10);
+        ok = end != p && *end == '\0' && text[0] != '-' && p[0] != '-';
+    }
+    if (!ok || b < 1 || b > 1024 || a >= b) {
+        if (err)
+            snprintf(err, errlen, "option 'shard': '%s' is not i/n with 0 <= i < n <= 1024 "
+                     "(e.g. 0/2 and 1/2 for two shards)", text);
+        return -1;
+    }
+    *i = (uint32_t)a;
+    *n = (uint32_t)b;
+    return 0;
 }

@@ -34,7 +34,10 @@ typedef struct omld_config {
         ingest_dead_letter[OMLD_STR_MAX];
     int64_t ingest_batch;
     char replicate[OMLD_STR_MAX], replica_of[OMLD_STR_MAX]; /* replicate.c, replica.c */
-    int64_t replicate_maxlen, replicate_queue_bytes;
+    int64_t replicate_maxlen, replicate_queue_bytes, replicate_lease_ms, replicate_sync;
+    char shard[OMLD_STR_MAX];       /* "i/n": a replica indexing shard i of n ("" every item) */
+    char router[OMLD_STR_MAX];      /* redis://HOST:PORT/PREFIX: a router (router.c) */
+    int64_t router_shards;
     int64_t max_items, max_frame_bytes, max_batch, max_connections, max_k;
     int64_t default_k, max_pipeline;
     int64_t max_metadata_entries, max_metadata_key_bytes, max_metadata_value_bytes;
@@ -102,5 +105,9 @@ int omld_config_fail(char *err, size_t errlen, const char *where, const char *fm
 void omld_config_print_help(FILE *f);
 /* `omld --print-config`: the effective configuration as a loadable file. */
 void omld_config_print(FILE *f, const omld_config *c);
+
+/* Parses the option shard ("i/n", 0 <= i < n <= 1024; "" gives 0/0: no
+ * sharding). 0, or -1 with err (may be NULL) naming the option. */
+int omld_shard_parse(const char *text, uint32_t *i, uint32_t *n, char *err, size_t errlen);
 
 #endif

@@ -33,6 +33,7 @@
 #include "log.h"
 #include "modelfile.h"
 #include "replicate.h"
+#include "replication.h"
 
 /* REC_REHEARSE: u32 steps of rehearsal the learner took at this point of
  * the log, after learning the new triplets still waiting for a full batch
@@ -558,7 +559,7 @@ static int checkpoint_prepare(omld_engine *e, uint64_t *lsn, int sync, oml_diag 
     int rc = commit(e, d);
     /* A replica starts from this checkpoint serving its view version:
      * that version must be the view of exactly this log position. */
-    if (rc == OML_OK && e->opts.replicate[0] && e->published_lsn != oml_wal_last_lsn(e->wal))
+    if (rc == OML_OK && e->pub && e->published_lsn != oml_wal_last_lsn(e->wal))
         omld_engine_publish(e);
     if (rc == OML_OK && sync)
         rc = oml_wal_sync(e->wal, d);
@@ -658,6 +659,30 @@ static int checkpoint_write(omld_engine *e, char *path, size_t path_cap, uint64_
         *bytes = nbytes;
     e->records_since_ckpt = 0;
     checkpoint_done(e, lsn, t0, where, nbytes, e->learner->stats.updates);
+    return OML_OK;
+}
+
+int omld_persist_rebase(omld_engine *e, uint64_t lsn, char *path, size_t path_cap, oml_diag *d)
+{
+    omld_persist_bg_wait(e);
+    uint64_t t0 = omld_now_ns(), bytes = 0;
+    int rc = checkpoint_encode_write(e, lsn, path, path_cap, &bytes, d);
+    if (rc != OML_OK)
+        return rc;
+    /* Its own log so far holds nothing (a replica logs nothing): the next
+     * record is lsn + 1, as in the primary's. */
+    char wal_dir[OMLD_STR_MAX + 8];
+    snprintf(wal_dir, sizeof wal_dir, "%s/wal", e->opts.data_dir);
+    oml_wal_close(e->wal, NULL);
+    e->wal = NULL;
+    omld_repl_remove_files(wal_dir, "wal-");
+    oml_wal_options wo = {.after_lsn = lsn, .fsync = fsync_policy(e->opts.fsync)};
+    rc = oml_wal_open(&e->wal, wal_dir, &wo, NULL, NULL, NULL, d);
+    if (rc != OML_OK)
+        return rc;
+    e->records_since_ckpt = 0;
+    e->ckpt_lsn = 0; /* nothing before it to truncate */
+    checkpoint_done(e, lsn, t0, path, bytes, e->learner->stats.updates);
     return OML_OK;
 }
 

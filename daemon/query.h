@@ -55,6 +55,9 @@ void omld_query_classify_batch(const omld_query_ctx *q, omld_view *live, const O
 void omld_query_list_items(const omld_query_ctx *q, omld_view *live, const Omld__Request *req,
                            omld_reply *r);
 /* CountItems: the live items passing a filter (query_list.c). */
+/* query_shard.c: one shard's part of a retrieval (omld.proto SHARDS). */
+void omld_query_shard_retrieve(const omld_query_ctx *q, omld_view *live, const Omld__Request *req,
+                               omld_reply *r);
 void omld_query_count_items(const omld_query_ctx *q, omld_view *live, const Omld__Request *req,
                             omld_reply *r);
 void omld_query_recommend(const omld_query_ctx *q, omld_view *live, const Omld__Request *req,

@@ -52,11 +52,15 @@ struct omld_replica {
     int stopping;
     int phase;
     int busy;                   /* a bootstrap or a batch is in flight */
+    int paused;                 /* no new read or bootstrap starts (a promotion) */
     uint64_t retry_at_ms;       /* no bootstrap attempt before (waiting for a checkpoint) */
     char cursor[48];            /* XREAD after this id */
     uint64_t last_t_ms;         /* the primary's commit time of the last record applied */
     uint64_t head_t_ms;         /* ... of the newest record in the stream */
     char not_primary[800];      /* the NOT_PRIMARY message (server.h) */
+    char shard[OMLD_STR_MAX];   /* option shard, "i/n" ("" none) */
+    char rpc_addr[128];         /* ours, in the shard map */
+    uint64_t shard_told_ms;     /* the shard map was last written */
     omld_repl_stats st;
 };
 
@@ -269,7 +273,7 @@ static void on_checkpoint(redisAsyncContext *ac, void *reply, void *priv)
 
 static void bootstrap(omld_replica *r)
 {
-    if (r->stopping || r->busy || !r->cmd_up || omld_wall_ms() < r->retry_at_ms)
+    if (r->stopping || r->busy || r->paused || !r->cmd_up || omld_wall_ms() < r->retry_at_ms)
         return;
     r->busy = 1;
     char k_lsn[OMLD_REPL_PREFIX_MAX + 16], k_ck[OMLD_REPL_PREFIX_MAX + 16];
@@ -417,7 +421,7 @@ static void on_read(redisAsyncContext *ac, void *reply, void *priv)
 
 static void read_next(omld_replica *r)
 {
-    if (r->stopping || r->busy || !r->rd_up || r->phase != PHASE_FOLLOW)
+    if (r->stopping || r->busy || r->paused || !r->rd_up || r->phase != PHASE_FOLLOW)
         return;
     r->busy = 1;
     const char *argv[] = {"XREAD", "COUNT", BATCH, "BLOCK", BLOCK_MS, "STREAMS", r->key_log,
@@ -458,6 +462,22 @@ static void on_primary(redisAsyncContext *ac, void *reply, void *priv)
         snprintf(r->st.primary, sizeof r->st.primary, "%s", rep->str);
         set_not_primary(r, r->st.primary);
     }
+}
+
+/* A shard's address in the shard map, PREFIX:shards:N field i (clients
+ * fan queries out by it), every 5 s: Redis may have restarted empty. */
+static void tell_shard(omld_replica *r)
+{
+    uint64_t now = omld_wall_ms();
+    if (r->shard[0] == '\0' || now - r->shard_told_ms < 5000)
+        return;
+    r->shard_told_ms = now;
+    char key[OMLD_REPL_PREFIX_MAX + 32], field[16];
+    const char *slash = strchr(r->shard, '/');
+    snprintf(key, sizeof key, "%s:shards:%s", r->prefix, slash + 1);
+    snprintf(field, sizeof field, "%.*s", (int)(slash - r->shard), r->shard);
+    const char *argv[] = {"HSET", key, field, r->rpc_addr};
+    command(r, r->cmd, NULL, NULL, 4, argv);
 }
 
 static void on_connect(const redisAsyncContext *ac, int status);
@@ -525,6 +545,7 @@ static void on_tick(uv_timer_t *t)
         snprintf(key, sizeof key, "%s:primary", r->prefix);
         const char *prim[] = {"GET", key};
         command(r, r->cmd, on_primary, r, 2, prim);
+        tell_shard(r);
     }
     if (r->phase == PHASE_BOOT)
         bootstrap(r);
@@ -535,8 +556,8 @@ static void on_tick(uv_timer_t *t)
 /* ------------------------------------------------------------ lifetime */
 
 int omld_replica_start(omld_replica **out, uv_loop_t *loop, const omld_config *cfg,
-                       omld_engine *engine, struct omld_server *server, char *err,
-                       size_t errlen)
+                       omld_engine *engine, struct omld_server *server, const char *rpc_addr,
+                       char *err, size_t errlen)
 {
     *out = NULL;
     if (cfg->replica_of[0] == '\0')
@@ -556,6 +577,8 @@ int omld_replica_start(omld_replica **out, uv_loop_t *loop, const omld_config *c
     snprintf(r->key_log, sizeof r->key_log, "%s:log", r->prefix);
     snprintf(r->st.target, sizeof r->st.target, "%s", cfg->replica_of);
     r->st.role = OMLD_REPL_REPLICA;
+    snprintf(r->shard, sizeof r->shard, "%s", cfg->shard);
+    snprintf(r->rpc_addr, sizeof r->rpc_addr, "%s", rpc_addr);
     set_not_primary(r, NULL);
     omld_server_set_not_primary(server, r->not_primary);
     uv_timer_init(loop, &r->tick);
@@ -564,6 +587,20 @@ int omld_replica_start(omld_replica **out, uv_loop_t *loop, const omld_config *c
     uv_timer_start(&r->tick, on_tick, 0, TICK_MS);
     *out = r;
     return 0;
+}
+
+void omld_replica_pause(omld_replica *r, int paused)
+{
+    r->paused = paused;
+    if (!paused && r->phase == PHASE_BOOT)
+        bootstrap(r);
+    else if (!paused)
+        read_next(r);
+}
+
+int omld_replica_idle(const omld_replica *r)
+{
+    return !r->busy && r->phase == PHASE_FOLLOW;
 }
 
 void omld_replica_stats_get(omld_replica *r, omld_repl_stats *out)

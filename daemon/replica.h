@@ -10,7 +10,9 @@
  * past this replica, or the primary dropped records while Redis was away)
  * means the state cannot follow: it bootstraps again from a checkpoint
  * newer than the gap, serving its last view meanwhile. Writes are refused
- * with NOT_PRIMARY naming the primary (PREFIX:primary). Loop thread only. */
+ * with NOT_PRIMARY naming the primary (PREFIX:primary). A shard (option
+ * shard = i/n) writes its RPC address (rpc_addr) into the shard map,
+ * PREFIX:shards:N field i. Loop thread only. */
 #ifndef OMLD_REPLICA_H
 #define OMLD_REPLICA_H
 
@@ -27,8 +29,15 @@ typedef struct omld_replica omld_replica;
  * cfg->replica_of is empty); the server refuses writes from now on. -1
  * with err for a bad URL. */
 int omld_replica_start(omld_replica **out, uv_loop_t *loop, const omld_config *cfg,
-                       omld_engine *engine, struct omld_server *server, char *err,
-                       size_t errlen);
+                       omld_engine *engine, struct omld_server *server, const char *rpc_addr,
+                       char *err, size_t errlen);
+
+/* A promotion (promote_replica.c): paused, it starts no read of the stream and no
+ * bootstrap (one in flight still completes); 0 resumes. */
+void omld_replica_pause(omld_replica *r, int paused);
+/* 1 when nothing is in flight to the learner or Redis and it follows the
+ * log (not waiting to bootstrap). */
+int omld_replica_idle(const omld_replica *r);
 
 /* A copy of the figures (role NONE for NULL). */
 void omld_replica_stats_get(omld_replica *r, omld_repl_stats *out);

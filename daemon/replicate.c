@@ -8,7 +8,22 @@
  * holds their position. The loop sends ready in order on one hiredis
  * connection (one connection: Redis applies them in the order sent), at
  * most MAX_INFLIGHT unanswered, so hiredis's own buffer stays bounded too;
- * beyond that, or with Redis away, records are dropped and counted. */
+ * beyond that, or with Redis away, records are dropped and counted.
+ *
+ * The lease (lease.h; replicate_lease_ms > 0): taken first on every
+ * connection, before anything is sent, and renewed every fifth of its
+ * time. Until a take succeeded, and from (the send time of the last
+ * successful renewal + 4/5 of the lease time) on, nothing is sent and the
+ * learner writes nothing (omld_replicate_may_write): Redis lets the lease
+ * expire a fifth of its time later at the earliest, when a replica may be
+ * promoted. Every command that writes is fenced by the lease, so Redis
+ * itself refuses what a deposed primary still had in flight.
+ *
+ * Acknowledged by Redis (replicate_sync): the position up to which every
+ * record is in Redis, in the stream (a run of entries acknowledged without
+ * a gap) or in a checkpoint stored there; the run counts from a
+ * checkpoint only once that checkpoint is acknowledged, whichever answer
+ * comes first (a checkpoint is read off the loop while entries go on). */
 #include "replicate.h"
 
 #include <errno.h>
@@ -26,6 +41,7 @@
 #include <unistd.h>
 
 #include "bytes.h"
+#include "lease.h"
 #include "log.h"
 #include "metrics.h"
 #include "redis_uv.h"
@@ -90,8 +106,33 @@ struct omld_replicate {
     char last_ckpt[600];          /* the newest checkpoint, sent again after a reconnect */
     uint64_t last_ckpt_lsn;
 
+    /* the lease (lease.h): loop thread, but lease_until_ns (any thread) */
+    int64_t lease_ms;             /* 0: no lease */
+    char node_id[OMLD_NODE_ID_LEN + 1];
+    omld_lease_keys keys;
+    uv_timer_t lease_timer;
+    int lease_held;               /* the last take succeeded (and nothing refused it since) */
+    int lease_pending;            /* a take is unanswered */
+    int lease_ever;               /* it was held once (start: ready) */
+    atomic_uint_fast64_t lease_until_ns; /* writes allowed before this (monotonic clock) */
+    omld_replicate_lease_fn lease_cb;
+    void *lease_arg;
+    char lease_why[1024];          /* guarded by mu: why writes are refused ("" held) */
+    /* replicate_sync: the run of records Redis acknowledged in order since
+     * the last gap (run_first 0: since LSN 1), and the newest checkpoint it
+     * acknowledged; omld_replicate_synced_lsn joins them */
+    uint64_t run_first, run_last, ckpt_synced;
+
     omld_repl_stats st;           /* loop thread */
 };
+
+/* What one command sent carries, for its answer. */
+typedef struct sent {
+    int kind;
+    uint64_t n, first, last;      /* records: how many, their LSNs; checkpoint: last */
+} sent;
+
+static int lease_ok(omld_replicate *r);
 
 static void set_error(omld_replicate *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void set_error(omld_replicate *r, const char *fmt, ...)
@@ -246,10 +287,13 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *priv)
 {
     omld_replicate *r = ac->data;
     const redisReply *rep = reply;
-    int kind = (int)((uintptr_t)priv & 3);
-    uint64_t n = (uint64_t)((uintptr_t)priv >> 2); /* records in the entry */
-    if (r == NULL)
+    sent *what = priv;
+    int kind = what ? what->kind : ITEM_OTHER;
+    uint64_t n = what ? what->n : 0; /* records in the entry */
+    if (r == NULL) {
+        free(what);
         return;
+    }
     r->inflight--;
     if (rep == NULL || rep->type == REDIS_REPLY_ERROR) { /* the link went, or Redis refused */
         if (rep)
@@ -257,25 +301,50 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *priv)
                       kind == ITEM_CHECKPOINT ? "checkpoint" : "log entry", rep->str);
         if (kind == ITEM_RECORD)
             dropped(r, n);
+        free(what);
         return;
     }
-    if (kind == ITEM_RECORD)
+    if (kind == ITEM_RECORD) {
         r->st.records_published += n;
-    else if (kind == ITEM_VERSION)
+        if (what->first != r->run_last + 1) /* a gap before it: a new run */
+            r->run_first = what->first;
+        r->run_last = what->last;
+    } else if (kind == ITEM_VERSION) {
         r->st.versions_published++;
-    else if (kind == ITEM_CHECKPOINT)
+    } else if (kind == ITEM_CHECKPOINT) {
         r->st.checkpoints_published++;
+        if (what->last > r->ckpt_synced)
+            r->ckpt_synced = what->last;
+    }
+    free(what);
 }
 
-/* n: the records an entry carries (ITEM_RECORD). */
-static void send_cmd(omld_replicate *r, int kind, uint64_t n, int argc, const char **argv,
-                     const size_t *len)
+/* n: the records an entry carries, first..last their LSNs (ITEM_RECORD);
+ * last: a checkpoint's position. Fenced by the lease when there is one. */
+static void send_cmd(omld_replicate *r, int kind, uint64_t n, uint64_t first, uint64_t last,
+                     int argc, const char **argv, const size_t *len)
 {
-    void *priv = (void *)(uintptr_t)((n << 2) | (uint64_t)kind);
-    if (redisAsyncCommandArgv(r->ac, on_reply, priv, argc, argv, len) == REDIS_OK)
+    sent *what = malloc(sizeof *what);
+    if (what == NULL) {
+        if (kind == ITEM_RECORD)
+            dropped(r, n);
+        return;
+    }
+    *what = (sent){kind, n, first, last};
+    const char *fa[16];
+    size_t fl[16];
+    if (r->lease_ms > 0 && argc <= 11) {
+        argc = omld_lease_fence_argv(&r->keys, r->node_id, argc, argv, len, fa, fl);
+        argv = fa;
+        len = fl;
+    }
+    if (redisAsyncCommandArgv(r->ac, on_reply, what, argc, argv, len) == REDIS_OK) {
         r->inflight++;
-    else if (kind == ITEM_RECORD)
-        dropped(r, n);
+    } else {
+        free(what);
+        if (kind == ITEM_RECORD)
+            dropped(r, n);
+    }
 }
 
 /* Consecutive records go out as one entry (replication.h): the busier the
@@ -283,7 +352,7 @@ static void send_cmd(omld_replicate *r, int kind, uint64_t n, int argc, const ch
 typedef struct packer {
     uint8_t *buf;
     size_t len, cap;
-    uint64_t n, last_lsn, t_ms;
+    uint64_t n, first_lsn, last_lsn, t_ms;
 } packer;
 
 static void pack_flush(omld_replicate *r, packer *pk)
@@ -299,7 +368,7 @@ static void pack_flush(omld_replicate *r, packer *pk)
     for (int i = 0; i < 9; i++)
         len[i] = strlen(argv[i]);
     len[9] = pk->len;
-    send_cmd(r, ITEM_RECORD, pk->n, 10, argv, len);
+    send_cmd(r, ITEM_RECORD, pk->n, pk->first_lsn, pk->last_lsn, 10, argv, len);
     pk->len = 0;
     pk->n = 0;
 }
@@ -323,7 +392,8 @@ static void pack_record(omld_replicate *r, packer *pk, const item *it)
     oml_le32_store(p + 9, (uint32_t)it->len);
     memcpy(p + OMLD_REPL_RECORD_HEADER, it->data, it->len);
     pk->len = need;
-    pk->n++;
+    if (pk->n++ == 0)
+        pk->first_lsn = it->lsn;
     pk->last_lsn = it->lsn;
     pk->t_ms = it->t_ms;
     if (pk->len >= ENTRY_BYTES)
@@ -337,7 +407,7 @@ static void send_version(omld_replicate *r, const item *it)
     snprintf(v, sizeof v, "%" PRIu64, it->version);
     snprintf(t, sizeof t, "%" PRIu64, it->t_ms);
     const char *argv[] = {"XADD", r->key_log, "MAXLEN", "~", r->maxlen, id, "v", v, "t", t};
-    send_cmd(r, ITEM_VERSION, 0, 10, argv, NULL);
+    send_cmd(r, ITEM_VERSION, 0, 0, 0, 10, argv, NULL);
 }
 
 static void read_checkpoint(uv_work_t *w)
@@ -376,14 +446,14 @@ static void checkpoint_read_done(uv_work_t *w, int status)
     ckpt_read *c = w->data;
     omld_replicate *r = c->r;
     r->reading = NULL;
-    if (status == 0 && c->buf && r->up && !r->stopping) {
+    if (status == 0 && c->buf && r->up && !r->stopping && lease_ok(r)) {
         char lsn[24], key_ck[OMLD_REPL_PREFIX_MAX + 16], key_lsn[OMLD_REPL_PREFIX_MAX + 16];
         snprintf(lsn, sizeof lsn, "%" PRIu64, c->lsn);
         snprintf(key_ck, sizeof key_ck, "%s:checkpoint", r->prefix);
         snprintf(key_lsn, sizeof key_lsn, "%s:checkpoint_lsn", r->prefix);
         const char *argv[] = {"MSET", key_ck, (const char *)c->buf, key_lsn, lsn};
         size_t len[] = {4, strlen(key_ck), c->len, strlen(key_lsn), strlen(lsn)};
-        send_cmd(r, ITEM_CHECKPOINT, 0, 5, argv, len);
+        send_cmd(r, ITEM_CHECKPOINT, 0, 0, c->lsn, 5, argv, len);
     } else if (c->why[0]) {
         set_error(r, "%s", c->why);
     }
@@ -402,7 +472,7 @@ static void checkpoint_read_done(uv_work_t *w, int status)
  * be hundreds of MB: never on the loop). */
 static void start_checkpoint_read(omld_replicate *r)
 {
-    if (r->reading || r->ckpt_next == NULL || !r->up)
+    if (r->reading || r->ckpt_next == NULL || !r->up || !lease_ok(r))
         return;
     ckpt_read *c = calloc(1, sizeof *c);
     if (c == NULL)
@@ -444,7 +514,7 @@ static void drain(omld_replicate *r)
             r->ckpt_next = it;
             continue;
         }
-        if (!r->up || r->inflight >= MAX_INFLIGHT || r->stopping) {
+        if (!r->up || r->inflight >= MAX_INFLIGHT || r->stopping || !lease_ok(r)) {
             if (it->kind == ITEM_RECORD)
                 dropped(r, 1);
         } else if (it->kind == ITEM_RECORD) {
@@ -455,7 +525,7 @@ static void drain(omld_replicate *r)
         }
         free(it);
     }
-    if (r->up && !r->stopping)
+    if (r->up && !r->stopping && lease_ok(r))
         pack_flush(r, &pk);
     else
         dropped(r, pk.n);
@@ -478,29 +548,32 @@ static void on_async(uv_async_t *h)
         uv_timer_start(&r->flush, on_flush, 0, 0);
 }
 
-/* ------------------------------------------------------------ loop: connection */
+/* ------------------------------------------------------------ loop: the lease */
+
+/* Writes may be sent now: no lease configured, or it is held and fresh. */
+static int lease_ok(omld_replicate *r)
+{
+    return r->lease_ms == 0 || omld_now_ns() < atomic_load(&r->lease_until_ns);
+}
+
+static void set_lease_why(omld_replicate *r, const char *why)
+{
+    pthread_mutex_lock(&r->mu);
+    snprintf(r->lease_why, sizeof r->lease_why, "%s", why);
+    pthread_mutex_unlock(&r->mu);
+}
 
 static void announce(omld_replicate *r)
 {
     char key[OMLD_REPL_PREFIX_MAX + 16];
     snprintf(key, sizeof key, "%s:primary", r->prefix);
     const char *argv[] = {"SET", key, r->rpc_addr};
-    send_cmd(r, ITEM_OTHER, 0, 3, argv, NULL);
+    send_cmd(r, ITEM_OTHER, 0, 0, 0, 3, argv, NULL);
 }
 
-static void on_connect(const redisAsyncContext *ac, int status)
+/* Held (again): what a connection starts with, now that it may. */
+static void on_lease_taken(omld_replicate *r)
 {
-    omld_replicate *r = ac->data;
-    if (r == NULL)
-        return;
-    if (status != REDIS_OK) {
-        set_error(r, "cannot connect to Redis: %s", ac->errstr);
-        r->ac = NULL; /* hiredis frees it; the tick reconnects */
-        return;
-    }
-    r->up = r->st.connected = 1;
-    r->st.last_error[0] = '\0';
-    LOG_INFO("replicate", "publishing the log to redis stream %s", r->key_log);
     announce(r);
     want_checkpoint(r);
     if (r->ckpt_next == NULL && r->last_ckpt[0]) { /* Redis may have lost it */
@@ -515,6 +588,138 @@ static void on_connect(const redisAsyncContext *ac, int status)
     start_checkpoint_read(r);
 }
 
+typedef struct lease_take {
+    omld_replicate *r;
+    uint64_t sent_ns;
+} lease_take;
+
+static void on_lease(redisAsyncContext *ac, void *reply, void *priv)
+{
+    lease_take *t = priv;
+    uint64_t sent_ns = t->sent_ns;
+    free(t);
+    omld_replicate *r = ac->data;
+    if (r == NULL)
+        return;
+    r->lease_pending = 0;
+    omld_lease_answer a;
+    omld_lease_parse(reply, &a);
+    if (a.ok) {
+        int was = r->lease_held;
+        atomic_store(&r->lease_until_ns, sent_ns + (uint64_t)r->lease_ms * 800000u);
+        r->lease_held = 1;
+        if (!was) {
+            LOG_INFO("replicate", "holding the primary lease %s as node %s", r->keys.lease,
+                     r->node_id);
+            set_lease_why(r, "");
+            on_lease_taken(r);
+        }
+        if (!r->lease_ever) {
+            r->lease_ever = 1;
+            if (r->lease_cb)
+                r->lease_cb(r->lease_arg, 1, "");
+        }
+        return;
+    }
+    char why[480];
+    omld_lease_describe(&a, &r->keys, why, sizeof why);
+    if (a.error[0]) { /* no answer: the lease runs out by itself if this lasts */
+        set_error(r, "%s", why);
+        return;
+    }
+    atomic_store(&r->lease_until_ns, 0);
+    r->lease_held = 0;
+    set_error(r, "%s", why);
+    set_lease_why(r, why);
+    if (r->lease_cb)
+        r->lease_cb(r->lease_arg, 0, why);
+}
+
+static void take_lease(omld_replicate *r)
+{
+    if (r->lease_ms == 0 || !r->up || r->lease_pending || r->stopping)
+        return;
+    lease_take *t = malloc(sizeof *t);
+    if (t == NULL)
+        return;
+    t->r = r;
+    t->sent_ns = omld_now_ns();
+    char ttl[24];
+    snprintf(ttl, sizeof ttl, "%lld", (long long)r->lease_ms);
+    const char *argv[9];
+    int argc = omld_lease_take_argv(&r->keys, r->node_id, OMLD_LEASE_PRIMARY, ttl, argv);
+    if (redisAsyncCommandArgv(r->ac, on_lease, t, argc, argv, NULL) == REDIS_OK)
+        r->lease_pending = 1;
+    else
+        free(t);
+}
+
+static void on_lease_timer(uv_timer_t *t)
+{
+    omld_replicate *r = t->data;
+    if (r->lease_held && !lease_ok(r)) {
+        r->lease_held = 0; /* lapsed: taken again (and announced) when Redis answers */
+        char why[1024];
+        snprintf(why, sizeof why, "the primary lease %s lapsed: it could not be renewed within "
+                 "%lld ms (%.400s)", r->keys.lease, (long long)r->lease_ms * 4 / 5,
+                 r->st.last_error[0] ? r->st.last_error : "Redis did not answer");
+        set_error(r, "%s", why);
+        set_lease_why(r, why);
+    }
+    take_lease(r);
+}
+
+int omld_replicate_may_write(omld_replicate *r)
+{
+    return r == NULL || lease_ok(r);
+}
+
+void omld_replicate_lease_why(omld_replicate *r, char *out, size_t cap)
+{
+    pthread_mutex_lock(&r->mu);
+    snprintf(out, cap, "%s", r->lease_why[0] ? r->lease_why : "the primary lease is not held");
+    pthread_mutex_unlock(&r->mu);
+}
+
+void omld_replicate_set_lease_cb(omld_replicate *r, omld_replicate_lease_fn fn, void *arg)
+{
+    r->lease_cb = fn;
+    r->lease_arg = arg;
+    if (fn && (r->lease_ms == 0 || (r->lease_ever && lease_ok(r)))) /* nothing to wait for */
+        fn(arg, 1, "");
+}
+
+uint64_t omld_replicate_synced_lsn(omld_replicate *r)
+{
+    if (r == NULL)
+        return 0;
+    int joined = r->run_first <= r->ckpt_synced + 1; /* (run_first 0: from LSN 1) */
+    return joined && r->run_last > r->ckpt_synced ? r->run_last : r->ckpt_synced;
+}
+
+/* ------------------------------------------------------------ loop: connection */
+
+static void on_connect(const redisAsyncContext *ac, int status)
+{
+    omld_replicate *r = ac->data;
+    if (r == NULL)
+        return;
+    if (status != REDIS_OK) {
+        set_error(r, "cannot connect to Redis: %s", ac->errstr);
+        r->ac = NULL; /* hiredis frees it; the tick reconnects */
+        return;
+    }
+    r->up = r->st.connected = 1;
+    r->st.last_error[0] = '\0';
+    LOG_INFO("replicate", "publishing the log to redis stream %s", r->key_log);
+    if (r->lease_ms > 0) {
+        r->lease_held = 0; /* sent nothing before the lease is (re)taken on this link */
+        take_lease(r);
+    } else {
+        on_lease_taken(r);
+    }
+}
+
 static void on_disconnect(const redisAsyncContext *ac, int status)
 {
     omld_replicate *r = ac->data;
@@ -523,6 +728,7 @@ static void on_disconnect(const redisAsyncContext *ac, int status)
     r->ac = NULL;
     r->up = r->st.connected = 0;
     r->inflight = 0;
+    r->lease_pending = 0;
     if (!r->stopping && status != REDIS_OK)
         set_error(r, "the Redis connection was lost: %s", ac->errstr);
 }
@@ -549,17 +755,18 @@ static void on_tick(uv_timer_t *t)
 /* ------------------------------------------------------------ lifetime */
 
 int omld_replicate_start(omld_replicate **out, uv_loop_t *loop, const omld_config *cfg,
-                         const char *rpc_addr, char *err, size_t errlen)
+                         const char *url, const char *rpc_addr, const char *node_id, char *err,
+                         size_t errlen)
 {
     *out = NULL;
-    if (cfg->replicate[0] == '\0')
+    if (url[0] == '\0')
         return 0;
     omld_replicate *r = calloc(1, sizeof *r);
     if (r == NULL) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    if (omld_repl_parse_url("replicate", cfg->replicate, r->host, sizeof r->host, &r->port,
+    if (omld_repl_parse_url("replicate", url, r->host, sizeof r->host, &r->port,
                             r->prefix, sizeof r->prefix, err, errlen) != 0) {
         free(r);
         return -1;
@@ -569,16 +776,24 @@ int omld_replicate_start(omld_replicate **out, uv_loop_t *loop, const omld_confi
     snprintf(r->maxlen, sizeof r->maxlen, "%lld", (long long)cfg->replicate_maxlen);
     snprintf(r->key_log, sizeof r->key_log, "%s:log", r->prefix);
     snprintf(r->rpc_addr, sizeof r->rpc_addr, "%s", rpc_addr);
-    snprintf(r->st.target, sizeof r->st.target, "%s", cfg->replicate);
+    snprintf(r->st.target, sizeof r->st.target, "%s", url);
+    r->lease_ms = cfg->replicate_lease_ms;
+    snprintf(r->node_id, sizeof r->node_id, "%s", node_id);
+    omld_lease_keys_init(&r->keys, r->prefix);
+    atomic_init(&r->lease_until_ns, 0);
     r->st.role = OMLD_REPL_PRIMARY;
     atomic_init(&r->ckpt_wanted, 1); /* what a crash left unsent: a checkpoint covers it */
     pthread_mutex_init(&r->mu, NULL);
     uv_async_init(loop, &r->async, on_async);
     uv_timer_init(loop, &r->tick);
     uv_timer_init(loop, &r->flush);
-    r->async.data = r->tick.data = r->flush.data = r;
-    r->handles_open = 3;
+    uv_timer_init(loop, &r->lease_timer);
+    r->async.data = r->tick.data = r->flush.data = r->lease_timer.data = r;
+    r->handles_open = 4;
     uv_timer_start(&r->tick, on_tick, TICK_MS, TICK_MS);
+    if (r->lease_ms > 0) /* renewed every fifth of its time */
+        uv_timer_start(&r->lease_timer, on_lease_timer, (uint64_t)r->lease_ms / 5,
+                       (uint64_t)r->lease_ms / 5);
     connect_redis(r);
     *out = r;
     return 0;
@@ -593,6 +808,10 @@ void omld_replicate_stats_get(omld_replicate *r, omld_repl_stats *out)
     pthread_mutex_lock(&r->mu);
     r->st.queue_bytes = r->ready.bytes;
     pthread_mutex_unlock(&r->mu);
+    r->st.lease = r->lease_ms == 0 ? OMLD_REPL_LEASE_NONE
+                  : lease_ok(r)     ? OMLD_REPL_LEASE_HELD
+                                    : OMLD_REPL_LEASE_NOT_HELD;
+    snprintf(r->st.node_id, sizeof r->st.node_id, "%s", r->node_id);
     *out = r->st;
 }
 
@@ -623,4 +842,5 @@ void omld_replicate_stop(omld_replicate *r)
     uv_close((uv_handle_t *)&r->async, on_closed);
     uv_close((uv_handle_t *)&r->tick, on_closed);
     uv_close((uv_handle_t *)&r->flush, on_closed);
+    uv_close((uv_handle_t *)&r->lease_timer, on_closed);
 }

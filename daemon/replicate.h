@@ -23,11 +23,33 @@
 
 typedef struct omld_replicate omld_replicate;
 
-/* Starts publishing per cfg (a no-op returning 0 with *out NULL when
- * cfg->replicate is empty); rpc_addr: the RPC address replicas name as the
- * primary. -1 with err for a bad URL. Loop thread. */
+/* Starts publishing to url (redis://HOST:PORT/PREFIX: cfg->replicate, or a
+ * promoted replica's replica_of; a no-op returning 0 with *out NULL when
+ * it is empty) with cfg's replicate_* options; rpc_addr: the RPC address
+ * replicas name as the primary; node_id: this data_dir's (lease.h), the
+ * lease holder's name. -1 with err for a bad URL. Loop thread. */
 int omld_replicate_start(omld_replicate **out, uv_loop_t *loop, const omld_config *cfg,
-                         const char *rpc_addr, char *err, size_t errlen);
+                         const char *url, const char *rpc_addr, const char *node_id, char *err,
+                         size_t errlen);
+
+/* The lease (replicate_lease_ms > 0): called on the loop when a take
+ * succeeded for the first time (held 1), and whenever one was refused
+ * (held 0, why: one sentence naming the holder; superseded or another
+ * primary alive). Without a lease it is called at once with held 1. */
+typedef void (*omld_replicate_lease_fn)(void *arg, int held, const char *why);
+void omld_replicate_set_lease_cb(omld_replicate *r, omld_replicate_lease_fn fn, void *arg);
+
+/* Any thread: 1 while this primary may write (no lease configured, or
+ * it is held and was renewed in time; NULL: 1). The learner refuses writes
+ * and does not rehearse otherwise. */
+int omld_replicate_may_write(omld_replicate *r);
+/* Any thread: why it may not (one sentence). */
+void omld_replicate_lease_why(omld_replicate *r, char *out, size_t cap);
+
+/* Loop thread: every record up to this log position is in Redis (in the
+ * stream, or in a checkpoint stored there): replicate_sync holds a write's
+ * answer until its records are. */
+uint64_t omld_replicate_synced_lsn(omld_replicate *r);
 
 /* Learner thread; each accepts NULL. payload is copied. */
 void omld_replicate_record(omld_replicate *r, uint8_t type, uint64_t lsn, const void *payload,

@@ -15,7 +15,12 @@
  *   PREFIX:checkpoint      the newest checkpoint file's bytes, and
  *   PREFIX:checkpoint_lsn  its log position (decimal); both set by one MSET.
  *   PREFIX:primary         the primary's RPC address (HOST:PORT), named in a
- *                          replica's NOT_PRIMARY refusals. */
+ *                          replica's NOT_PRIMARY refusals.
+ *   PREFIX:lease           the node id of the primary allowed to write, with
+ *                          a time to live (lease.h); PREFIX:owner the node
+ *                          id that took it last, without one.
+ *   PREFIX:shards:N        a hash: field i the RPC address of the replica
+ *                          serving shard i of N (option shard = i/N). */
 #ifndef OMLD_REPLICATION_H
 #define OMLD_REPLICATION_H
 
@@ -26,6 +31,7 @@
 #define OMLD_REPL_RECORD_HEADER 13 /* u64 LSN | u8 type | u32 length, before each payload */
 
 enum omld_repl_role { OMLD_REPL_NONE = 0, OMLD_REPL_PRIMARY, OMLD_REPL_REPLICA };
+enum omld_repl_lease { OMLD_REPL_LEASE_NONE = 0, OMLD_REPL_LEASE_HELD, OMLD_REPL_LEASE_NOT_HELD };
 
 typedef struct omld_repl_stats {
     int role;                     /* enum omld_repl_role */
@@ -38,6 +44,9 @@ typedef struct omld_repl_stats {
     uint64_t versions_published;  /* view markers XADDed */
     uint64_t checkpoints_published;
     uint64_t queue_bytes;         /* committed records waiting for Redis */
+    int lease;                    /* enum omld_repl_lease */
+    char node_id[24];             /* this data_dir's node id (lease.h) */
+    uint64_t promoted_lsn;        /* a promoted replica: the log position it took over at */
     /* replica */
     int bootstrapped;             /* a state from the primary is being served */
     uint64_t bootstraps;          /* times it loaded the primary's checkpoint (or started empty) */

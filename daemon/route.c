@@ -189,6 +189,41 @@ static void engine_done(void *ctx, omld_reply *reply)
     omld_conn_unref(c);
 }
 
+/* A request handed to fn(ctx, ...) on the loop, answered through
+ * engine_done when it is done (1) or at once in its own reply (0). */
+static void start_handed(omld_slot *sl,
+                         int (*fn)(void *, const Omld__Request *, omld_reply *,
+                                   void (*)(void *, omld_reply *), void *),
+                         void *ctx)
+{
+    omld_conn *c = sl->conn;
+    omld_reply now;
+    omld_reply_init(&now, sl->req->request_id);
+    sl->state = SLOT_ENGINE;
+    c->refs++;
+    if (fn(ctx, sl->req, &now, engine_done, sl))
+        return;
+    c->refs--;
+    sl->state = SLOT_PARKED;
+    omld_slot_answer(sl, &now);
+}
+
+/* CONTROL route: the replication control on the loop (promote_replica.c);
+ * none (not a replica): CONFLICT. */
+static void start_control(omld_slot *sl)
+{
+    omld_server *s = sl->conn->srv;
+    if (s->control == NULL) {
+        omld_reply r;
+        omld_reply_init(&r, sl->req->request_id);
+        omld_reply_error(&r, OMLD__STATUS__CODE__CONFLICT, sl->op->name, "%s: this omld is not "
+                         "a read replica (option replica_of)", sl->op->name);
+        omld_slot_answer(sl, &r);
+        return;
+    }
+    start_handed(sl, sl->op->handle.control, s->control);
+}
+
 /* Hands a mutation to the engine: 0 queued (the slot must not be touched
  * again), 1 no room (the slot is parked and the connection paused). */
 static int submit_mutation(omld_slot *sl, int park_at_head)
@@ -231,6 +266,11 @@ void omld_route_wake(void *arg)
 void omld_route_start(omld_slot *sl)
 {
     assert(sl->op != NULL && sl->req != NULL && sl->state == SLOT_PARKED);
+    omld_server *s = sl->conn->srv;
+    if (s->forward && sl->op->route != OMLD_ROUTE_INLINE) { /* a router */
+        start_handed(sl, s->forward, s->forward_ctx);
+        return;
+    }
     switch (sl->op->route) {
     case OMLD_ROUTE_INLINE:
         start_inline(sl);
@@ -243,6 +283,9 @@ void omld_route_start(omld_slot *sl)
         break;
     case OMLD_ROUTE_MUTATION:
         submit_mutation(sl, 0);
+        break;
+    case OMLD_ROUTE_CONTROL:
+        start_control(sl);
         break;
     }
 }

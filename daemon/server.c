@@ -143,6 +143,20 @@ void omld_server_set_not_primary(omld_server *s, const char *why)
     s->not_primary = why;
 }
 
+void omld_server_set_control(omld_server *s, void *ctl)
+{
+    s->control = ctl;
+}
+
+void omld_server_set_forward(omld_server *s,
+                             int (*fn)(void *ctx, const Omld__Request *req, omld_reply *now,
+                                       void (*done)(void *, omld_reply *), void *done_ctx),
+                             void *ctx)
+{
+    s->forward = fn;
+    s->forward_ctx = ctx;
+}
+
 void omld_server_set_tokens(omld_server *s, const omld_tokens *tokens)
 {
     s->tokens = tokens;

@@ -62,6 +62,18 @@ void omld_server_set_tokens(omld_server *s, const omld_tokens *tokens);
  * when the primary's address becomes known). NULL: a primary. */
 void omld_server_set_not_primary(omld_server *s, const char *why);
 
+/* The context the CONTROL rows of ops.c get (a replica's promote_replica.c; NULL:
+ * they are answered CONFLICT). Loop thread. */
+void omld_server_set_control(omld_server *s, void *ctl);
+
+/* A router (router.h): every request but the INLINE rows (Status, Health,
+ * Auth) is handed to fn, which answers it in now (returning 0) or later
+ * through done (returning 1). Loop thread. */
+void omld_server_set_forward(omld_server *s,
+                             int (*fn)(void *ctx, const Omld__Request *req, omld_reply *now,
+                                       void (*done)(void *, omld_reply *), void *done_ctx),
+                             void *ctx);
+
 /* TLS on the TCP listener for every connection accepted from now on (t
  * borrowed, must outlive the server; the Unix socket and the gateway's
  * links stay plain); a plain client is answered UNAVAILABLE "this port

@@ -99,6 +99,11 @@ struct omld_server {
     const omld_tokens *tokens;       /* NULL or empty: no authorisation */
     const char *not_primary;         /* a read replica: writes refused with this (replica.c) */
     omld_trainer *trainer;           /* NULL: trainer requests are UNAVAILABLE */
+    void *control;                   /* CONTROL rows' context (promote_replica.c); NULL: CONFLICT */
+    /* a router (router.c): every routed request but INLINE goes here */
+    int (*forward)(void *ctx, const Omld__Request *req, omld_reply *now,
+                   void (*done)(void *ctx, omld_reply *reply), void *done_ctx);
+    void *forward_ctx;
     omld_tls *tls;                   /* NULL: TCP connections are plain */
     uint8_t *tls_refusal;            /* the answer a plain client gets on a TLS port */
     size_t tls_refusal_len;

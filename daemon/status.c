@@ -254,6 +254,11 @@ static void json_replication(omld_json *j, const omld_repl_stats *g)
         omld_json_kv_uint(j, "versions_published", g->versions_published);
         omld_json_kv_uint(j, "checkpoints_published", g->checkpoints_published);
         omld_json_kv_uint(j, "queue_bytes", g->queue_bytes);
+        omld_json_kv_string(j, "lease", g->lease == OMLD_REPL_LEASE_HELD ? "held"
+                            : g->lease == OMLD_REPL_LEASE_NOT_HELD ? "not held" : "none");
+        omld_json_kv_string(j, "node_id", g->node_id);
+        if (g->promoted_lsn)
+            omld_json_kv_uint(j, "promoted_at_lsn", g->promoted_lsn);
     } else {
         omld_json_kv_string(j, "primary", g->primary);
         omld_json_kv_bool(j, "bootstrapped", g->bootstrapped);

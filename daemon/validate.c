@@ -653,6 +653,15 @@ int omld_check_retrieve(const Omld__Request *req, const omld_limits *lim, omld_r
     return check_retrieve_msg(req->retrieve, lim, "retrieve", r);
 }
 
+int omld_check_shard_retrieve(const Omld__Request *req, const omld_limits *lim, omld_reply *r)
+{
+    const Omld__ShardRetrieveRequest *m = req->shard_retrieve;
+    if (m == NULL || m->retrieve == NULL)
+        return omld_reply_error(r, INVALID, "shard_retrieve.retrieve", "shard_retrieve needs "
+                                "its retrieve request");
+    return check_retrieve_msg(m->retrieve, lim, "shard_retrieve.retrieve", r);
+}
+
 /* The model a query names, as query.c resolves it: "" for the live one
  * (no name, "" or "live"). */
 static const char *model_named(int set, const char *model)

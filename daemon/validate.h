@@ -90,6 +90,7 @@ void omld_recommend_as_retrieve(const Omld__RecommendRequest *m, Omld__RetrieveR
 #define OMLD_LIST_DEFAULT 100
 int omld_check_list_items(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
 /* CountItems: the labels as names, the metadata filter. */
+int omld_check_shard_retrieve(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
 int omld_check_count_items(const Omld__Request *req, const omld_limits *lim, omld_reply *r);
 /* A metadata filter at path `at` ("retrieve.metadata"): at most
  * max_metadata_entries conditions, each a valid key and 1..max_batch valid

@@ -41,6 +41,7 @@ struct omld_views {
     oml_snapshot *pending;      /* guarded by mu; latest wins */
     atomic_uint_fast64_t lists_min_items; /* inverted lists from this many items (0: never) */
     atomic_uint_fast64_t rerank_min_items; /* fresh views from this many items (0: never) */
+    uint32_t shard_i, shard_n;  /* index only shard shard_i of shard_n (n <= 1: every item) */
     _Atomic double target_recall;  /* the lists' calibration target (0: none) */
     uint64_t pending_ns;
     int stop;
@@ -157,6 +158,8 @@ static int index_build(omld_views *vs, oml_snapshot *snap, omld_store_lock *lock
     uint64_t gen = lock ? lock->generation : 0;
     store_unlock(lock);
     int rc = oml_index_builder_init(&b, snap, dim);
+    b.shard_i = vs->shard_i;
+    b.shard_n = vs->shard_n;
     uint64_t lists_min = atomic_load(&vs->lists_min_items);
     int more = 1;
     /* A swap between two gathers ends the build: the engine publishes
@@ -194,6 +197,8 @@ static omld_view *view_build(omld_views *vs, oml_snapshot *snap, uint64_t snapsh
     omld_view *v = calloc(1, sizeof *v);
     int rc = v ? index_build(vs, snap, lock, &v->ix) : OML_ENOMEM;
     if (rc == OML_OK) {
+        v->shard_i = vs->shard_i;
+        v->shard_n = vs->shard_n;
         oml_idmap_init(&v->by_id);
         rc = oml_idmap_reserve(&v->by_id, (uint32_t)v->ix->n);
         for (int32_t i = 0; rc == OML_OK && i < v->ix->n; i++)
@@ -374,6 +379,12 @@ void omld_views_set_lists(omld_views *vs, uint64_t min_items, double target_reca
 void omld_views_set_rerank(omld_views *vs, uint64_t min_items)
 {
     atomic_store(&vs->rerank_min_items, min_items);
+}
+
+void omld_views_set_shard(omld_views *vs, uint32_t i, uint32_t n)
+{
+    vs->shard_i = i;
+    vs->shard_n = n;
 }
 
 /* Serves snap at once over the current index when re-ranking is on and the

@@ -37,6 +37,7 @@ typedef struct omld_view {
      * of a sample of its queries, how many its search found (query.c). */
     atomic_uint_fast64_t recall_hits, recall_total;
     uint64_t snapshot_ns;   /* omld_now_ns() when its snapshot was taken */
+    uint32_t shard_i, shard_n; /* its index holds shard shard_i of shard_n (n <= 1: all) */
 } omld_view;
 
 /* Row of a stored id in this view, or -1. */
@@ -84,6 +85,9 @@ void omld_views_set_lists(omld_views *vs, uint64_t min_items, double target_reca
  * the index behind it; 0 (the default): a model is served only once its
  * own index is built. */
 void omld_views_set_rerank(omld_views *vs, uint64_t min_items);
+/* A shard (option shard = i/n, n > 1): views index only the items whose id
+ * hashes to shard i (src/shard.h). Before the first publish. */
+void omld_views_set_shard(omld_views *vs, uint32_t i, uint32_t n);
 
 /* Hands a snapshot (ownership transferred) to the indexer. snapshot_ns is
  * when it was taken. Never blocks on an index build. */

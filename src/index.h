@@ -105,6 +105,9 @@ typedef struct oml_index_builder {
     size_t n_chars;
     float *rows_emb;          /* (n, heads, emb) */
     size_t cap_rows, cap_labels, cap_off, cap_chars, cap_emb;
+    uint32_t shard_i, shard_n; /* shard_n > 1: keep only the items of shard shard_i
+                                  (shard.h), each embedded beside all the others as a
+                                  full build embeds it; set after init */
 } oml_index_builder;
 
 /* OML_OK, OML_EDIM (dim is not the snapshot's), OML_ENOMEM. Takes its own

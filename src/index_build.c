@@ -16,6 +16,7 @@
  * them out as the index's arena (index.c), each head's rows as columns.
  * Lists (hlist.h) come after, without the store (oml_index_add_lists). */
 #include "index.h"
+#include "shard.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -113,6 +114,30 @@ int oml_index_builder_gather(oml_index_builder *b, const oml_store *store)
     return s < slots ? 1 : 0;
 }
 
+/* A shard keeps, of the rows from first on, those of its items: embedded
+ * with every other item first, so that each row's embedding is what a
+ * build over all items computes for it (a GEMM's result for a row depends
+ * on the rows beside it in its block): merged shard answers then equal one
+ * node's bit for bit. Rows, ids and embeddings are compacted in place. */
+static void keep_shard(oml_index_builder *b, size_t first)
+{
+    size_t per = (size_t)b->heads * (size_t)b->emb, w = first, wc = b->id_off[first];
+    for (size_t r = first; r < b->n; r++) {
+        size_t off = b->id_off[r], end = r + 1 < b->n ? b->id_off[r + 1] : b->n_chars;
+        if (oml_shard_of(b->chars + off, end - off - 1, b->shard_n) != b->shard_i)
+            continue; /* another shard's item */
+        memmove(b->chars + wc, b->chars + off, end - off);
+        b->id_off[w] = wc;
+        wc += end - off;
+        b->slots[w] = b->slots[r];
+        b->labels[w] = b->labels[r];
+        memmove(b->rows_emb + w * per, b->rows_emb + r * per, per * sizeof(float));
+        w++;
+    }
+    b->n = w;
+    b->n_chars = wc;
+}
+
 int oml_index_builder_embed(oml_index_builder *b)
 {
     int32_t m = b->pending;
@@ -131,6 +156,8 @@ int oml_index_builder_embed(oml_index_builder *b)
                    b->out + ((size_t)h * (size_t)m + (size_t)i) * (size_t)b->emb,
                    (size_t)b->emb * sizeof(float));
     b->pending = 0;
+    if (b->shard_n > 1)
+        keep_shard(b, first);
     return OML_OK;
 }
 

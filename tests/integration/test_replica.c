@@ -24,172 +24,7 @@
 #include <hiredis/hiredis.h>
 #include <jansson.h>
 
-#include "harness.h"
-#include "omlclient.h"
-
-#define REDIS_SERVER "/usr/bin/redis-server"
-#define TIMEOUT_MS 20000
-#define DIM 8
-#define N_ITEMS 80
-/* Checkpoints in the foreground: a background one forks, and under
- * AddressSanitizer the child can block forever in malloc on a lock another
- * thread held at the fork (glibc's malloc is fork-safe, ASan's allocator
- * in GCC 12 is not; seen with the checkpoint reads of this publisher).
- * checkpoint_done publishes both kinds the same way. */
-#define PRIMARY_CKPT "--checkpoint_background=0"
-
-static pid_t g_redis;
-static int g_port;
-static char g_dir[256];
-
-static int setup(void **state)
-{
-    (void)state;
-    if (access(REDIS_SERVER, X_OK) != 0)
-        return 0; /* each test skips */
-    snprintf(g_dir, sizeof g_dir, "/tmp/omld-repl-XXXXXX");
-    if (mkdtemp(g_dir) == NULL)
-        return -1;
-    g_port = omld_free_port();
-    g_redis = omld_redis_spawn(REDIS_SERVER, g_dir, g_port);
-    return g_redis > 0 ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    return omld_redis_stop(g_redis, g_dir);
-}
-
-static json_t *status(const omld_proc *p)
-{
-    return omld_proc_status(p);
-}
-
-static json_int_t figure(const json_t *s, const char *section, const char *key)
-{
-    return json_integer_value(json_object_get(json_object_get(s, section), key));
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void features(int i, float *x)
-{
-    for (int d = 0; d < DIM; d++)
-        x[d] = (float)sin(0.7 * i + 1.3 * d) + (float)(i % 4) * (d == i % DIM);
-}
-
-static void put_items(omlc *c, int from, int to)
-{
-    for (int i = from; i < to; i++) {
-        char id[32], label[16];
-        float x[DIM];
-        snprintf(id, sizeof id, "it%d", i);
-        snprintf(label, sizeof label, "c%d", i % 4);
-        features(i, x);
-        omlc_item it = {.id = id, .features = x, .dim = DIM, .label = label};
-        omlc_error err;
-        assert_int_equal(omlc_put_items(c, &it, 1, NULL, NULL, &err), 0);
-    }
-}
-
-/* n triplets in batches of `batch` (same-class positive, other-class
- * negative), from sequence number seq on. */
-static void add_triplets(omlc *c, int seq, int n, int batch)
-{
-    char ids[3][64][32];
-    omlc_triplet t[64];
-    for (int done = 0; done < n;) {
-        int m = n - done < batch ? n - done : batch;
-        for (int k = 0; k < m; k++) {
-            int a = (seq + done + k) * 7 % N_ITEMS, p = (a + 4) % N_ITEMS, q = (a + 1) % N_ITEMS;
-            snprintf(ids[0][k], 32, "it%d", a);
-            snprintf(ids[1][k], 32, "it%d", p);
-            snprintf(ids[2][k], 32, "it%d", q);
-            memset(&t[k], 0, sizeof t[k]);
-            t[k].anchor.id = ids[0][k];
-            t[k].positive.id = ids[1][k];
-            t[k].negative.id = ids[2][k];
-        }
-        omlc_error err;
-        assert_int_equal(omlc_add_triplets(c, t, (size_t)m, NULL, NULL, &err), 0);
-        done += m;
-    }
-}
-
-/* Until the primary's view version has not moved for a second and the
- * replica serves the same version over as many items. */
-static uint64_t wait_same_version(const omld_proc *pri, const omld_proc *rep)
-{
-    json_int_t last = -1;
-    double still_since = now_s();
-    for (int i = 0; i < 3000; i++) {
-        json_t *a = status(pri), *b = status(rep);
-        json_int_t va = a ? figure(a, "model", "version") : -2;
-        json_int_t vb = b ? figure(b, "model", "version") : -3;
-        json_int_t ia = a ? figure(a, "model", "view_items") : -2;
-        json_int_t ib = b ? figure(b, "model", "view_items") : -3;
-        json_decref(a);
-        json_decref(b);
-        if (va != last) {
-            last = va;
-            still_since = now_s();
-        }
-        if (va == vb && ia == ib && now_s() - still_since > 1.0)
-            return (uint64_t)va;
-        usleep(20000);
-    }
-    fail_msg("the replica did not reach the primary's view version %lld", (long long)last);
-    return 0;
-}
-
-/* The same classify and retrieve answers from both, bit for bit, at the
- * same model version. */
-static void expect_same_answers(const omld_proc *pri, const omld_proc *rep, uint64_t version)
-{
-    omlc *a = omld_proc_dial(pri, TIMEOUT_MS), *b = omld_proc_dial(rep, TIMEOUT_MS);
-    assert_non_null(a);
-    assert_non_null(b);
-    for (int q = 0; q < 24; q++) {
-        float x[DIM];
-        features(1000 + q, x);
-        omlc_ref ref = {.vector = x, .dim = DIM};
-        if (q % 3 == 0)
-            ref = (omlc_ref){.id = NULL, .vector = NULL}, ref.id = q % 2 ? "it3" : "it10";
-        omlc_classification ca, cb;
-        omlc_error err;
-        assert_int_equal(omlc_classify(a, &ref, 5, NULL, &ca, &err), 0);
-        assert_int_equal(omlc_classify(b, &ref, 5, NULL, &cb, &err), 0);
-        assert_int_equal(ca.model_version, version);
-        assert_int_equal(cb.model_version, version);
-        assert_string_equal(ca.label, cb.label);
-        assert_int_equal(ca.n_scores, cb.n_scores);
-        for (int s = 0; s < ca.n_scores; s++) {
-            assert_string_equal(ca.scores[s].label, cb.scores[s].label);
-            assert_memory_equal(&ca.scores[s].score, &cb.scores[s].score, sizeof(float));
-        }
-        omlc_hit ha[10], hb[10];
-        size_t na = 0, nb = 0;
-        uint64_t va = 0, vb = 0;
-        assert_int_equal(omlc_retrieve(a, &ref, 10, NULL, ha, 10, &na, &va, &err), 0);
-        assert_int_equal(omlc_retrieve(b, &ref, 10, NULL, hb, 10, &nb, &vb, &err), 0);
-        assert_int_equal(va, version);
-        assert_int_equal(vb, version);
-        assert_int_equal(na, nb);
-        for (size_t h = 0; h < na; h++) {
-            assert_string_equal(ha[h].id, hb[h].id);
-            assert_memory_equal(&ha[h].score, &hb[h].score, sizeof(float));
-            assert_memory_equal(&ha[h].similarity, &hb[h].similarity, sizeof(float));
-        }
-    }
-    omlc_close(a);
-    omlc_close(b);
-}
+#include "repl_fixture.h"
 
 static void test_replica_answers_as_the_primary(void **state)
 {
@@ -433,10 +268,10 @@ static void test_primary_and_redis_restart(void **state)
 /* Triplets/s one client gets from a primary (requests of 50 triplets,
  * each sent when the last is answered) for `secs`, with extra (its
  * --replicate, or none). */
-static double primary_rate(const char *extra, double secs)
+static double primary_rate(const char *extra, const char *lease, double secs)
 {
     /* the default preset's learner (2 layers of 128, 64 wide) on 8 features */
-    const char *args[] = {"--dim=8", "--seed=5", "--rehearse_idle=0", extra, NULL};
+    const char *args[] = {"--dim=8", "--seed=5", "--rehearse_idle=0", lease, extra, NULL};
     omld_proc pri;
     assert_int_equal(omld_proc_start(&pri, args, TIMEOUT_MS), 0);
     omlc *c = omld_proc_dial(&pri, TIMEOUT_MS);
@@ -455,7 +290,9 @@ static double primary_rate(const char *extra, double secs)
 }
 
 /* Publishing does not slow the primary: its ingest rate with and without
- * --replicate, alternated (OMLD_REPLICA_BENCH=SECONDS; skipped without). */
+ * --replicate, alternated (OMLD_REPLICA_BENCH=SECONDS; skipped without).
+ * Without a lease (replicate_lease_ms 0: Redis away, the primary still
+ * takes writes) and with one (every XADD fenced by a script). */
 static void test_publishing_cost(void **state)
 {
     (void)state;
@@ -463,19 +300,26 @@ static void test_publishing_cost(void **state)
     if (g_redis <= 0 || env == NULL)
         skip();
     double secs = atof(env) > 0 ? atof(env) : 5, with = 0, without = 0;
-    char pub[96];
-    snprintf(pub, sizeof pub, "--replicate=redis://127.0.0.1:%d/r4", g_port);
     char down[96];
     snprintf(down, sizeof down, "--replicate=redis://127.0.0.1:%d/r4", omld_free_port());
-    double away = 0;
+    double away = 0, fenced = 0;
+    const char *nolease = "--replicate_lease_ms=0", *lease = "--replicate_lease_ms=10000";
     for (int round = 0; round < 3; round++) {
-        without += primary_rate(NULL, secs) / 3;
-        with += primary_rate(pub, secs) / 3;
-        away += primary_rate(down, secs) / 3;
+        /* Each primary a stream of its own: a new data_dir's LSNs start at
+         * 1 again, which Redis refuses below an old stream's top (and a
+         * lease, owned by the node before). */
+        char own[96];
+        snprintf(own, sizeof own, "--replicate=redis://127.0.0.1:%d/r4-%d", g_port, round);
+        without += primary_rate(NULL, nolease, secs) / 3;
+        with += primary_rate(own, nolease, secs) / 3;
+        snprintf(own, sizeof own, "--replicate=redis://127.0.0.1:%d/r5-%d", g_port, round);
+        fenced += primary_rate(own, lease, secs) / 3;
+        away += primary_rate(down, nolease, secs) / 3;
     }
     fprintf(stderr, "primary ingest, 50-triplet requests, one client: %.0f triplets/s without "
-            "--replicate, %.0f with (%.1f%%), %.0f with Redis away (%.1f%%)\n", without, with,
-            100.0 * (with / without - 1), away, 100.0 * (away / without - 1));
+            "--replicate, %.0f with (%.1f%%), %.0f with the lease (fenced, %.1f%%), %.0f with "
+            "Redis away (%.1f%%)\n", without, with, 100.0 * (with / without - 1), fenced,
+            100.0 * (fenced / without - 1), away, 100.0 * (away / without - 1));
 }
 
 int main(void)
@@ -486,5 +330,5 @@ int main(void)
         cmocka_unit_test(test_lag_at_steady_rate),
         cmocka_unit_test(test_publishing_cost),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, repl_setup, repl_teardown);
 }

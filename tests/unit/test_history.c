@@ -244,7 +244,7 @@ static void test_json(void **state)
                           "assert s[-1][\"loss_ema\"][1] is None\n"
                           "assert s[0][\"triplets_applied\"]==80000 and s[0][\"version\"]==8000\n"
                           "assert set(s[0][\"queries\"])=={\"classify\",\"verify\",\"retrieve\","
-                          "\"embed\",\"get_items\",\"classify_batch\",\"retrieve_batch\",\"recommend\",\"list_items\",\"export_model\",\"count_items\"}\n"
+                          "\"embed\",\"get_items\",\"classify_batch\",\"retrieve_batch\",\"recommend\",\"list_items\",\"export_model\",\"count_items\",\"shard_retrieve\"}\n"
                           "assert s[-1][\"jobs_active\"]==1 and s[-1][\"job_progress\"]==0.5\n");
     if (py >= 0)
         assert_int_equal(py, 1);

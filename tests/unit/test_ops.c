@@ -81,6 +81,10 @@ static void test_rows_are_consistent(void **state)
         case OMLD_ROUTE_ADMIN:
             assert_non_null(op->handle.admin);
             break;
+        case OMLD_ROUTE_CONTROL: /* a replica's own steps: only promote_replica so far */
+            assert_true(op->writes && op->replica_ok);
+            assert_non_null(op->handle.control);
+            break;
         default:
             fail_msg("row %s: unknown route %d", op->name, (int)op->route);
         }

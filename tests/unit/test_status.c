@@ -411,7 +411,7 @@ static void test_status_json(void **state)
            "assert abs(d[\"queries\"][\"classify\"][\"p50_ms\"]-0.0671755993892762)<1e-12; "
            "assert len(d[\"requests\"][\"by_code\"])==14; "
            "assert set(d[\"queries\"])=={\"classify\",\"verify\",\"retrieve\",\"embed\",\"get_items\","
-           "\"classify_batch\",\"retrieve_batch\",\"recommend\",\"list_items\",\"export_model\",\"count_items\"}");
+           "\"classify_batch\",\"retrieve_batch\",\"recommend\",\"list_items\",\"export_model\",\"count_items\",\"shard_retrieve\"}");
     assert_true(py != 0);
     free(s);
 

@@ -1,0 +1,172 @@
+/* repl_fixture.c - see repl_fixture.h. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "repl_fixture.h"
+
+pid_t g_redis;
+int g_port;
+char g_dir[256];
+
+int repl_setup(void **state)
+{
+    (void)state;
+    if (access(REDIS_SERVER, X_OK) != 0)
+        return 0; /* each test skips */
+    snprintf(g_dir, sizeof g_dir, "/tmp/omld-repl-XXXXXX");
+    if (mkdtemp(g_dir) == NULL)
+        return -1;
+    g_port = omld_free_port();
+    g_redis = omld_redis_spawn(REDIS_SERVER, g_dir, g_port);
+    return g_redis > 0 ? 0 : -1;
+}
+
+int repl_teardown(void **state)
+{
+    (void)state;
+    return omld_redis_stop(g_redis, g_dir);
+}
+
+json_t *status(const omld_proc *p)
+{
+    return omld_proc_status(p);
+}
+
+json_int_t figure(const json_t *s, const char *section, const char *key)
+{
+    return json_integer_value(json_object_get(json_object_get(s, section), key));
+}
+
+double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+void features(int i, float *x)
+{
+    for (int d = 0; d < DIM; d++)
+        x[d] = (float)sin(0.7 * i + 1.3 * d) + (float)(i % 4) * (d == i % DIM);
+}
+
+void put_items(omlc *c, int from, int to)
+{
+    for (int i = from; i < to; i++) {
+        char id[32], label[16];
+        float x[DIM];
+        snprintf(id, sizeof id, "it%d", i);
+        snprintf(label, sizeof label, "c%d", i % 4);
+        features(i, x);
+        omlc_item it = {.id = id, .features = x, .dim = DIM, .label = label};
+        omlc_error err;
+        assert_int_equal(omlc_put_items(c, &it, 1, NULL, NULL, &err), 0);
+    }
+}
+
+void make_triplets(int seq, int m, char ids[3][64][32], omlc_triplet *t)
+{
+    for (int k = 0; k < m; k++) {
+        int a = (seq + k) * 7 % N_ITEMS, p = (a + 4) % N_ITEMS, q = (a + 1) % N_ITEMS;
+        snprintf(ids[0][k], 32, "it%d", a);
+        snprintf(ids[1][k], 32, "it%d", p);
+        snprintf(ids[2][k], 32, "it%d", q);
+        memset(&t[k], 0, sizeof t[k]);
+        t[k].anchor.id = ids[0][k];
+        t[k].positive.id = ids[1][k];
+        t[k].negative.id = ids[2][k];
+    }
+}
+
+void add_triplets(omlc *c, int seq, int n, int batch)
+{
+    char ids[3][64][32];
+    omlc_triplet t[64];
+    for (int done = 0; done < n;) {
+        int m = n - done < batch ? n - done : batch;
+        make_triplets(seq + done, m, ids, t);
+        omlc_error err;
+        assert_int_equal(omlc_add_triplets(c, t, (size_t)m, NULL, NULL, &err), 0);
+        done += m;
+    }
+}
+
+/* Until the primary's view version has not moved for a second and the
+ * replica serves the same version over as many items. */
+uint64_t wait_same_version(const omld_proc *pri, const omld_proc *rep)
+{
+    json_int_t last = -1;
+    double still_since = now_s();
+    for (int i = 0; i < 3000; i++) {
+        json_t *a = status(pri), *b = status(rep);
+        json_int_t va = a ? figure(a, "model", "version") : -2;
+        json_int_t vb = b ? figure(b, "model", "version") : -3;
+        json_int_t ia = a ? figure(a, "model", "view_items") : -2;
+        json_int_t ib = b ? figure(b, "model", "view_items") : -3;
+        json_decref(a);
+        json_decref(b);
+        if (va != last) {
+            last = va;
+            still_since = now_s();
+        }
+        if (va == vb && ia == ib && now_s() - still_since > 1.0)
+            return (uint64_t)va;
+        usleep(20000);
+    }
+    fail_msg("the replica did not reach the primary's view version %lld", (long long)last);
+    return 0;
+}
+
+/* The same classify and retrieve answers from both, bit for bit, at the
+ * same model version. */
+void expect_same_answers(const omld_proc *pri, const omld_proc *rep, uint64_t version)
+{
+    omlc *a = omld_proc_dial(pri, TIMEOUT_MS), *b = omld_proc_dial(rep, TIMEOUT_MS);
+    assert_non_null(a);
+    assert_non_null(b);
+    for (int q = 0; q < 24; q++) {
+        float x[DIM];
+        features(1000 + q, x);
+        omlc_ref ref = {.vector = x, .dim = DIM};
+        if (q % 3 == 0)
+            ref = (omlc_ref){.id = NULL, .vector = NULL}, ref.id = q % 2 ? "it3" : "it10";
+        omlc_classification ca, cb;
+        omlc_error err;
+        assert_int_equal(omlc_classify(a, &ref, 5, NULL, &ca, &err), 0);
+        assert_int_equal(omlc_classify(b, &ref, 5, NULL, &cb, &err), 0);
+        assert_int_equal(ca.model_version, version);
+        assert_int_equal(cb.model_version, version);
+        assert_string_equal(ca.label, cb.label);
+        assert_int_equal(ca.n_scores, cb.n_scores);
+        for (int s = 0; s < ca.n_scores; s++) {
+            assert_string_equal(ca.scores[s].label, cb.scores[s].label);
+            assert_memory_equal(&ca.scores[s].score, &cb.scores[s].score, sizeof(float));
+        }
+        omlc_hit ha[10], hb[10];
+        size_t na = 0, nb = 0;
+        uint64_t va = 0, vb = 0;
+        assert_int_equal(omlc_retrieve(a, &ref, 10, NULL, ha, 10, &na, &va, &err), 0);
+        assert_int_equal(omlc_retrieve(b, &ref, 10, NULL, hb, 10, &nb, &vb, &err), 0);
+        assert_int_equal(va, version);
+        assert_int_equal(vb, version);
+        assert_int_equal(na, nb);
+        for (size_t h = 0; h < na; h++) {
+            assert_string_equal(ha[h].id, hb[h].id);
+            assert_memory_equal(&ha[h].score, &hb[h].score, sizeof(float));
+            assert_memory_equal(&ha[h].similarity, &hb[h].similarity, sizeof(float));
+        }
+    }
+    omlc_close(a);
+    omlc_close(b);
+}
+
