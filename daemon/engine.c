@@ -998,6 +998,7 @@ int omld_engine_create(omld_engine **out, const omld_config *opts, omld_metrics 
         omld_views_set_lists(e->views, (uint64_t)e->opts.ann_min_items,
                              e->opts.ann_target_recall);
         omld_views_set_rerank(e->views, (uint64_t)e->opts.rerank_min_items);
+        omld_views_set_duty(e->views, e->opts.index_duty);
     }
     if (e->views == NULL) {
         snprintf(err, errlen, "cannot start the indexer thread");

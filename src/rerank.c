@@ -1,6 +1,8 @@
 /* rerank.c - answering under a newer model than the index's (rerank.h).
  *
- * DESIGN: the candidates come from serve.c's own search (oml__query_neighbors)
+ * DESIGN: the candidates come from serve.c's own search (oml__query_neighbors;
+ * on an index with lists, the rows its search would re-rank, cut by the
+ * codes' order: oml_index_near_candidates)
  * and the answer from serve.c's own rules (oml__vote, oml__rank_pool), so
  * an answer among all rows is the answer oml_classify / oml_retrieve give
  * on an index built under the newer model. Between the two, the candidates
@@ -32,11 +34,20 @@ int oml_rerank_candidates(const oml_index *ix, const float *x, int32_t k_c, int3
     void *ex;
     if (oml__query_ws_init(&w, ix, k_c, 0, &ex) != OML_OK)
         return oml_diag_set(diag, OML_ENOMEM, "", "candidate workspace");
-    rc = oml__query_neighbors(ix, x, k_c, exclude_row, allow, &w);
     int32_t m = 0;
-    for (int h = 0; rc == OML_OK && h < ix->heads; h++)
-        for (int32_t j = 0; j < w.cnt[h]; j++)
-            rows[m++] = w.nb[(size_t)h * (size_t)k_c + (size_t)j].row;
+    if (ix->hl == NULL) {
+        rc = oml__query_neighbors(ix, x, k_c, exclude_row, allow, &w);
+        for (int h = 0; rc == OML_OK && h < ix->heads; h++)
+            for (int32_t j = 0; j < w.cnt[h]; j++)
+                rows[m++] = w.nb[(size_t)h * (size_t)k_c + (size_t)j].row;
+    } else {
+        /* The lists' rows by the codes' order, without the exact re-rank
+         * under the index's model: the newer model re-ranks them anyway. */
+        rc = oml_snapshot_embed(ix->snap, x, 1, w.q);
+        for (int h = 0; rc == OML_OK && h < ix->heads; h++)
+            m += oml_index_near_candidates(ix, h, w.q + (size_t)h * (size_t)ix->emb, k_c,
+                                           exclude_row, allow, rows + m, &w.near);
+    }
     free(w._block);
     if (rc != OML_OK)
         return oml_diag_set(diag, rc, "", "embedding the query");

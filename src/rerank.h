@@ -21,7 +21,9 @@
 #include "snapshot.h"
 
 /* The union of every head's k_c nearest rows to x under the index's own
- * model (in its lists when it has lists), skipping exclude_row and rows
+ * model (on an index with lists: the k_c its search ranks first by the
+ * codes, oml_index_near_candidates, without the exact re-rank the newer
+ * model makes anyway), skipping exclude_row and rows
  * that allow (NULL: all) refuses: distinct, ascending, into rows (capacity
  * heads * k_c); *n_rows gets the count. Errors as oml_classify's (k_c in
  * [1, OML_SERVE_MAX_K]), except that an empty index gives 0 rows. */

@@ -15,6 +15,7 @@ struct oml_store {
     int32_t dim;
     uint32_t max_items;
     uint32_t n_slots, cap, n_live;
+    uint64_t changes;  /* puts and deletes applied (oml_store_changes) */
     float *x;          /* (cap, dim) */
     char **ids;        /* (cap), owned NUL-terminated copies */
     uint32_t *id_len;  /* (cap) */
