@@ -238,7 +238,26 @@ static void test_candidates_from_lists(void **state)
         }
         free(e);
         free(scratch);
+        /* The recall sample of a fresh view counts exactly that: all of them. */
+        int64_t hits = -1, total = -1;
+        oml_rerank_recall(old_ix, x[q], 5, 10, q, &hits, &total);
+        assert_int_equal(total, 5 * old_ix->heads);
+        assert_int_equal(hits, total);
+        oml_rerank_recall(new_ix, x[q], 5, 10, q, &hits, &total); /* no lists: nothing */
+        assert_int_equal(total, 0);
+        assert_int_equal(hits, 0);
     }
+    /* Scanning one list of 16, the sample sees what the candidates miss. */
+    int64_t hits = 0, total = 0;
+    for (int h = 0; h < old_ix->heads; h++)
+        old_ix->hl[h].n_probe = 1;
+    for (int q = 0; q < NL; q += 7) {
+        int64_t hq, tq;
+        oml_rerank_recall(old_ix, x[q], 10, 10, q, &hq, &tq);
+        hits += hq;
+        total += tq;
+    }
+    assert_true(total > 0 && hits < total);
     oml_index_destroy(old_ix);
     oml_index_destroy(new_ix);
     oml_snapshot_release(so);
