@@ -5,7 +5,9 @@
  * Loop thread, but for group_work (threadpool). A groupable request
  * (omld_query_groupable: a live-model Classify without a metadata filter
  * on a view that scans every row) starts alone, as any query does, while
- * fewer than OMLD_COALESCE_JOBS groupable jobs are on the pool; past that
+ * fewer than query_group_jobs (co_max; default 4, libuv's pool) groupable
+ * jobs are on the pool, so the pool's threads keep their share of the
+ * cores beside the learner and the indexer; past that
  * it waits in the server's FIFO, and when such a job ends everything
  * waiting (up to OMLD_COALESCE_MAX) goes as one job against the view
  * current then: every query resolved alone, then one GEMM per head and
@@ -39,9 +41,9 @@ int omld_coalesce_admit(omld_slot *sl)
     omld_server *s = sl->conn->srv;
     sl->coalesced = 0;
     sl->co_next = NULL;
-    if (!omld_query_groupable(sl->view, sl->req))
+    if (s->co_max <= 0 || !omld_query_groupable(sl->view, sl->req))
         return 0;
-    if (s->co_jobs < OMLD_COALESCE_JOBS && s->co_head == NULL) {
+    if (s->co_jobs < s->co_max && s->co_head == NULL) {
         s->co_jobs++;
         sl->coalesced = 1;
         return 0;
@@ -130,7 +132,7 @@ static void start_group(omld_server *s, omld_view *v)
 void omld_coalesce_done(omld_server *s)
 {
     s->co_jobs--;
-    while (s->co_head && s->co_jobs < OMLD_COALESCE_JOBS) {
+    while (s->co_head && s->co_jobs < s->co_max) {
         omld_view *v = omld_views_acquire(s->views);
         if (omld_query_groupable(v, s->co_head->req)) {
             start_group(s, v);

@@ -94,6 +94,7 @@ struct omld_server {
     uint64_t start_ns;
     uint32_t max_frame;
     uint32_t max_pipeline;
+    int co_max;                      /* coalesce.c: query_group_jobs (0: never grouped) */
     uint64_t max_connections;
     uint64_t max_in, out_high, out_low;
     omld_answer_dims dims;           /* of the live model (answer size bounds) */
@@ -152,12 +153,11 @@ void omld_route_query_finish(omld_slot *sl, int status);
 void omld_route_query_queue(omld_slot *sl);
 
 /* coalesce.c: concurrent single Classify requests answered together */
-#define OMLD_COALESCE_JOBS 2    /* groupable jobs on the pool before requests wait */
 #define OMLD_COALESCE_MAX 128   /* requests in one group */
 /* 1 if sl (a QUERY slot, view taken, state SLOT_WORK) now waits for a
  * group; 0 if it starts alone (counted when groupable). */
 int omld_coalesce_admit(omld_slot *sl);
-/* A counted job ended: starts what waits, as far as OMLD_COALESCE_JOBS allow. */
+/* A counted job ended: starts what waits, as far as co_max allows. */
 void omld_coalesce_done(omld_server *s);
 void omld_route_wake(void *server);
 void omld_park_remove(omld_conn *c);
