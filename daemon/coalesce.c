@@ -5,9 +5,9 @@
  * Loop thread, but for group_work (threadpool). A groupable request
  * (omld_query_groupable: a live-model Classify without a metadata filter
  * on a view that scans every row) starts alone, as any query does, while
- * fewer than query_group_jobs (co_max; default 4, libuv's pool) groupable
- * jobs are on the pool, so the pool's threads keep their share of the
- * cores beside the learner and the indexer; past that
+ * fewer than query_group_jobs (co_max; 0, the default, never groups; 4 is
+ * libuv's pool, so its threads keep their share of the cores beside the
+ * learner and the indexer) groupable jobs are on the pool; past that
  * it waits in the server's FIFO, and when such a job ends everything
  * waiting (up to OMLD_COALESCE_MAX) goes as one job against the view
  * current then: every query resolved alone, then one GEMM per head and

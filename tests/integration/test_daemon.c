@@ -38,7 +38,9 @@
 
 static const char *const MODEL_ARGS[] = {
     "--dim=16", "--preset=default", "--layers=2", "--hidden=32", "--emb=8",
-    "--publish_ms=50", "--max_batch=1000", "--max_k=100", "--seed=3", NULL};
+    "--publish_ms=50", "--max_batch=1000", "--max_k=100", "--seed=3",
+    "--query_group_jobs=4", /* grouped single classify requests, in every test here */
+    NULL};
 
 static float X[N_ITEMS][DIM];
 static char ID[N_ITEMS][16];
