@@ -1065,6 +1065,7 @@ int omld_engine_create(omld_engine **out, const omld_config *opts, omld_metrics 
         uint32_t si = 0, sn = 0;
         if (omld_shard_parse(e->opts.shard, &si, &sn, NULL, 0) == 0)
             omld_views_set_shard(e->views, si, sn);
+        omld_views_set_duty(e->views, e->opts.index_duty);
     }
     if (e->views == NULL) {
         snprintf(err, errlen, "cannot start the indexer thread");

@@ -62,6 +62,9 @@ typedef struct omld_metrics {
     /* Queries of an index with inverted lists, and of a sample of them the
      * exact k nearest rows per head against those the lists found. */
     atomic_uint_fast64_t ann_queries, ann_recall_hits, ann_recall_total;
+    /* Single Classify requests that waited for a pool job and were answered
+     * together (coalesce.c): the groups, and the requests in them. */
+    atomic_uint_fast64_t query_groups, queries_grouped;
     /* connections */
     atomic_uint_fast64_t connections_accepted;
     atomic_uint_fast64_t connections_refused;/* over max_connections */

@@ -395,6 +395,11 @@ static void metrics_search(omld_buf *b, const omld_metrics *mt, const omld_model
           "queries (1 when it scans every item or none was sampled yet).",
           m->view_recall_total ? (double)m->view_recall_hits / (double)m->view_recall_total
                                : 1.0);
+    counter(b, "omld_query_groups_total", "Groups of concurrent single classify requests "
+            "answered together (one GEMM per head) on a view that scans every item.",
+            omld_read(&mt->query_groups));
+    counter(b, "omld_queries_grouped_total", "Single classify requests answered in those "
+            "groups.", omld_read(&mt->queries_grouped));
     gauge(b, "omld_search_index_versions_behind", "Model versions between the serving model "
           "and the one its index was built under (> 0: queries re-rank the index's candidates "
           "under the serving model while the next index is built).",

@@ -93,6 +93,8 @@ const omld_option omld_options[] = {
     REAL(ann_target_recall, 0, 1, "0.95", "a query of an index with inverted lists scans, per head, the lists that found this share of the exact 10 nearest items on a sample of the index's own rows, measured when the index is built; 0: a quarter of the lists"),
     INT(rerank_min_items, 0, 1LL << 31, "100000", "from this many stored items a new model serves at once, over the last index built: queries re-rank its candidates under the new model while the index is rebuilt behind it; 0: a model serves once its own index is built"),
     INT(rerank_candidates, 1, OML_SERVE_MAX_K, "32", "candidates per head a re-ranking query takes from the index (at least k + offset)"),
+    INT(query_group_jobs, 0, 1024, "0", "single classify requests on a view that scans every item (no inverted lists, not fresh) wait once this many of them run on the query pool, and go together as one group (one matrix product per head) when one ends (4: the pool's threads); 0: never grouped (measured no gain on 2 cores at 35,000 items)"),
+    REAL(index_duty, 0.01, 1, "0.5", "while new models serve at once over the last index (rerank_min_items), the share of a core that rebuilding the index for a newer model alone may take (each such rebuild waits its own time x (1 - share) / share after the last); items put or deleted start one at once; 1: rebuild without pause"),
     {NULL, OMLD_OPT_STR, 0, 0, 0, NULL, NULL},
 };
 

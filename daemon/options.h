@@ -50,6 +50,8 @@ typedef struct omld_config {
     double ann_target_recall;       /* the lists' calibrated recall (0: an eighth of the rows) */
     int64_t rerank_min_items;       /* fresh views from this many items (0: never) */
     int64_t rerank_candidates;      /* candidates per head a fresh view's query re-ranks */
+    double index_duty;
+    int64_t query_group_jobs;       /* groupable classify jobs on the pool before requests wait (0: never, the default) */              /* share of a core model-only index rebuilds may take */
     /* connection limits (server.c) */
     int64_t max_conn_input_bytes, max_conn_output_bytes;
     int64_t idle_timeout_ms, request_timeout_ms, min_request_rate;

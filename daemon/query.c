@@ -107,7 +107,10 @@ void omld__query_sample_recall(const omld_query_ctx *q, omld_view *v, const floa
 {
     if (r->after != NULL) /* one per reply (a batch offers each of its queries) */
         return;
-    omld_recall_job *j = omld_recall_offer(q->metrics, v, x, k, row);
+    /* A fresh view answers among k_c candidates per head (fresh.c): that
+     * set's recall is the index's share of its answers. */
+    int32_t k_c = (int32_t)q->lim->rerank_k > k ? (int32_t)q->lim->rerank_k : k;
+    omld_recall_job *j = omld_recall_offer(q->metrics, v, x, k, v->fresh ? k_c : 0, row);
     if (j) {
         r->after = j;
         r->after_free = omld_recall_drop;

@@ -27,6 +27,21 @@ typedef struct omld_query_ctx {
     omld_metrics *metrics;       /* the recall sample's counters (NULL: none taken) */
 } omld_query_ctx;
 
+/* Concurrent single Classify requests answered together (issue 14 item
+ * 4; the loop's side is coalesce.c): may reqs[i] join a group on view v?
+ * A Classify of the live model without a metadata filter, on a view that
+ * scans every row under its own model (no inverted lists, not fresh:
+ * where one GEMM per head serves many queries). */
+int omld_query_groupable(const omld_view *v, const Omld__Request *req);
+
+/* Fills rs[i] (initialised; body or error) for each of the n groupable
+ * requests reqs[i] against v, exactly as omld_query_run would one by one:
+ * every query resolved on its own (an unknown id is its own error), then
+ * one oml_classify_batch over the rest (bit for bit the single answers;
+ * if it fails, each is answered alone). */
+void omld_query_classify_group(const omld_query_ctx *q, omld_view *v,
+                               const Omld__Request *const *reqs, omld_reply *const *rs, size_t n);
+
 /* Fills r (body or error) for req (a QUERY route) against v by the row's
  * handler (ops.h); v may be NULL only for a row that does not need the
  * model. */

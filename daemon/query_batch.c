@@ -15,7 +15,9 @@
  * of them at once whatever the batch's size. The answers
  * live in the reply's arena; the scratch arrays are malloc'd and freed
  * here. Every query of a batch names one model (validate.c), so one view
- * answers it. */
+ * answers it. Single Classify requests that arrive together on an
+ * exact-scan view are answered the same way (omld_query_classify_group,
+ * for coalesce.c), each reply its own. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,6 +110,60 @@ static int run_classify_batch(const omld_query_ctx *q, omld_view *v, const Omld_
     free(qs);
     free(c);
     return rc;
+}
+
+/* ------------------------------------------------------------ single requests, grouped */
+
+int omld_query_groupable(const omld_view *v, const Omld__Request *req)
+{
+    if (v == NULL || v->fresh || v->ix->hl != NULL || req->body_case != OMLD__REQUEST__BODY_CLASSIFY)
+        return 0;
+    const Omld__ClassifyRequest *m = req->classify;
+    return m->model_opt_case != OMLD__CLASSIFY_REQUEST__MODEL_OPT_MODEL && m->n_metadata == 0;
+}
+
+void omld_query_classify_group(const omld_query_ctx *q, omld_view *v,
+                               const Omld__Request *const *reqs, omld_reply *const *rs, size_t n)
+{
+    oml_query *qs = malloc(n * sizeof *qs);
+    size_t *of = malloc(n * sizeof *of); /* the request of each query */
+    oml_classification *c = malloc(n * sizeof *c);
+    size_t m = 0;
+    int rc = qs && of && c ? OML_OK : OML_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        rs[i]->msg.model_version = v->version;
+        const Omld__ClassifyRequest *cq = reqs[i]->classify;
+        int32_t k = omld__query_k(cq->k_opt_case == OMLD__CLASSIFY_REQUEST__K_OPT_K, cq->k, q->lim);
+        query_item qi;
+        if (rc != OML_OK)
+            omld__query_oom(rs[i], "classify");
+        else if (omld__query_resolve(q, v, cq->query, "classify.query", &qi, rs[i]) == 0) {
+            qs[m] = (oml_query){qi.x, k, qi.row, NULL};
+            of[m++] = i;
+        }
+    }
+    oml_diag d = {0};
+    if (rc == OML_OK && m > 0)
+        rc = oml_classify_batch(v->ix, qs, (int32_t)m, c, &d);
+    for (size_t j = 0; j < m; j++) {
+        omld_reply *r = rs[of[j]];
+        if (rc != OML_OK) { /* whichever query failed the batch: each alone, as it would be */
+            omld_reply_free(r);
+            omld_reply_init(r, reqs[of[j]]->request_id);
+            omld_query_run(q, v, reqs[of[j]], r);
+            continue;
+        }
+        omld__query_sample_recall(q, v, qs[j].x, qs[j].k, qs[j].exclude_row, r);
+        /* no labelled neighbour (OML_LABEL_NONE) is an empty answer */
+        r->msg.classify = omld__query_classify_response(v->ix, &c[j], r);
+        if (r->msg.classify == NULL)
+            omld__query_oom(r, "classify");
+        else
+            r->msg.body_case = OMLD__RESPONSE__BODY_CLASSIFY;
+    }
+    free(qs);
+    free(of);
+    free(c);
 }
 
 /* ------------------------------------------------------------ retrieve */

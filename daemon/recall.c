@@ -10,13 +10,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rerank.h"
 #include "serve.h"
 
 struct omld_recall_job {
     uv_work_t work;
     omld_metrics *m;
     omld_view *v;
-    int32_t k, row;
+    int32_t k, k_c, row;
     float x[]; /* (dim) */
 };
 
@@ -24,7 +25,7 @@ static atomic_int busy;                 /* a job is queued or running */
 static atomic_uint_fast64_t next_ns;    /* no job starts before */
 
 omld_recall_job *omld_recall_offer(omld_metrics *m, omld_view *v, const float *x, int32_t k,
-                                   int32_t row)
+                                   int32_t k_c, int32_t row)
 {
     if (m == NULL || v == NULL || v->ix->hl == NULL)
         return NULL;
@@ -44,6 +45,7 @@ omld_recall_job *omld_recall_offer(omld_metrics *m, omld_view *v, const float *x
     j->m = m;
     j->v = omld_view_retain(v);
     j->k = k;
+    j->k_c = k_c;
     j->row = row;
     memcpy(j->x, x, dim * sizeof(float));
     return j;
@@ -60,7 +62,10 @@ static void job_run(omld_recall_job *j)
 {
     uint64_t t0 = omld_now_ns();
     int64_t hits, total;
-    oml_index_recall(j->v->ix, j->x, j->k, j->row, &hits, &total);
+    if (j->k_c > 0)
+        oml_rerank_recall(j->v->ix, j->x, j->k, j->k_c, j->row, &hits, &total);
+    else
+        oml_index_recall(j->v->ix, j->x, j->k, j->row, &hits, &total);
     omld_count(&j->m->ann_recall_hits, (uint64_t)hits);
     omld_count(&j->m->ann_recall_total, (uint64_t)total);
     omld_view *b = j->v->base ? j->v->base : j->v; /* the index's figure, whichever model serves */

@@ -2,7 +2,8 @@
  * query's path (issue 14).
  *
  * Some queries are also answered by a full scan under the same model, and
- * the share of the exact k nearest per head the lists found is counted on
+ * the share of the exact k nearest per head the lists found (on a fresh
+ * view: the share among the candidates its answer is chosen from) is counted on
  * /status (search.recall, the serving index's) and /metrics. At a million
  * items a full scan takes about 100 ms against about 2 ms for the lists'
  * search, so the scan runs on the threadpool after the query's reply is
@@ -26,9 +27,11 @@ typedef struct omld_recall_job omld_recall_job;
 
 /* A job checking query x (the view's dimension, copied) with k neighbours
  * per head, leaving row out (-1: none), against v (retained), when this
- * query is sampled; else (no lists, declined, out of memory) NULL. */
+ * query is sampled; else (no lists, declined, out of memory) NULL. k_c 0:
+ * the lists' search for k (oml_index_recall); k_c >= k: the k_c candidates
+ * per head a fresh view chooses its answer among (oml_rerank_recall). */
 omld_recall_job *omld_recall_offer(omld_metrics *m, omld_view *v, const float *x, int32_t k,
-                                   int32_t row);
+                                   int32_t k_c, int32_t row);
 
 /* Runs the job on loop's threadpool and frees it (at once when it cannot
  * be queued). Loop thread. */

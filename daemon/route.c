@@ -94,9 +94,8 @@ static void query_work(uv_work_t *w)
     omld_slot_pack(sl);
 }
 
-static void query_after(uv_work_t *w, int status)
+void omld_route_query_finish(omld_slot *sl, int status)
 {
-    omld_slot *sl = container_of(w, omld_slot, work);
     omld_conn *c = sl->conn;
     omld_view_release(sl->view);
     sl->view = NULL;
@@ -119,6 +118,28 @@ static void query_after(uv_work_t *w, int status)
     omld_conn_unref(c);
 }
 
+static void query_after(uv_work_t *w, int status)
+{
+    omld_slot *sl = container_of(w, omld_slot, work);
+    omld_server *s = sl->conn->srv;
+    int counted = sl->coalesced;
+    omld_route_query_finish(sl, status);
+    if (counted)
+        omld_coalesce_done(s);
+}
+
+void omld_route_query_queue(omld_slot *sl)
+{
+    omld_conn *c = sl->conn;
+    if (uv_queue_work(c->srv->loop, &sl->work, query_work, query_after) != 0) {
+        omld_view_release(sl->view);
+        sl->view = NULL;
+        sl->state = SLOT_PARKED;
+        omld_slot_error(sl, OMLD__STATUS__CODE__INTERNAL, "could not queue the query");
+        omld_conn_unref(c); /* the slot's reference */
+    }
+}
+
 static void start_query(omld_slot *sl)
 {
     omld_conn *c = sl->conn;
@@ -132,15 +153,19 @@ static void start_query(omld_slot *sl)
     sl->qctx = &s->qctx;
     sl->max_frame = s->max_frame;
     sl->state = SLOT_WORK;
-    int rc = uv_queue_work(s->loop, &sl->work, query_work, query_after);
-    if (rc != 0) {
+    c->refs++;
+    if (omld_coalesce_admit(sl))
+        return; /* it waits for a group (coalesce.c) */
+    int counted = sl->coalesced;
+    if (uv_queue_work(s->loop, &sl->work, query_work, query_after) != 0) {
         omld_view_release(sl->view);
         sl->view = NULL;
         sl->state = SLOT_PARKED;
         omld_slot_error(sl, OMLD__STATUS__CODE__INTERNAL, "could not queue the query");
-        return;
+        c->refs--;
+        if (counted)
+            omld_coalesce_done(s);
     }
-    c->refs++;
 }
 
 /* ADMIN route: trainer and model requests on the threadpool (a TrainStart

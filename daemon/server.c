@@ -195,6 +195,7 @@ static void server_limits(omld_server *s, const omld_config *cfg)
 {
     s->max_frame = (uint32_t)cfg->max_frame_bytes;
     s->max_pipeline = (uint32_t)cfg->max_pipeline;
+    s->co_max = (int)cfg->query_group_jobs;
     s->max_connections = (uint64_t)cfg->max_connections;
     s->max_in = (uint64_t)cfg->max_conn_input_bytes;
     if (s->max_in < (uint64_t)s->max_frame + OML_FRAME_HEADER_BYTES)

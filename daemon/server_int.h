@@ -50,6 +50,8 @@ typedef struct omld_slot {
     uint8_t *out;                    /* the packed answer frame (READY) */
     size_t out_len;
     int code;                        /* its status code */
+    struct omld_slot *co_next;       /* coalesce.c: waiting for a group */
+    int coalesced;                   /* coalesce.c: its job counts in co_jobs */
 } omld_slot;
 
 struct omld_conn {
@@ -92,6 +94,7 @@ struct omld_server {
     uint64_t start_ns;
     uint32_t max_frame;
     uint32_t max_pipeline;
+    int co_max;                      /* coalesce.c: query_group_jobs (0: never grouped) */
     uint64_t max_connections;
     uint64_t max_in, out_high, out_low;
     omld_answer_dims dims;           /* of the live model (answer size bounds) */
@@ -121,6 +124,8 @@ struct omld_server {
     omld_conn *conns;
     uint64_t n_conns;
     omld_conn *park_head, *park_tail;
+    omld_slot *co_head, *co_tail;    /* coalesce.c: Classify requests waiting for a group */
+    int co_jobs;                     /* coalesce.c: groupable jobs on the pool */
 
     int draining, done_called;
     void (*drain_done)(void *arg);
@@ -143,6 +148,22 @@ void omld_slot_discard(omld_slot *sl);
 
 /* route.c */
 void omld_route_start(omld_slot *sl);
+/* A QUERY slot's answer, on the loop once its work ended (status: the
+ * work callback's): the view released, the answer made ready (or dropped
+ * on a closing connection), its recall sample queued, the connection's
+ * reference dropped. */
+void omld_route_query_finish(omld_slot *sl, int status);
+/* Queues a QUERY slot (view taken, state SLOT_WORK, the connection's
+ * reference taken) alone on the pool; an error answers it. */
+void omld_route_query_queue(omld_slot *sl);
+
+/* coalesce.c: concurrent single Classify requests answered together */
+#define OMLD_COALESCE_MAX 128   /* requests in one group */
+/* 1 if sl (a QUERY slot, view taken, state SLOT_WORK) now waits for a
+ * group; 0 if it starts alone (counted when groupable). */
+int omld_coalesce_admit(omld_slot *sl);
+/* A counted job ended: starts what waits, as far as co_max allows. */
+void omld_coalesce_done(omld_server *s);
 void omld_route_wake(void *server);
 void omld_park_remove(omld_conn *c);
 

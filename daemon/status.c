@@ -323,6 +323,10 @@ static void json_search(omld_json *j, const omld_status_input *in, const omld_mo
     omld_json_kv_uint(j, "index_version", m->view_index_version);
     omld_json_kv_uint(j, "rerank_from_items",
                       in->cfg ? (uint64_t)in->cfg->rerank_min_items : 0);
+    if (in->metrics) { /* single classify requests answered together (coalesce.c) */
+        omld_json_kv_uint(j, "query_groups", omld_read(&in->metrics->query_groups));
+        omld_json_kv_uint(j, "queries_grouped", omld_read(&in->metrics->queries_grouped));
+    }
     omld_json_kv_uint(j, "recall_checked", m->view_recall_total);
     omld_json_kv_double(j, "recall", m->view_recall_total > 0
                                          ? (double)m->view_recall_hits /

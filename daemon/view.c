@@ -43,6 +43,12 @@ struct omld_views {
     atomic_uint_fast64_t rerank_min_items; /* fresh views from this many items (0: never) */
     uint32_t shard_i, shard_n;  /* index only shard shard_i of shard_n (n <= 1: every item) */
     _Atomic double target_recall;  /* the lists' calibration target (0: none) */
+    _Atomic double duty;        /* share of a core model-only rebuilds may take (1: all) */
+    /* Indexer thread only: the store as the last build began gathering it
+     * (oml_store_changes, the lock's generation), and the earliest start
+     * of a rebuild for a newer model alone (omld_views_set_duty). */
+    uint64_t built_changes, built_gen, next_build_ns;
+    int have_built;
     uint64_t pending_ns;
     int stop;
     int started;
@@ -156,6 +162,11 @@ static int index_build(omld_views *vs, oml_snapshot *snap, omld_store_lock *lock
     store_rdlock(lock); /* a rollback swaps the whole store struct in under the write lock */
     int32_t dim = oml_store_dim(vs->store);
     uint64_t gen = lock ? lock->generation : 0;
+    if (lock) { /* the indexer's build: what a model-only rebuild is judged against */
+        vs->built_changes = oml_store_changes(vs->store);
+        vs->built_gen = gen;
+        vs->have_built = 1;
+    }
     store_unlock(lock);
     int rc = oml_index_builder_init(&b, snap, dim);
     b.shard_i = vs->shard_i;
@@ -296,6 +307,54 @@ static void view_swap(omld_views *vs, omld_view *v)
         vs->on_publish(vs->arg, v);
 }
 
+/* Whether the pending snapshot may wait (vs->mu held; may drop and take
+ * it again): while fresh views serve every new model over the current
+ * index, a rebuild whose only news is a newer model waits until
+ * next_build_ns, so rebuilds take at most `duty` of a core. Items put,
+ * replaced or deleted since the last build began, or a swapped store,
+ * start one at once (they are not found until then). */
+static int model_only_can_wait(omld_views *vs)
+{
+    double duty = atomic_load(&vs->duty);
+    uint64_t min = atomic_load(&vs->rerank_min_items);
+    const omld_view *cur = vs->current;
+    const omld_view *base = cur ? (cur->base ? cur->base : cur) : NULL;
+    if (!(duty < 1.0) || min == 0 || !vs->have_built || base == NULL ||
+        (uint64_t)base->ix->n < min || omld_now_ns() >= vs->next_build_ns || vs->lock == NULL)
+        return 0;
+    pthread_mutex_unlock(&vs->mu); /* the store's lock is never taken under mu */
+    store_rdlock(vs->lock);
+    int same = oml_store_changes(vs->store) == vs->built_changes &&
+               vs->lock->generation == vs->built_gen;
+    store_unlock(vs->lock);
+    pthread_mutex_lock(&vs->mu);
+    return same;
+}
+
+/* The CLOCK_REALTIME time ns from now (a condition variable's deadline). */
+static struct timespec realtime_in(uint64_t ns)
+{
+    struct timespec at;
+    clock_gettime(CLOCK_REALTIME, &at);
+    at.tv_sec += (time_t)(ns / 1000000000ull);
+    at.tv_nsec += (long)(ns % 1000000000ull);
+    if (at.tv_nsec >= 1000000000L) {
+        at.tv_sec++;
+        at.tv_nsec -= 1000000000L;
+    }
+    return at;
+}
+
+/* Waits on cv until next_build_ns, a new snapshot or stop (mu held). */
+static void wait_for_turn(omld_views *vs)
+{
+    uint64_t now = omld_now_ns(), left = vs->next_build_ns > now ? vs->next_build_ns - now : 0;
+    if (left > 1000000000ull) /* look at the store again at least once a second */
+        left = 1000000000ull;
+    struct timespec at = realtime_in(left);
+    pthread_cond_timedwait(&vs->cv, &vs->mu, &at);
+}
+
 static void *indexer_main(void *arg)
 {
     omld_views *vs = arg;
@@ -305,13 +364,26 @@ static void *indexer_main(void *arg)
             pthread_cond_wait(&vs->cv, &vs->mu);
         if (vs->stop)
             break;
+        if (model_only_can_wait(vs)) {
+            if (!vs->stop)
+                wait_for_turn(vs);
+            continue;
+        }
+        if (vs->pending == NULL || vs->stop)
+            continue;
         oml_snapshot *snap = vs->pending;
         uint64_t ns = vs->pending_ns;
         vs->pending = NULL;
         pthread_mutex_unlock(&vs->mu);
 
         int refused;
+        uint64_t t0 = omld_now_ns();
         omld_view *v = view_build(vs, snap, ns, vs->lock, &refused);
+        uint64_t t1 = omld_now_ns();
+        double duty = atomic_load(&vs->duty);
+        vs->next_build_ns = t1 + (duty > 0.0 && duty < 1.0
+                                      ? (uint64_t)((double)(t1 - t0) * (1.0 - duty) / duty)
+                                      : 0);
         if (v) {
             LOG_DEBUG("indexer", "view %llu: %d items, built in %.1f ms",
                       (unsigned long long)v->version, v->ix->n,
@@ -340,6 +412,7 @@ int omld_views_create(omld_views **out, const oml_store *store, omld_store_lock 
     atomic_init(&vs->lists_min_items, 0);
     atomic_init(&vs->rerank_min_items, 0);
     atomic_init(&vs->target_recall, 0.0);
+    atomic_init(&vs->duty, 1.0);
     pthread_mutex_init(&vs->mu, NULL);
     pthread_cond_init(&vs->cv, NULL);
     if (pthread_create(&vs->thread, NULL, indexer_main, vs) != 0) {
@@ -385,6 +458,14 @@ void omld_views_set_shard(omld_views *vs, uint32_t i, uint32_t n)
 {
     vs->shard_i = i;
     vs->shard_n = n;
+}
+
+void omld_views_set_duty(omld_views *vs, double duty)
+{
+    atomic_store(&vs->duty, duty > 0.0 && duty < 1.0 ? duty : 1.0);
+    pthread_mutex_lock(&vs->mu);
+    pthread_cond_broadcast(&vs->cv); /* a waiting rebuild looks again */
+    pthread_mutex_unlock(&vs->mu);
 }
 
 /* Serves snap at once over the current index when re-ranking is on and the
@@ -453,14 +534,7 @@ uint64_t omld_views_version(const omld_views *vs)
 
 int omld_views_wait(omld_views *vs, uint64_t version, int timeout_ms)
 {
-    struct timespec deadline;
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_sec += timeout_ms / 1000;
-    deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (deadline.tv_nsec >= 1000000000L) {
-        deadline.tv_sec++;
-        deadline.tv_nsec -= 1000000000L;
-    }
+    struct timespec deadline = realtime_in((uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000ull);
     pthread_mutex_lock(&vs->mu);
     int rc = 0;
     while (atomic_load(&vs->version) < version && vs->built < version && rc != ETIMEDOUT)

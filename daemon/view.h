@@ -89,6 +89,15 @@ void omld_views_set_rerank(omld_views *vs, uint64_t min_items);
  * hashes to shard i (src/shard.h). Before the first publish. */
 void omld_views_set_shard(omld_views *vs, uint32_t i, uint32_t n);
 
+/* While fresh views serve every new model (omld_views_set_rerank), a
+ * rebuild whose only news is a newer model waits until the last build's
+ * time x (1 - duty) / duty has passed since it ended, so such rebuilds
+ * take at most `duty` of a core (at a million items a build takes tens
+ * of seconds; the fresh views answer under the newest model meanwhile).
+ * Items put or deleted since the last build began start one at once.
+ * duty in (0, 1); anything else (the default 1): no wait. */
+void omld_views_set_duty(omld_views *vs, double duty);
+
 /* Hands a snapshot (ownership transferred) to the indexer. snapshot_ns is
  * when it was taken. Never blocks on an index build. */
 void omld_views_submit(omld_views *vs, oml_snapshot *snap, uint64_t snapshot_ns);

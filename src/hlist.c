@@ -237,6 +237,68 @@ __attribute__((target("avx2"))) static void code_dots_avx2(const int8_t *codes, 
     }
     code_dots_c(codes + (size_t)i * (size_t)e, m - i, e, q, out + i);
 }
+
+/* The approximate dot products of a block of m positions, 8 rows at a
+ * time: each row's integer dot product as code_dots_avx2 computes it
+ * (|q| and q's signs taken once per block, not per row), then
+ * base + dot * scale[p] * qs in the same float operations, in the same
+ * order, as the portable path (no fused multiply-add), into d (m). Returns
+ * a bit per position (bit i of word i / 64) set where d > thr: the only
+ * rows the caller has to look at. e a multiple of 32, m <= SCAN_BLOCK. */
+__attribute__((target("avx2"))) static void block_scores_avx2(const int8_t *codes, int32_t m,
+                                                              int32_t e, const int8_t *q,
+                                                              const float *scale, float qs,
+                                                              float base, float thr, float *d,
+                                                              uint64_t *hit)
+{
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i qa[OML_HLIST_MAX_EMB / 32], qv[OML_HLIST_MAX_EMB / 32];
+    int32_t nj = e / 32;
+    for (int32_t j = 0; j < nj; j++) {
+        qv[j] = _mm256_loadu_si256((const __m256i *)(const void *)(q + 32 * j));
+        qa[j] = _mm256_abs_epi8(qv[j]);
+    }
+    const __m256 vqs = _mm256_set1_ps(qs), vbase = _mm256_set1_ps(base), vthr = _mm256_set1_ps(thr);
+    for (int32_t w = 0; w < (m + 63) / 64; w++)
+        hit[w] = 0;
+    int32_t i = 0;
+    for (; i + 8 <= m; i += 8) {
+        __m256i acc[8];
+        for (int r = 0; r < 8; r++) {
+            const int8_t *c = codes + (size_t)(i + r) * (size_t)e;
+            __m256i a = _mm256_setzero_si256();
+            for (int32_t j = 0; j < nj; j++) {
+                __m256i cv = _mm256_loadu_si256((const __m256i *)(const void *)(c + 32 * j));
+                __m256i p = _mm256_maddubs_epi16(qa[j], _mm256_sign_epi8(cv, qv[j]));
+                a = _mm256_add_epi32(a, _mm256_madd_epi16(p, ones));
+            }
+            acc[r] = a;
+        }
+        /* rows 0-3 and 4-7 as [r0 r1 r2 r3 | r0 r1 r2 r3] (lane halves), then
+         * the halves added: [r0 .. r7] */
+        __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(acc[0], acc[1]),
+                                      _mm256_hadd_epi32(acc[2], acc[3]));
+        __m256i g = _mm256_hadd_epi32(_mm256_hadd_epi32(acc[4], acc[5]),
+                                      _mm256_hadd_epi32(acc[6], acc[7]));
+        __m256i dots = _mm256_add_epi32(_mm256_permute2x128_si256(h, g, 0x20),
+                                        _mm256_permute2x128_si256(h, g, 0x31));
+        __m256 v = _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(dots),
+                                               _mm256_loadu_ps(scale + i)), vqs);
+        v = _mm256_add_ps(vbase, v);
+        _mm256_storeu_ps(d + i, v);
+        uint64_t bits = (uint64_t)_mm256_movemask_ps(_mm256_cmp_ps(v, vthr, _CMP_GT_OQ));
+        hit[i / 64] |= bits << (i % 64);
+    }
+    if (i < m) {
+        int32_t dots[8];
+        code_dots_c(codes + (size_t)i * (size_t)e, m - i, e, q, dots);
+        for (int32_t t = i; t < m; t++) {
+            d[t] = base + (float)dots[t - i] * scale[t] * qs;
+            if (d[t] > thr)
+                hit[t / 64] |= (uint64_t)1 << (t % 64);
+        }
+    }
+}
 #endif
 
 static void code_dots(const int8_t *codes, int32_t m, int32_t e, const int8_t *q, int32_t *out)
@@ -305,6 +367,32 @@ int32_t oml_hlist_rescore(const oml_hlist *hl, const float *q, const float *dots
     return cnt;
 }
 
+/* Scores the block of m positions from p0 into d (m) and marks in hit
+ * every position whose score exceeds thr (a superset of the ones a scan
+ * keeps: thr only rises). */
+static void block_scores(const oml_hlist *hl, int32_t p0, int32_t m, const int8_t *qc, float qs,
+                         float base, float thr, float *d, uint64_t *hit)
+{
+    int32_t e = hl->emb;
+    const float *scale = hl->scale + p0;
+#ifdef HAVE_AVX2_KERNEL
+    if (e % 32 == 0 && __builtin_cpu_supports("avx2")) {
+        block_scores_avx2(hl->codes + (size_t)p0 * (size_t)e, m, e, qc, scale, qs, base, thr, d,
+                          hit);
+        return;
+    }
+#endif
+    int32_t dots[SCAN_BLOCK];
+    code_dots(hl->codes + (size_t)p0 * (size_t)e, m, e, qc, dots);
+    for (int32_t w = 0; w < (m + 63) / 64; w++)
+        hit[w] = 0;
+    for (int32_t t = 0; t < m; t++) {
+        d[t] = base + (float)dots[t] * scale[t] * qs;
+        if (d[t] > thr)
+            hit[t / 64] |= (uint64_t)1 << (t % 64);
+    }
+}
+
 int32_t oml_hlist_scan(const oml_hlist *hl, const float *q, const int32_t *order,
                        const float *dots_c, int32_t n_probe, int32_t r, int32_t exclude,
                        const uint8_t *allow, oml_neighbor *out)
@@ -314,22 +402,25 @@ int32_t oml_hlist_scan(const oml_hlist *hl, const float *q, const int32_t *order
         return 0;
     int8_t qc[OML_HLIST_MAX_EMB];
     float qs = code_query(q, e, qc);
-    int32_t dots[SCAN_BLOCK];
+    float d[SCAN_BLOCK];
+    uint64_t hit[SCAN_BLOCK / 64];
     for (int32_t i = 0; i < n_probe; i++) {
         int32_t a = hl->list_start[order[i]], b = hl->list_start[order[i] + 1];
         float base = dots_c[order[i]]; /* q . centroid, exact up to float */
         for (int32_t p0 = a; p0 < b; p0 += SCAN_BLOCK) {
             int32_t m = b - p0 < SCAN_BLOCK ? b - p0 : SCAN_BLOCK;
-            code_dots(hl->codes + (size_t)p0 * (size_t)e, m, e, qc, dots);
-            for (int32_t t = 0; t < m; t++) {
-                float d = base + (float)dots[t] * hl->scale[p0 + t] * qs;
-                if (cnt == r && !(d > out[0].dist))
-                    continue;
-                int32_t row = hl->rows[p0 + t];
-                if (row == exclude || (allow && !allow[row]))
-                    continue;
-                keep_best(out, &cnt, r, row, d);
-            }
+            /* Until the heap holds r rows every row enters: -inf. */
+            block_scores(hl, p0, m, qc, qs, base, cnt == r ? out[0].dist : -INFINITY, d, hit);
+            for (int32_t w = 0; w < (m + 63) / 64; w++)
+                for (uint64_t bits = hit[w]; bits; bits &= bits - 1) {
+                    int32_t t = w * 64 + __builtin_ctzll(bits);
+                    if (cnt == r && !(d[t] > out[0].dist))
+                        continue;
+                    int32_t row = hl->rows[p0 + t];
+                    if (row == exclude || (allow && !allow[row]))
+                        continue;
+                    keep_best(out, &cnt, r, row, d[t]);
+                }
         }
     }
     return cnt;

@@ -241,7 +241,7 @@ int32_t oml_index_select(const oml_index *ix, int head, const float *q, float *d
 size_t oml_near_ws_bytes(const oml_index *ix, int32_t k)
 {
     size_t L = (size_t)ix->n_lists, r = (size_t)oml_index_rerank_rows(k > 0 ? k : 1);
-    return ((OML_SHARE_MAX + 1) * r * sizeof(oml_neighbor) +
+    return ((OML_SHARE_MAX + 2) * r * sizeof(oml_neighbor) +
             L * (sizeof(int32_t) + sizeof(float)) + 7) & ~(size_t)7;
 }
 
@@ -251,8 +251,35 @@ void oml_near_ws_init(oml_near_ws *w, const oml_index *ix, int32_t k, void *mem)
     w->cand = mem;
     w->n_cand = 0;
     w->best = w->cand + OML_SHARE_MAX * r;
-    w->dots = (float *)(void *)(w->best + r);
+    w->pick = w->best + r;
+    w->dots = (float *)(void *)(w->pick + r);
     w->order = (int32_t *)(void *)(w->dots + ix->n_lists);
+}
+
+/* The rows head's search proposes for k neighbours, unordered, with their
+ * approximate dot products (dist): its own scan of n_probe lists (< 0: the
+ * calibrated number), keeping oml_index_rerank_rows(k) times its donor
+ * factor, left in w->cand for the heads that share it; or, for a head
+ * that shares another's scan, the oml_index_rerank_rows(k) best of that
+ * scan by this head's codes. *cand points at them; returns the count. */
+static int32_t propose(const oml_index *ix, int head, const float *q, int32_t k, int32_t n_probe,
+                       int32_t exclude, const uint8_t *allow, oml_near_ws *w,
+                       const oml_neighbor **cand)
+{
+    const oml_hlist *hl = &ix->hl[head];
+    if (hl->shared_from < 0) {
+        int32_t lists = oml_hlist_order(hl, q, w->order, w->dots);
+        int32_t np = n_probe >= 0 ? n_probe : hl->n_probe;
+        np = np < lists ? np : lists;
+        int32_t r = oml_index_rerank_rows(k) * (hl->donor > 1 ? hl->donor : 1);
+        *cand = w->cand;
+        return w->n_cand = oml_hlist_scan(hl, q, w->order, w->dots, np, r, exclude, allow,
+                                          w->cand);
+    }
+    oml_hlist_dots(hl, q, w->dots);
+    *cand = w->best;
+    return oml_hlist_rescore(hl, q, w->dots, w->cand, w->n_cand, oml_index_rerank_rows(k),
+                             w->best);
 }
 
 int32_t oml_index_topk_near(const oml_index *ix, int head, const float *q, int32_t k,
@@ -261,21 +288,8 @@ int32_t oml_index_topk_near(const oml_index *ix, int head, const float *q, int32
 {
     if (k <= 0 || ix->hl == NULL)
         return 0;
-    const oml_hlist *hl = &ix->hl[head];
-    const oml_neighbor *cand = w->cand;
-    int32_t m;
-    if (hl->shared_from < 0) {
-        int32_t lists = oml_hlist_order(hl, q, w->order, w->dots);
-        int32_t np = n_probe >= 0 ? n_probe : hl->n_probe;
-        np = np < lists ? np : lists;
-        int32_t r = oml_index_rerank_rows(k) * (hl->donor > 1 ? hl->donor : 1);
-        m = w->n_cand = oml_hlist_scan(hl, q, w->order, w->dots, np, r, exclude, allow, w->cand);
-    } else {
-        oml_hlist_dots(hl, q, w->dots);
-        m = oml_hlist_rescore(hl, q, w->dots, w->cand, w->n_cand, oml_index_rerank_rows(k),
-                              w->best);
-        cand = w->best;
-    }
+    const oml_neighbor *cand;
+    int32_t m = propose(ix, head, q, k, n_probe, exclude, allow, w, &cand);
     /* The exact re-rank: canonical distances, the k best by (distance, row). */
     const float *Et = ix->emb_cols + (size_t)head * (size_t)ix->n * (size_t)ix->emb;
     int32_t cnt = 0;
@@ -292,6 +306,38 @@ int32_t oml_index_topk_near(const oml_index *ix, int head, const float *q, int32
     }
     oml_index_sel s = {.best = out, .k = k, .cnt = cnt};
     return oml_index_sel_finish(&s);
+}
+
+int32_t oml_index_near_candidates(const oml_index *ix, int head, const float *q, int32_t k,
+                                  int32_t exclude, const uint8_t *allow, int32_t *rows,
+                                  oml_near_ws *w)
+{
+    if (k <= 0 || ix->hl == NULL)
+        return 0;
+    const oml_neighbor *cand;
+    int32_t m = propose(ix, head, q, k, -1, exclude, allow, w, &cand);
+    if (m <= k) {
+        for (int32_t i = 0; i < m; i++)
+            rows[i] = cand[i].row;
+        return m;
+    }
+    /* The k largest approximate dot products: a min-heap on dist in
+     * w->pick (cand is only read: a donor's scan stays for the heads that
+     * share it). */
+    oml_neighbor *h = w->pick;
+    int32_t cnt = 0;
+    for (int32_t i = 0; i < m; i++) {
+        if (cnt < k) {
+            h[cnt] = cand[i];
+            oml_minheap_up(h, cnt++);
+        } else if (cand[i].dist > h[0].dist) {
+            h[0] = cand[i];
+            oml_minheap_down(h, cnt, 0);
+        }
+    }
+    for (int32_t i = 0; i < cnt; i++)
+        rows[i] = h[i].row;
+    return cnt;
 }
 
 int oml_index_add_lists(oml_index *ix)

@@ -151,6 +151,7 @@ typedef struct oml_near_ws {
     oml_neighbor *cand;  /* (OML_SHARE_MAX oml_index_rerank_rows(k)) the last scan's rows */
     int32_t n_cand;
     oml_neighbor *best;  /* (oml_index_rerank_rows(k)) a sharing head's pick of them */
+    oml_neighbor *pick;  /* (oml_index_rerank_rows(k)) oml_index_near_candidates' heap */
 } oml_near_ws;
 /* Its bytes (8-aligned), and the workspace laid out in mem. */
 size_t oml_near_ws_bytes(const oml_index *ix, int32_t k);
@@ -165,6 +166,16 @@ void oml_near_ws_init(oml_near_ws *w, const oml_index *ix, int32_t k, void *mem)
 int32_t oml_index_topk_near(const oml_index *ix, int head, const float *q, int32_t k,
                             int32_t n_probe, int32_t exclude, const uint8_t *allow,
                             oml_neighbor *out, oml_near_ws *w);
+
+/* The rows oml_index_topk_near would re-rank for k neighbours, cut to the
+ * k of them with the largest approximate dot products (the codes'), into
+ * rows (k), unordered; returns how many. No exact distance is taken: for
+ * callers that re-rank the rows themselves under another model (rerank.h),
+ * where the index's own exact order would be thrown away. Same workspace
+ * rules as oml_index_topk_near (heads in ascending order, one k). */
+int32_t oml_index_near_candidates(const oml_index *ix, int head, const float *q, int32_t k,
+                                  int32_t exclude, const uint8_t *allow, int32_t *rows,
+                                  oml_near_ws *w);
 
 /* The selection step of oml_index_topk, for callers that computed the dot
  * products themselves (e.g. one GEMM for many queries): dots (n) holds any

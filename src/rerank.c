@@ -1,6 +1,8 @@
 /* rerank.c - answering under a newer model than the index's (rerank.h).
  *
- * DESIGN: the candidates come from serve.c's own search (oml__query_neighbors)
+ * DESIGN: the candidates come from serve.c's own search (oml__query_neighbors;
+ * on an index with lists, the rows its search would re-rank, cut by the
+ * codes' order: oml_index_near_candidates)
  * and the answer from serve.c's own rules (oml__vote, oml__rank_pool), so
  * an answer among all rows is the answer oml_classify / oml_retrieve give
  * on an index built under the newer model. Between the two, the candidates
@@ -32,11 +34,20 @@ int oml_rerank_candidates(const oml_index *ix, const float *x, int32_t k_c, int3
     void *ex;
     if (oml__query_ws_init(&w, ix, k_c, 0, &ex) != OML_OK)
         return oml_diag_set(diag, OML_ENOMEM, "", "candidate workspace");
-    rc = oml__query_neighbors(ix, x, k_c, exclude_row, allow, &w);
     int32_t m = 0;
-    for (int h = 0; rc == OML_OK && h < ix->heads; h++)
-        for (int32_t j = 0; j < w.cnt[h]; j++)
-            rows[m++] = w.nb[(size_t)h * (size_t)k_c + (size_t)j].row;
+    if (ix->hl == NULL) {
+        rc = oml__query_neighbors(ix, x, k_c, exclude_row, allow, &w);
+        for (int h = 0; rc == OML_OK && h < ix->heads; h++)
+            for (int32_t j = 0; j < w.cnt[h]; j++)
+                rows[m++] = w.nb[(size_t)h * (size_t)k_c + (size_t)j].row;
+    } else {
+        /* The lists' rows by the codes' order, without the exact re-rank
+         * under the index's model: the newer model re-ranks them anyway. */
+        rc = oml_snapshot_embed(ix->snap, x, 1, w.q);
+        for (int h = 0; rc == OML_OK && h < ix->heads; h++)
+            m += oml_index_near_candidates(ix, h, w.q + (size_t)h * (size_t)ix->emb, k_c,
+                                           exclude_row, allow, rows + m, &w.near);
+    }
     free(w._block);
     if (rc != OML_OK)
         return oml_diag_set(diag, rc, "", "embedding the query");
@@ -47,6 +58,35 @@ int oml_rerank_candidates(const oml_index *ix, const float *x, int32_t k_c, int3
             rows[d++] = rows[i];
     *n_rows = d;
     return OML_OK;
+}
+
+void oml_rerank_recall(const oml_index *ix, const float *x, int32_t k, int32_t k_c,
+                       int32_t exclude_row, int64_t *hits, int64_t *total)
+{
+    *hits = *total = 0;
+    if (ix == NULL || ix->hl == NULL || k_c < k ||
+        oml__check_query(ix, x, k_c, exclude_row, NULL) != OML_OK || k < 1)
+        return;
+    query_ws w;
+    void *ex;
+    size_t extra = ((size_t)k + (size_t)k_c) * sizeof(oml_neighbor) + (size_t)ix->n * sizeof(float);
+    if (oml__query_ws_init(&w, ix, k_c, extra, &ex) != OML_OK)
+        return;
+    oml_neighbor *exact = ex;
+    int32_t *rows = (int32_t *)(void *)(exact + k);
+    float *scratch = (float *)(void *)((oml_neighbor *)(void *)rows + k_c); /* the full scan's (n) */
+    if (oml_snapshot_embed(ix->snap, x, 1, w.q) == OML_OK) {
+        for (int h = 0; h < ix->heads; h++) { /* ascending: a donor's scan comes first */
+            const float *qh = w.q + (size_t)h * (size_t)ix->emb;
+            int32_t m = oml_index_near_candidates(ix, h, qh, k_c, exclude_row, NULL, rows, &w.near);
+            int32_t n = oml_index_topk(ix, h, qh, k, exclude_row, NULL, exact, scratch);
+            for (int32_t i = 0; i < n; i++)
+                for (int32_t j = 0; j < m; j++)
+                    *hits += exact[i].row == rows[j];
+            *total += n;
+        }
+    }
+    free(w._block);
 }
 
 static int by_dist_then_row(const void *pa, const void *pb)

@@ -21,12 +21,23 @@
 #include "snapshot.h"
 
 /* The union of every head's k_c nearest rows to x under the index's own
- * model (in its lists when it has lists), skipping exclude_row and rows
+ * model (on an index with lists: the k_c its search ranks first by the
+ * codes, oml_index_near_candidates, without the exact re-rank the newer
+ * model makes anyway), skipping exclude_row and rows
  * that allow (NULL: all) refuses: distinct, ascending, into rows (capacity
  * heads * k_c); *n_rows gets the count. Errors as oml_classify's (k_c in
  * [1, OML_SERVE_MAX_K]), except that an empty index gives 0 rows. */
 int oml_rerank_candidates(const oml_index *ix, const float *x, int32_t k_c, int32_t exclude_row,
                           const uint8_t *allow, int32_t *rows, int32_t *n_rows, oml_diag *diag);
+
+/* oml_index_recall for a fresh view, whose answers are chosen among the
+ * candidates above: of the exact k nearest rows of every head (a full
+ * scan under the index's model), how many are among that head's k_c
+ * candidates (k_c >= k; on an index with lists, oml_index_near_candidates);
+ * *hits and *total get the counts (both 0 for an index without lists or a
+ * failure). Costs a full scan: for a sample of queries. */
+void oml_rerank_recall(const oml_index *ix, const float *x, int32_t k, int32_t k_c,
+                       int32_t exclude_row, int64_t *hits, int64_t *total);
 
 /* Candidates with their features now: rows (m) index rows, feats (m, dim). */
 typedef struct oml_rerank_set {

@@ -327,6 +327,7 @@ int oml_store_put_meta(oml_store *s, const char *id, size_t id_len, const float 
         s->meta[slot] = new_meta;
         s->n_meta += new_meta != NULL;
     }
+    s->changes++;
     if (slot_out != NULL)
         *slot_out = slot;
     return OML_OK;
@@ -346,6 +347,7 @@ int oml_store_delete(oml_store *s, const char *id, size_t id_len)
         s->n_meta--;
     }
     s->gen[slot]++;
+    s->changes++;
     heap_push(s, slot); /* room: the heap holds at most every slot */
     return OML_OK;
 }
@@ -426,6 +428,11 @@ uint32_t oml_store_slots(const oml_store *s)
 uint32_t oml_store_count(const oml_store *s)
 {
     return s->n_live;
+}
+
+uint64_t oml_store_changes(const oml_store *s)
+{
+    return s->changes;
 }
 
 const float *oml_store_matrix(const oml_store *s)

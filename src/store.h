@@ -102,6 +102,9 @@ const char *oml_store_label_name(const oml_store *s, int32_t label, size_t *len)
 int32_t oml_store_dim(const oml_store *s);
 uint32_t oml_store_slots(const oml_store *s); /* slots ever used (live + free) */
 uint32_t oml_store_count(const oml_store *s); /* live items */
+/* Puts and deletes applied since the store was created or decoded: equal
+ * counts bracket a time in which no item changed (in memory only). */
+uint64_t oml_store_changes(const oml_store *s);
 /* The whole (slots, dim) feature matrix, including tombstoned rows. */
 const float *oml_store_matrix(const oml_store *s);
 

@@ -15,6 +15,7 @@ struct oml_store {
     int32_t dim;
     uint32_t max_items;
     uint32_t n_slots, cap, n_live;
+    uint64_t changes;  /* puts and deletes applied (oml_store_changes) */
     float *x;          /* (cap, dim) */
     size_t x_mapped;   /* x is a mapping of this many bytes for max_items (bigmem.h);
                           0: malloc'd for cap */

@@ -38,7 +38,9 @@
 
 static const char *const MODEL_ARGS[] = {
     "--dim=16", "--preset=default", "--layers=2", "--hidden=32", "--emb=8",
-    "--publish_ms=50", "--max_batch=1000", "--max_k=100", "--seed=3", NULL};
+    "--publish_ms=50", "--max_batch=1000", "--max_k=100", "--seed=3",
+    "--query_group_jobs=4", /* grouped single classify requests, in every test here */
+    NULL};
 
 static float X[N_ITEMS][DIM];
 static char ID[N_ITEMS][16];
@@ -477,6 +479,50 @@ static void test_query_batches(void **state)
     assert_non_null(line);
     assert_true(atof(line + strlen("omld_queries_total{kind=\"classify_batch\"} ")) >= 2);
     assert_non_null(strstr(body, "omld_queries_total{kind=\"retrieve_batch\"} "));
+    free(body);
+}
+
+/* Single classify requests that arrive together (pipelined on one
+ * connection) are answered in groups on this exact-scan view (coalesce.c),
+ * each answer the one the request gets alone, in order. */
+static void test_concurrent_classify_grouped(void **state)
+{
+    omlc *c = dial(&g_proc);
+    omlc_error err;
+    enum { M = 120 };
+    static omlc_ref q[M];
+    static omlc_classification got[M];
+    for (int i = 0; i < M; i++)
+        q[i] = i % 2 ? (omlc_ref){ID[i], NULL, 0} : (omlc_ref){NULL, X[i], DIM};
+    int compared = 0;
+    for (int round = 0; round < 50 && !compared; round++) {
+        assert_int_equal(omlc_classify_pipelined(c, q, M, 5, NULL, M, got, NULL, NULL, &err), 0);
+        int same = 1;
+        for (int i = 0; i < M && same; i++) {
+            omlc_classification one;
+            assert_int_equal(omlc_classify(c, &q[i], 5, NULL, &one, &err), 0);
+            same = one.model_version == got[i].model_version;
+            if (!same)
+                break; /* a view was published meanwhile: once more */
+            assert_string_equal(one.label, got[i].label);
+            assert_int_equal(one.n_scores, got[i].n_scores);
+            for (int j = 0; j < one.n_scores; j++) {
+                assert_string_equal(one.scores[j].label, got[i].scores[j].label);
+                assert_true(one.scores[j].score == got[i].scores[j].score);
+            }
+        }
+        compared = same;
+        if (!compared)
+            usleep(100000);
+    }
+    assert_true(compared);
+    omlc_close(c);
+    char *body = NULL;
+    size_t len = 0;
+    assert_int_equal(omld_http_get(g_proc.http, "/metrics", &body, &len), 200);
+    const char *line = strstr(body, "\nomld_queries_grouped_total "); /* the sample, not # HELP */
+    assert_non_null(line);
+    assert_true(atof(line + strlen("\nomld_queries_grouped_total ")) > 0);
     free(body);
 }
 
@@ -1267,6 +1313,7 @@ int main(void)
         cmocka_unit_test(test_query_batches),
         cmocka_unit_test(test_export_model_embeds_as_the_daemon),
         cmocka_unit_test(test_pipelined_answers_in_order),
+        cmocka_unit_test(test_concurrent_classify_grouped),
         cmocka_unit_test(test_bad_requests_change_nothing),
         cmocka_unit_test(test_malformed_and_oversized_frames),
         cmocka_unit_test(test_fifty_concurrent_clients),

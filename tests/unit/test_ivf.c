@@ -434,10 +434,61 @@ static void test_lists_bad_input(void **state)
     oml_snapshot_release(s);
 }
 
+static int by_dist_desc(const void *pa, const void *pb)
+{
+    const oml_neighbor *a = pa, *b = pb;
+    return a->dist != b->dist ? (a->dist > b->dist ? -1 : 1) : (a->row > b->row) - (a->row < b->row);
+}
+
+/* A scan skips the rows whose score cannot enter its best r (blocks of
+ * scores against the heap's floor, 8 rows at a time where AVX2 runs): the
+ * r it keeps are the r best of the scores a scan keeping every row
+ * reports, at emb 64 (the vector kernel) and 8 (the portable one). */
+static void test_scan_keeps_the_best(void **state)
+{
+    (void)state;
+    enum { N = 3000, L = 16, R = 24 };
+    const int32_t embs[2] = {64, 8};
+    for (int t = 0; t < 2; t++) {
+        int32_t e = embs[t];
+        oml_rng r;
+        oml_rng_seed(&r, 21 + (uint64_t)t);
+        float *rows = clustered(&r, N, e, 30);
+        float *cols = malloc((size_t)N * (size_t)e * sizeof *cols);
+        for (int i = 0; i < N; i++)
+            for (int32_t j = 0; j < e; j++)
+                cols[(size_t)j * N + (size_t)i] = rows[(size_t)i * (size_t)e + (size_t)j];
+        oml_hlist hl;
+        assert_int_equal(oml_hlist_build(&hl, cols, N, e, L), OML_OK);
+        int32_t order[L];
+        float dots[L];
+        oml_neighbor *all = malloc(N * sizeof *all), best[R];
+        for (int qi = 0; qi < 20; qi++) {
+            const float *q = rows + (size_t)(qi * 97) * (size_t)e;
+            assert_int_equal(oml_hlist_order(&hl, q, order, dots), L);
+            int32_t na = oml_hlist_scan(&hl, q, order, dots, L, N, qi * 97, NULL, all);
+            assert_int_equal(na, N - 1); /* every row but the excluded one */
+            qsort(all, (size_t)na, sizeof *all, by_dist_desc);
+            int32_t nb = oml_hlist_scan(&hl, q, order, dots, L, R, qi * 97, NULL, best);
+            assert_int_equal(nb, R);
+            qsort(best, R, sizeof *best, by_dist_desc);
+            for (int i = 0; i < R; i++) {
+                assert_int_equal(best[i].row, all[i].row);
+                assert_true(best[i].dist == all[i].dist);
+            }
+        }
+        free(all);
+        oml_hlist_free(&hl);
+        free(cols);
+        free(rows);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_train_assign),
+        cmocka_unit_test(test_scan_keeps_the_best),
         cmocka_unit_test(test_index_with_lists),
         cmocka_unit_test(test_calibrated_search),
         cmocka_unit_test(test_shared_scan),

@@ -1020,6 +1020,81 @@ static void test_classify_batch(void **state)
     omld_view_release(fv);
 }
 
+/* Single Classify requests answered as a group (coalesce.c's work): each
+ * reply equals the request's own answer alone, by id (its row left out)
+ * or by vector, any k, and an unknown id is that request's own error
+ * while the rest are answered. Only live-model requests without a
+ * metadata filter on an exact-scan view may join a group. */
+static void test_classify_group(void **state)
+{
+    fx *f = *state;
+    enum { M = N_ITEMS + 3 };
+    Omld__ClassifyRequest cq[M];
+    Omld__Request req[M];
+    const Omld__Request *reqs[M];
+    Omld__ItemRef refs[M];
+    Omld__Vector vecs[M];
+    omld_reply rep[M], *rs[M];
+    const float other[2][DIM] = {{1, -1, 0.5f, 2}, {0, 0, 0, 0}};
+    for (size_t i = 0; i < M; i++) {
+        omld__classify_request__init(&cq[i]);
+        if (i < N_ITEMS)
+            ref_id(&refs[i], ITEMS[i].id);
+        else if (i < N_ITEMS + 2)
+            ref_vec(&refs[i], &vecs[i], other[i - N_ITEMS]);
+        else
+            ref_id(&refs[i], "nobody");
+        cq[i].query = &refs[i];
+        if (i % 2) {
+            cq[i].k_opt_case = OMLD__CLASSIFY_REQUEST__K_OPT_K;
+            cq[i].k = 1 + (uint32_t)i % 7;
+        }
+        omld__request__init(&req[i]);
+        req[i].request_id = 42;
+        req[i].body_case = OMLD__REQUEST__BODY_CLASSIFY;
+        req[i].classify = &cq[i];
+        reqs[i] = &req[i];
+        assert_true(omld_query_groupable(&f->v, &req[i]));
+        omld_reply_init(&rep[i], 42);
+        rs[i] = &rep[i];
+    }
+    omld_query_classify_group(&f->q, &f->v, reqs, rs, M);
+    for (size_t i = 0; i < M; i++) {
+        omld_reply one;
+        single_answer(f, &f->v, &cq[i], NULL, &one);
+        assert_int_equal(rep[i].msg.model_version, VERSION);
+        assert_int_equal(rep[i].status.code, one.status.code);
+        if (i == M - 1) {
+            assert_err(&rep[i], OMLD__STATUS__CODE__NOT_FOUND, "classify.query.id", "nobody");
+        } else {
+            assert_ok(&rep[i], OMLD__RESPONSE__BODY_CLASSIFY);
+            expect_classify_same(rep[i].msg.classify, one.msg.classify);
+            if (i < N_ITEMS)
+                check_classify(f, &rep[i], feat(f, ITEMS[i].id),
+                               (int32_t)(cq[i].k_opt_case ? cq[i].k : f->lim.default_k),
+                               row(f, ITEMS[i].id));
+        }
+        omld_reply_free(&one);
+        omld_reply_free(&rep[i]);
+    }
+    /* What may not join: another model, a metadata filter, a fresh view,
+     * another operation. */
+    cq[0].model_opt_case = OMLD__CLASSIFY_REQUEST__MODEL_OPT_MODEL;
+    cq[0].model = (char *)"live";
+    assert_false(omld_query_groupable(&f->v, &req[0]));
+    Omld__MetadataCondition cond = OMLD__METADATA_CONDITION__INIT, *cp = &cond;
+    cq[1].metadata = &cp;
+    cq[1].n_metadata = 1;
+    assert_false(omld_query_groupable(&f->v, &req[1]));
+    omld_view *fv = fresh_view(f, VERSION + 1);
+    assert_false(omld_query_groupable(fv, &req[2]));
+    omld_view_release(fv);
+    assert_false(omld_query_groupable(NULL, &req[2]));
+    Omld__Request emb = OMLD__REQUEST__INIT;
+    emb.body_case = OMLD__REQUEST__BODY_EMBED;
+    assert_false(omld_query_groupable(&f->v, &emb));
+}
+
 /* Retrieve filters per query (labels, excluded ids, pages, floors) and
  * none: each answer is its single request's. */
 static void test_retrieve_batch(void **state)
@@ -1154,6 +1229,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_unknown_model, setup, teardown),
         cmocka_unit_test_setup_teardown(test_not_a_query, setup, teardown),
         cmocka_unit_test_setup_teardown(test_classify_batch, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_classify_group, setup, teardown),
         cmocka_unit_test_setup_teardown(test_retrieve_batch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_concurrent_writer, setup, teardown),

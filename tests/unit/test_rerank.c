@@ -1,7 +1,8 @@
 /* test_rerank.c - answers under a newer model from an older index's
  * candidates (rerank.h): with every row a candidate they are the answers
  * of an index built under the newer model; with fewer, they come from the
- * candidates only, and the allow mask and the page hold. */
+ * candidates only, and the allow mask and the page hold. An index with
+ * lists proposes by its codes: all lists scanned, the answers are exact. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -162,11 +163,114 @@ static void test_answers_come_from_the_candidates(void **state)
     assert_string_equal(d.field, "features");
 }
 
+/* An old index with inverted lists (index.h) proposes its candidates by
+ * the codes' order: with every list scanned and k_c covering every row,
+ * the answers under the new model are the new index's exact ones; with
+ * k_c = 10 the candidates hold each head's exact 5 nearest under the old
+ * model. */
+#define NL 400
+static void test_candidates_from_lists(void **state)
+{
+    (void)state;
+    oml_store *st = NULL;
+    assert_int_equal(oml_store_create(&st, DIM, NL), OML_OK);
+    oml_rng r;
+    oml_rng_seed(&r, 5);
+    static float x[NL][DIM];
+    for (int i = 0; i < NL; i++) {
+        char id[16], lab[8];
+        snprintf(id, sizeof id, "i%d", i);
+        snprintf(lab, sizeof lab, "c%d", i % 3);
+        for (int j = 0; j < DIM; j++)
+            x[i][j] = (float)(i % 3 == j % 3) + 0.6f * oml_rng_normal(&r);
+        assert_int_equal(oml_store_put(st, id, strlen(id), x[i], lab, strlen(lab), NULL, NULL),
+                         OML_OK);
+    }
+    const float a_old[2] = {0.5f, 0.5f}, a_new[2] = {0.7f, 0.3f};
+    oml_snapshot *so = oml_test_snapshot(LAYERS, DIM, 8, 4, NULL, a_old, 11);
+    oml_snapshot *sn = oml_test_snapshot(LAYERS, DIM, 8, 4, NULL, a_new, 12);
+    oml_index *old_ix = NULL, *new_ix = NULL;
+    assert_int_equal(oml_index_build(&old_ix, so, st), OML_OK);
+    assert_int_equal(oml_index_build(&new_ix, sn, st), OML_OK);
+    assert_int_equal(oml_index_add_lists(old_ix), OML_OK);
+    assert_non_null(old_ix->hl);
+    for (int h = 0; h < old_ix->heads; h++)
+        old_ix->hl[h].n_probe = old_ix->n_lists; /* every list: recall must be 1 */
+    static int32_t rows[2 * NL];
+    static float feats[2 * NL][DIM];
+    for (int q = 0; q < NL; q += 37) {
+        int32_t m = -1;
+        assert_int_equal(oml_rerank_candidates(old_ix, x[q], NL - 1, q, NULL, rows, &m, NULL),
+                         OML_OK);
+        assert_int_equal(m, NL - 1);
+        for (int32_t j = 0; j < m; j++)
+            memcpy(feats[j], x[old_ix->slots[rows[j]]], sizeof x[0]);
+        oml_rerank_set c = {rows, &feats[0][0], m};
+        oml_classification got, want;
+        assert_int_equal(oml_classify_among(old_ix, sn, x[q], 5, &c, &got, NULL), OML_OK);
+        assert_int_equal(oml_classify(new_ix, x[q], 5, q, &want, NULL), OML_OK);
+        assert_int_equal(got.label, want.label);
+        assert_float_equal(got.score, want.score, 1e-4);
+        oml_hit hg[8], hw[8];
+        int32_t ng = -1, nw = -1;
+        assert_int_equal(oml_retrieve_among(old_ix, sn, x[q], 8, &c, NULL, hg, &ng, NULL), OML_OK);
+        assert_int_equal(oml_retrieve(new_ix, x[q], 8, q, NULL, hw, &nw, NULL), OML_OK);
+        assert_int_equal(ng, nw);
+        for (int32_t i = 0; i < ng; i++)
+            assert_int_equal(hg[i].row, hw[i].row);
+        /* Ten per head by the codes hold the old model's exact five. */
+        assert_int_equal(oml_rerank_candidates(old_ix, x[q], 10, q, NULL, rows, &m, NULL), OML_OK);
+        assert_true(m >= 10 && m <= 10 * old_ix->heads);
+        float *e = malloc((size_t)old_ix->heads * (size_t)old_ix->emb * sizeof *e);
+        float *scratch = malloc(NL * sizeof *scratch);
+        assert_int_equal(oml_snapshot_embed(so, x[q], 1, e), OML_OK);
+        for (int h = 0; h < old_ix->heads; h++) {
+            oml_neighbor ex[5];
+            int32_t ne = oml_index_topk(old_ix, h, e + (size_t)h * (size_t)old_ix->emb, 5, q,
+                                        NULL, ex, scratch);
+            assert_int_equal(ne, 5);
+            for (int32_t i = 0; i < ne; i++) {
+                int found = 0;
+                for (int32_t j = 0; j < m; j++)
+                    found |= rows[j] == ex[i].row;
+                assert_true(found);
+            }
+        }
+        free(e);
+        free(scratch);
+        /* The recall sample of a fresh view counts exactly that: all of them. */
+        int64_t hits = -1, total = -1;
+        oml_rerank_recall(old_ix, x[q], 5, 10, q, &hits, &total);
+        assert_int_equal(total, 5 * old_ix->heads);
+        assert_int_equal(hits, total);
+        oml_rerank_recall(new_ix, x[q], 5, 10, q, &hits, &total); /* no lists: nothing */
+        assert_int_equal(total, 0);
+        assert_int_equal(hits, 0);
+    }
+    /* Scanning one list of 16, the sample sees what the candidates miss. */
+    int64_t hits = 0, total = 0;
+    for (int h = 0; h < old_ix->heads; h++)
+        old_ix->hl[h].n_probe = 1;
+    for (int q = 0; q < NL; q += 7) {
+        int64_t hq, tq;
+        oml_rerank_recall(old_ix, x[q], 10, 10, q, &hq, &tq);
+        hits += hq;
+        total += tq;
+    }
+    assert_true(total > 0 && hits < total);
+    oml_index_destroy(old_ix);
+    oml_index_destroy(new_ix);
+    oml_snapshot_release(so);
+    oml_snapshot_release(sn);
+    oml_store_destroy(st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_all_candidates_equal_the_new_index, setup, teardown),
         cmocka_unit_test_setup_teardown(test_answers_come_from_the_candidates, setup, teardown),
+        cmocka_unit_test(test_candidates_from_lists),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,7 +6,9 @@
  * finite one goes on serving, omld_views_health() says why, and waiting for
  * the refused version returns at once (not after the timeout); a later
  * finite view is served and clears the reason. Both through
- * omld_views_publish_now (startup) and the indexer thread. */
+ * omld_views_publish_now (startup) and the indexer thread. Fresh views
+ * (issue 14) serve a new model at once; a rebuild for a newer model alone
+ * waits for its turn (omld_views_set_duty), one for changed items does not. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -188,11 +190,77 @@ static void test_fresh_model_served_at_once(void **state)
     fx_free(&f);
 }
 
+static void sleep_ms(long ms)
+{
+    struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&t, NULL);
+}
+
+/* Polls (10 s at most) until the served view's index was built under
+ * index_version. */
+static void await_index(fx *f, uint64_t index_version)
+{
+    for (int i = 0; i < 1000; i++) {
+        omld_view *v = omld_views_acquire(f->vs);
+        uint64_t at = v ? v->ix->snap->version : 0;
+        omld_view_release(v);
+        if (at == index_version)
+            return;
+        sleep_ms(10);
+    }
+    fail_msg("the index was not rebuilt under model %llu", (unsigned long long)index_version);
+}
+
+/* With fresh views serving every model, a rebuild for a newer model alone
+ * waits until rebuilds have taken no more than the duty of a core (here
+ * 0.01: the last build was held 300 ms by the store's write lock, so 30 s),
+ * while the new models serve at once; duty 1 lets the waiting one go, and
+ * an item put starts one at once. */
+static void test_model_only_rebuild_waits(void **state)
+{
+    (void)state;
+    fx f;
+    fx_init(&f);
+    assert_int_equal(omld_views_publish_now(f.vs, snap(1, 0), 0), 0);
+    omld_views_set_rerank(f.vs, 1);
+    omld_views_set_duty(f.vs, 0.01);
+    pthread_rwlock_wrlock(&f.lock.rw);
+    omld_views_submit(f.vs, snap(2, 0), 0); /* the indexer's first build: not held back */
+    sleep_ms(300);
+    pthread_rwlock_unlock(&f.lock.rw);
+    await_index(&f, 2);
+    expect_view(&f, 2, 2);
+
+    omld_views_submit(f.vs, snap(3, 0), 0); /* the model alone is new */
+    expect_view(&f, 3, 2);
+    sleep_ms(300);
+    expect_view(&f, 3, 2); /* served over the old index, whose rebuild waits */
+    pthread_rwlock_wrlock(&f.lock.rw);
+    omld_views_set_duty(f.vs, 1.0); /* no pause: the waiting rebuild goes (held 300 ms) */
+    sleep_ms(300);
+    omld_views_set_duty(f.vs, 0.01); /* the next model-only one waits 30 s */
+    pthread_rwlock_unlock(&f.lock.rw);
+    await_index(&f, 3);
+    expect_view(&f, 3, 3);
+
+    pthread_rwlock_wrlock(&f.lock.rw);
+    float x[DIM] = {1, 2, 3, 4, 5, 6};
+    assert_int_equal(oml_store_put(f.store, "new", 3, x, NULL, 0, NULL, NULL), OML_OK);
+    pthread_rwlock_unlock(&f.lock.rw);
+    omld_views_submit(f.vs, snap(4, 0), 0); /* an item changed: rebuilt at once */
+    await_index(&f, 4);
+    omld_view *v = omld_views_acquire(f.vs);
+    assert_int_equal(v->ix->n, 11);
+    omld_view_release(v);
+    fx_free(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_non_finite_view_not_served),
         cmocka_unit_test(test_fresh_model_served_at_once),
+        cmocka_unit_test(test_model_only_rebuild_waits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
