@@ -70,27 +70,24 @@ int oml_config_preset(oml_config *c, const char *name, int32_t dim)
         p.hidden = 128;
         p.emb = 64;
         if (wide) {
-            /* Twice the width for a better metric at half the learning
+            /* Twice the width for a better metric at 0.7x the learning
              * rate: on Fashion-MNIST at 100k random triplets (seeds 1-3,
              * 10k test points) 0.1141 against the default's 0.1232; the
              * whitened start alone falls from 0.127 to 0.120 with 128
              * components. Width, not more steps, is what helps: 96/192
              * learnt the same with 1 or 2 rehearsed triplets per new one,
              * so one is kept, and 256-triplet batches (with a larger step)
-             * keep the GEMMs efficient. Every step costs ~2.4x the
-             * default's multiply-adds, so it takes ~0.5x the new triplets
-             * per second (README, "Presets"). */
+             * keep the GEMMs efficient. */
             p.hidden = 256;
             p.emb = 128;
             p.batch = 256;
             p.eta = 6e-4f;
             p.rehearse = 1.0f;
             /* The start's 128 whitened directions stay as a fixed basis
-             * that the trained layers read: each step's largest products
-             * shrink from 784 to 128 columns, ~1.9x the triplets per second
-             * (oml-bench), for 0.1122 against 0.1113 at 100k (seed 1, 10k
-             * test points): what 784 inputs add beyond them, the network
-             * barely learns. */
+             * that the trained layers read: the input layer's products
+             * shrink from 784 to 128 columns, 1.5x the triplets per second
+             * (0.45x -> 0.7x the default's, oml-bench), for 0.1143 against
+             * 0.1145 at 100k through omld (seeds 1-3, README "Presets"). */
             p.basis = 1;
         }
         *c = p;
