@@ -69,6 +69,7 @@ int omld_engine_model_config(const omld_config *o, oml_config *c, char *err, siz
     if (o->layers >= 0) c->layers = (int32_t)o->layers;
     if (o->hidden >= 0) c->hidden = (int32_t)o->hidden;
     if (o->emb >= 0) c->emb = (int32_t)o->emb;
+    if (o->basis >= 0) c->basis = (int32_t)o->basis;
     if (!isnan(o->eta)) c->eta = (float)o->eta;
     if (!isnan(o->tau)) c->tau = (float)o->tau;
     if (!isnan(o->beta)) c->beta = (float)o->beta;
@@ -95,6 +96,7 @@ int omld_engine_model_adopt(const omld_config *o, const oml_config *stored, oml_
     else if (o->layers >= 0 && stored->layers != (int32_t)o->layers) field = "layers";
     else if (o->hidden >= 0 && stored->hidden != (int32_t)o->hidden) field = "hidden";
     else if (o->emb >= 0 && stored->emb != (int32_t)o->emb) field = "emb";
+    else if (o->basis >= 0 && stored->basis != (int32_t)o->basis) field = "basis";
     else if (!isnan(o->eta) && stored->eta != (float)o->eta) field = "eta";
     else if (!isnan(o->tau) && stored->tau != (float)o->tau) field = "tau";
     else if (!isnan(o->beta) && stored->beta != (float)o->beta) field = "beta";

@@ -23,7 +23,7 @@ typedef struct omld_config {
     char preset[OMLD_STR_MAX];      /* model preset: default | paper */
     char log_level[OMLD_STR_MAX];   /* error | warn | info | debug */
     char fsync[OMLD_STR_MAX];       /* always | everysec | no */
-    int64_t dim, layers, hidden, emb, seed;
+    int64_t dim, layers, hidden, emb, seed, basis;
     double eta, tau, beta, s, prox;
     double rehearse, rehearse_idle; /* rehearsed triplets per new one: at once, in idle time */
     int64_t replay;                 /* triplets kept for rehearsal */

@@ -84,6 +84,10 @@ typedef struct oml_config {
                              feature moves at one rate under Adam (folded into the first
                              weights instead, a feature of sd 300 moved 1000x faster than
                              one of sd 0.3, relatively) */
+    int32_t basis;        /* 1 (with dim > emb): the start's projection B (emb, dim) stays
+                             fixed as the input's basis, and W(1) and Theta(0) read its emb
+                             coordinates instead of the dim inputs, so a step's largest
+                             products shrink from dim to emb columns. 0: they read the input */
     float offset;         /* 0: heads are z = Theta h (Eq. 3). > 0: every head has a trained
                              offset, z = Theta h + b, and the standardised start sets one
                              coordinate of b to offset x the RMS norm of the start's

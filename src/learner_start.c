@@ -54,16 +54,42 @@ static void set_head0(oml_learner *l, const float *P, int32_t ncomp)
 {
     const oml_net_layout *lay = &l->lay;
     float *theta0 = l->params + lay->theta[0];
-    memset(theta0, 0, (size_t)lay->emb * lay->dim * sizeof(float));
-    memcpy(theta0, P, (size_t)ncomp * lay->dim * sizeof(float));
+    int32_t in = oml_net_width(lay, 0);
+    memset(theta0, 0, (size_t)lay->emb * in * sizeof(float));
+    memcpy(theta0, P, (size_t)ncomp * in * sizeof(float));
+}
+
+/* With an input basis (config basis), the start's map P (ncomp, dim)
+ * becomes the fixed basis B (its first rows; the rest 0) and the trained
+ * layers start from the identity on B's coordinates: the same metric, now
+ * computed as I (B x). Returns the map they start from, (ncomp, in): P
+ * itself, or the identity, which *owned then holds (NULL on OOM). */
+static const float *take_basis(oml_learner *l, const float *P, int32_t ncomp, float **owned)
+{
+    const oml_net_layout *lay = &l->lay;
+    *owned = NULL;
+    if (!lay->has_basis)
+        return P;
+    float *B = l->params + lay->basis;
+    memset(B, 0, (size_t)lay->in * lay->dim * sizeof(float));
+    memcpy(B, P, (size_t)ncomp * lay->dim * sizeof(float)); /* ncomp <= emb <= in */
+    float *eye = calloc((size_t)ncomp * lay->in, sizeof(float));
+    for (int32_t r = 0; eye && r < ncomp; r++)
+        eye[(size_t)r * lay->in + r] = 1.0f;
+    *owned = eye;
+    return eye;
 }
 
 /* Every head equal to the PCA projection P (emb, d): Theta(0) = P, and the
  * trunk and every deeper head the pass-through of P (pca.h). */
-static void init_pca_heads(oml_learner *l, const float *P, int32_t ncomp)
+static void init_pca_heads(oml_learner *l, const float *P_in, int32_t ncomp)
 {
     const oml_net_layout *lay = &l->lay;
-    int32_t d = lay->dim, e = lay->emb, hd = lay->hidden;
+    int32_t d = oml_net_width(lay, 0), e = lay->emb, hd = lay->hidden;
+    float *owned = NULL;
+    const float *P = take_basis(l, P_in, ncomp, &owned);
+    if (P == NULL)
+        return; /* OOM: the random start stays (prototype) */
     set_head0(l, P, ncomp);
     for (int k = 1; k <= lay->layers; k++) {
         float *W = l->params + lay->w[k];
@@ -73,6 +99,7 @@ static void init_pca_heads(oml_learner *l, const float *P, int32_t ncomp)
             oml_pca_passthrough_deeper(W, oml_net_width(lay, k - 1), e);
         oml_pca_passthrough_head(l->params + lay->theta[k], hd, e, ncomp);
     }
+    free(owned);
 }
 
 /* Each feature's sd over the n rows X (d), 1 where it has no spread. */

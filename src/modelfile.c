@@ -60,6 +60,7 @@ static void encode_body(const void *obj, oml_writer *c)
     PUT(c, has_start);
     PUT(c, l->start_init);
     oml_put_f32s(c, l->start_error, 2);
+    PUT(c, l->cfg.basis); /* since version 5: the input basis */
     uint64_t count = l->lay.count;
     PUT(c, count);
     oml_put_f32s(c, l->params, count);
@@ -155,6 +156,8 @@ static int read_head(oml_reader *c, uint32_t version, model_head *h, oml_diag *d
         GET(c, h->start_init);
         oml_get_f32s(c, h->start_error, 2);
     }
+    if (version >= 5) /* before, no input basis: the preset's 0 stays */
+        GET(c, h->cfg.basis);
     GET(c, h->count);
     if (c->bad)
         return oml_diag_set(diag, OML_EFORMAT, "model", "model file header truncated");

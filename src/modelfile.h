@@ -29,7 +29,7 @@
 #include "err.h"
 #include "learner.h"
 
-#define OML_MODELFILE_VERSION 4u
+#define OML_MODELFILE_VERSION 5u
 
 /* Serialises l into a malloc'd buffer (*buf, *len), owned by the caller. */
 int oml_model_encode(const oml_learner *l, uint8_t **buf, size_t *len);

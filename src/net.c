@@ -57,16 +57,22 @@ void oml_net_layout_init(oml_net_layout *lay, const oml_config *c)
         lay->scale = off;
         off += (size_t)c->dim;
     }
+    lay->has_basis = c->basis && c->dim > c->emb;
+    lay->in = lay->has_basis ? c->emb : c->dim;
+    if (lay->has_basis) {
+        lay->basis = off;
+        off += (size_t)lay->in * (size_t)c->dim;
+    }
     lay->trained = off;
     /* W(1) and Theta(0) both read the input, and are adjacent so that for a
      * triplet they form one (hidden + emb, dim) matrix: one pass over the
      * largest weights for the forward and one for the update. */
     if (c->layers >= 1) {
         lay->w[1] = off;
-        off += (size_t)c->hidden * (size_t)c->dim;
+        off += (size_t)c->hidden * (size_t)lay->in;
     }
     lay->theta[0] = off;
-    off += (size_t)c->emb * (size_t)c->dim;
+    off += (size_t)c->emb * (size_t)lay->in;
     for (int l = 2; l <= c->layers; l++) {
         lay->w[l] = off;
         off += (size_t)c->hidden * (size_t)c->hidden;
@@ -89,9 +95,10 @@ int oml_net_acts_init(oml_net_acts *a, const oml_net_layout *lay, int32_t cap)
     memset(a, 0, sizeof *a);
     int heads = lay->layers + 1;
     size_t n = (size_t)cap;
-    size_t total = n * (size_t)lay->dim + n * (size_t)lay->hidden * (size_t)lay->layers
+    size_t total = n * (size_t)lay->in + n * (size_t)lay->hidden * (size_t)lay->layers
                    + (size_t)heads * (2 * n * (size_t)lay->emb + n)
-                   + (size_t)lay->hidden + (size_t)lay->emb; /* _stack row */
+                   + (size_t)lay->hidden + (size_t)lay->emb /* _stack row */
+                   + (lay->has_basis ? n * (size_t)lay->dim : 0);
     float *p = malloc(total * sizeof *p);
     if (p == NULL)
         return OML_ENOMEM;
@@ -110,6 +117,8 @@ int oml_net_acts_init(oml_net_acts *a, const oml_net_layout *lay, int32_t cap)
         p += n;
     }
     a->_stack = p;
+    p += (size_t)lay->hidden + (size_t)lay->emb;
+    a->_raw = lay->has_basis ? p : NULL;
     return OML_OK;
 }
 
@@ -144,7 +153,7 @@ static void relu(float *h, size_t m)
 static void forward_input_stacked(const oml_net_layout *lay, const float *params, int32_t n,
                                   oml_net_acts *a)
 {
-    int32_t d = lay->dim, hd = lay->hidden, e = lay->emb, rows = hd + e;
+    int32_t d = lay->in, hd = lay->hidden, e = lay->emb, rows = hd + e;
     for (int32_t i = 0; i < n; i++) {
         float *t = a->_stack;
         cblas_sgemv(CblasRowMajor, CblasNoTrans, rows, d, 1.0f, params + lay->w[1], d,
@@ -161,7 +170,7 @@ static void set_input_row(const oml_net_layout *lay, const float *params, oml_ne
 {
     int32_t d = lay->dim;
     const float *mu = params + lay->mu;
-    float *dst = a->h[0] + (size_t)i * d;
+    float *dst = (lay->has_basis ? a->_raw : a->h[0]) + (size_t)i * d;
     for (int32_t j = 0; j < d; j++)
         dst[j] = x[j] - mu[j];
     if (lay->has_scale) {
@@ -194,6 +203,8 @@ static void forward_from_input(const oml_net_layout *lay, const float *params, i
                                oml_net_acts *a)
 {
     int32_t hd = lay->hidden;
+    if (lay->has_basis) /* h(0) = B (x - mu): the fixed basis, no gradient */
+        matmul_nt(n, lay->in, lay->dim, a->_raw, params + lay->basis, 0.0f, a->h[0]);
     int stacked = n <= SMALL_BATCH && lay->layers >= 1;
     if (stacked)
         forward_input_stacked(lay, params, n, a);
@@ -234,7 +245,7 @@ void oml_net_normalize_backward(const float *f, float znorm, const float *gf, fl
 size_t oml_net_scratch_floats(const oml_net_layout *lay, int32_t n)
 {
     int32_t wide = lay->hidden + lay->emb; /* the stacked [ga | gz(0)] rows */
-    int32_t w = lay->dim > wide ? lay->dim : wide;
+    int32_t w = lay->in > wide ? lay->in : wide;
     return 2 * (size_t)n * (size_t)w;
 }
 
@@ -290,8 +301,8 @@ void oml_net_backward_sgd(const oml_net_layout *lay, float *params, const oml_ne
         gh_below = t;
     }
     /* Head 0 is linear on the (centred) input: Theta(0) -= eta * gz^T x. */
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, e, lay->dim, n, -eta, gz[0], e,
-                a->h[0], lay->dim, 1.0f, params + lay->theta[0], lay->dim);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, e, lay->in, n, -eta, gz[0], e,
+                a->h[0], lay->in, 1.0f, params + lay->theta[0], lay->in);
 }
 
 void oml_net_backward(const oml_net_layout *lay, const float *params, const oml_net_acts *a,
@@ -331,6 +342,6 @@ void oml_net_backward(const oml_net_layout *lay, const float *params, const oml_
         gh = gh_below;
         gh_below = t;
     }
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, e, lay->dim, n, 1.0f, gz[0], e,
-                a->h[0], lay->dim, 0.0f, grad + lay->theta[0], lay->dim);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, e, lay->in, n, 1.0f, gz[0], e,
+                a->h[0], lay->in, 0.0f, grad + lay->theta[0], lay->in);
 }

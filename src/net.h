@@ -23,6 +23,9 @@ typedef struct oml_net_layout {
     size_t mu;                             /* offset of mu (dim) */
     int32_t has_scale;                     /* config standardize: the input is scaled */
     size_t scale;                          /* ... by 1/sd (dim), right after mu */
+    int32_t has_basis;                     /* config basis and dim > emb */
+    int32_t in;                            /* width of h(0): emb with a basis, else dim */
+    size_t basis;                          /* offset of B (in, dim), fixed at the start */
     size_t trained;                        /* the first trained float: mu and the
                                               scale are fixed at the start */
     size_t w[OML_MAX_LAYERS + 1];          /* w[l], l = 1..L */
@@ -36,7 +39,7 @@ void oml_net_layout_init(oml_net_layout *lay, const oml_config *c);
 
 static inline int32_t oml_net_width(const oml_net_layout *lay, int l)
 {
-    return l == 0 ? lay->dim : lay->hidden;
+    return l == 0 ? lay->in : lay->hidden;
 }
 
 /* Forward activations of up to `cap` rows, all in one allocation. */
@@ -48,6 +51,7 @@ typedef struct oml_net_acts {
     float *znorm[OML_MAX_LAYERS + 1]; /* (cap) ||z|| */
     float *_block;
     float *_stack;                    /* (hidden + emb) row for the stacked input layer */
+    float *_raw;                      /* (cap, dim) centred input before the basis */
 } oml_net_acts;
 
 int oml_net_acts_init(oml_net_acts *a, const oml_net_layout *lay, int32_t cap);

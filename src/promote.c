@@ -36,6 +36,12 @@ int oml_promote_compatible(const oml_config *live, const oml_batch_layout *lay, 
                  live->layers, live->hidden, live->emb);
         return -1;
     }
+    if (live->basis && live->dim > live->emb) {
+        snprintf(err, errlen, "the live model reads its input through a fixed basis (config "
+                 "basis, the wide preset) and a batch model reads the raw input: start the live "
+                 "model with basis 0 to promote batch models into it");
+        return -1;
+    }
     return 0;
 }
 
@@ -46,6 +52,7 @@ oml_snapshot *oml_promote_snapshot(const oml_config *live, const oml_batch_model
     cfg.layers = bm->lay.depth;
     cfg.standardize = 0; /* a batch net: unscaled centred input, heads without offsets */
     cfg.offset = 0.0f;
+    cfg.basis = 0; /* ... and reads the raw input */
     oml_net_layout lay;
     oml_net_layout_init(&lay, &cfg);
     float *p = calloc(lay.count, sizeof(float));

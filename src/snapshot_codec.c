@@ -9,7 +9,7 @@
 
 static const char MAGIC[8] = "OMLSNAP";
 
-enum { FLAG_SCALE = 1, FLAG_BIAS = 2 };
+enum { FLAG_SCALE = 1, FLAG_BIAS = 2, FLAG_BASIS = 4 }; /* BASIS: B (emb, dim) after the scale */
 
 static void encode_body(const void *obj, oml_writer *w)
 {
@@ -20,7 +20,8 @@ static void encode_body(const void *obj, oml_writer *w)
     oml_put_u32(w, (uint32_t)s->lay.layers);
     oml_put_u32(w, (uint32_t)s->lay.hidden);
     oml_put_u32(w, (uint32_t)s->lay.emb);
-    oml_put_u32(w, (s->lay.has_scale ? FLAG_SCALE : 0u) | (s->lay.has_bias ? FLAG_BIAS : 0u));
+    oml_put_u32(w, (s->lay.has_scale ? FLAG_SCALE : 0u) | (s->lay.has_bias ? FLAG_BIAS : 0u) |
+                       (s->lay.has_basis ? FLAG_BASIS : 0u));
     oml_put_u64(w, s->version);
     oml_put_u64(w, s->updates);
     oml_put_f32s(w, s->alpha, (size_t)s->lay.layers + 1);
@@ -65,7 +66,8 @@ int oml_snapshot_decode(oml_snapshot **out, const uint8_t *buf, size_t len, oml_
         return BAD("truncated header");
     /* The shape is checked before the layout is computed from it. */
     if (dim < 1 || dim > (1u << 24) || layers > OML_MAX_LAYERS || hidden < 1 || hidden > 65536 ||
-        emb < 1 || emb > 65536 || (flags & ~(uint32_t)(FLAG_SCALE | FLAG_BIAS)) != 0)
+        emb < 1 || emb > 65536 || (flags & ~(uint32_t)(FLAG_SCALE | FLAG_BIAS | FLAG_BASIS)) != 0 ||
+        ((flags & FLAG_BASIS) && emb >= dim))
         return BAD("shape out of bounds (dim %u, layers %u, hidden %u, emb %u, flags %u)", dim,
                    layers, hidden, emb, flags);
     oml_config cfg;
@@ -75,6 +77,7 @@ int oml_snapshot_decode(oml_snapshot **out, const uint8_t *buf, size_t len, oml_
     cfg.emb = (int32_t)emb;
     cfg.standardize = (flags & FLAG_SCALE) != 0;
     cfg.offset = (flags & FLAG_BIAS) ? 1.0f : 0.0f;
+    cfg.basis = (flags & FLAG_BASIS) != 0;
     oml_net_layout lay;
     oml_net_layout_init(&lay, &cfg);
     float alpha[OML_MAX_LAYERS + 1] = {0};

@@ -181,7 +181,7 @@ static int parse_args(int argc, char **argv, eval_opts *o)
     oml_config *v = &o->overrides;
     v->eta = v->tau = v->prox = v->eta_decay = v->beta = v->s = NAN;
     v->margin = v->rehearse = v->offset = NAN;
-    v->loss = v->optim = v->batch = v->replay = v->equal_heads = v->standardize = -1;
+    v->loss = v->optim = v->batch = v->replay = v->equal_heads = v->standardize = v->basis = -1;
     v->layers = v->hidden = v->emb = v->init = v->center = v->hedge_signal = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -368,6 +368,8 @@ static int parse_args(int argc, char **argv, eval_opts *o)
             v->offset = strtof(val, NULL);
         } else if (OPT("--scale-input")) {
             v->standardize = atoi(val);
+        } else if (OPT("--basis")) {
+            v->basis = atoi(val);
         } else if (OPT("--equal-heads")) {
             v->equal_heads = atoi(val);
         } else {
@@ -418,7 +420,7 @@ static void apply_overrides(oml_config *c, const oml_config *v)
     OVR_F(eta); OVR_F(tau); OVR_F(prox); OVR_F(eta_decay); OVR_F(beta); OVR_F(s);
     OVR_I(layers); OVR_I(hidden); OVR_I(emb); OVR_I(init); OVR_I(center); OVR_I(hedge_signal);
     OVR_F(margin); OVR_F(rehearse); OVR_F(offset);
-    OVR_I(loss); OVR_I(optim); OVR_I(batch); OVR_I(replay); OVR_I(equal_heads);
+    OVR_I(loss); OVR_I(optim); OVR_I(batch); OVR_I(replay); OVR_I(equal_heads); OVR_I(basis);
     OVR_I(standardize);
 #undef OVR_F
 #undef OVR_I

@@ -35,6 +35,14 @@ static void ref_forward(const oml_net_layout *lay, const double *p, const double
     int32_t d = lay->dim, hd = lay->hidden, e = lay->emb;
     for (int j = 0; j < d; j++)
         h[j] = (x[j] - p[lay->mu + j]) * (lay->has_scale ? p[lay->scale + j] : 1.0);
+    if (lay->has_basis) { /* h(0) = B (x - mu): fixed, read by W(1) and Theta(0) */
+        for (int r = 0; r < lay->in; r++) {
+            nh[r] = 0;
+            for (int c = 0; c < d; c++)
+                nh[r] += p[lay->basis + (size_t)r * d + c] * h[c];
+        }
+        memcpy(h, nh, sizeof(double) * (size_t)lay->in);
+    }
     for (int l = 0; l <= lay->layers; l++) {
         int32_t w = oml_net_width(lay, l);
         if (l > 0) {
@@ -231,6 +239,15 @@ static void test_gradcheck_centred_pca_start(void **state)
     c.offset = 0.25f;      /* as the step is read off float weights (eta = 1) */
     gradcheck(&c, 1);
     c.standardize = 1; /* ... and the input scaled by 1/sd */
+    gradcheck(&c, 1);
+    c.basis = 1; /* ... and the start's map kept as a fixed basis (emb 4 < dim 7) */
+    c.init = OML_INIT_PCA;
+    c.offset = 0.0f;
+    c.standardize = 0;
+    gradcheck(&c, 1);
+    c.init = OML_INIT_STD;
+    c.offset = 0.25f;
+    c.standardize = 1;
     gradcheck(&c, 1);
 }
 
@@ -477,6 +494,10 @@ static void test_batch_gradcheck_margin(void **state)
     batch_gradcheck(&c, 1, 4); /* ... with head offsets */
     c.standardize = 1;
     batch_gradcheck(&c, 1, 4); /* ... and the input scaled by 1/sd */
+    c.basis = 1;
+    c.offset = 0.25f; /* small: a step is read off float weights, and b's offset
+                         coordinate's ulp is that of its value */
+    batch_gradcheck(&c, 1, 4); /* ... and read through the start's fixed basis */
     c = batch_config(OML_LOSS_MARGIN, 0, 4);
     c.layers = 0; /* the linear model alone */
     batch_gradcheck(&c, 0, 4);

@@ -397,7 +397,7 @@ static void test_local_hedge_tracks_neighbourhoods(void **state)
     oml_learner_destroy(l);
 }
 
-/* Sets field `which` (0..13) of the issue-11 levers out of range in c and
+/* Sets field `which` (0..15) of the issue-11 levers out of range in c and
  * returns the field's name, as a diag names it. */
 static const char *spoil(oml_config *c, int which)
 {
@@ -441,6 +441,13 @@ static const char *spoil(oml_config *c, int which)
     case 13:
         c->offset = NAN;
         return "offset";
+    case 14:
+        c->basis = 2;
+        return "basis";
+    case 15:
+        c->basis = 1; /* the basis is the start's map: a random start has none */
+        c->init = OML_INIT_RANDOM;
+        return "basis";
     default:
         c->hedge_signal = OML_HEDGE_EQUAL + 1;
         return "hedge_signal";
@@ -489,7 +496,7 @@ static void test_config_validation_names_field(void **state)
     oml_learner_destroy(l);
     l = NULL;
     /* The levers of issue 11. */
-    for (int i = 0; i < 14; i++) {
+    for (int i = 0; i < 16; i++) {
         c = cfg("default");
         const char *field = spoil(&c, i);
         memset(&d, 0, sizeof d);

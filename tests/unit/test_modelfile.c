@@ -77,6 +77,7 @@ static void test_round_trip_bit_exact(void **state)
     const char *presets[] = {"paper", "default", "wide"};
     for (int p = 0; p < 3; p++) {
         oml_learner *a = trained(presets[p], 300);
+        assert_int_equal(a->lay.has_basis, p == 2); /* wide: emb 6 < D, a fixed input basis */
         char path[256];
         assert_int_equal(oml_test_tmpfile(path, sizeof path), 0);
         oml_diag diag = {0};
@@ -188,26 +189,42 @@ static void test_round_trip_mid_training(void **state)
 /* ... after the counters, hedge weights (17 f32), RNG (4 u64) and flags */
 #define V4_START_AT (V2_STATS_AT + V2_STATS_BYTES + 17 * 4 + 4 * 8 + 2 * 4)
 #define V4_START_BYTES 12 /* start_init, start_error[2] */
+#define V5_BASIS_AT (V4_START_AT + V4_START_BYTES)
+#define V5_BASIS_BYTES 4 /* basis */
+
+/* The file of l as version `version` wrote it: without the `cut` bytes at
+ * `at` of the newer fields, its own checksum; *len_out its length. */
+static uint8_t *older_file(uint8_t *newer, size_t len, size_t at, size_t cut, uint32_t version,
+                           size_t *len_out)
+{
+    uint8_t *old = malloc(len);
+    memcpy(old, newer, at);
+    memcpy(old + at, newer + at + cut, len - 4 - at - cut);
+    size_t n = len - 4 - cut;
+    memcpy(old + 8, &version, sizeof version);
+    uint32_t crc = (uint32_t)crc32(0L, old, (uInt)n);
+    memcpy(old + n, &crc, sizeof crc);
+    free(newer);
+    *len_out = n + 4;
+    return old;
+}
+
+/* The version-4 file of l: its file without the basis field of version 5. */
+static uint8_t *as_version4(const oml_learner *l, size_t *len4)
+{
+    uint8_t *v5;
+    size_t len;
+    assert_int_equal(oml_model_encode(l, &v5, &len), OML_OK);
+    return older_file(v5, len, V5_BASIS_AT, V5_BASIS_BYTES, 4, len4);
+}
 
 /* The version-3 file of l: its file without the start fields of version 4,
  * version 3, its own checksum; *len3 its length. */
 static uint8_t *as_version3(const oml_learner *l, size_t *len3)
 {
-    uint8_t *v4;
     size_t len;
-    assert_int_equal(oml_model_encode(l, &v4, &len), OML_OK);
-    uint8_t *v3 = malloc(len);
-    memcpy(v3, v4, V4_START_AT);
-    memcpy(v3 + V4_START_AT, v4 + V4_START_AT + V4_START_BYTES,
-           len - 4 - V4_START_AT - V4_START_BYTES);
-    size_t n = len - 4 - V4_START_BYTES;
-    uint32_t version = 3, crc;
-    memcpy(v3 + 8, &version, sizeof version);
-    crc = (uint32_t)crc32(0L, v3, (uInt)n);
-    memcpy(v3 + n, &crc, sizeof crc);
-    free(v4);
-    *len3 = n + 4;
-    return v3;
+    uint8_t *v4 = as_version4(l, &len);
+    return older_file(v4, len, V4_START_AT, V4_START_BYTES, 3, len3);
 }
 
 /* The version-1 file of l (no Adam, no offsets: its configuration is the
@@ -346,6 +363,31 @@ static void test_version2_still_read(void **state)
     oml_learner_destroy(a);
 }
 
+/* Version 4 files (before the input basis) are still read: the default of
+ * that time loads as the same learner, without a basis, and goes on
+ * bit-identically. */
+static void test_version4_still_read(void **state)
+{
+    (void)state;
+    oml_config c = small_default_config();
+    float x[64 * D];
+    oml_learner *a = small_default(&c, 2, x);
+    assert_int_equal(a->cfg.basis, 0);
+    oml_rng r;
+    oml_rng_seed(&r, 24);
+    size_t len;
+    uint8_t *v4 = as_version4(a, &len);
+    oml_learner *b = NULL;
+    oml_diag diag = {0};
+    if (oml_model_decode(&b, v4, len, &diag) != OML_OK)
+        fail_msg("version 4 file refused: %s", diag.msg);
+    assert_int_equal(b->cfg.basis, 0);
+    go_on_together(a, b, x, &r, 5);
+    free(v4);
+    oml_learner_destroy(b);
+    oml_learner_destroy(a);
+}
+
 /* Every truncation and every single-byte alteration is refused. */
 static void test_damaged_files_refused(void **state)
 {
@@ -413,6 +455,7 @@ int main(void)
         cmocka_unit_test(test_round_trip_mid_training),
         cmocka_unit_test(test_version1_still_read),
         cmocka_unit_test(test_version2_still_read),
+        cmocka_unit_test(test_version4_still_read),
         cmocka_unit_test(test_damaged_files_refused),
         cmocka_unit_test(test_other_version_refused),
         cmocka_unit_test(test_missing_file),

@@ -67,6 +67,12 @@ static void test_compatible(void **state)
     assert_int_equal(oml_promote_compatible(&c, &lay, err, sizeof err), -1);
     assert_int_equal(oml_batch_layout_init(&lay, D, 1, 16, 5, 1, NULL), OML_OK);
     assert_int_equal(oml_promote_compatible(&c, &lay, err, sizeof err), -1);
+    /* A live model that reads a fixed basis cannot take a batch net's first
+     * layer, which reads the raw input (emb 4 < D). */
+    c.basis = 1;
+    assert_int_equal(oml_batch_layout_init(&lay, D, 2, 16, 4, 1, NULL), OML_OK);
+    assert_int_equal(oml_promote_compatible(&c, &lay, err, sizeof err), -1);
+    assert_non_null(strstr(err, "basis 0"));
 }
 
 /* Head `depth` of the served snapshot is the batch model; alpha is one-hot. */

@@ -23,7 +23,7 @@ except ImportError:  # plain Python below
 
 MAGIC = b"OMLSNAP\0"
 VERSION = 1
-_SCALE, _BIAS = 1, 2
+_SCALE, _BIAS, _BASIS = 1, 2, 4
 
 
 class ModelFileError(ValueError):
@@ -54,16 +54,25 @@ class Model:
             at += 8
         except struct.error:
             raise ModelFileError("truncated header") from None
+        if flags & ~(_SCALE | _BIAS | _BASIS):
+            raise ModelFileError("unknown flags %#x (a newer omld's model?)" % flags)
         self.standardised = bool(flags & _SCALE)
         self.has_offset = bool(flags & _BIAS)
+        # A fixed basis B (emb, dim) maps the input before the trained layers.
+        self.has_basis = bool(flags & _BASIS)
         d, h, e, L = self.dim, self.hidden, self.emb, self.layers
+        if self.has_basis and e >= d:
+            raise ModelFileError("an input basis needs emb < dim (emb %d, dim %d)" % (e, d))
+        w0 = e if self.has_basis else d  # what W1 and T0 read
         # The block as net.h lays it out.
         shapes: List[Tuple[str, Tuple[int, ...]]] = [("mu", (d,))]
         if self.standardised:
             shapes.append(("scale", (d,)))
+        if self.has_basis:
+            shapes.append(("B", (e, d)))
         if L >= 1:
-            shapes.append(("W1", (h, d)))
-        shapes.append(("T0", (e, d)))
+            shapes.append(("W1", (h, w0)))
+        shapes.append(("T0", (e, w0)))
         shapes += [("W%d" % l, (h, h)) for l in range(2, L + 1)]
         shapes += [("T%d" % l, (e, h)) for l in range(1, L + 1)]
         if self.has_offset:
@@ -105,6 +114,8 @@ class Model:
         h = X - p["mu"]
         if self.standardised:
             h = h * p["scale"]
+        if self.has_basis:
+            h = h @ p["B"].T
         out = []
         for l in range(self.heads):
             if l >= 1:
@@ -123,6 +134,8 @@ class Model:
             h = [x - m for x, m in zip(r, p["mu"])]
             if self.standardised:
                 h = [x * s for x, s in zip(h, p["scale"])]
+            if self.has_basis:
+                h = [_dot(b, h) for b in p["B"]]
             for l in range(self.heads):
                 if l >= 1:
                     h = [max(0.0, _dot(w, h)) for w in p["W%d" % l]]

@@ -142,7 +142,10 @@ D = None
 
 def setUpModule():
     global D
-    D = Daemon(MODEL_ARGS)
+    # --basis=1: the exported model carries the fixed input basis (emb 4 < DIM)
+    # that the offline forward must apply (the trainer's daemon has none: a
+    # batch model is promoted into it).
+    D = Daemon(MODEL_ARGS + ["--basis=1"])
     with omld.Client(D.rpc, timeout=20) as c:
         r = c.put_items([(ID[i], X[i], LABEL[i]) for i in range(N_ITEMS)])
         assert r.created == N_ITEMS, r
@@ -441,10 +444,13 @@ class TestClient(unittest.TestCase):
         m = omld.model.load(data)
         self.assertEqual((m.dim, m.heads, m.emb, m.version), (DIM, 3, 4, version))
         self.assertEqual(m.alpha, e.alpha)
+        self.assertTrue(m.has_basis)
         heads = m.embed([X[5]])
+        plain = m._embed_py([X[5]])  # the path without numpy, the same answer
         for h in range(3):
-            for a, b in zip(heads[h][0], e.heads[h]):
+            for a, b, c in zip(heads[h][0], e.heads[h], plain[h][0]):
                 self.assertAlmostEqual(a, b, delta=1e-5)
+                self.assertAlmostEqual(c, b, delta=1e-5)
         with self.assertRaises(ValueError):
             m.embed([X[5][:3]])
         damaged = bytearray(data)
