@@ -5,6 +5,7 @@
  * checkpoint is usable the daemon refuses to start instead of starting
  * empty over the data. */
 #include <setjmp.h>
+#include <dirent.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -223,6 +224,25 @@ static void test_damaged_checkpoint_falls_back(void **state)
 /* Periodic checkpoints are written in the background (a forked copy)
  * while puts keep coming: they land in data_dir, the log is cut behind
  * them, and kill -9 after them loses nothing acknowledged. */
+/* 1 when dir holds a checkpoint file. Read with readdir, not `ls
+ * dir/checkpoint-*.ckpt`: the next background checkpoint may remove the
+ * oldest between the shell's glob and ls's stat of it, and ls then fails
+ * though newer ones are there (seen about 1 run in 40 under load). */
+static int has_checkpoint(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int found = 0;
+    while (d && !found && (e = readdir(d)) != NULL) {
+        size_t n = strlen(e->d_name);
+        found = strncmp(e->d_name, "checkpoint-", 11) == 0 && n > 16 &&
+                strcmp(e->d_name + n - 5, ".ckpt") == 0;
+    }
+    if (d)
+        closedir(d);
+    return found;
+}
+
 static void test_background_checkpoints(void **state)
 {
     (void)state;
@@ -254,9 +274,7 @@ static void test_background_checkpoints(void **state)
     uint64_t items = status_items(c);
     assert_int_equal(items, 40 * BATCH);
     omlc_close(c);
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "ls %s/checkpoint-*.ckpt >/dev/null 2>&1", p.dir);
-    assert_int_equal(system(cmd), 0);
+    assert_true(has_checkpoint(p.dir));
     assert_int_equal(omld_proc_stop(&p, SIGKILL, TIMEOUT_MS), 128 + SIGKILL);
     assert_int_equal(omld_proc_restart(&p, args, TIMEOUT_MS), 0);
     c = omld_proc_dial(&p, TIMEOUT_MS);
