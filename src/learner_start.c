@@ -81,15 +81,16 @@ static const float *take_basis(oml_learner *l, const float *P, int32_t ncomp, fl
 }
 
 /* Every head equal to the PCA projection P (emb, d): Theta(0) = P, and the
- * trunk and every deeper head the pass-through of P (pca.h). */
-static void init_pca_heads(oml_learner *l, const float *P_in, int32_t ncomp)
+ * trunk and every deeper head the pass-through of P (pca.h). OML_OK, or
+ * OML_ENOMEM (the identity a basis starts from could not be held). */
+static int init_pca_heads(oml_learner *l, const float *P_in, int32_t ncomp)
 {
     const oml_net_layout *lay = &l->lay;
     int32_t d = oml_net_width(lay, 0), e = lay->emb, hd = lay->hidden;
     float *owned = NULL;
     const float *P = take_basis(l, P_in, ncomp, &owned);
     if (P == NULL)
-        return; /* OOM: the random start stays (prototype) */
+        return OML_ENOMEM;
     set_head0(l, P, ncomp);
     for (int k = 1; k <= lay->layers; k++) {
         float *W = l->params + lay->w[k];
@@ -100,6 +101,7 @@ static void init_pca_heads(oml_learner *l, const float *P_in, int32_t ncomp)
         oml_pca_passthrough_head(l->params + lay->theta[k], hd, e, ncomp);
     }
     free(owned);
+    return OML_OK;
 }
 
 /* Each feature's sd over the n rows X (d), 1 where it has no spread. */
@@ -217,7 +219,7 @@ static int take_pca_start(oml_learner *l, const float *X, int32_t n, const float
     if (rc == OML_OK && white)
         whiten_rows(P, P + (size_t)e * d, noise, e, d);
     if (rc == OML_OK)
-        init_pca_heads(l, P, e);
+        rc = init_pca_heads(l, P, e);
     free(P);
     return rc;
 }
@@ -239,8 +241,7 @@ static int take_std_start(oml_learner *l, const float *X, int32_t n, const float
     int rc = P ? std_projection(X, n, d, room, mean, sd, lay->has_scale, P, &k) : OML_ENOMEM;
     if (rc == OML_OK && head0_only) {
         set_head0(l, P, k);
-    } else if (rc == OML_OK) {
-        init_pca_heads(l, P, k);
+    } else if (rc == OML_OK && (rc = init_pca_heads(l, P, k)) == OML_OK) {
         if (lay->has_bias)
             set_offsets(l, X, n, P, k);
     }
