@@ -607,8 +607,23 @@ int omld_apply_promote(omld_engine *e, const Omld__Request *req, omld_reply *r)
         return 0;
     }
     int32_t dd = bm->lay.depth;
-    oml_promote(l, bm);
+    int prc = oml_promote(l, bm);
     oml_batch_model_destroy(bm);
+    if (prc != OML_OK) { /* the learner is unchanged */
+        free(pre);
+        free(owned);
+        if (prc == OML_EINVAL)
+            omld_reply_error(r, OMLD__STATUS__CODE__CONFLICT, "promote.name",
+                             "the live model reads its input through a basis that its start "
+                             "sets, and it has none yet (the start needs at least 2 stored "
+                             "items)");
+        else
+            omld_reply_error(r, OMLD__STATUS__CODE__INTERNAL, NULL, "%s folding the batch "
+                             "model's first layer into the live model's input basis",
+                             prc == OML_ENOMEM ? "out of memory" : "the eigen-decomposition "
+                             "failed");
+        return 0;
+    }
 
     free(e->rb_buf);
     e->rb_buf = pre;

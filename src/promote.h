@@ -3,7 +3,8 @@
  *
  * A batch model of depth d (mu, a trunk W(1..d), one head Theta at depth
  * d) fits a live configuration with the same dim, hidden and emb and
- * L >= d. Its blocks land on the live layout's mu, W(1..d) and Theta(d). */
+ * L >= d. Its blocks land on the live layout's mu, W(1..d) and Theta(d)
+ * (the first of them through the live model's input basis, if it has one). */
 #ifndef OML_PROMOTE_H
 #define OML_PROMOTE_H
 
@@ -34,7 +35,13 @@ oml_snapshot *oml_promote_snapshot(const oml_config *live, const oml_batch_model
  * blocks back to the old start); the input scale becomes 1 and head d's
  * offset 0 (a batch net has neither); the other heads keep their weights; alpha
  * resets to uniform; the local hedge's reference is re-embedded. The
- * running counters, the RNG and Adam's moments are left as they are. */
-void oml_promote(oml_learner *l, const oml_batch_model *bm);
+ * running counters, the RNG and Adam's moments are left as they are.
+ * A live model with an input basis (net.h) keeps its basis and scale, and
+ * takes the batch net's first layer (W(1), or the head of a depth-0 net)
+ * as its least-squares fit on the basis's coordinates: the promoted net is
+ * the batch net applied to the input's projection onto the basis's span
+ * (promote.c, fold_into_basis). OML_OK; OML_EINVAL when that basis is still
+ * zero (no start taken yet), OML_ENOMEM, OML_EIO: then l is unchanged. */
+int oml_promote(oml_learner *l, const oml_batch_model *bm);
 
 #endif

@@ -99,7 +99,10 @@ static void promote(oml_learner *l, const oml_batch_model *bm)
         l->ref_at = l->stats.updates;
     }
 #else
-    oml_promote(l, bm);
+    if (oml_promote(l, bm) != OML_OK) {
+        fprintf(stderr, "format_bytes: promote failed\n");
+        exit(1);
+    }
 #endif
 }
 

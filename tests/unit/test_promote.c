@@ -1,7 +1,8 @@
 /* test_promote.c - a batch model in the live layout: which configurations
  * fit, the served snapshot answers as the batch model does, and a promote
  * moves exactly the batch model's blocks into the learner (weights and
- * start weights), resets alpha and re-embeds the hedge's reference. */
+ * start weights), resets alpha and re-embeds the hedge's reference; into a
+ * live model with an input basis the first layer is folded onto it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -67,12 +68,10 @@ static void test_compatible(void **state)
     assert_int_equal(oml_promote_compatible(&c, &lay, err, sizeof err), -1);
     assert_int_equal(oml_batch_layout_init(&lay, D, 1, 16, 5, 1, NULL), OML_OK);
     assert_int_equal(oml_promote_compatible(&c, &lay, err, sizeof err), -1);
-    /* A live model that reads a fixed basis cannot take a batch net's first
-     * layer, which reads the raw input (emb 4 < D). */
+    /* a live model that reads a fixed basis takes them too (folded) */
     c.basis = 1;
     assert_int_equal(oml_batch_layout_init(&lay, D, 2, 16, 4, 1, NULL), OML_OK);
-    assert_int_equal(oml_promote_compatible(&c, &lay, err, sizeof err), -1);
-    assert_non_null(strstr(err, "basis 0"));
+    assert_int_equal(oml_promote_compatible(&c, &lay, err, sizeof err), 0);
 }
 
 /* Head `depth` of the served snapshot is the batch model; alpha is one-hot. */
@@ -119,7 +118,7 @@ static void test_promote_moves_the_blocks(void **state)
 
     oml_batch_model *bm = batch_model(2, 16, 4);
     const oml_batch_layout *bl = &bm->lay;
-    oml_promote(l, bm);
+    assert_int_equal(oml_promote(l, bm), OML_OK);
 
     /* the batch model's blocks, in the weights and in the start weights */
     assert_memory_equal(l->params + l->lay.mu, bm->params + bl->mu, D * sizeof(float));
@@ -158,12 +157,142 @@ static void test_promote_moves_the_blocks(void **state)
     oml_learner_destroy(l);
 }
 
+/* E = B diag(s) (emb, D): what the basis live model's first layer reads x - mu through. */
+static void basis_map(const oml_learner *l, float *E)
+{
+    const oml_net_layout *lay = &l->lay;
+    for (int32_t r = 0; r < lay->in; r++)
+        for (int32_t j = 0; j < D; j++)
+            E[r * D + j] = l->params[lay->basis + (size_t)r * D + j] * l->params[lay->scale + j];
+}
+
+static oml_learner *basis_learner(int prepare)
+{
+    oml_config c = live_cfg();
+    c.basis = 1;
+    oml_learner *l = NULL;
+    assert_int_equal(oml_learner_create(&l, &c, NULL), OML_OK);
+    assert_true(l->lay.has_basis && l->lay.has_scale && l->lay.in == 4);
+    if (prepare)
+        assert_int_equal(oml_learner_prepare(l, g_x, NULL, N), OML_OK);
+    return l;
+}
+
+/* A batch net whose first layer reads only the basis's span, F = A E, is
+ * promoted exactly: the live first layer W has W E = F (the start may
+ * leave rows of E at zero: then W is A up to those columns), and the live head at
+ * the batch depth embeds as the batch model does, worked out through the
+ * scale and basis the live model keeps. */
+static void test_promote_into_a_basis_is_exact_on_its_span(void **state)
+{
+    (void)state;
+    for (int32_t depth = 0; depth <= 2; depth += 2) {
+        oml_learner *l = basis_learner(1);
+        float E[4 * D], A[16 * 4];
+        basis_map(l, E);
+        oml_batch_model *bm = batch_model(depth, 16, 4);
+        int32_t rows = depth ? 16 : 4;
+        size_t first = depth ? bm->lay.w[1] : bm->lay.theta;
+        oml_rng r;
+        oml_rng_seed(&r, 17);
+        for (int i = 0; i < rows * 4; i++)
+            A[i] = oml_rng_uniform(&r) - 0.5f;
+        for (int32_t i = 0; i < rows; i++)
+            for (int32_t j = 0; j < D; j++) {
+                float v = 0;
+                for (int k = 0; k < 4; k++)
+                    v += A[i * 4 + k] * E[k * D + j];
+                bm->params[first + (size_t)i * D + j] = v;
+            }
+        float F[16 * D];
+        memcpy(F, bm->params + first, (size_t)rows * D * sizeof(float));
+        assert_int_equal(oml_promote(l, bm), OML_OK);
+        const float *W = l->params + (depth ? l->lay.w[1] : l->lay.theta[0]);
+        for (int32_t i = 0; i < rows; i++) /* W E = F (A itself where E has full rank) */
+            for (int32_t j = 0; j < D; j++) {
+                float we = 0;
+                for (int k = 0; k < 4; k++)
+                    we += W[i * 4 + k] * E[k * D + j];
+                assert_true(fabsf(we - F[i * D + j]) < 1e-4f * (1.0f + fabsf(F[i * D + j])));
+            }
+        assert_memory_equal(l->start + (depth ? l->lay.w[1] : l->lay.theta[0]), W,
+                            (size_t)rows * 4 * sizeof(float));
+
+        float want[N * 4];
+        float *all = malloc((size_t)4 * N * 4 * sizeof(float));
+        assert_int_equal(oml_batch_model_embed(bm, g_x, N, want), OML_OK);
+        oml_snapshot *s = oml_learner_snapshot(l, 1);
+        assert_int_equal(oml_snapshot_embed(s, g_x, N, all), OML_OK);
+        const float *got = all + (size_t)depth * N * 4;
+        for (int i = 0; i < N * 4; i++)
+            assert_true(fabsf(got[i] - want[i]) < 1e-4f);
+        oml_snapshot_release(s);
+        free(all);
+        oml_batch_model_destroy(bm);
+        oml_learner_destroy(l);
+    }
+}
+
+/* Any batch first layer F lands as its least-squares fit W on the basis:
+ * the residual W E - F is orthogonal to every row of E. */
+static void test_promote_into_a_basis_fits_least_squares(void **state)
+{
+    (void)state;
+    oml_learner *l = basis_learner(1);
+    float E[4 * D];
+    basis_map(l, E);
+    oml_batch_model *bm = batch_model(2, 16, 4);
+    const float *F = bm->params + bm->lay.w[1];
+    assert_int_equal(oml_promote(l, bm), OML_OK);
+    const float *W = l->params + l->lay.w[1];
+    double worst = 0, scale = 0;
+    for (int i = 0; i < 16; i++)
+        for (int r = 0; r < 4; r++) {
+            double res = 0, fe = 0; /* (W E - F) E^T and F E^T at (i, r) */
+            for (int j = 0; j < D; j++) {
+                double we = 0;
+                for (int k = 0; k < 4; k++)
+                    we += (double)W[i * 4 + k] * E[k * D + j];
+                res += (we - F[i * D + j]) * E[r * D + j];
+                fe += (double)F[i * D + j] * E[r * D + j];
+            }
+            worst = fmax(worst, fabs(res));
+            scale = fmax(scale, fabs(fe));
+        }
+    assert_true(scale > 0);
+    assert_true(worst < 1e-4 * scale);
+    /* the input scale stays: the fold read through it */
+    assert_true(l->params[l->lay.scale + 3] != 1.0f);
+    oml_batch_model_destroy(bm);
+    oml_learner_destroy(l);
+}
+
+/* Before any start the basis is zero: the promote is refused and the
+ * learner keeps every weight. */
+static void test_promote_into_a_zero_basis_is_refused(void **state)
+{
+    (void)state;
+    oml_learner *l = basis_learner(0);
+    size_t count = l->lay.count;
+    float *before = malloc(count * sizeof(float));
+    memcpy(before, l->params, count * sizeof(float));
+    oml_batch_model *bm = batch_model(2, 16, 4);
+    assert_int_equal(oml_promote(l, bm), OML_EINVAL);
+    assert_memory_equal(l->params, before, count * sizeof(float));
+    free(before);
+    oml_batch_model_destroy(bm);
+    oml_learner_destroy(l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_compatible),
         cmocka_unit_test(test_snapshot_answers_as_the_batch_model),
         cmocka_unit_test(test_promote_moves_the_blocks),
+        cmocka_unit_test(test_promote_into_a_basis_is_exact_on_its_span),
+        cmocka_unit_test(test_promote_into_a_basis_fits_least_squares),
+        cmocka_unit_test(test_promote_into_a_zero_basis_is_refused),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
