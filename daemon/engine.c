@@ -62,7 +62,7 @@ static void list_push(cmd_list *l, cmd *c)
 int omld_engine_model_config(const omld_config *o, oml_config *c, char *err, size_t errlen)
 {
     if (oml_config_preset(c, o->preset, (int32_t)o->dim) != OML_OK) {
-        snprintf(err, errlen, "option 'preset': unknown preset '%s' (default | paper)", o->preset);
+        snprintf(err, errlen, "option 'preset': unknown preset '%s' (default | wide | paper)", o->preset);
         return -1;
     }
     /* Options left empty are -1 / NaN: the preset's value stays. */

@@ -33,7 +33,7 @@ const omld_option omld_options[] = {
     INT(dim, 1, 1 << 20, "784", "input dimension of every item"),
     INT(layers, 0, 16, "", "hidden layers L (L+1 heads); empty: the preset's"),
     INT(hidden, 1, 65536, "", "units per hidden layer; empty: the preset's"),
-    INT(basis, 0, 1, "", "1: the start's projection stays as a fixed basis of emb coordinates that the trained layers read instead of the dim inputs (wide: 1.5x the triplets per second at dim 784; a batch model promoted into it has its first layer fitted onto the basis by least squares); 0: they read the inputs; empty: the preset's"),
+    INT(basis, 0, 1, "", "1: the start's projection stays as a fixed basis of emb coordinates that the trained layers read instead of the dim inputs (on in default and wide; no effect at dim <= emb; wide: 1.5x the triplets per second at dim 784; a batch model promoted into it has its first layer fitted onto the basis by least squares); 0: they read the inputs; empty: the preset's"),
     INT(emb, 1, 65536, "", "embedding width of every head; empty: the preset's"),
     INT(seed, 0, 9007199254740991.0, "1", "seed of the model and of closure sampling"),
     REAL(eta, 1e-9, 10, "", "learning rate; empty: the preset's"),

@@ -229,7 +229,8 @@ typedef struct oml_batch_spec {
     void *step_ctx;
 } oml_batch_spec;
 
-/* The defaults of a method (network of the live default: hidden 128, emb 64;
+/* The defaults of a method (network: hidden 128, emb 64, the live default's
+ * before its 96-d heads; omld's jobs take the live model's own sizes;
  * the PCA pass-through start where it fits (init_pca AUTO), LANML the
  * identity start; Adam, lr 1e-3; m x k batches; 10% validation; at most 40
  * epochs, patience 3). */

@@ -42,6 +42,7 @@
 #include "net.h"
 #include "noise.h"
 #include "rng.h"
+#include "promote.h"
 #include "protocol.h"
 #include "replay.h"
 #include "snapshot.h"
@@ -72,6 +73,7 @@ typedef struct eval_opts {
     float alpha, lambda, pool_ratio, gen_lr;                    /* DAML / DAMLRRM */
     int32_t gen_hidden, pretrain_epochs, joint_epochs, literal, normalize;
     int32_t batch_init; /* -1 the method's default, 0 random, 1 pca, 2 identity */
+    int32_t promoted;   /* --promoted 1: judge the batch model as promoted into --preset */
     int32_t stream_random; /* --stream random: random label-consistent triplets */
     int32_t regroup_at;    /* --regroup-at N: from triplet N on the stream follows --groups */
     int32_t groups[OML_REGROUP_MAX], n_groups; /* --groups: the group of each class id */
@@ -159,6 +161,9 @@ static void usage(FILE *f)
             "  --normalize 0|1     L2-normalise the embedding (default: the method's)\n"
             "  --batch-init I      random | pca | identity: the batch network's start\n"
             "                      (default: the method's; pca = the PCA pass-through)\n"
+            "  --promoted 1        triplet | lanml | danml: judge the model as omld serves it\n"
+            "                      once promoted into a live model of --preset (head depth;\n"
+            "                      give --hidden/--emb of that model)\n"
             "  --verbose           print every epoch of the batch trainers\n");
 }
 
@@ -307,6 +312,8 @@ static int parse_args(int argc, char **argv, eval_opts *o)
                 fprintf(stderr, "oml-eval: unknown --batch-init '%s' (random|pca|identity)\n", val);
                 return -1;
             }
+        } else if (OPT("--promoted")) {
+            o->promoted = atoi(val);
         } else if (OPT("--normalize")) {
             o->normalize = atoi(val);
         } else if (OPT("--constraints")) {
@@ -827,6 +834,46 @@ static int oahu_embed(const oml_learner *l, const float *X, int32_t n, float *E)
     return OML_OK;
 }
 
+/* --promoted 1: the batch model bm as omld serves it once promoted into a
+ * live model of --preset (sizes from --hidden/--emb, which the batch net
+ * shares) whose start was taken from the training half: E (n, heads * emb)
+ * is that learner's head `depth` alone (alpha one-hot), which with an input
+ * basis is the batch net on the input's projection onto the basis's span
+ * (promote.h). */
+static int promoted_embed(const eval_opts *o, uint64_t seed, const oml_batch_model *bm,
+                          const float *Xtr, const int32_t *ytr, int32_t ntr, const float *Xte,
+                          int32_t nte, int32_t dim, float **Etr, float **Ete, int32_t *edim)
+{
+    oml_config cfg;
+    if (oml_config_preset(&cfg, o->preset, dim) != OML_OK)
+        return OML_EINVAL;
+    apply_overrides(&cfg, &o->overrides);
+    cfg.seed = seed;
+    char why[400];
+    if (oml_promote_compatible(&cfg, &bm->lay, why, sizeof why) != 0) {
+        fprintf(stderr, "oml-eval: --promoted: %s\n", why);
+        return OML_EINVAL;
+    }
+    oml_learner *l = NULL;
+    int rc = oml_learner_create(&l, &cfg, NULL);
+    if (rc == OML_OK && oml_config_needs_data(&cfg))
+        rc = oml_learner_prepare(l, Xtr, ytr, ntr);
+    if (rc == OML_OK)
+        rc = oml_promote(l, bm);
+    if (rc == OML_OK) {
+        for (int h = 0; h <= l->lay.layers; h++)
+            l->alpha[h] = h == bm->lay.depth ? 1.0f : 0.0f;
+        *edim = (l->lay.layers + 1) * l->lay.emb;
+        *Etr = malloc((size_t)ntr * *edim * sizeof(float));
+        *Ete = malloc((size_t)nte * *edim * sizeof(float));
+        rc = *Etr && *Ete ? oahu_embed(l, Xtr, ntr, *Etr) : OML_ENOMEM;
+        if (rc == OML_OK)
+            rc = oahu_embed(l, Xte, nte, *Ete);
+    }
+    oml_learner_destroy(l);
+    return rc;
+}
+
 /* DAML x 4 terms, the plain terms and DAMLRRM (daml.h, damlrrm.h). */
 static int dml_train_daml(const eval_opts *o, uint64_t seed, const float *Xtr, const int32_t *ytr,
                           int32_t ntr, int32_t dim, dml_result *res, float **Etr, float **Ete,
@@ -969,7 +1016,10 @@ static int dml_embed(const eval_opts *o, uint64_t seed, const float *Xtr, const 
         oml_batch_model *model = NULL;
         rc = oml_batch_train(&sp, Xtr, ytr, ntr, dim, &model, &diag);
         res->train_s = now_s() - t0;
-        if (rc == OML_OK) {
+        if (rc == OML_OK && o->promoted == 1) {
+            res->epochs = model->epochs_run;
+            rc = promoted_embed(o, seed, model, Xtr, ytr, ntr, Xte, nte, dim, Etr, Ete, edim);
+        } else if (rc == OML_OK) {
             res->epochs = model->epochs_run;
             *edim = model->lay.emb;
             *Etr = malloc((size_t)ntr * *edim * sizeof(float));

@@ -47,10 +47,11 @@
 #define ARGS_COMMON                                                                        \
     "--dim=16", "--preset=default", "--layers=2", "--hidden=32", "--emb=8", "--seed=3",   \
         "--publish_ms=50", "--max_batch=1000", "--max_k=100"
-static const char *const ARGS_PLAIN[] = {ARGS_COMMON, NULL};
-/* `test_jobs basis`: the live model reads its input through the start's
- * basis (emb 8 < dim 16), so a promote folds the batch net's first layer
- * onto it (promote.h) instead of copying it. */
+/* The live model reads the raw input, so a promote copies the batch net
+ * (`test_jobs basis`, the default's own: it reads the input through the
+ * start's basis, emb 8 < dim 16, and a promote folds the batch net's
+ * first layer onto it, promote.h). */
+static const char *const ARGS_PLAIN[] = {ARGS_COMMON, "--basis=0", NULL};
 static const char *const ARGS_BASIS[] = {ARGS_COMMON, "--basis=1", NULL};
 static const char *const *ARGS = ARGS_PLAIN;
 

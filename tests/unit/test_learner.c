@@ -52,6 +52,7 @@ static void pin_white(oml_config *c)
     c->standardize = 0;
     c->offset = 0.0f;
     c->margin = 0.2f;
+    c->basis = 0;
 }
 
 static oml_config cfg_white(void)
@@ -166,6 +167,7 @@ static void test_pca_start_heads_agree(void **state)
     c.init = OML_INIT_PCA;
     c.standardize = 0; /* the PCA starts project the raw centred input */
     c.offset = 0.0f;
+    c.basis = 0;       /* ... in Theta(0), which then holds P itself */
     oml_learner *l = NULL;
     assert_int_equal(oml_learner_create(&l, &c, NULL), OML_OK);
     oml_rng r;
@@ -478,6 +480,7 @@ static void test_config_validation_names_field(void **state)
     for (int i = 0; i < 4; i++) {
         c = cfg("default");
         c.init = inits[i];
+        c.basis = 0; /* the mixed start has no single map to keep */
         c.standardize = inits[i] == OML_INIT_STD;
         c.hidden = 2 * c.emb - 1;
         memset(&d, 0, sizeof d);
@@ -491,6 +494,7 @@ static void test_config_validation_names_field(void **state)
     }
     c = cfg("default");
     c.init = OML_INIT_RANDOM;
+    c.basis = 0;
     c.hidden = c.emb;
     assert_int_equal(oml_learner_create(&l, &c, NULL), OML_OK);
     oml_learner_destroy(l);
@@ -775,6 +779,7 @@ static void test_std_start_pca_of_standardised(void **state)
     assert_int_equal(c.emb, E);
     c.offset = 0.0f;     /* all E coordinates for components (offsets: above) */
     c.standardize = 0;   /* 1/sd folded into T (the default's scaled input: above) */
+    c.basis = 0;         /* ... which then holds the map itself */
     oml_learner *l = NULL;
     assert_int_equal(oml_learner_create(&l, &c, NULL), OML_OK);
     assert_int_equal(oml_learner_prepare(l, x, NULL, N), OML_OK);

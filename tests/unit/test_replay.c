@@ -33,6 +33,7 @@ static oml_learner *tiny(int32_t batch, float rehearse)
     c.hidden = 8;
     c.emb = 3;
     c.init = OML_INIT_RANDOM;
+    c.basis = 0; /* a random start has no map to keep */
     c.center = 0;
     c.hedge_signal = OML_HEDGE_VIOLATION; /* the local one needs data */
     c.batch = batch;
