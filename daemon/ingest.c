@@ -190,9 +190,12 @@ static void batch_answered(omld_ingest *g)
     read_next(g);
 }
 
+/* Refusals that pass: the entry stays pending and is read again. NOT_PRIMARY
+ * is one: a primary whose lease lapsed (Redis away) takes writes again once
+ * it renews, and a dead-lettered entry would be XACKed without being learned. */
 static int transient(int code)
 {
-    return code == OMLD__STATUS__CODE__UNAVAILABLE ||
+    return code == OMLD__STATUS__CODE__UNAVAILABLE || code == OMLD__STATUS__CODE__NOT_PRIMARY ||
            code == OMLD__STATUS__CODE__RESOURCE_EXHAUSTED || code == OMLD__STATUS__CODE__INTERNAL;
 }
 

@@ -27,52 +27,6 @@
 
 #define N_MORE 400 /* items beyond the fixture's N_ITEMS */
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Until the four serve one version: the primary's, once it stopped moving. */
-static uint64_t wait_all(const omld_proc *p, int n)
-{
-    json_int_t last = -1;
-    double since = now_s();
-    for (int i = 0; i < 3000; i++) {
-        json_t *s = status(&p[0]);
-        json_int_t v = s ? figure(s, "model", "version") : -1;
-        json_decref(s);
-        int same = v > 0;
-        for (int j = 1; j < n && same; j++) {
-            json_t *t = status(&p[j]);
-            same = t && figure(t, "model", "version") == v;
-            json_decref(t);
-        }
-        if (v != last) {
-            last = v;
-            since = now_s();
-        } else if (same && now_s() - since > 1.0) {
-            return (uint64_t)v;
-        }
-        usleep(20000);
-    }
-    fail_msg("the replicas did not reach the primary's version");
-    return 0;
-}
-
-/* Two answers are the same, bit for bit (ids, labels, order, scores,
- * similarities). */
-static void expect_hits_equal(const omlc_hit *a, size_t na, const omlc_hit *b, size_t nb)
-{
-    assert_int_equal(na, nb);
-    for (size_t i = 0; i < na; i++) {
-        assert_string_equal(a[i].id, b[i].id);
-        assert_string_equal(a[i].label, b[i].label);
-        assert_memory_equal(&a[i].score, &b[i].score, sizeof(float));
-        assert_memory_equal(&a[i].similarity, &b[i].similarity, sizeof(float));
-    }
-}
-
 /* The hits of one query from the merged shards and from the full replica
  * are the same. */
 static void expect_same(omlc_shards *sh, omlc *full, const omlc_ref *q, uint32_t k,
@@ -117,7 +71,7 @@ static void test_merged_equals_one_node(void **state)
     put_items(c, 0, N_ITEMS + N_MORE);
     add_triplets(c, 0, 1500, 25);
     omlc_close(c);
-    uint64_t v = wait_all(p, 4);
+    uint64_t v = wait_all_versions(p, 4);
 
     /* The shards partition the catalogue by the id's hash. */
     json_int_t items[4];
