@@ -145,13 +145,7 @@ void expect_same_answers(const omld_proc *pri, const omld_proc *rep, uint64_t ve
         assert_int_equal(omlc_classify(a, &ref, 5, NULL, &ca, &err), 0);
         assert_int_equal(omlc_classify(b, &ref, 5, NULL, &cb, &err), 0);
         assert_int_equal(ca.model_version, version);
-        assert_int_equal(cb.model_version, version);
-        assert_string_equal(ca.label, cb.label);
-        assert_int_equal(ca.n_scores, cb.n_scores);
-        for (int s = 0; s < ca.n_scores; s++) {
-            assert_string_equal(ca.scores[s].label, cb.scores[s].label);
-            assert_memory_equal(&ca.scores[s].score, &cb.scores[s].score, sizeof(float));
-        }
+        expect_class_equal(&ca, &cb);
         omlc_hit ha[10], hb[10];
         size_t na = 0, nb = 0;
         uint64_t va = 0, vb = 0;
@@ -193,8 +187,27 @@ uint64_t wait_all_versions(const omld_proc *p, int n)
         }
         usleep(20000);
     }
+    for (int j = 0; j < n; j++) { /* who is behind, and what it says */
+        json_t *t = status(&p[j]);
+        char *r = t ? json_dumps(json_object_get(t, "replication"), JSON_COMPACT) : NULL;
+        fprintf(stderr, "node %d (%s): version %lld, replication %s\n", j, p[j].rpc,
+                t ? (long long)figure(t, "model", "version") : -1LL, r ? r : "?");
+        free(r);
+        json_decref(t);
+    }
     fail_msg("the replicas did not reach the primary's version %lld", (long long)last);
     return 0;
+}
+
+void expect_class_equal(const omlc_classification *a, const omlc_classification *b)
+{
+    assert_int_equal(a->model_version, b->model_version);
+    assert_string_equal(a->label, b->label);
+    assert_int_equal(a->n_scores, b->n_scores);
+    for (int s = 0; s < a->n_scores; s++) {
+        assert_string_equal(a->scores[s].label, b->scores[s].label);
+        assert_memory_equal(&a->scores[s].score, &b->scores[s].score, sizeof(float));
+    }
 }
 
 void expect_hits_equal(const omlc_hit *a, size_t na, const omlc_hit *b, size_t nb)

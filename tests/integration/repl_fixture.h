@@ -55,6 +55,8 @@ uint64_t wait_all_versions(const omld_proc *p, int n);
 /* Two retrievals' hits are the same, bit for bit (ids, labels, order,
  * scores, similarities). */
 void expect_hits_equal(const omlc_hit *a, size_t na, const omlc_hit *b, size_t nb);
+/* Two classifications are the same, bit for bit (version, label, scores). */
+void expect_class_equal(const omlc_classification *a, const omlc_classification *b);
 
 /* Replication lag under a steady write rate (figures, not asserted here). */
 typedef struct lag_figures {

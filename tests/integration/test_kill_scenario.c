@@ -16,8 +16,9 @@
  * (item, and keyed batch sent again: a duplicate) and every item entry the
  * ingest consumer XACKed is on the current primary; no valid entry was
  * dead-lettered; replicas and shards reached the primary's version;
- * classify and retrieve on each replica, and retrievals merged over the
- * shards (client and router), equal the primary's bit for bit; queries
+ * classify and retrieve on each replica, and retrievals and
+ * classifications merged over the shards (client and router), equal the
+ * primary's bit for bit; queries
  * were answered during the trial. OMLD_KILL_TRIALS (default 4, one per
  * role) and OMLD_KILL_SECONDS (default 1: streaming before each kill, and
  * the figures' durations scale with it) select a longer run. Figures,
@@ -187,8 +188,9 @@ static void *producer_main(void *arg)
     return NULL;
 }
 
-/* Classify on each replica, retrieve merged over the shards by the client
- * and through the router, in turn; a failure drops that connection. */
+/* Classify on each replica, retrieve merged over the shards by the client,
+ * retrieve and classify through the router, in turn; a failure drops that
+ * connection. */
 static void *reader_main(void *arg)
 {
     (void)arg;
@@ -222,7 +224,10 @@ static void *reader_main(void *arg)
         } else {
             if (rt == NULL)
                 rt = dial(-1);
-            if (rt && (rc = omlc_retrieve(rt, &q, 10, NULL, h, 10, &nh, NULL, &err)) != 0) {
+            omlc_classification cl;
+            if (rt && (rc = n % 8 == 3 ? omlc_classify(rt, &q, 5, NULL, &cl, &err)
+                                       : omlc_retrieve(rt, &q, 10, NULL, h, 10, &nh, NULL,
+                                                       &err)) != 0) {
                 omlc_close(rt);
                 rt = NULL;
             }
@@ -356,7 +361,8 @@ static void expect_batches(omlc *c, int n)
     }
 }
 
-/* Retrievals merged over the shards (client, router) equal the primary's. */
+/* Retrievals and classifications merged over the shards (client, router)
+ * equal the primary's. */
 static void expect_shards_equal(const omld_proc *pri, uint64_t v)
 {
     char url[96];
@@ -386,6 +392,14 @@ static void expect_shards_equal(const omld_proc *pri, uint64_t v)
         assert_int_equal(vr, v);
         expect_hits_equal(a, na, b, nb);
         expect_hits_equal(r, nr, b, nb);
+        omlc_classification ca, cb, cr;
+        if (omlc_shards_classify(sh, &q, k, &ca, &err) != 0)
+            fail_msg("merged classify: %s", err.message);
+        assert_int_equal(omlc_classify(one, &q, k, NULL, &cb, &err), 0);
+        assert_int_equal(omlc_classify(rt, &q, k, NULL, &cr, &err), 0);
+        assert_int_equal(cb.model_version, v);
+        expect_class_equal(&ca, &cb);
+        expect_class_equal(&cr, &cb);
     }
     omlc_close(one);
     omlc_close(rt);

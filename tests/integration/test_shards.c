@@ -6,8 +6,11 @@
  * by libomlclient (the shard map read from Redis) and merged equals the
  * full replica's answer bit for bit (ids, labels, scores, similarities),
  * for queries by id and by vector, k from 1 to 20, with offsets, label
- * filters, excluded ids and a similarity floor; so does omld --router's
- * (one address for clients), which refuses writes and other queries. The
+ * filters, excluded ids and a similarity floor; a classification merged
+ * the same way (the vote over the union of the shards' k nearest per head)
+ * equals its classify, labels and scores bit for bit; so does omld
+ * --router's (one address for clients) for both, which refuses writes,
+ * other queries and named models. The
  * latency of one replica, the client's fan-out and the router is printed.
  * Skipped when redis-server is not installed. */
 #include <setjmp.h>
@@ -125,6 +128,31 @@ static void test_merged_equals_one_node(void **state)
         expect_same(sh, f, &q, k, &lab, v);
     }
 
+    /* Classify merged over the shards (the vote over the union's k nearest
+     * per head) equals the full replica's, bit for bit. */
+    int differ = 0;
+    for (int qn = 0; qn < 60; qn++) {
+        float x[DIM];
+        features(6000 + qn, x);
+        char id[32];
+        snprintf(id, sizeof id, "it%d", (qn * 53) % (N_ITEMS + N_MORE));
+        omlc_ref q = qn % 2 ? (omlc_ref){.vector = x, .dim = DIM} : (omlc_ref){.id = id};
+        uint32_t k = (uint32_t)(1 + qn % 25);
+        omlc_classification a, b;
+        if (omlc_shards_classify(sh, &q, k, &a, &err) != 0)
+            fail_msg("sharded classify: %s", err.message);
+        assert_int_equal(omlc_classify(f, &q, k, NULL, &b, &err), 0);
+        assert_int_equal(a.model_version, v);
+        expect_class_equal(&a, &b);
+        differ += a.n_scores > 1;
+    }
+    assert_true(differ > 0); /* some votes had more than one class to order */
+    omlc_classification none;
+    omlc_ref byid0 = {.id = "it0"};
+    assert_int_equal(omlc_shards_classify(sh, &byid0, 0, &none, &err), OMLC_EARG);
+    omlc_ref unknown = {.id = "no-such-item"};
+    assert_int_equal(omlc_shards_classify(sh, &unknown, 5, &none, &err), 2 /* NOT_FOUND */);
+
     /* omld --router: one address, the same answers. */
     char rt[128];
     snprintf(rt, sizeof rt, "--router=%s", url);
@@ -150,11 +178,26 @@ static void test_merged_equals_one_node(void **state)
         assert_int_equal(va, vb);
         expect_hits_equal(a, na, b, nb);
     }
+    /* Classify through the router: the same answers. */
+    for (int qn = 0; qn < 30; qn++) {
+        float x[DIM];
+        features(8000 + qn, x);
+        char id[32];
+        snprintf(id, sizeof id, "it%d", (qn * 29) % (N_ITEMS + N_MORE));
+        omlc_ref q = qn % 2 ? (omlc_ref){.vector = x, .dim = DIM} : (omlc_ref){.id = id};
+        omlc_classification a, b;
+        assert_int_equal(omlc_classify(rc, &q, 1 + qn % 12, NULL, &a, &err), 0);
+        assert_int_equal(omlc_classify(f, &q, 1 + qn % 12, NULL, &b, &err), 0);
+        expect_class_equal(&a, &b);
+    }
     /* ... and nothing else. */
-    omlc_classification cl;
-    omlc_ref byid3 = {.id = "it3"};
-    assert_int_equal(omlc_classify(rc, &byid3, 5, NULL, &cl, &err), 8 /* UNAVAILABLE */);
+    omlc_verification ver;
+    omlc_ref byid3 = {.id = "it3"}, byid4 = {.id = "it4"};
+    assert_int_equal(omlc_verify(rc, &byid3, &byid4, 0.5f, NULL, &ver, &err), 8 /* UNAVAILABLE */);
     assert_non_null(strstr(err.message, "router"));
+    omlc_classification cl;
+    assert_int_equal(omlc_classify(rc, &byid3, 5, "batch1", &cl, &err), 1 /* INVALID_ARGUMENT */);
+    assert_non_null(strstr(err.message, "live model only"));
     float zero[DIM] = {0};
     omlc_item it = {.id = "new", .features = zero, .dim = DIM};
     assert_int_equal(omlc_put_items(rc, &it, 1, NULL, NULL, &err), 13 /* NOT_PRIMARY */);
