@@ -8,7 +8,10 @@
  * SIGKILL:
  *  - a replica (restarted: it bootstraps and catches up);
  *  - a shard (restarted: its new address goes into the shard map);
- *  - redis-server (restarted on its AOF);
+ *  - redis-server, restarted on its AOF, and restarted empty (its AOF
+ *    removed: a Redis without persistence; the primary retakes the lost
+ *    lease, replicas bootstrap from the checkpoint it sends again, the
+ *    ingest group is created again);
  *  - the primary: a replica is promoted with `omlctl promote-replica`, a
  *    fresh replica takes its place, and the old primary restarted is
  *    refused ("superseded") without writing a stream entry.
@@ -19,7 +22,7 @@
  * classify and retrieve on each replica, and retrievals and
  * classifications merged over the shards (client and router), equal the
  * primary's bit for bit; queries
- * were answered during the trial. OMLD_KILL_TRIALS (default 4, one per
+ * were answered during the trial. OMLD_KILL_TRIALS (default 5, one per
  * role) and OMLD_KILL_SECONDS (default 1: streaming before each kill, and
  * the figures' durations scale with it) select a longer run. Figures,
  * printed: replica lag at 5,000 triplets/s, classify/s with 4 client
@@ -69,6 +72,7 @@ typedef struct scen {
 
 static scen *g;
 static int g_aof_port;
+static int g_stream_from; /* the first entry of the stream Redis holds now (an empty restart) */
 static char g_aof_dir[256];
 static pid_t g_aof_redis;
 
@@ -284,7 +288,9 @@ static int xid_le(const char *a, const char *b)
 }
 
 /* Marks in xacked the entries the ingest group has XACKed: delivered (at
- * or before its last-delivered id) and not pending. Returns their count. */
+ * or before its last-delivered id) and not pending. Marks stay: a Redis
+ * restarted empty forgets the stream, not what omld acknowledged. Returns
+ * the count marked. */
 static int xacked_entries(unsigned char *xacked, int n)
 {
     redisContext *rc = redis_dial();
@@ -305,12 +311,14 @@ static int xacked_entries(unsigned char *xacked, int n)
     freeReplyObject(gr);
     redisReply *pr = redisCommand(rc, "XPENDING %s omld - + 1000000", STREAM);
     int count = 0;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < g_stream_from; i++)
+        count += xacked[i];
+    for (int i = g_stream_from; i < n; i++) { /* judged by the stream that holds them */
         int pending = 0;
         for (size_t j = 0; pr && pr->type == REDIS_REPLY_ARRAY && j < pr->elements && !pending;
              j++)
             pending = strcmp(pr->element[j]->element[0]->str, g->xid[i]) == 0;
-        xacked[i] = !pending && xid_le(g->xid[i], last);
+        xacked[i] |= !pending && xid_le(g->xid[i], last);
         count += xacked[i];
     }
     freeReplyObject(pr);
@@ -425,7 +433,9 @@ static void check_all(omld_proc *p, unsigned char *xacked, int *n_xacked)
 
 /* ---- the trials ---- */
 
-static const char *const ROLE[] = {"replica", "shard", "redis-server", "primary"};
+static const char *const ROLE[] = {"replica", "shard", "redis-server",
+                                   "redis-server (restarted empty)", "primary"};
+#define ROLES 5
 
 /* GET key (the lease's and the owner's node ids). */
 static void redis_get(const char *key, char *out, size_t cap)
@@ -484,47 +494,60 @@ static void kill_primary(omld_proc *p, const char *const *pargs, const char *con
     omld_proc_cleanup(&old);
 }
 
-static void restart_redis(void)
+/* kill -9 redis-server and start it again on its port: on its AOF, or
+ * empty (the AOF removed: what a Redis without persistence comes back as). */
+static void restart_redis(int empty)
 {
     assert_int_equal(kill(g_aof_redis, SIGKILL), 0);
     waitpid(g_aof_redis, NULL, 0);
+    if (empty) { /* the entries so far were judged before the kill; the new stream starts here */
+        g_stream_from = atomic_load(&g->x_next);
+        char aof[300];
+        snprintf(aof, sizeof aof, "%s/appendonlydir", g_aof_dir);
+        assert_int_equal(omld_rm_rf(aof), 0); /* no RDB: started with --save "" */
+    }
     nap_ms(300);
     g_aof_redis = omld_redis_spawn_aof(REDIS_SERVER, g_aof_dir, g_aof_port);
     assert_true(g_aof_redis > 0);
 }
 
+static unsigned char g_xacked[MAXW]; /* every entry seen XACKed, by index */
+
 static void trial(int t, omld_proc *p, const char *const *pargs, const char *const *rargs,
                   const char *const *sargs[2], double secs)
 {
-    int role = t % 4;
+    int role = t % ROLES;
     long q0 = atomic_load(&g->q_ok);
     int w0 = atomic_load(&g->w_next), x0 = atomic_load(&g->x_next);
     atomic_store(&g->pause, 0);
     nap_ms((int)(secs * 1000));
     double t0 = now_s();
     if (role == 0) {
-        int r = t / 4 % 2 ? R2 : R1;
+        int r = t / ROLES % 2 ? R2 : R1;
         assert_int_equal(omld_proc_stop(&p[r], SIGKILL, TIMEOUT_MS), 128 + SIGKILL);
         nap_ms(300);
         assert_int_equal(omld_proc_restart(&p[r], rargs, TIMEOUT_MS), 0);
         set_addr(r, p[r].rpc);
     } else if (role == 1) {
-        int s = t / 4 % 2 ? S1 : S0;
+        int s = t / ROLES % 2 ? S1 : S0;
         assert_int_equal(omld_proc_stop(&p[s], SIGKILL, TIMEOUT_MS), 128 + SIGKILL);
         nap_ms(300);
         assert_int_equal(omld_proc_restart(&p[s], sargs[s - S0], TIMEOUT_MS), 0);
         set_addr(s, p[s].rpc);
     } else if (role == 2) {
-        restart_redis();
+        restart_redis(0);
+    } else if (role == 3) {
+        /* What was XACKed until now must stay learned; the stream goes. */
+        (void)xacked_entries(g_xacked, atomic_load(&g->x_next));
+        restart_redis(1);
     } else {
         kill_primary(p, pargs, rargs);
     }
     double down = now_s() - t0; /* the kill to the role back (promoted, restarted) */
     nap_ms((int)(secs * 1000)); /* streaming and querying on after the restart */
     pause_all(4);
-    static unsigned char xacked[MAXW];
     int n_xacked = 0;
-    check_all(p, xacked, &n_xacked);
+    check_all(p, g_xacked, &n_xacked);
     long served = atomic_load(&g->q_ok) - q0;
     fprintf(stderr, "trial %d, kill -9 %s: %d RPC writes and %d stream entries sent meanwhile "
             "(%d XACKed in all), %ld queries answered (%ld failed in all), %.1f s from the kill to the role back; "
@@ -636,7 +659,7 @@ static void test_kill_trials(void **state)
     if (access(REDIS_SERVER, X_OK) != 0)
         skip();
     const char *te = getenv("OMLD_KILL_TRIALS"), *se = getenv("OMLD_KILL_SECONDS");
-    int trials = te ? atoi(te) : 4;
+    int trials = te ? atoi(te) : ROLES;
     double secs = se && atof(se) > 0 ? atof(se) : 1.0;
     snprintf(g_aof_dir, sizeof g_aof_dir, "/tmp/omld-kill-XXXXXX");
     assert_non_null(mkdtemp(g_aof_dir));
