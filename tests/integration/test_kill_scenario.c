@@ -27,7 +27,9 @@
  * the figures' durations scale with it) select a longer run. Figures,
  * printed: replica lag at 5,000 triplets/s, classify/s with 4 client
  * threads on the primary alone and with 1 and 2 replicas serving reads,
- * the router's added p50. Skipped when redis-server is not installed. */
+ * the p50 of retrieve and classify on one replica, merged by the client
+ * and through the router (OMLD_KILL_TRIALS=0: the figures alone).
+ * Skipped when redis-server is not installed. */
 #include <hiredis/hiredis.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -605,6 +607,8 @@ static double classify_rate(const omld_proc *p, int serving, double secs)
     return (double)total / (now_s() - t0);
 }
 
+static void router_cost(const omld_proc *p, int cls);
+
 static void print_figures(omld_proc *p, double secs)
 {
     omlc *c = omld_proc_dial(&p[PRI], TIMEOUT_MS);
@@ -620,35 +624,58 @@ static void print_figures(omld_proc *p, double secs)
     double three = classify_rate(p, 3, 2 * secs);
     fprintf(stderr, "classify k=5, 4 client threads: primary alone %.0f/s; with 1 replica %.0f/s; "
             "with 2 replicas %.0f/s\n", one, two, three);
-    /* The router's cost: the same retrieval through it and fanned out by
-     * the client, alternately. */
+    router_cost(p, 0);
+    router_cost(p, 1);
+}
+
+/* One query (classify if cls, else retrieve; k 10, by vector) on c, the
+ * shards merged by the client (sh), or the router (c too). */
+static void one_query(omlc *c, omlc_shards *sh, int cls, int i)
+{
+    float x[DIM];
+    features(9000 + i, x);
+    omlc_ref q = {.vector = x, .dim = DIM};
+    omlc_hit h[10];
+    size_t n;
+    omlc_classification cl;
+    omlc_error err;
+    int rc = sh ? (cls ? omlc_shards_classify(sh, &q, 10, &cl, &err)
+                       : omlc_shards_retrieve(sh, &q, 10, NULL, h, 10, &n, NULL, &err))
+                : (cls ? omlc_classify(c, &q, 10, NULL, &cl, &err)
+                       : omlc_retrieve(c, &q, 10, NULL, h, 10, &n, NULL, &err));
+    assert_int_equal(rc, 0);
+}
+
+/* The router's cost: the same queries, in turn, on one replica holding
+ * every item, fanned out by the client over the two shards, and through
+ * the router. */
+static void router_cost(const omld_proc *p, int cls)
+{
     enum { NQ = 300 };
-    double fan[NQ], via[NQ];
+    double ms[3][NQ];
     char url[96];
     snprintf(url, sizeof url, "redis://127.0.0.1:%d/%s", g_aof_port, PREFIX);
     omlc_shards *sh = NULL;
     omlc_error err;
     assert_int_equal(omlc_shards_connect_redis(&sh, url, 2, CALL_MS, &err), 0);
-    omlc *rt = dial(-1);
+    omlc *one = omld_proc_dial(&p[R1], TIMEOUT_MS), *rt = dial(-1);
+    assert_non_null(one);
     assert_non_null(rt);
     for (int i = 0; i < NQ; i++) {
-        float x[DIM];
-        features(9000 + i, x);
-        omlc_ref q = {.vector = x, .dim = DIM};
-        omlc_hit h[10];
-        size_t n;
-        double t0 = now_s();
-        assert_int_equal(omlc_shards_retrieve(sh, &q, 10, NULL, h, 10, &n, NULL, &err), 0);
-        double t1 = now_s();
-        assert_int_equal(omlc_retrieve(rt, &q, 10, NULL, h, 10, &n, NULL, &err), 0);
-        fan[i] = (t1 - t0) * 1e3;
-        via[i] = (now_s() - t1) * 1e3;
+        for (int way = 0; way < 3; way++) {
+            double t0 = now_s();
+            one_query(way == 0 ? one : rt, way == 1 ? sh : NULL, cls, i);
+            ms[way][i] = (now_s() - t0) * 1e3;
+        }
     }
-    qsort(fan, NQ, sizeof *fan, cmp_double);
-    qsort(via, NQ, sizeof *via, cmp_double);
-    fprintf(stderr, "retrieve k=10 over two shards, p50: the client's fan-out %.3f ms, through "
-            "the router %.3f ms (the router adds %.3f ms)\n", fan[NQ / 2], via[NQ / 2],
-            via[NQ / 2] - fan[NQ / 2]);
+    for (int way = 0; way < 3; way++)
+        qsort(ms[way], NQ, sizeof(double), cmp_double);
+    fprintf(stderr, "%s k=10, p50: one replica %.3f ms, two shards merged by the client %.3f "
+            "ms, through the router %.3f ms (the router adds %.3f ms to the client's fan-out, "
+            "%.3f ms to one replica)\n", cls ? "classify" : "retrieve", ms[0][NQ / 2],
+            ms[1][NQ / 2], ms[2][NQ / 2], ms[2][NQ / 2] - ms[1][NQ / 2],
+            ms[2][NQ / 2] - ms[0][NQ / 2]);
+    omlc_close(one);
     omlc_close(rt);
     omlc_shards_close(sh);
 }
