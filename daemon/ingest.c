@@ -462,8 +462,11 @@ static void on_info(redisAsyncContext *ac, void *reply, void *priv)
 static void on_info_timer(uv_timer_t *t)
 {
     omld_ingest *g = t->data;
-    if (g->rd == NULL || g->cmd == NULL)
-        connect_both(g); /* reconnect, every second while Redis is away */
+    /* Reconnect, every second while Redis is away; and ask for the group
+     * again while it is not there: a Redis loading its AOF after a restart
+     * refuses XGROUP CREATE (LOADING) on a connection that stays up. */
+    if (g->rd == NULL || g->cmd == NULL || (g->cmd_up && !g->group_ready))
+        connect_both(g);
     if (g->cmd_up) {
         const char *argv[] = {"XINFO", "GROUPS", g->st.stream};
         command(g, g->cmd, on_info, g, 3, argv, NULL);
