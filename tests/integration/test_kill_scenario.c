@@ -289,6 +289,30 @@ static int xid_le(const char *a, const char *b)
     return am < bm || (am == bm && as <= bs);
 }
 
+/* A field of the ingest group's XINFO GROUPS entry, or "" (no group). */
+static void group_field(redisContext *rc, const char *want, char *out, size_t cap)
+{
+    redisReply *gr = redisCommand(rc, "XINFO GROUPS %s", STREAM);
+    snprintf(out, cap, "%s", "");
+    for (size_t i = 0; gr && gr->type == REDIS_REPLY_ARRAY && i < gr->elements; i++) {
+        redisReply *grp = gr->element[i];
+        int ours = 0;
+        for (size_t f = 0; f + 1 < grp->elements; f += 2)
+            ours |= strcmp(grp->element[f]->str, "name") == 0 &&
+                    strcmp(grp->element[f + 1]->str, "omld") == 0;
+        for (size_t f = 0; ours && f + 1 < grp->elements; f += 2) {
+            redisReply *v = grp->element[f + 1];
+            if (strcmp(grp->element[f]->str, want) != 0)
+                continue;
+            if (v->type == REDIS_REPLY_INTEGER)
+                snprintf(out, cap, "%lld", v->integer);
+            else
+                snprintf(out, cap, "%s", v->str ? v->str : "");
+        }
+    }
+    freeReplyObject(gr);
+}
+
 /* Marks in xacked the entries the ingest group has XACKed: delivered (at
  * or before its last-delivered id) and not pending. Marks stay: a Redis
  * restarted empty forgets the stream, not what omld acknowledged. Returns
@@ -296,21 +320,10 @@ static int xid_le(const char *a, const char *b)
 static int xacked_entries(unsigned char *xacked, int n)
 {
     redisContext *rc = redis_dial();
-    redisReply *gr = redisCommand(rc, "XINFO GROUPS %s", STREAM);
-    char last[32] = "0-0";
-    for (size_t i = 0; gr && gr->type == REDIS_REPLY_ARRAY && i < gr->elements; i++) {
-        redisReply *grp = gr->element[i];
-        const char *name = NULL, *ld = NULL;
-        for (size_t f = 0; f + 1 < grp->elements; f += 2) {
-            if (strcmp(grp->element[f]->str, "name") == 0)
-                name = grp->element[f + 1]->str;
-            if (strcmp(grp->element[f]->str, "last-delivered-id") == 0)
-                ld = grp->element[f + 1]->str;
-        }
-        if (name && ld && strcmp(name, "omld") == 0)
-            snprintf(last, sizeof last, "%s", ld);
-    }
-    freeReplyObject(gr);
+    char last[64];
+    group_field(rc, "last-delivered-id", last, sizeof last);
+    if (last[0] == '\0')
+        snprintf(last, sizeof last, "0-0"); /* no group yet: nothing delivered */
     redisReply *pr = redisCommand(rc, "XPENDING %s omld - + 1000000", STREAM);
     int count = 0;
     for (int i = 0; i < g_stream_from; i++)
@@ -334,6 +347,31 @@ static int xacked_entries(unsigned char *xacked, int n)
     freeReplyObject(dl);
     redisFree(rc);
     return count;
+}
+
+/* Until the ingest group has been delivered the stream's last entry and
+ * holds none pending: whoever is primary reads the stream (a promoted
+ * replica too, as the same consumer, the dead primary's pending entries
+ * first). */
+static void wait_ingest_drained(void)
+{
+    redisContext *rc = redis_dial();
+    char last[64] = "", delivered[64] = "", pending[32] = "";
+    for (int i = 0; i < 300; i++) {
+        redisReply *r = redisCommand(rc, "XREVRANGE %s + - COUNT 1", STREAM);
+        snprintf(last, sizeof last, "%s", r && r->type == REDIS_REPLY_ARRAY && r->elements
+                                              ? r->element[0]->element[0]->str : "");
+        freeReplyObject(r);
+        group_field(rc, "last-delivered-id", delivered, sizeof delivered);
+        group_field(rc, "pending", pending, sizeof pending);
+        if (last[0] == '\0' || (strcmp(last, delivered) == 0 && strcmp(pending, "0") == 0))
+            break;
+        nap_ms(50);
+    }
+    redisFree(rc);
+    if (last[0] && (strcmp(last, delivered) != 0 || strcmp(pending, "0") != 0))
+        fail_msg("the ingest stream is not read: its last entry %s, delivered up to %s, %s "
+                 "pending", last, delivered[0] ? delivered : "(no group)", pending);
 }
 
 /* Every id (prefix<i> with mark[i]) is stored on the primary. */
@@ -420,7 +458,11 @@ static void expect_shards_equal(const omld_proc *pri, uint64_t v)
 static void check_all(omld_proc *p, unsigned char *xacked, int *n_xacked)
 {
     int w = atomic_load(&g->w_next), x = atomic_load(&g->x_next);
+    wait_ingest_drained();
     *n_xacked = xacked_entries(xacked, x);
+    for (int i = g_stream_from; i < x; i++) /* the stream read to its end: all XACKed */
+        if (!xacked[i])
+            fail_msg("stream entry %s (item x%d) was never XACKed", g->xid[i], i);
     omlc *c = omld_proc_dial(&p[PRI], TIMEOUT_MS);
     assert_non_null(c);
     expect_items(c, "w", g->item_acked, w);
@@ -704,7 +746,8 @@ static void test_kill_trials(void **state)
     snprintf(rt, sizeof rt, "--router=redis://127.0.0.1:%d/%s", g_aof_port, PREFIX);
 #define MODEL "--dim=8", "--layers=1", "--hidden=16", "--emb=8", "--seed=5", "--publish_ms=50"
     const char *pargs[] = {MODEL, "--replicate_sync=1", LEASE, PRIMARY_CKPT, pub, in, NULL};
-    const char *rargs[] = {MODEL, "--replicate_sync=1", LEASE, PRIMARY_CKPT, sub, NULL};
+    /* ingest on the replicas too: read once promoted, as the same consumer */
+    const char *rargs[] = {MODEL, "--replicate_sync=1", LEASE, PRIMARY_CKPT, sub, in, NULL};
     const char *s0[] = {MODEL, sub, "--shard=0/2", NULL}, *s1[] = {MODEL, sub, "--shard=1/2", NULL};
     const char *routerargs[] = {MODEL, rt, "--router_shards=2", NULL};
 #undef MODEL

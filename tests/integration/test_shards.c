@@ -247,25 +247,30 @@ static void test_merged_equals_one_node(void **state)
     }
 }
 
-/* Bad shard options: named at start. */
+/* Bad shard (and replica ingest) options: named at start. */
 static void test_bad_shard_options(void **state)
 {
     (void)state;
     char sub[96];
     snprintf(sub, sizeof sub, "--replica_of=redis://127.0.0.1:%d/s2", g_port > 0 ? g_port : 1);
-    const char *bad[][3] = {{sub, "--shard=2/2", NULL}, {sub, "--shard=1", NULL},
-                            {sub, "--shard=-1/2", NULL}, {"--shard=0/2", NULL, NULL}};
-    for (int i = 0; i < 4; i++) {
+    const char *bad[][4] = {{sub, "--shard=2/2", NULL}, {sub, "--shard=1", NULL},
+                            {sub, "--shard=-1/2", NULL}, {"--shard=0/2", NULL, NULL},
+                            {sub, "--shard=0/2", "--ingest=redis://127.0.0.1:1/s", NULL},
+                            {sub, "--ingest=redis://no-port/s", NULL}};
+    const char *named[] = {"option 'shard'", "option 'shard'", "option 'shard'",
+                           "option 'shard'", "option 'shard' excludes 'ingest'", "ingest"};
+    for (int i = 0; i < 6; i++) {
         omld_proc p;
         assert_int_not_equal(omld_proc_start(&p, bad[i], 5000), 0);
         FILE *lf = fopen(p.log, "r");
         char line[2048] = "";
         int found = 0;
         while (lf && fgets(line, sizeof line, lf))
-            found |= strstr(line, "option 'shard'") != NULL;
+            found |= strstr(line, named[i]) != NULL;
         if (lf)
             fclose(lf);
-        assert_true(found);
+        if (!found)
+            fail_msg("start %d: the log does not name %s", i, named[i]);
         omld_proc_cleanup(&p);
     }
 }
