@@ -257,6 +257,11 @@ int omld_replicate_checkpoint_wanted(omld_replicate *r)
     return r && atomic_exchange(&r->ckpt_wanted, 0);
 }
 
+int omld_replicate_checkpoint_due(omld_replicate *r)
+{
+    return r && atomic_load(&r->ckpt_wanted);
+}
+
 void omld_replicate_checkpoint(omld_replicate *r, const char *path, uint64_t lsn)
 {
     size_t n = path ? strlen(path) : 0;

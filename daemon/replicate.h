@@ -63,6 +63,8 @@ void omld_replicate_checkpoint(omld_replicate *r, const char *path, uint64_t lsn
  * started (records committed before a crash may never have been sent).
  * The learner then takes one as soon as the log has grown. */
 int omld_replicate_checkpoint_wanted(omld_replicate *r);
+/* The same without taking the request: an idle learner looks (any thread). */
+int omld_replicate_checkpoint_due(omld_replicate *r);
 
 /* Loop thread: a copy of the figures (role NONE for NULL). */
 void omld_replicate_stats_get(omld_replicate *r, omld_repl_stats *out);

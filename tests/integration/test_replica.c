@@ -233,6 +233,48 @@ static void test_primary_and_redis_restart(void **state)
     omld_proc_cleanup(&pri);
 }
 
+/* A primary that goes quiet while Redis is away: the records and the view
+ * markers it wrote then are dropped, and nothing is written after Redis is
+ * back. Its replica had applied the whole stream it can see: only the
+ * marker sent again after the checkpoint shows it the hole (otherwise it
+ * stays a view behind for good). */
+static void test_quiet_primary_after_redis_restart(void **state)
+{
+    (void)state;
+    if (g_redis <= 0)
+        skip();
+    char pub[96], sub[96];
+    snprintf(pub, sizeof pub, "--replicate=redis://127.0.0.1:%d/r6", g_port);
+    snprintf(sub, sizeof sub, "--replica_of=redis://127.0.0.1:%d/r6", g_port);
+    /* no lease: writes go on while Redis is away; no idle rehearsal: quiet */
+    const char *pargs[] = {"--dim=8", "--layers=1", "--hidden=16", "--emb=8", "--seed=5",
+                           "--publish_ms=50", "--replicate_lease_ms=0", "--rehearse_idle=0",
+                           PRIMARY_CKPT, pub, NULL};
+    const char *rargs[] = {"--dim=8", "--layers=1", "--hidden=16", "--emb=8", "--seed=5", sub,
+                           NULL};
+    omld_proc p[2];
+    assert_int_equal(omld_proc_start(&p[0], pargs, TIMEOUT_MS), 0);
+    assert_int_equal(omld_proc_start(&p[1], rargs, TIMEOUT_MS), 0);
+    omlc *c = omld_proc_dial(&p[0], TIMEOUT_MS);
+    put_items(c, 0, N_ITEMS);
+    add_triplets(c, 0, 300, 10);
+    uint64_t v = wait_all_versions(p, 2);
+    assert_int_equal(kill(g_redis, SIGKILL), 0);
+    waitpid(g_redis, NULL, 0);
+    add_triplets(c, 300, 100, 10); /* committed, its records and markers dropped */
+    usleep(500000);
+    g_redis = omld_redis_spawn(REDIS_SERVER, g_dir, g_port);
+    assert_true(g_redis > 0);
+    uint64_t v2 = wait_all_versions(p, 2);
+    assert_true(v2 > v);
+    expect_same_answers(&p[0], &p[1], v2);
+    omlc_close(c);
+    for (int j = 1; j >= 0; j--) {
+        assert_int_equal(omld_proc_stop(&p[j], SIGTERM, TIMEOUT_MS), 0);
+        omld_proc_cleanup(&p[j]);
+    }
+}
+
 /* Triplets/s one client gets from a primary (requests of 50 triplets,
  * each sent when the last is answered) for `secs`, with extra (its
  * --replicate, or none). */
@@ -295,6 +337,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_replica_answers_as_the_primary),
         cmocka_unit_test(test_primary_and_redis_restart),
+        cmocka_unit_test(test_quiet_primary_after_redis_restart),
         cmocka_unit_test(test_lag_at_steady_rate),
         cmocka_unit_test(test_publishing_cost),
     };
