@@ -1,7 +1,8 @@
 /* test_kill_scenario.c - issue 16 item 4, the measured kill scenario: a
  * redis-server on loopback (appendonly, appendfsync always), a primary
  * (the lease, replicate_sync, and --ingest from a Redis Stream), two read
- * replicas, two shards (0/2, 1/2) and a router. While a client writes
+ * replicas (the same options: either can be promoted and take the stream
+ * over), two shards (0/2, 1/2) and a router. While a client writes
  * items and keyed triplet batches over RPC, a producer XADDs items to the
  * ingest stream and two clients classify and retrieve (replicas, shards
  * merged by the client, the router), one role at a time is killed with
@@ -14,15 +15,16 @@
  *    ingest group is created again);
  *  - the primary: a replica is promoted with `omlctl promote-replica`, a
  *    fresh replica takes its place, and the old primary restarted is
- *    refused ("superseded") without writing a stream entry.
+ *    refused ("superseded"): the lease and owner keys still name the new
+ *    primary.
  * After each trial, with the writers paused: every acknowledged RPC write
  * (item, and keyed batch sent again: a duplicate) and every item entry the
- * ingest consumer XACKed is on the current primary; no valid entry was
- * dead-lettered; replicas and shards reached the primary's version;
+ * ingest consumer XACKed is on the current primary; the stream is read
+ * to its end (nothing pending) and every entry of it XACKed; no valid
+ * entry was dead-lettered; replicas and shards reached the primary's version;
  * classify and retrieve on each replica, and retrievals and
  * classifications merged over the shards (client and router), equal the
- * primary's bit for bit; queries
- * were answered during the trial. OMLD_KILL_TRIALS (default 5, one per
+ * primary's bit for bit; queries were answered during the trial. OMLD_KILL_TRIALS (default 5, one per
  * role) and OMLD_KILL_SECONDS (default 1: streaming before each kill, and
  * the figures' durations scale with it) select a longer run. Figures,
  * printed: replica lag at 5,000 triplets/s, classify/s with 4 client
