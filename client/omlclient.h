@@ -305,7 +305,7 @@ int omlc_delete_model(omlc *c, const char *name, omlc_error *err);
  * lives; CONFLICT on a daemon that is not a replica. */
 int omlc_promote_replica(omlc *c, Omld__Response **resp, omlc_error *err);
 
-/* --- shards (omld.proto SHARDS): a retrieval fanned out over the n read
+/* --- shards (omld.proto SHARDS): a retrieval or a classification fanned out over the n read
  * replicas started with shard = i/n, merged into exactly the answer one
  * node holding every item gives (at equal model versions: shards that
  * answer under different versions are asked again, UNAVAILABLE after
@@ -334,6 +334,17 @@ int omlc_shards_merge(omlc_shards *s, Omld__RetrieveRequest *body, uint32_t k,
                       oml_merged_hit *hits, size_t *n_hits, uint64_t *model_version,
                       Omld__Response **resp, omlc_error *err);
 void omlc_shards_free_answers(Omld__Response **resp, size_t n);
+/* omlc_classify over every shard (k > 0), equal to one node's answer bit
+ * for bit: each shard's k nearest per head (ShardRetrieve), the vote over
+ * their union (oml_shard_classify: the vote function of src/vote.c). */
+int omlc_shards_classify(omlc_shards *s, const omlc_ref *q, uint32_t k,
+                         omlc_classification *out, omlc_error *err);
+/* The same for a RetrieveRequest carrying a classify's query, k and
+ * metadata (omld --router): the merged class into out, borrowing from resp
+ * as omlc_shards_merge does. */
+int omlc_shards_vote(omlc_shards *s, Omld__RetrieveRequest *body, uint32_t k,
+                     oml_merged_class *out, uint64_t *model_version, Omld__Response **resp,
+                     omlc_error *err);
 
 /* A static name for a status or transport code ("NOT_FOUND", "timeout"). */
 const char *omlc_code_name(int code);

@@ -3,7 +3,8 @@
  *
  * One connection per shard. A query is sent to every shard before any
  * answer is read, so the shards work at once; the answers are merged by
- * proto/shard_merge.c into what one node holding every item answers. The
+ * proto/shard_merge.c into what one node holding every item answers;
+ * a classification is the vote over the same answers (oml_shard_classify). The
  * shard map can come from Redis, where each shard replica writes its
  * address (PREFIX:shards:N, field i). */
 #include <hiredis/hiredis.h>
@@ -151,12 +152,12 @@ static int fan_out(omlc_shards *s, Omld__Request *req, Omld__Response **resp, om
     return rc;
 }
 
-int omlc_shards_merge(omlc_shards *s, Omld__RetrieveRequest *body, uint32_t k,
-                      oml_merged_hit *hits, size_t *n_hits, uint64_t *model_version,
-                      Omld__Response **resp, omlc_error *err)
+/* Every shard's answer to ShardRetrieve of body with k, all under one
+ * model version (a publish can fall between: asked again), in resp and, as
+ * their bodies, parts. 0 or the first error. */
+static int ask(omlc_shards *s, Omld__RetrieveRequest *body, uint32_t k, Omld__Response **resp,
+               Omld__ShardRetrieveResponse **parts, omlc_error *err)
 {
-    omlc__err_clear(err);
-    *n_hits = 0;
     Omld__Request req = OMLD__REQUEST__INIT;
     Omld__ShardRetrieveRequest sb = OMLD__SHARD_RETRIEVE_REQUEST__INIT;
     body->k_opt_case = OMLD__RETRIEVE_REQUEST__K_OPT_K; /* the merge needs the k they ranked */
@@ -164,10 +165,6 @@ int omlc_shards_merge(omlc_shards *s, Omld__RetrieveRequest *body, uint32_t k,
     sb.retrieve = body;
     req.body_case = OMLD__REQUEST__BODY_SHARD_RETRIEVE;
     req.shard_retrieve = &sb;
-    Omld__ShardRetrieveResponse **parts = calloc(s->n, sizeof *parts);
-    if (parts == NULL)
-        return omlc__err_set(err, OMLC_ENOMEM, NULL, "out of memory");
-    /* Every shard must answer under one model: a publish can fall between. */
     int rc = 0, same = 0;
     for (int t = 0; t < VERSION_TRIES && rc == 0 && !same; t++) {
         omlc_shards_free_answers(resp, s->n);
@@ -181,14 +178,48 @@ int omlc_shards_merge(omlc_shards *s, Omld__RetrieveRequest *body, uint32_t k,
     if (rc == 0 && !same)
         rc = omlc__err_set(err, OMLD__STATUS__CODE__UNAVAILABLE, NULL, "the shards serve "
                            "different model versions (one of them is behind): retry");
+    for (size_t i = 0; rc == 0 && i < s->n; i++)
+        parts[i] = resp[i]->shard_retrieve;
+    return rc;
+}
+
+int omlc_shards_merge(omlc_shards *s, Omld__RetrieveRequest *body, uint32_t k,
+                      oml_merged_hit *hits, size_t *n_hits, uint64_t *model_version,
+                      Omld__Response **resp, omlc_error *err)
+{
+    omlc__err_clear(err);
+    *n_hits = 0;
+    Omld__ShardRetrieveResponse **parts = calloc(s->n, sizeof *parts);
+    if (parts == NULL)
+        return omlc__err_set(err, OMLC_ENOMEM, NULL, "out of memory");
+    int rc = ask(s, body, k, resp, parts, err);
     if (rc == 0) {
-        for (size_t i = 0; i < s->n; i++)
-            parts[i] = resp[i]->shard_retrieve;
         char why[256];
         if (oml_shard_merge(parts, s->n, k, body->offset,
                             body->min_similarity_opt_case ==
                                 OMLD__RETRIEVE_REQUEST__MIN_SIMILARITY_OPT_MIN_SIMILARITY,
                             body->min_similarity, hits, n_hits, why, sizeof why) != 0)
+            rc = omlc__err_set(err, OMLC_EPROTO, NULL, "%s", why);
+        else if (model_version)
+            *model_version = resp[0]->model_version;
+    }
+    free(parts);
+    return rc;
+}
+
+int omlc_shards_vote(omlc_shards *s, Omld__RetrieveRequest *body, uint32_t k,
+                     oml_merged_class *out, uint64_t *model_version, Omld__Response **resp,
+                     omlc_error *err)
+{
+    omlc__err_clear(err);
+    memset(out, 0, sizeof *out);
+    Omld__ShardRetrieveResponse **parts = calloc(s->n, sizeof *parts);
+    if (parts == NULL)
+        return omlc__err_set(err, OMLC_ENOMEM, NULL, "out of memory");
+    int rc = ask(s, body, k, resp, parts, err);
+    if (rc == 0) {
+        char why[256];
+        if (oml_shard_classify(parts, s->n, k, out, why, sizeof why) != 0)
             rc = omlc__err_set(err, OMLC_EPROTO, NULL, "%s", why);
         else if (model_version)
             *model_version = resp[0]->model_version;
@@ -246,5 +277,34 @@ int omlc_shards_retrieve(omlc_shards *s, const omlc_ref *q, uint32_t k,
         omlc_shards_free_answers(resp, s->n);
     free(resp);
     free(hits);
+    return rc;
+}
+
+int omlc_shards_classify(omlc_shards *s, const omlc_ref *q, uint32_t k,
+                         omlc_classification *out, omlc_error *err)
+{
+    omlc__err_clear(err);
+    if (s == NULL || k == 0 || out == NULL)
+        return omlc__err_set(err, OMLC_EARG, NULL, "omlc_shards_classify: shards, k > 0 and out "
+                             "are needed");
+    Omld__RetrieveRequest rb;
+    omlc__ref_box rq;
+    int rc = omlc__retrieve_body(&rb, &rq, q, k, NULL, NULL, err);
+    if (rc != 0)
+        return rc;
+    Omld__Response **resp = calloc(s->n, sizeof *resp);
+    if (resp == NULL)
+        return omlc__err_set(err, OMLC_ENOMEM, NULL, "out of memory");
+    oml_merged_class m;
+    uint64_t version = 0;
+    rc = omlc_shards_vote(s, &rb, k, &m, &version, resp, err);
+    if (rc == 0) { /* as one node's answer: the same copy into out */
+        Omld__ClassifyResponse msg;
+        Omld__ClassScore sc[16], *sp[16];
+        oml_merged_class_message(&m, &msg, sc, sp);
+        omlc__classify_copy(&msg, version, out);
+    }
+    omlc_shards_free_answers(resp, s->n);
+    free(resp);
     return rc;
 }

@@ -44,6 +44,7 @@ static uint64_t sync_wait_ns(const omld_engine *e)
 #define REHEARSE_SLICE_NS 10000000u /* rehearsal in slices of at most ~10 ms, so a request
                                        arriving meanwhile waits no longer */
 #define IDLE_NS 50000000u     /* no request for this long: idle rehearsal may run */
+#define PUB_POLL_NS 200000000u /* an idle primary looks this often for a checkpoint Redis needs */
 
 /* ------------------------------------------------------------ lists */
 
@@ -643,10 +644,17 @@ static void *engine_main(void *arg)
     omld_engine *e = arg;
     pthread_mutex_lock(&e->mu);
     for (;;) {
-        int reaped = 0;
+        int reaped = 0, for_redis = 0;
         while (e->inbox.head == NULL && !e->stopping) {
             if (rehearsal_due(e))
                 break;
+            /* Records Redis lost need a checkpoint past them, which the
+             * replicas wait for: taken while idle too, or a primary that
+             * went quiet leaves them behind for good. */
+            if (e->pub && e->bg_pid == 0 && omld_replicate_checkpoint_due(e->pub)) {
+                for_redis = 1;
+                break;
+            }
             uint64_t now = omld_now_ns(), wait_ns = UINT64_MAX;
             if (idle_allowance(e)) /* wake when the quiet time is up */
                 wait_ns = e->last_request_ns + IDLE_NS - now;
@@ -663,12 +671,24 @@ static void *engine_main(void *arg)
             }
             if (e->bg_pid > 0 && wait_ns > BG_POLL_NS) /* a checkpoint is being written */
                 wait_ns = BG_POLL_NS;
+            if (e->pub && wait_ns > PUB_POLL_NS)
+                wait_ns = PUB_POLL_NS;
             if (e->ckpt_waiting.head && e->bg_pid == 0)
                 break; /* held Checkpoint requests to answer or to start one for */
             wait_for(e, wait_ns);
         }
         if (e->inbox.head == NULL && e->stopping)
             break;
+        if (for_redis) {
+            pthread_mutex_unlock(&e->mu);
+            if (e->records_since_ckpt == 0 || e->read_only) /* the last one covers them */
+                (void)omld_replicate_checkpoint_wanted(e->pub);
+            else
+                omld_persist_maybe_checkpoint(e);
+            refresh_stats(e);
+            pthread_mutex_lock(&e->mu);
+            continue;
+        }
         if (reaped) {
             /* Its figures reach status now, and the records that came in
              * while it was written start the next one if they are due:

@@ -190,9 +190,12 @@ static void batch_answered(omld_ingest *g)
     read_next(g);
 }
 
+/* Refusals that pass: the entry stays pending and is read again. NOT_PRIMARY
+ * is one: a primary whose lease lapsed (Redis away) takes writes again once
+ * it renews, and a dead-lettered entry would be XACKed without being learned. */
 static int transient(int code)
 {
-    return code == OMLD__STATUS__CODE__UNAVAILABLE ||
+    return code == OMLD__STATUS__CODE__UNAVAILABLE || code == OMLD__STATUS__CODE__NOT_PRIMARY ||
            code == OMLD__STATUS__CODE__RESOURCE_EXHAUSTED || code == OMLD__STATUS__CODE__INTERNAL;
 }
 
@@ -459,8 +462,11 @@ static void on_info(redisAsyncContext *ac, void *reply, void *priv)
 static void on_info_timer(uv_timer_t *t)
 {
     omld_ingest *g = t->data;
-    if (g->rd == NULL || g->cmd == NULL)
-        connect_both(g); /* reconnect, every second while Redis is away */
+    /* Reconnect, every second while Redis is away; and ask for the group
+     * again while it is not there: a Redis loading its AOF after a restart
+     * refuses XGROUP CREATE (LOADING) on a connection that stays up. */
+    if (g->rd == NULL || g->cmd == NULL || (g->cmd_up && !g->group_ready))
+        connect_both(g);
     if (g->cmd_up) {
         const char *argv[] = {"XINFO", "GROUPS", g->st.stream};
         command(g, g->cmd, on_info, g, 3, argv, NULL);

@@ -240,7 +240,9 @@ static void gather(void *arg, omld_status_input *in)
     in->metrics = &m->metrics;
     in->draining = m->draining;
     omld_ingest_stats_get(m->ingest, &m->ingest_stats);
-    m->ingest_stats.configured = m->cfg.ingest[0] != '\0';
+    /* a replica given `ingest` consumes only once promoted: not before (no
+     * disconnected consumer to alert on) */
+    m->ingest_stats.configured = m->ingest != NULL;
     in->ingest = &m->ingest_stats;
     omld_role_stats(m->role, &m->repl_stats);
     in->replication = &m->repl_stats;
@@ -437,6 +439,19 @@ static void on_role_ready(void *arg)
     omld_notify_ready();
 }
 
+/* A replica promoted in this run: the stream it was given (option
+ * ingest) is read from now on, as its consumer (the old primary's name
+ * takes over the entries the old primary was delivered and did not XACK;
+ * the log's idempotency keys keep any it learned from being learned again). */
+static void on_role_leading(void *arg)
+{
+    omld_main *m = arg;
+    char err[1536];
+    if (m->ingest == NULL &&
+        omld_ingest_start(&m->ingest, &m->loop, &m->cfg, m->server, err, sizeof err) != 0)
+        LOG_ERROR("main", "ingest after the promotion: %s", err);
+}
+
 /* The lease was refused before this omld served: it is not the primary. */
 static void on_role_refused(void *arg, const char *why)
 {
@@ -457,7 +472,8 @@ static int run_engine(omld_main *m)
         LOG_ERROR("main", "%s", err);
         return -1;
     }
-    omld_role_events ev = {.ready = on_role_ready, .refused = on_role_refused, .arg = m};
+    omld_role_events ev = {.ready = on_role_ready, .refused = on_role_refused,
+                           .leading = on_role_leading, .arg = m};
     if (omld_role_run(m->role, m->engine, m->server, &ev, err, sizeof err) != 0) {
         LOG_ERROR("main", "%s", err);
         return -1;
@@ -670,13 +686,21 @@ static int start(omld_main *m)
         start_history(m) != 0)
         return -1;
     char err[1536];
-    if (omld_ingest_start(&m->ingest, &m->loop, &m->cfg, m->server, err, sizeof err) != 0) {
-        LOG_ERROR("main", "%s", err);
-        return -1;
-    }
     announce_listeners(m, &http_addr);
     if (omld_role_init(&m->role, &m->cfg, &m->engine_cfg, err, sizeof err) != 0 ||
         omld_role_publish(m->role, &m->loop, m->rpc_addr, err, sizeof err) != 0) {
+        LOG_ERROR("main", "%s", err);
+        return -1;
+    }
+    /* A replica reads the stream only once promoted (on_role_leading): its
+     * writes would all be refused meanwhile. */
+    char host[256], stream[256];
+    int port;
+    if (omld_role_leads(m->role)
+            ? omld_ingest_start(&m->ingest, &m->loop, &m->cfg, m->server, err, sizeof err) != 0
+            : m->cfg.ingest[0] && omld_ingest_parse_url(m->cfg.ingest, host, sizeof host, &port,
+                                                        stream, sizeof stream, err,
+                                                        sizeof err) != 0) {
         LOG_ERROR("main", "%s", err);
         return -1;
     }

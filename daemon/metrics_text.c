@@ -188,7 +188,8 @@ static void metrics_redis_ingest(omld_buf *b, const omld_ingest_stats *in)
 {
     static const omld_ingest_stats none;
     const omld_ingest_stats *g = in ? in : &none;
-    gauge(b, "omld_redis_ingest_configured", "1 when omld reads a Redis Stream (option ingest).",
+    gauge(b, "omld_redis_ingest_configured",
+          "1 when omld reads a Redis Stream (option ingest; a replica once promoted).",
           g->configured);
     gauge(b, "omld_redis_ingest_connected", "1 while both connections to Redis are up.",
           g->connected);

@@ -45,7 +45,7 @@ const omld_option omld_options[] = {
     REAL(rehearse_idle, 0, 1000, "4", "... and more per new one while no request arrives (in steps of a few ms, logged)"),
     INT(replay, 0, 1 << 28, "", "newest triplets kept for rehearsal (16 bytes each: the memory bound); empty: the preset's"),
     INT(idempotency_keys, 0, 1 << 24, "100000", "idempotency keys of write requests remembered (the newest; logged and checkpointed, so a retried batch is applied once across restarts); 0: keys are ignored"),
-    STR(ingest, "", "redis://HOST:PORT/STREAM: also take items, triplets and pairs from this Redis Stream (consumer group; XACK after the write-ahead log; README); empty: none"),
+    STR(ingest, "", "redis://HOST:PORT/STREAM: also take items, triplets and pairs from this Redis Stream (consumer group; XACK after the write-ahead log; README); on a replica, read once it is promoted (give it the primary's ingest_consumer); empty: none"),
     STR(ingest_group, "omld", "the Redis consumer group ingest reads as (created at the stream's start if missing)"),
     STR(ingest_consumer, "omld-1", "this daemon's consumer name in the group (pending entries are per consumer: keep it across restarts)"),
     STR(ingest_dead_letter, "", "the stream refused entries are copied to; empty: STREAM:dead"),
@@ -54,7 +54,7 @@ const omld_option omld_options[] = {
     INT(replicate_maxlen, 1000, 1000000000, "1000000", "entries the stream keeps (XADD MAXLEN ~; an entry holds one or more committed log records, or marks a view): a replica further behind bootstraps again from the checkpoint"),
     INT(replicate_queue_bytes, 1 << 20, 1LL << 34, "67108864", "committed records waiting for Redis at most (bytes); beyond it they are dropped and counted (replicas bootstrap again)"),
     STR(shard, "", "i/n (0 <= i < n <= 1024): a read replica that indexes and retrieves only the items whose id hashes to shard i of n (it still stores and learns from every item); queries fan out over the n shards (omlc_shards_retrieve); empty: every item"),
-    STR(router, "", "redis://HOST:PORT/PREFIX: run as a router: answer retrieve by fanning it out over the router_shards shard replicas of that stream (their map PREFIX:shards:N in Redis) and merging (equal to one node's answer); writes and other queries are refused; empty: not a router"),
+    STR(router, "", "redis://HOST:PORT/PREFIX: run as a router: answer retrieve and classify by fanning them out over the router_shards shard replicas of that stream (their map PREFIX:shards:N in Redis) and merging (equal to one node's answer); writes and other queries are refused; empty: not a router"),
     INT(router_shards, 0, 1024, "0", "the number of shards a router fans out over (their option shard = i/N)"),
     INT(replicate_lease_ms, 0, 600000, "10000", "the primary lease's time in Redis (PREFIX:lease, SET NX PX, renewed every fifth of it): writes are accepted only while it is held, so a replica promoted after it expired never writes beside this primary; 0: no lease (writes go on with Redis away, and promote-replica cannot tell whether this primary lives)"),
     INT(replicate_sync, 0, 1, "0", "1: a write is answered only once Redis holds its log records (or a checkpoint past them), so a promoted replica has every acknowledged write; held at most replicate_lease_ms (10 s without a lease), then answered UNAVAILABLE"),
@@ -313,10 +313,13 @@ int omld_config_validate(const omld_config *c, char *err, size_t errlen)
     if (c->tls_client_ca[0] && !c->tls_cert[0])
         return omld_config_fail(err, errlen, NULL, "option 'tls_client_ca' is set without "
                                 "'tls_cert' and 'tls_key': client certificates need TLS on");
-    if (c->replica_of[0] && (c->ingest[0] || c->replicate[0]))
-        return omld_config_fail(err, errlen, NULL, "option 'replica_of' excludes '%s': a replica "
-                                "takes no writes and publishes nothing",
-                                c->ingest[0] ? "ingest" : "replicate");
+    if (c->replica_of[0] && c->replicate[0])
+        return omld_config_fail(err, errlen, NULL, "option 'replica_of' excludes 'replicate': a "
+                                "replica publishes nothing (promoted, it publishes to the stream "
+                                "it followed)");
+    if (c->shard[0] && c->ingest[0])
+        return omld_config_fail(err, errlen, NULL, "option 'shard' excludes 'ingest': a shard "
+                                "is never promoted, so it would never read the stream");
     if (c->router[0] && (c->replica_of[0] || c->replicate[0] || c->ingest[0] || c->shard[0]))
         return omld_config_fail(err, errlen, NULL, "option 'router' excludes replica_of, "
                                 "replicate, ingest and shard: a router holds no data");

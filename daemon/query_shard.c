@@ -35,6 +35,7 @@ static Omld__ShardRetrieveResponse *answer(const omld_view *v, const oml_candida
         if (ix->labels[row] != OML_LABEL_NONE) {
             const char *name = ix->label_names[ix->labels[row]];
             cs[i].label_opt_case = OMLD__SHARD_CANDIDATE__LABEL_OPT_LABEL;
+            cs[i].label_id = (uint32_t)ix->labels[row];
             if ((cs[i].label = omld_reply_strdup(r, name, strlen(name))) == NULL)
                 return NULL;
         }

@@ -122,6 +122,11 @@ struct omld_replicate {
      * the last gap (run_first 0: since LSN 1), and the newest checkpoint it
      * acknowledged; omld_replicate_synced_lsn joins them */
     uint64_t run_first, run_last, ckpt_synced;
+    /* The newest view marker, and whether Redis lacks it: replicas that
+     * applied everything in the stream wait for an entry past it forever
+     * when the primary goes quiet, so it is sent again after a checkpoint */
+    uint64_t mark_version, mark_lsn, mark_t_ms;
+    int mark_lost;
 
     omld_repl_stats st;           /* loop thread */
 };
@@ -252,6 +257,11 @@ int omld_replicate_checkpoint_wanted(omld_replicate *r)
     return r && atomic_exchange(&r->ckpt_wanted, 0);
 }
 
+int omld_replicate_checkpoint_due(omld_replicate *r)
+{
+    return r && atomic_load(&r->ckpt_wanted);
+}
+
 void omld_replicate_checkpoint(omld_replicate *r, const char *path, uint64_t lsn)
 {
     size_t n = path ? strlen(path) : 0;
@@ -272,6 +282,16 @@ void omld_replicate_checkpoint(omld_replicate *r, const char *path, uint64_t lsn
 static void dropped(omld_replicate *r, uint64_t n)
 {
     r->st.records_dropped += n;
+    r->lost_since_ckpt = 1;
+}
+
+static void send_mark(omld_replicate *r, uint64_t version, uint64_t lsn, uint64_t t_ms);
+
+/* The newest view marker will not reach Redis: a checkpoint is wanted as
+ * for dropped records, and the marker goes again once it is stored. */
+static void mark_dropped(omld_replicate *r)
+{
+    r->mark_lost = 1;
     r->lost_since_ckpt = 1;
 }
 
@@ -301,6 +321,8 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *priv)
                       kind == ITEM_CHECKPOINT ? "checkpoint" : "log entry", rep->str);
         if (kind == ITEM_RECORD)
             dropped(r, n);
+        if (kind == ITEM_VERSION && what->last == r->mark_lsn)
+            mark_dropped(r);
         free(what);
         return;
     }
@@ -315,12 +337,21 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *priv)
         r->st.checkpoints_published++;
         if (what->last > r->ckpt_synced)
             r->ckpt_synced = what->last;
+        /* The newest view's marker again, if Redis lacks it and nothing was
+         * published past it (a marker's id must be above the stream's top):
+         * a replica at its position publishes it, one before it finds the
+         * hole and bootstraps from this checkpoint. */
+        if (r->mark_lost && r->mark_lsn <= what->last && r->run_last <= r->mark_lsn) {
+            r->mark_lost = 0;
+            send_mark(r, r->mark_version, r->mark_lsn, r->mark_t_ms);
+        }
     }
     free(what);
 }
 
 /* n: the records an entry carries, first..last their LSNs (ITEM_RECORD);
- * last: a checkpoint's position. Fenced by the lease when there is one. */
+ * last: a checkpoint's or a view marker's position. Fenced by the lease
+ * when there is one. */
 static void send_cmd(omld_replicate *r, int kind, uint64_t n, uint64_t first, uint64_t last,
                      int argc, const char **argv, const size_t *len)
 {
@@ -328,6 +359,8 @@ static void send_cmd(omld_replicate *r, int kind, uint64_t n, uint64_t first, ui
     if (what == NULL) {
         if (kind == ITEM_RECORD)
             dropped(r, n);
+        if (kind == ITEM_VERSION)
+            mark_dropped(r);
         return;
     }
     *what = (sent){kind, n, first, last};
@@ -344,6 +377,8 @@ static void send_cmd(omld_replicate *r, int kind, uint64_t n, uint64_t first, ui
         free(what);
         if (kind == ITEM_RECORD)
             dropped(r, n);
+        if (kind == ITEM_VERSION)
+            mark_dropped(r);
     }
 }
 
@@ -400,14 +435,20 @@ static void pack_record(omld_replicate *r, packer *pk, const item *it)
         pack_flush(r, pk);
 }
 
-static void send_version(omld_replicate *r, const item *it)
+/* A view marker: the view `version` published after record lsn. */
+static void send_mark(omld_replicate *r, uint64_t version, uint64_t lsn, uint64_t t_ms)
 {
     char id[48], v[24], t[24];
-    snprintf(id, sizeof id, "%" PRIu64 "-*", it->lsn); /* after the record, Redis numbers it */
-    snprintf(v, sizeof v, "%" PRIu64, it->version);
-    snprintf(t, sizeof t, "%" PRIu64, it->t_ms);
+    snprintf(id, sizeof id, "%" PRIu64 "-*", lsn); /* after the record, Redis numbers it */
+    snprintf(v, sizeof v, "%" PRIu64, version);
+    snprintf(t, sizeof t, "%" PRIu64, t_ms);
     const char *argv[] = {"XADD", r->key_log, "MAXLEN", "~", r->maxlen, id, "v", v, "t", t};
-    send_cmd(r, ITEM_VERSION, 0, 0, 0, 10, argv, NULL);
+    send_cmd(r, ITEM_VERSION, 0, 0, lsn, 10, argv, NULL);
+}
+
+static void send_version(omld_replicate *r, const item *it)
+{
+    send_mark(r, it->version, it->lsn, it->t_ms);
 }
 
 static void read_checkpoint(uv_work_t *w)
@@ -514,9 +555,17 @@ static void drain(omld_replicate *r)
             r->ckpt_next = it;
             continue;
         }
+        if (it->kind == ITEM_VERSION) {
+            r->mark_version = it->version;
+            r->mark_lsn = it->lsn;
+            r->mark_t_ms = it->t_ms;
+            r->mark_lost = 0;
+        }
         if (!r->up || r->inflight >= MAX_INFLIGHT || r->stopping || !lease_ok(r)) {
             if (it->kind == ITEM_RECORD)
                 dropped(r, 1);
+            else
+                mark_dropped(r);
         } else if (it->kind == ITEM_RECORD) {
             pack_record(r, &pk, it);
         } else {

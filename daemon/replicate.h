@@ -61,8 +61,11 @@ void omld_replicate_checkpoint(omld_replicate *r, const char *path, uint64_t lsn
 /* 1 once (then 0 until it is wanted again) when replicas need a checkpoint
  * newer than what Redis holds: records were dropped, or this primary
  * started (records committed before a crash may never have been sent).
- * The learner then takes one as soon as the log has grown. */
+ * The learner then takes one at its next record, or within 200 ms when
+ * idle. */
 int omld_replicate_checkpoint_wanted(omld_replicate *r);
+/* The same without taking the request: an idle learner looks (any thread). */
+int omld_replicate_checkpoint_due(omld_replicate *r);
 
 /* Loop thread: a copy of the figures (role NONE for NULL). */
 void omld_replicate_stats_get(omld_replicate *r, omld_repl_stats *out);

@@ -181,6 +181,13 @@ static void promoted(void *arg, struct omld_replicate *pub, uint64_t lsn)
     if (oml_atomic_write(r->marker, &v, 1, 0644, &stage) != 0 && stage != OML_ATOMIC_DIR)
         LOG_ERROR("role", "cannot write %s: %s (a restart with the same options would follow "
                   "this stream as a replica again, not lead it)", r->marker, strerror(errno));
+    if (r->ev.leading)
+        r->ev.leading(r->ev.arg);
+}
+
+int omld_role_leads(const omld_role *r)
+{
+    return r->cfg->replica_of[0] == '\0' || r->promoted_before;
 }
 
 /* ------------------------------------------------------------ running */

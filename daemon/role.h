@@ -45,10 +45,15 @@ struct omld_replicate *omld_role_publisher(omld_role *r); /* NULL: none */
 typedef struct omld_role_events {
     void (*ready)(void *arg);
     void (*refused)(void *arg, const char *why);
+    void (*leading)(void *arg); /* promoted in this run: this omld writes now (may be NULL) */
     void *arg;
 } omld_role_events;
 int omld_role_run(omld_role *r, omld_engine *engine, struct omld_server *server,
                   const omld_role_events *ev, char *err, size_t errlen);
+
+/* This omld writes (or will, once it holds its lease): not a replica
+ * following a primary. After omld_role_init. */
+int omld_role_leads(const omld_role *r);
 
 /* The figures for /status and /metrics (role NONE: neither). */
 void omld_role_stats(omld_role *r, omld_repl_stats *out);

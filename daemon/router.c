@@ -1,4 +1,5 @@
-/* router.c - Retrieve fanned out over shards and merged (router.h). */
+/* router.c - Retrieve and Classify fanned out over shards and merged
+ * (router.h). */
 #include "router.h"
 
 #include <pthread.h>
@@ -84,12 +85,79 @@ static int answer(omld_reply *rep, const oml_merged_hit *hits, size_t n)
     return 0;
 }
 
+/* The merged class as the ClassifyResponse one node gives, copied into the
+ * reply's arena (the shards' answers are freed before it is sent). 0 or -1. */
+static int answer_class(omld_reply *rep, const oml_merged_class *mc)
+{
+    Omld__ClassifyResponse view;
+    Omld__ClassScore sc[16], *sp[16];
+    oml_merged_class_message(mc, &view, sc, sp);
+    Omld__ClassifyResponse *m = omld_reply_alloc(rep, sizeof *m);
+    Omld__ClassScore *c = omld_reply_alloc(rep, (view.n_scores + 1) * sizeof *c);
+    Omld__ClassScore **cp = omld_reply_alloc(rep, (view.n_scores + 1) * sizeof *cp);
+    if (!m || !c || !cp)
+        return -1;
+    *m = view;
+    if ((m->label = omld_reply_strdup(rep, view.label, strlen(view.label))) == NULL)
+        return -1;
+    for (size_t i = 0; i < view.n_scores; i++) {
+        c[i] = sc[i];
+        if ((c[i].label = omld_reply_strdup(rep, sc[i].label, strlen(sc[i].label))) == NULL)
+            return -1;
+        cp[i] = &c[i];
+    }
+    m->scores = cp;
+    rep->msg.classify = m;
+    rep->msg.body_case = OMLD__RESPONSE__BODY_CLASSIFY;
+    return 0;
+}
+
+/* One retrieve or classify over the set s: 0, or the client's code (> 0 a
+ * shard's answer, < 0 transport) with err. */
+static int ask(omld_router *r, omlc_shards *s, const Omld__Request *req, omld_reply *rep,
+               Omld__Response **resp, omlc_error *err)
+{
+    Omld__RetrieveRequest body = OMLD__RETRIEVE_REQUEST__INIT;
+    int has_k;
+    uint32_t k;
+    if (req->body_case == OMLD__REQUEST__BODY_RETRIEVE) {
+        body = *req->retrieve; /* its k is set for the shards */
+        has_k = body.k_opt_case == OMLD__RETRIEVE_REQUEST__K_OPT_K;
+        k = body.k;
+    } else { /* classify: its query, k and metadata; the neighbours, not a page */
+        const Omld__ClassifyRequest *m = req->classify;
+        body.query = m->query;
+        body.n_metadata = m->n_metadata;
+        body.metadata = m->metadata;
+        has_k = m->k_opt_case == OMLD__CLASSIFY_REQUEST__K_OPT_K;
+        k = m->k;
+    }
+    if (!has_k)
+        k = r->default_k;
+    uint64_t version = 0;
+    int rc;
+    if (req->body_case == OMLD__REQUEST__BODY_RETRIEVE) {
+        oml_merged_hit *hits = calloc(k ? k : 1, sizeof *hits);
+        size_t n = 0;
+        rc = hits ? omlc_shards_merge(s, &body, k, hits, &n, &version, resp, err) : OMLC_ENOMEM;
+        if (rc == 0 && answer(rep, hits, n) != 0)
+            rc = OMLC_ENOMEM;
+        free(hits);
+    } else {
+        oml_merged_class mc;
+        rc = omlc_shards_vote(s, &body, k, &mc, &version, resp, err);
+        if (rc == 0 && answer_class(rep, &mc) != 0)
+            rc = OMLC_ENOMEM;
+    }
+    if (rc == 0)
+        rep->msg.model_version = version;
+    return rc;
+}
+
 static void work(uv_work_t *w)
 {
     job *j = w->data;
     omld_router *r = j->r;
-    const Omld__RetrieveRequest *m = j->req->retrieve;
-    uint32_t k = m->k_opt_case == OMLD__RETRIEVE_REQUEST__K_OPT_K ? m->k : r->default_k;
     omlc_error err;
     omlc_shards *s = take(r, &err);
     if (s == NULL) {
@@ -97,27 +165,17 @@ static void work(uv_work_t *w)
                          "cannot be reached: %s", err.message);
         return;
     }
-    Omld__RetrieveRequest body = *m; /* its k is set for the shards */
     Omld__Response **resp = calloc(omlc_shards_count(s), sizeof *resp);
-    oml_merged_hit *hits = calloc(k ? k : 1, sizeof *hits);
-    size_t n = 0;
-    uint64_t version = 0;
-    int rc = resp && hits ? omlc_shards_merge(s, &body, k, hits, &n, &version, resp, &err)
-                          : OMLC_ENOMEM;
-    if (rc == 0 && answer(j->reply, hits, n) != 0)
-        rc = OMLC_ENOMEM;
-    if (rc == 0)
-        j->reply->msg.model_version = version;
-    else if (rc > 0) /* a shard's answer: its code and message */
+    int rc = resp ? ask(r, s, j->req, j->reply, resp, &err) : OMLC_ENOMEM;
+    if (rc > 0) /* a shard's answer: its code and message */
         omld_reply_error(j->reply, (Omld__Status__Code)rc, err.field[0] ? err.field : NULL,
                          "%s", err.message);
-    else
+    else if (rc < 0)
         omld_reply_error(j->reply, OMLD__STATUS__CODE__UNAVAILABLE, NULL, "router: %s",
                          rc == OMLC_ENOMEM ? "out of memory" : err.message);
     if (resp)
         omlc_shards_free_answers(resp, omlc_shards_count(s));
     free(resp);
-    free(hits);
     if (rc < 0 && rc != OMLC_ENOMEM)
         omlc_shards_close(s); /* a broken connection: the map is read again next time */
     else
@@ -128,7 +186,7 @@ static void after(uv_work_t *w, int status)
 {
     job *j = w->data;
     if (status != 0)
-        omld_reply_error(j->reply, OMLD__STATUS__CODE__INTERNAL, NULL, "the retrieval was "
+        omld_reply_error(j->reply, OMLD__STATUS__CODE__INTERNAL, NULL, "the query was "
                          "cancelled");
     j->done(j->ctx, j->reply);
     free(j);
@@ -138,18 +196,21 @@ int omld_router_forward(void *ctl, const Omld__Request *req, omld_reply *now,
                         void (*done)(void *ctx, omld_reply *reply), void *ctx)
 {
     omld_router *r = ctl;
-    if (req->body_case != OMLD__REQUEST__BODY_RETRIEVE) {
+    int classify = req->body_case == OMLD__REQUEST__BODY_CLASSIFY;
+    if (req->body_case != OMLD__REQUEST__BODY_RETRIEVE && !classify) {
         omld_reply_error(now, OMLD__STATUS__CODE__UNAVAILABLE, NULL, "this omld is a router "
-                         "(option router): it answers retrieve (fanned out over %u shards), "
-                         "status and health; send other requests to a replica, writes to the "
-                         "primary", r->shards);
+                         "(option router): it answers retrieve and classify (fanned out over "
+                         "%u shards), status and health; send other requests to a replica, "
+                         "writes to the primary", r->shards);
         return 0;
     }
-    const Omld__RetrieveRequest *m = req->retrieve;
-    if (m->model_opt_case == OMLD__RETRIEVE_REQUEST__MODEL_OPT_MODEL && m->model[0] &&
-        strcmp(m->model, "live") != 0) {
-        omld_reply_error(now, OMLD__STATUS__CODE__INVALID_ARGUMENT, "retrieve.model",
-                         "a router retrieves from the live model only");
+    int named = classify ? req->classify->model_opt_case == OMLD__CLASSIFY_REQUEST__MODEL_OPT_MODEL
+                         : req->retrieve->model_opt_case == OMLD__RETRIEVE_REQUEST__MODEL_OPT_MODEL;
+    const char *model = classify ? req->classify->model : req->retrieve->model;
+    if (named && model[0] && strcmp(model, "live") != 0) {
+        omld_reply_error(now, OMLD__STATUS__CODE__INVALID_ARGUMENT,
+                         classify ? "classify.model" : "retrieve.model",
+                         "a router answers from the live model only");
         return 0;
     }
     job *j = calloc(1, sizeof *j);
@@ -189,7 +250,7 @@ int omld_router_create(omld_router **out, uv_loop_t *loop, const omld_config *cf
     r->shards = (uint32_t)cfg->router_shards;
     r->default_k = (uint32_t)cfg->default_k;
     pthread_mutex_init(&r->mu, NULL);
-    LOG_INFO("router", "routing retrieve over %u shards of %s", r->shards, r->url);
+    LOG_INFO("router", "routing retrieve and classify over %u shards of %s", r->shards, r->url);
     *out = r;
     return 0;
 }

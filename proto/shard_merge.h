@@ -31,4 +31,27 @@ int oml_shard_merge(Omld__ShardRetrieveResponse *const *parts, size_t n, uint32_
                     uint32_t offset, int has_min, float min_similarity, oml_merged_hit *out,
                     size_t *n_out, char *err, size_t errlen);
 
+/* A classification merged: Eq. 23-25 (src/vote.c, the function one node
+ * votes with) over the union's k nearest per head, each labelled by the
+ * store's label id (ties break by it). Names borrowed from the responses. */
+typedef struct oml_merged_class {
+    const char *label; /* the argmax; NULL: no labelled neighbour (an empty answer) */
+    int n_scores;      /* classes with a non-zero score, best first */
+    struct {
+        const char *label;
+        float score;
+    } scores[16];
+} oml_merged_class;
+
+/* parts (n >= 1) answered ShardRetrieve with the classify's query, k and
+ * metadata. 0, or -1 with err: different models, a candidate or label id
+ * out of range, out of memory. */
+int oml_shard_classify(Omld__ShardRetrieveResponse *const *parts, size_t n, uint32_t k,
+                       oml_merged_class *out, char *err, size_t errlen);
+
+/* m as the ClassifyResponse one node answers, borrowing m's strings; sc
+ * and sp hold 16 each. */
+void oml_merged_class_message(const oml_merged_class *m, Omld__ClassifyResponse *resp,
+                              Omld__ClassScore *sc, Omld__ClassScore **sp);
+
 #endif

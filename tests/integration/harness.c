@@ -333,7 +333,8 @@ static int port_open(int port)
     return ok;
 }
 
-pid_t omld_redis_spawn(const char *server, const char *dir, int port)
+/* redis-server on 127.0.0.1:port in dir, with or without an fsync'd AOF. */
+static pid_t redis_spawn(const char *server, const char *dir, int port, int aof)
 {
     char p[16];
     snprintf(p, sizeof p, "%d", port);
@@ -342,7 +343,7 @@ pid_t omld_redis_spawn(const char *server, const char *dir, int port)
         if (freopen("/dev/null", "w", stdout) == NULL)
             _exit(126);
         execl(server, server, "--port", p, "--bind", "127.0.0.1", "--save", "", "--appendonly",
-              "no", "--dir", dir, (char *)NULL);
+              aof ? "yes" : "no", "--appendfsync", "always", "--dir", dir, (char *)NULL);
         _exit(127);
     }
     for (int i = 0; pid > 0 && i < 250; i++) {
@@ -355,6 +356,16 @@ pid_t omld_redis_spawn(const char *server, const char *dir, int port)
         waitpid(pid, NULL, 0);
     }
     return -1;
+}
+
+pid_t omld_redis_spawn(const char *server, const char *dir, int port)
+{
+    return redis_spawn(server, dir, port, 0);
+}
+
+pid_t omld_redis_spawn_aof(const char *server, const char *dir, int port)
+{
+    return redis_spawn(server, dir, port, 1);
 }
 
 json_t *omld_proc_status(const omld_proc *p)

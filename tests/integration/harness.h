@@ -93,6 +93,9 @@ int omld_free_port(void);
  * persistence, its files in dir, and waits until it accepts connections:
  * its pid, or -1. */
 pid_t omld_redis_spawn(const char *server, const char *dir, int port);
+/* The same with appendonly yes, appendfsync always: a command Redis answered
+ * is on disk, and a restart on dir (after a SIGKILL) has it. */
+pid_t omld_redis_spawn_aof(const char *server, const char *dir, int port);
 /* SIGKILLs it (pid <= 0: none) and removes dir (if set). 0 or -1. */
 int omld_redis_stop(pid_t pid, const char *dir);
 

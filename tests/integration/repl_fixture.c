@@ -145,13 +145,7 @@ void expect_same_answers(const omld_proc *pri, const omld_proc *rep, uint64_t ve
         assert_int_equal(omlc_classify(a, &ref, 5, NULL, &ca, &err), 0);
         assert_int_equal(omlc_classify(b, &ref, 5, NULL, &cb, &err), 0);
         assert_int_equal(ca.model_version, version);
-        assert_int_equal(cb.model_version, version);
-        assert_string_equal(ca.label, cb.label);
-        assert_int_equal(ca.n_scores, cb.n_scores);
-        for (int s = 0; s < ca.n_scores; s++) {
-            assert_string_equal(ca.scores[s].label, cb.scores[s].label);
-            assert_memory_equal(&ca.scores[s].score, &cb.scores[s].score, sizeof(float));
-        }
+        expect_class_equal(&ca, &cb);
         omlc_hit ha[10], hb[10];
         size_t na = 0, nb = 0;
         uint64_t va = 0, vb = 0;
@@ -170,3 +164,107 @@ void expect_same_answers(const omld_proc *pri, const omld_proc *rep, uint64_t ve
     omlc_close(b);
 }
 
+
+uint64_t wait_all_versions(const omld_proc *p, int n)
+{
+    json_int_t last = -1;
+    double since = now_s();
+    for (int i = 0; i < 3000; i++) {
+        json_t *s = status(&p[0]);
+        json_int_t v = s ? figure(s, "model", "version") : -1;
+        json_decref(s);
+        int same = v > 0;
+        for (int j = 1; j < n && same; j++) {
+            json_t *t = status(&p[j]);
+            same = t && figure(t, "model", "version") == v;
+            json_decref(t);
+        }
+        if (v != last) {
+            last = v;
+            since = now_s();
+        } else if (same && now_s() - since > 1.0) {
+            return (uint64_t)v;
+        }
+        usleep(20000);
+    }
+    for (int j = 0; j < n; j++) { /* who is behind, and what it says */
+        json_t *t = status(&p[j]);
+        char *r = t ? json_dumps(json_object_get(t, "replication"), JSON_COMPACT) : NULL;
+        fprintf(stderr, "node %d (%s): version %lld, replication %s\n", j, p[j].rpc,
+                t ? (long long)figure(t, "model", "version") : -1LL, r ? r : "?");
+        free(r);
+        json_decref(t);
+    }
+    fail_msg("the replicas did not reach the primary's version %lld", (long long)last);
+    return 0;
+}
+
+void expect_class_equal(const omlc_classification *a, const omlc_classification *b)
+{
+    assert_int_equal(a->model_version, b->model_version);
+    assert_string_equal(a->label, b->label);
+    assert_int_equal(a->n_scores, b->n_scores);
+    for (int s = 0; s < a->n_scores; s++) {
+        assert_string_equal(a->scores[s].label, b->scores[s].label);
+        assert_memory_equal(&a->scores[s].score, &b->scores[s].score, sizeof(float));
+    }
+}
+
+void expect_hits_equal(const omlc_hit *a, size_t na, const omlc_hit *b, size_t nb)
+{
+    assert_int_equal(na, nb);
+    for (size_t i = 0; i < na; i++) {
+        assert_string_equal(a[i].id, b[i].id);
+        assert_string_equal(a[i].label, b[i].label);
+        assert_memory_equal(&a[i].score, &b[i].score, sizeof(float));
+        assert_memory_equal(&a[i].similarity, &b[i].similarity, sizeof(float));
+    }
+}
+
+int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+void measure_lag(omlc *c, const omld_proc *rep, int n_rep, double secs, int seq,
+                 lag_figures *f)
+{
+    size_t cap = (size_t)(secs * 60) + 16, n = 0;
+    double *lag_s = calloc(cap, sizeof *lag_s), *lag_r = calloc(cap, sizeof *lag_r);
+    double *delay = calloc(cap, sizeof *delay);
+    assert_true(lag_s && lag_r && delay);
+    double t0 = now_s(), next_sample = t0;
+    int sent = 0;
+    for (int tick = 0; now_s() - t0 < secs; tick++) {
+        add_triplets(c, seq + sent, 50, 50);
+        sent += 50;
+        double due = t0 + (tick + 1) * 0.01;
+        do { /* at least one look a tick: behind the rate (a sanitizer build), still samples */
+            if (now_s() >= next_sample && n < cap) {
+                json_t *s = status(&rep[n % (size_t)n_rep]);
+                json_t *r = json_object_get(s, "replication");
+                lag_r[n] = (double)json_integer_value(json_object_get(r, "lag_records"));
+                lag_s[n] = json_number_value(json_object_get(r, "lag_seconds"));
+                delay[n] = json_number_value(json_object_get(r, "apply_delay_seconds"));
+                n++;
+                json_decref(s);
+                next_sample += 0.02;
+            }
+            usleep(500);
+        } while (now_s() < due);
+    }
+    assert_true(n > 0);
+    f->rate = sent / (now_s() - t0);
+    f->samples = n;
+    qsort(lag_s, n, sizeof *lag_s, cmp_double);
+    qsort(lag_r, n, sizeof *lag_r, cmp_double);
+    qsort(delay, n, sizeof *delay, cmp_double);
+    f->rec_p50 = lag_r[n / 2], f->rec_p99 = lag_r[n * 99 / 100], f->rec_max = lag_r[n - 1];
+    f->sec_p50 = lag_s[n / 2], f->sec_p99 = lag_s[n * 99 / 100], f->sec_max = lag_s[n - 1];
+    f->delay_p50 = delay[n / 2], f->delay_p99 = delay[n * 99 / 100];
+    f->delay_max = delay[n - 1];
+    free(lag_s);
+    free(lag_r);
+    free(delay);
+}

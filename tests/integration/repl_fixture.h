@@ -49,5 +49,28 @@ uint64_t wait_same_version(const omld_proc *pri, const omld_proc *rep);
 /* The same classify and retrieve answers from both, bit for bit, at the
  * same model version. */
 void expect_same_answers(const omld_proc *pri, const omld_proc *rep, uint64_t version);
+/* Until the n daemons serve one version: p[0]'s, once it stopped moving for
+ * a second (shards index fewer items, so only versions are compared). */
+uint64_t wait_all_versions(const omld_proc *p, int n);
+/* Two retrievals' hits are the same, bit for bit (ids, labels, order,
+ * scores, similarities). */
+void expect_hits_equal(const omlc_hit *a, size_t na, const omlc_hit *b, size_t nb);
+/* Two classifications are the same, bit for bit (version, label, scores). */
+void expect_class_equal(const omlc_classification *a, const omlc_classification *b);
+
+/* Replication lag under a steady write rate (figures, not asserted here). */
+typedef struct lag_figures {
+    double rate;                           /* triplets/s sent */
+    size_t samples;
+    double rec_p50, rec_p99, rec_max;      /* lag_records */
+    double sec_p50, sec_p99, sec_max;      /* lag_seconds */
+    double delay_p50, delay_p99, delay_max; /* apply_delay_seconds */
+} lag_figures;
+/* Sends c batches of 50 triplets 100 times a second (5,000/s) for secs,
+ * numbered from seq, sampling /status replication of the n_rep daemons in
+ * rep every 20 ms (each sample one daemon, in turn). */
+void measure_lag(omlc *c, const omld_proc *rep, int n_rep, double secs, int seq,
+                 lag_figures *f);
+int cmp_double(const void *a, const void *b);
 
 #endif

@@ -6,8 +6,11 @@
  * by libomlclient (the shard map read from Redis) and merged equals the
  * full replica's answer bit for bit (ids, labels, scores, similarities),
  * for queries by id and by vector, k from 1 to 20, with offsets, label
- * filters, excluded ids and a similarity floor; so does omld --router's
- * (one address for clients), which refuses writes and other queries. The
+ * filters, excluded ids and a similarity floor; a classification merged
+ * the same way (the vote over the union of the shards' k nearest per head)
+ * equals its classify, labels and scores bit for bit; so does omld
+ * --router's (one address for clients) for both, which refuses writes,
+ * other queries and named models. The
  * latency of one replica, the client's fan-out and the router is printed.
  * Skipped when redis-server is not installed. */
 #include <setjmp.h>
@@ -26,52 +29,6 @@
 #include "shard.h"
 
 #define N_MORE 400 /* items beyond the fixture's N_ITEMS */
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Until the four serve one version: the primary's, once it stopped moving. */
-static uint64_t wait_all(const omld_proc *p, int n)
-{
-    json_int_t last = -1;
-    double since = now_s();
-    for (int i = 0; i < 3000; i++) {
-        json_t *s = status(&p[0]);
-        json_int_t v = s ? figure(s, "model", "version") : -1;
-        json_decref(s);
-        int same = v > 0;
-        for (int j = 1; j < n && same; j++) {
-            json_t *t = status(&p[j]);
-            same = t && figure(t, "model", "version") == v;
-            json_decref(t);
-        }
-        if (v != last) {
-            last = v;
-            since = now_s();
-        } else if (same && now_s() - since > 1.0) {
-            return (uint64_t)v;
-        }
-        usleep(20000);
-    }
-    fail_msg("the replicas did not reach the primary's version");
-    return 0;
-}
-
-/* Two answers are the same, bit for bit (ids, labels, order, scores,
- * similarities). */
-static void expect_hits_equal(const omlc_hit *a, size_t na, const omlc_hit *b, size_t nb)
-{
-    assert_int_equal(na, nb);
-    for (size_t i = 0; i < na; i++) {
-        assert_string_equal(a[i].id, b[i].id);
-        assert_string_equal(a[i].label, b[i].label);
-        assert_memory_equal(&a[i].score, &b[i].score, sizeof(float));
-        assert_memory_equal(&a[i].similarity, &b[i].similarity, sizeof(float));
-    }
-}
 
 /* The hits of one query from the merged shards and from the full replica
  * are the same. */
@@ -117,7 +74,7 @@ static void test_merged_equals_one_node(void **state)
     put_items(c, 0, N_ITEMS + N_MORE);
     add_triplets(c, 0, 1500, 25);
     omlc_close(c);
-    uint64_t v = wait_all(p, 4);
+    uint64_t v = wait_all_versions(p, 4);
 
     /* The shards partition the catalogue by the id's hash. */
     json_int_t items[4];
@@ -171,6 +128,31 @@ static void test_merged_equals_one_node(void **state)
         expect_same(sh, f, &q, k, &lab, v);
     }
 
+    /* Classify merged over the shards (the vote over the union's k nearest
+     * per head) equals the full replica's, bit for bit. */
+    int differ = 0;
+    for (int qn = 0; qn < 60; qn++) {
+        float x[DIM];
+        features(6000 + qn, x);
+        char id[32];
+        snprintf(id, sizeof id, "it%d", (qn * 53) % (N_ITEMS + N_MORE));
+        omlc_ref q = qn % 2 ? (omlc_ref){.vector = x, .dim = DIM} : (omlc_ref){.id = id};
+        uint32_t k = (uint32_t)(1 + qn % 25);
+        omlc_classification a, b;
+        if (omlc_shards_classify(sh, &q, k, &a, &err) != 0)
+            fail_msg("sharded classify: %s", err.message);
+        assert_int_equal(omlc_classify(f, &q, k, NULL, &b, &err), 0);
+        assert_int_equal(a.model_version, v);
+        expect_class_equal(&a, &b);
+        differ += a.n_scores > 1;
+    }
+    assert_true(differ > 0); /* some votes had more than one class to order */
+    omlc_classification none;
+    omlc_ref byid0 = {.id = "it0"};
+    assert_int_equal(omlc_shards_classify(sh, &byid0, 0, &none, &err), OMLC_EARG);
+    omlc_ref unknown = {.id = "no-such-item"};
+    assert_int_equal(omlc_shards_classify(sh, &unknown, 5, &none, &err), 2 /* NOT_FOUND */);
+
     /* omld --router: one address, the same answers. */
     char rt[128];
     snprintf(rt, sizeof rt, "--router=%s", url);
@@ -196,11 +178,26 @@ static void test_merged_equals_one_node(void **state)
         assert_int_equal(va, vb);
         expect_hits_equal(a, na, b, nb);
     }
+    /* Classify through the router: the same answers. */
+    for (int qn = 0; qn < 30; qn++) {
+        float x[DIM];
+        features(8000 + qn, x);
+        char id[32];
+        snprintf(id, sizeof id, "it%d", (qn * 29) % (N_ITEMS + N_MORE));
+        omlc_ref q = qn % 2 ? (omlc_ref){.vector = x, .dim = DIM} : (omlc_ref){.id = id};
+        omlc_classification a, b;
+        assert_int_equal(omlc_classify(rc, &q, 1 + qn % 12, NULL, &a, &err), 0);
+        assert_int_equal(omlc_classify(f, &q, 1 + qn % 12, NULL, &b, &err), 0);
+        expect_class_equal(&a, &b);
+    }
     /* ... and nothing else. */
-    omlc_classification cl;
-    omlc_ref byid3 = {.id = "it3"};
-    assert_int_equal(omlc_classify(rc, &byid3, 5, NULL, &cl, &err), 8 /* UNAVAILABLE */);
+    omlc_verification ver;
+    omlc_ref byid3 = {.id = "it3"}, byid4 = {.id = "it4"};
+    assert_int_equal(omlc_verify(rc, &byid3, &byid4, 0.5f, NULL, &ver, &err), 8 /* UNAVAILABLE */);
     assert_non_null(strstr(err.message, "router"));
+    omlc_classification cl;
+    assert_int_equal(omlc_classify(rc, &byid3, 5, "batch1", &cl, &err), 1 /* INVALID_ARGUMENT */);
+    assert_non_null(strstr(err.message, "live model only"));
     float zero[DIM] = {0};
     omlc_item it = {.id = "new", .features = zero, .dim = DIM};
     assert_int_equal(omlc_put_items(rc, &it, 1, NULL, NULL, &err), 13 /* NOT_PRIMARY */);
@@ -250,25 +247,30 @@ static void test_merged_equals_one_node(void **state)
     }
 }
 
-/* Bad shard options: named at start. */
+/* Bad shard (and replica ingest) options: named at start. */
 static void test_bad_shard_options(void **state)
 {
     (void)state;
     char sub[96];
     snprintf(sub, sizeof sub, "--replica_of=redis://127.0.0.1:%d/s2", g_port > 0 ? g_port : 1);
-    const char *bad[][3] = {{sub, "--shard=2/2", NULL}, {sub, "--shard=1", NULL},
-                            {sub, "--shard=-1/2", NULL}, {"--shard=0/2", NULL, NULL}};
-    for (int i = 0; i < 4; i++) {
+    const char *bad[][4] = {{sub, "--shard=2/2", NULL}, {sub, "--shard=1", NULL},
+                            {sub, "--shard=-1/2", NULL}, {"--shard=0/2", NULL, NULL},
+                            {sub, "--shard=0/2", "--ingest=redis://127.0.0.1:1/s", NULL},
+                            {sub, "--ingest=redis://no-port/s", NULL}};
+    const char *named[] = {"option 'shard'", "option 'shard'", "option 'shard'",
+                           "option 'shard'", "option 'shard' excludes 'ingest'", "ingest"};
+    for (int i = 0; i < 6; i++) {
         omld_proc p;
         assert_int_not_equal(omld_proc_start(&p, bad[i], 5000), 0);
         FILE *lf = fopen(p.log, "r");
         char line[2048] = "";
         int found = 0;
         while (lf && fgets(line, sizeof line, lf))
-            found |= strstr(line, "option 'shard'") != NULL;
+            found |= strstr(line, named[i]) != NULL;
         if (lf)
             fclose(lf);
-        assert_true(found);
+        if (!found)
+            fail_msg("start %d: the log does not name %s", i, named[i]);
         omld_proc_cleanup(&p);
     }
 }

@@ -1,6 +1,7 @@
 /* test_shard_merge.c - proto/shard_merge.c by hand (Eq. 27 over shards'
- * candidate lists) and src/shard.h's hash, whose values a shard map
- * depends on. test_shards checks the merge against a real single node. */
+ * candidate lists, the Eq. 23-25 vote over them) and src/shard.h's hash,
+ * whose values a shard map depends on. test_shards checks both merges
+ * against a real single node. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -145,6 +146,73 @@ static void test_refusals_are_named(void **state)
     assert_non_null(strstr(err, "no shard"));
 }
 
+/* Labels for the candidates of a part: name and store id (NULL: none). */
+static void label(part *p, int i, const char *name, uint32_t id)
+{
+    p->c[i].label_opt_case = OMLD__SHARD_CANDIDATE__LABEL_OPT_LABEL;
+    p->c[i].label = (char *)name;
+    p->c[i].label_id = id;
+}
+
+static void test_vote_as_one_node(void **state)
+{
+    (void)state;
+    part a, b;
+    two_parts(&a, &b, 1.0f); /* A .1 (slot 0), B .2, C .3, D .4 */
+    label(&a, 0, "x", 7);
+    label(&b, 0, "y", 2);
+    label(&a, 1, "y", 2); /* D unlabelled: votes for nothing */
+    Omld__ShardRetrieveResponse *parts[] = {&a.r, &b.r};
+    oml_merged_class m;
+    char err[256];
+    /* k 3: A, B, C vote; x gets S(A) = 1, y S(B) + S(C) = e^-0.5 + e^-1 */
+    assert_int_equal(oml_shard_classify(parts, 2, 3, &m, err, sizeof err), 0);
+    double d = (double)0.3f - (double)0.1f;
+    double y = exp(-((double)0.2f - (double)0.1f) / d) + exp(-((double)0.3f - (double)0.1f) / d);
+    assert_string_equal(m.label, "x");
+    assert_int_equal(m.n_scores, 2);
+    assert_true(m.scores[0].score == 1.0f);
+    assert_string_equal(m.scores[1].label, "y");
+    assert_true(m.scores[1].score == (float)y);
+    /* k 4: D (unlabelled) joins, the range is .1-.4: y's votes grow past x */
+    assert_int_equal(oml_shard_classify(parts, 2, 4, &m, err, sizeof err), 0);
+    assert_string_equal(m.label, "y");
+    assert_int_equal(m.n_scores, 2);
+    /* k 1: only A */
+    assert_int_equal(oml_shard_classify(parts, 2, 1, &m, err, sizeof err), 0);
+    assert_string_equal(m.label, "x");
+    assert_int_equal(m.n_scores, 1);
+    /* A tie goes to the smaller store label id, whatever the names: two
+     * neighbours at one distance (k 2 over A and a copy of it) */
+    const char *ic[] = {"A2"};
+    const uint32_t sc[] = {5};
+    const float dc[] = {0.1f}, mc[] = {0.9f};
+    part c;
+    make_part(&c, 1, ic, sc, dc, mc, 1.0f);
+    label(&c, 0, "a-name", 9);
+    Omld__ShardRetrieveResponse *tie[] = {&a.r, &c.r};
+    assert_int_equal(oml_shard_classify(tie, 2, 2, &m, err, sizeof err), 0);
+    assert_string_equal(m.label, "x"); /* id 7 < 9 */
+    /* no labelled neighbour: an empty answer */
+    part u;
+    const char *iu[] = {"U"};
+    make_part(&u, 1, iu, sc, dc, mc, 1.0f);
+    Omld__ShardRetrieveResponse *none[] = {&u.r};
+    assert_int_equal(oml_shard_classify(none, 1, 3, &m, err, sizeof err), 0);
+    assert_null(m.label);
+    assert_int_equal(m.n_scores, 0);
+    /* refusals, named: other models, a candidate not held, no shard */
+    two_parts(&a, &b, 0.5f);
+    assert_int_equal(oml_shard_classify(parts, 2, 3, &m, err, sizeof err), -1);
+    assert_non_null(strstr(err, "different models"));
+    two_parts(&a, &b, 1.0f);
+    a.idx[0] = 9;
+    assert_int_equal(oml_shard_classify(parts, 2, 3, &m, err, sizeof err), -1);
+    assert_non_null(strstr(err, "does not hold"));
+    assert_int_equal(oml_shard_classify(parts, 0, 3, &m, err, sizeof err), -1);
+    assert_non_null(strstr(err, "no shard"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -152,6 +220,7 @@ int main(void)
         cmocka_unit_test(test_merge_ranks_as_one_node),
         cmocka_unit_test(test_ties_rank_by_slot),
         cmocka_unit_test(test_refusals_are_named),
+        cmocka_unit_test(test_vote_as_one_node),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
