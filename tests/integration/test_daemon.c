@@ -982,8 +982,8 @@ static void test_inverted_lists_through_the_daemon(void **state)
      * own rows: this data's items are noisy copies of a few class centres,
      * so a query's nearest neighbours are nearly equidistant. The exact
      * re-rank sees every row of the scanned lists the int8 codes cannot
-     * rule out, so what is lost is in lists not scanned (0.91-0.93 over
-     * 105-120 checks in five runs; the fixed cut of the best 2k + 8 by the
+     * rule out, so what is lost is in lists not scanned (0.91-0.98 over
+     * 90-120 checks in 13 runs; the fixed cut of the best 2k + 8 by the
      * codes it replaced found 0.80 in five, which fails this). /status
      * shows the serving view's sample, which a newer view (the learner
      * rehearses meanwhile) starts afresh, so it is judged only from 100
