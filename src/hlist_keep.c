@@ -40,7 +40,7 @@ void oml_hlist_keep_init(oml_hlist_keep *s, oml_hlist_hit *hits, int32_t cap, in
                          oml_neighbor *lows, int32_t k)
 {
     *s = (oml_hlist_keep){.hits = hits, .cap = cap, .keep = keep < cap ? keep : cap,
-                          .lows = lows, .k = k, .floor = -INFINITY};
+                          .lows = lows, .k = k, .floor = k > 0 ? -INFINITY : INFINITY};
 }
 
 void oml_hlist_keep_offer(oml_hlist_keep *s, int32_t row, float dot, float slack)
@@ -51,7 +51,7 @@ void oml_hlist_keep_offer(oml_hlist_keep *s, int32_t row, float dot, float slack
         oml_minheap_up(s->lows, s->n_low++);
         if (s->n_low == s->k)
             s->floor = s->lows[0].dist;
-    } else if (lo.dist > s->lows[0].dist) {
+    } else if (s->k > 0 && lo.dist > s->lows[0].dist) {
         s->lows[0] = lo;
         oml_minheap_down(s->lows, s->k, 0);
         s->floor = s->lows[0].dist;

@@ -34,11 +34,13 @@ typedef struct oml_hlist_keep {
     int32_t keep;        /* kept by dot alone, bound or not (a donor's) */
     oml_neighbor *lows;  /* (k) borrowed; min-heap of the k largest dot - slack (dist) */
     int32_t k, n_low;
-    float floor;         /* the k-th largest dot - slack offered, -inf before k */
+    float floor;         /* the k-th largest dot - slack offered, -inf before k
+                            (k 0: +inf, no row is kept for its bound) */
     int overflow;        /* a row that could be among the k nearest was dropped */
 } oml_hlist_keep;
 
-/* hits (cap), lows (k): the caller's. keep <= cap, k >= 1. */
+/* hits (cap), lows (k): the caller's. keep <= cap. k 0: no bound, the
+ * keep best by dot alone (for callers that cut by the codes' order). */
 void oml_hlist_keep_init(oml_hlist_keep *s, oml_hlist_hit *hits, int32_t cap, int32_t keep,
                          oml_neighbor *lows, int32_t k);
 

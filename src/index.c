@@ -265,21 +265,25 @@ void oml_near_ws_init(oml_near_ws *w, const oml_index *ix, int32_t k, void *mem)
  * w->cand for the heads that share it (a donor also keeps its best
  * oml_index_rerank_rows(k) x donor by the codes); or, for a head that
  * shares another's scan, that scan's rows by this head's codes, in
- * w->best. */
+ * w->best. by_bound 0: the k best by the codes alone (the caller cuts by
+ * their order), not every row the codes cannot rule out. */
 static void propose(const oml_index *ix, int head, const float *q, int32_t k, int32_t n_probe,
-                    int32_t exclude, const uint8_t *allow, oml_near_ws *w, oml_hlist_keep *keep)
+                    int32_t exclude, const uint8_t *allow, int by_bound, oml_near_ws *w,
+                    oml_hlist_keep *keep)
 {
     const oml_hlist *hl = &ix->hl[head];
+    int32_t kb = by_bound ? k : 0, by_dot = by_bound ? 0 : k;
     if (hl->shared_from < 0) {
         int32_t lists = oml_hlist_order(hl, q, w->order, w->dots);
         int32_t np = n_probe >= 0 ? n_probe : hl->n_probe;
         np = np < lists ? np : lists;
         int32_t for_sharers = hl->donor > 1 ? oml_index_rerank_rows(k) * hl->donor : 0;
-        oml_hlist_keep_init(keep, w->cand, w->cap, for_sharers, w->lows, k);
+        oml_hlist_keep_init(keep, w->cand, w->cap, for_sharers > by_dot ? for_sharers : by_dot,
+                            w->lows, kb);
         w->n_cand = oml_hlist_scan(hl, q, w->order, w->dots, np, exclude, allow, keep);
     } else {
         oml_hlist_dots(hl, q, w->dots);
-        oml_hlist_keep_init(keep, w->best, w->cap, 0, w->lows, k);
+        oml_hlist_keep_init(keep, w->best, w->cap, by_dot, w->lows, kb);
         oml_hlist_rescore(hl, q, w->dots, w->cand, w->n_cand, keep);
     }
     w->overflow = keep->overflow;
@@ -302,7 +306,7 @@ int32_t oml_index_topk_near(const oml_index *ix, int head, const float *q, int32
     if (k <= 0 || ix->hl == NULL)
         return 0;
     oml_hlist_keep keep;
-    propose(ix, head, q, k, n_probe, exclude, allow, w, &keep);
+    propose(ix, head, q, k, n_probe, exclude, allow, 1, w, &keep);
     /* The rows the codes cannot rule out, into w->best (a sharing head's
      * keep is there already: compacted in place), most promising first. */
     oml_hlist_hit *v = w->best;
@@ -341,13 +345,12 @@ int32_t oml_index_near_candidates(const oml_index *ix, int head, const float *q,
     if (k <= 0 || ix->hl == NULL)
         return 0;
     oml_hlist_keep keep;
-    propose(ix, head, q, k, -1, exclude, allow, w, &keep);
+    propose(ix, head, q, k, -1, exclude, allow, 0, w, &keep);
     const oml_hlist_hit *cand = keep.hits;
     int32_t m = keep.cnt;
-    /* The k largest approximate dot products (the keep holds them: a row
-     * with fewer than k rows of a larger dot - slack reaches the floor): a
-     * min-heap on dist in w->pick (cand is only read: a donor's scan stays
-     * for the heads that share it). */
+    /* The k largest approximate dot products (a donor's keep holds more):
+     * a min-heap on dist in w->pick (cand is only read: a donor's scan
+     * stays for the heads that share it). */
     oml_neighbor *h = w->pick;
     int32_t cnt = 0;
     for (int32_t i = 0; i < m; i++) {

@@ -1,8 +1,8 @@
 /* test_hlist_keep.c - the rows a scan keeps for the exact re-rank
  * (src/hlist_keep.c), by hand: the floor is the k-th largest dot - slack;
  * every row whose dot + slack reaches it is kept and no other (without a
- * keep); a keep holds its best by dot besides; a full keep says so and
- * holds the best by dot. */
+ * keep); a keep holds its best by dot besides, or alone without a bound;
+ * a full keep says so and holds the best by dot. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -73,6 +73,24 @@ static void test_keep_best_by_dot(void **state)
     assert_false(oml_hlist_keep_may(&s, &hits[2])); /* kept for its dot only */
 }
 
+/* k 0: no bound, the 3 best by dot (rows 0, 1, 5), whatever the slack. */
+static void test_by_dot_alone(void **state)
+{
+    (void)state;
+    oml_hlist_hit hits[8];
+    oml_neighbor lows[1];
+    oml_hlist_keep s;
+    oml_hlist_keep_init(&s, hits, 8, 3, lows, 0);
+    for (int i = 0; i < 6; i++)
+        oml_hlist_keep_offer(&s, i, dot[i], slk[i]);
+    qsort(hits, (size_t)s.cnt, sizeof *hits, by_row);
+    assert_int_equal(s.cnt, 3);
+    const int32_t want[3] = {0, 1, 5};
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(hits[i].row, want[i]);
+    assert_false(s.overflow);
+}
+
 /* 10 rows tied within their slack, room for 4: overflow, and the 4 best
  * by dot stay. */
 static void test_overflow(void **state)
@@ -96,6 +114,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_floor_and_bound),
         cmocka_unit_test(test_keep_best_by_dot),
+        cmocka_unit_test(test_by_dot_alone),
         cmocka_unit_test(test_overflow),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
