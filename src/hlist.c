@@ -11,15 +11,22 @@
  * rows of a tight cluster (a trained metric makes them) stay apart. A
  * query is coded as round(q * 127 / max |q_j|), so a scan is integer
  * multiply-adds (exact, so the compiler vectorises them in any order), one
- * scale per row. The scan keeps the r best approximate dot products in a
- * min-heap; the remaining error is why the caller re-ranks more rows than
- * it answers with. */
+ * scale per row. The error of a code's dot product is bounded: with q^ the
+ * query's code times qs and r^ the row's times its scale,
+ *   q . res - q^ . r^ = (q - q^) . res + q^ . (res - r^),
+ * at most ||q - q^|| ||res|| + ||q^|| ||res - r^|| (Cauchy-Schwarz), both
+ * row norms stored at build, both query norms taken once per query. The
+ * scan offers every row above what it can still keep with that slack
+ * (hlist_keep.h), so the caller's exact re-rank sees every row the codes
+ * cannot rule out. */
 #include "hlist.h"
 
 #include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <float.h>
 
 #include "err.h"
 #include "ivf.h"
@@ -42,6 +49,10 @@ void oml_hlist_free(oml_hlist *hl)
     free(hl->pos_of);
     free(hl->scale);
     free(hl->codes);
+    free(hl->res_norm);
+    free(hl->code_err);
+    free(hl->list_res_max);
+    free(hl->list_err_max);
     memset(hl, 0, sizeof *hl);
 }
 
@@ -123,11 +134,27 @@ static void lay_out(oml_hlist *hl, const float *cols, const int32_t *list_of, fl
             size_t p = (size_t)pos_of[r0 + i];
             float s = amax / 127.0f, inv = amax > 0 ? 127.0f / amax : 0.0f;
             hl->scale[p] = s;
+            double rr = 0.0, ee = 0.0; /* in double: the bound must not round down */
             for (size_t j = 0; j < e; j++) {
                 float x = v[j] * inv;
-                hl->codes[p * e + j] = (int8_t)lrintf(x > 127.0f ? 127.0f : x < -127.0f ? -127.0f : x);
+                int8_t c8 = (int8_t)lrintf(x > 127.0f ? 127.0f : x < -127.0f ? -127.0f : x);
+                hl->codes[p * e + j] = c8;
+                double dv = (double)v[j] - (double)c8 * (double)s;
+                rr += (double)v[j] * (double)v[j];
+                ee += dv * dv;
             }
+            hl->res_norm[p] = (float)sqrt(rr);
+            hl->code_err[p] = (float)sqrt(ee);
         }
+    }
+    for (int32_t l = 0; l < hl->n_lists; l++) {
+        float rm = 0.0f, em = 0.0f;
+        for (int32_t p = at[l]; p < at[l + 1]; p++) {
+            rm = hl->res_norm[p] > rm ? hl->res_norm[p] : rm;
+            em = hl->code_err[p] > em ? hl->code_err[p] : em;
+        }
+        hl->list_res_max[l] = rm;
+        hl->list_err_max[l] = em;
     }
 }
 
@@ -145,10 +172,15 @@ int oml_hlist_build(oml_hlist *hl, const float *cols, int32_t n, int32_t emb, in
     hl->scale = malloc(N * sizeof *hl->scale);
     hl->codes = malloc(N * e * sizeof *hl->codes);
     hl->pos_of = malloc(N * sizeof *hl->pos_of);
+    hl->res_norm = malloc(N * sizeof *hl->res_norm);
+    hl->code_err = malloc(N * sizeof *hl->code_err);
+    hl->list_res_max = malloc(L * sizeof *hl->list_res_max);
+    hl->list_err_max = malloc(L * sizeof *hl->list_err_max);
     int32_t *list_of = malloc(N * sizeof *list_of);
     float *t = malloc((size_t)CHUNK * e * sizeof *t);
     int rc = hl->centroids && hl->list_start && hl->rows && hl->scale && hl->codes && list_of &&
-                     hl->pos_of && t
+                     hl->pos_of && t &&
+                     hl->res_norm && hl->code_err && hl->list_res_max && hl->list_err_max
                  ? OML_OK
                  : OML_ENOMEM;
     if (rc == OML_OK)
@@ -312,28 +344,42 @@ static void code_dots(const int8_t *codes, int32_t m, int32_t e, const int8_t *q
     code_dots_c(codes, m, e, q, out);
 }
 
-/* q (e <= OML_HLIST_MAX_EMB) coded as round(q / qs), qs = max |q_j| / 127; returns qs. */
-static float code_query(const float *q, int32_t e, int8_t *qc)
+/* A query's code: round(q / qs), qs = max |q_j| / 127 (e <= OML_HLIST_MAX_EMB),
+ * and what bounds a code's dot error on its side (file comment). */
+typedef struct qcode {
+    int8_t c[OML_HLIST_MAX_EMB];
+    float qs;
+    float err;   /* ||q - qs c|| */
+    float norm;  /* ||qs c|| */
+    float margin; /* float rounding of the list's dot and of base + dot * scale * qs */
+} qcode;
+
+static void code_query(const float *q, int32_t e, qcode *qc)
 {
     float qmax = 0;
     for (int32_t j = 0; j < e; j++)
         qmax = fabsf(q[j]) > qmax ? fabsf(q[j]) : qmax;
     float qs = qmax > 0 ? qmax / 127.0f : 0.0f;
-    for (int32_t j = 0; j < e; j++)
-        qc[j] = (int8_t)(qs > 0 ? lrintf(q[j] / qs) : 0);
-    return qs;
+    double err = 0.0, norm = 0.0, qq = 0.0;
+    for (int32_t j = 0; j < e; j++) {
+        qc->c[j] = (int8_t)(qs > 0 ? lrintf(q[j] / qs) : 0);
+        double h = (double)qc->c[j] * (double)qs, dq = (double)q[j] - h;
+        err += dq * dq;
+        norm += h * h;
+        qq += (double)q[j] * (double)q[j];
+    }
+    qc->qs = qs;
+    qc->err = (float)sqrt(err);
+    qc->norm = (float)sqrt(norm);
+    /* |q| |c| e eps for the list's sgemv, a few eps of the sum's magnitude
+     * (|q| (|c| + |res|) <= 3 |q|) for the rest, doubled to spare. */
+    qc->margin = 8.0f * (float)(e + 4) * FLT_EPSILON * (float)(sqrt(qq) + 1.0);
 }
 
-/* Keeps (row, d) among the r largest in the min-heap out (cnt of them). */
-static void keep_best(oml_neighbor *out, int32_t *cnt, int32_t r, int32_t row, float d)
+/* Row p's slack: bound of |its code's dot - q . row| (file comment). */
+static float slack_of(const oml_hlist *hl, const qcode *qc, int32_t p)
 {
-    if (*cnt < r) {
-        out[*cnt] = (oml_neighbor){row, d};
-        oml_minheap_up(out, (*cnt)++);
-    } else if (d > out[0].dist) {
-        out[0] = (oml_neighbor){row, d};
-        oml_minheap_down(out, *cnt, 0);
-    }
+    return qc->err * hl->res_norm[p] + qc->norm * hl->code_err[p] + qc->margin;
 }
 
 /* The list holding position p (list_start ascending). */
@@ -351,20 +397,21 @@ static int32_t list_of_pos(const oml_hlist *hl, int32_t p)
 }
 
 int32_t oml_hlist_rescore(const oml_hlist *hl, const float *q, const float *dots_c,
-                          const oml_neighbor *cand, int32_t m, int32_t r, oml_neighbor *out)
+                          const oml_hlist_hit *cand, int32_t m, oml_hlist_keep *keep)
 {
-    int32_t e = hl->emb, cnt = 0;
-    if (r <= 0 || e > OML_HLIST_MAX_EMB)
+    int32_t e = hl->emb;
+    if (e > OML_HLIST_MAX_EMB)
         return 0;
-    int8_t qc[OML_HLIST_MAX_EMB];
-    float qs = code_query(q, e, qc);
+    qcode qc;
+    code_query(q, e, &qc);
     for (int32_t i = 0; i < m; i++) {
         int32_t p = hl->pos_of[cand[i].row], dot;
-        code_dots_c(hl->codes + (size_t)p * (size_t)e, 1, e, qc, &dot);
-        keep_best(out, &cnt, r, cand[i].row,
-                  dots_c[list_of_pos(hl, p)] + (float)dot * hl->scale[p] * qs);
+        code_dots_c(hl->codes + (size_t)p * (size_t)e, 1, e, qc.c, &dot);
+        oml_hlist_keep_offer(keep, cand[i].row,
+                             dots_c[list_of_pos(hl, p)] + (float)dot * hl->scale[p] * qc.qs,
+                             slack_of(hl, &qc, p));
     }
-    return cnt;
+    return keep->cnt;
 }
 
 /* Scores the block of m positions from p0 into d (m) and marks in hit
@@ -394,34 +441,36 @@ static void block_scores(const oml_hlist *hl, int32_t p0, int32_t m, const int8_
 }
 
 int32_t oml_hlist_scan(const oml_hlist *hl, const float *q, const int32_t *order,
-                       const float *dots_c, int32_t n_probe, int32_t r, int32_t exclude,
-                       const uint8_t *allow, oml_neighbor *out)
+                       const float *dots_c, int32_t n_probe, int32_t exclude,
+                       const uint8_t *allow, oml_hlist_keep *keep)
 {
-    int32_t e = hl->emb, cnt = 0;
-    if (r <= 0 || e > OML_HLIST_MAX_EMB)
+    int32_t e = hl->emb;
+    if (e > OML_HLIST_MAX_EMB)
         return 0;
-    int8_t qc[OML_HLIST_MAX_EMB];
-    float qs = code_query(q, e, qc);
+    qcode qc;
+    code_query(q, e, &qc);
     float d[SCAN_BLOCK];
     uint64_t hit[SCAN_BLOCK / 64];
     for (int32_t i = 0; i < n_probe; i++) {
-        int32_t a = hl->list_start[order[i]], b = hl->list_start[order[i] + 1];
-        float base = dots_c[order[i]]; /* q . centroid, exact up to float */
+        int32_t l = order[i], a = hl->list_start[l], b = hl->list_start[l + 1];
+        float base = dots_c[l]; /* q . centroid, exact up to float */
+        /* No row of this list has more slack. */
+        float smax = qc.err * hl->list_res_max[l] + qc.norm * hl->list_err_max[l] + qc.margin;
         for (int32_t p0 = a; p0 < b; p0 += SCAN_BLOCK) {
             int32_t m = b - p0 < SCAN_BLOCK ? b - p0 : SCAN_BLOCK;
-            /* Until the heap holds r rows every row enters: -inf. */
-            block_scores(hl, p0, m, qc, qs, base, cnt == r ? out[0].dist : -INFINITY, d, hit);
+            block_scores(hl, p0, m, qc.c, qc.qs, base, oml_hlist_keep_threshold(keep, smax), d,
+                         hit);
             for (int32_t w = 0; w < (m + 63) / 64; w++)
                 for (uint64_t bits = hit[w]; bits; bits &= bits - 1) {
                     int32_t t = w * 64 + __builtin_ctzll(bits);
-                    if (cnt == r && !(d[t] > out[0].dist))
-                        continue;
+                    if (!(d[t] > oml_hlist_keep_threshold(keep, smax)))
+                        continue; /* the threshold rose since the block was scored */
                     int32_t row = hl->rows[p0 + t];
                     if (row == exclude || (allow && !allow[row]))
                         continue;
-                    keep_best(out, &cnt, r, row, d[t]);
+                    oml_hlist_keep_offer(keep, row, d[t], slack_of(hl, &qc, p0 + t));
                 }
         }
     }
-    return cnt;
+    return keep->cnt;
 }

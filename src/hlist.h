@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hlist_keep.h"
 #include "neighbor.h"
 
 /* The widest head that gets lists (a query's code lives on the stack);
@@ -40,6 +41,11 @@ typedef struct oml_hlist {
     float *scale;         /* (n) value j of position p in list l is about
                              centroids[l, j] + codes[p, j] * scale[p] */
     int8_t *codes;        /* (n, emb) */
+    float *res_norm;      /* (n) ||residual|| of position p, and */
+    float *code_err;      /* (n) ||residual - codes[p] * scale[p]||: with the query's
+                             own code error they bound a code's dot error (slack) */
+    float *list_res_max;  /* (n_lists) the largest res_norm and code_err of each list */
+    float *list_err_max;
 } oml_hlist;
 
 /* Lists for a head of n rows: about sqrt(n) / 2, within [16, 4096]. Many
@@ -62,20 +68,21 @@ void oml_hlist_dots(const oml_hlist *hl, const float *q, float *dots);
  * finite). */
 int32_t oml_hlist_order(const oml_hlist *hl, const float *q, int32_t *order, float *dots);
 
-/* Of the rows in lists order[0 .. n_probe), skipping `exclude` and the
- * rows allow (NULL: all) refuses: the up to r with the largest approximate
- * dot products with q (emb), into out (r; dist: the dot product), unordered. dots_c: the lists'
- * dot products with q as oml_hlist_order left them. Returns the count. */
+/* The rows in lists order[0 .. n_probe), skipping `exclude` and the rows
+ * allow (NULL: all) refuses, offered to keep (hlist_keep.h) with their
+ * codes' dot products with q (emb) and those products' error bounds: it
+ * then holds every scanned row that could be among its k nearest. dots_c:
+ * the lists' dot products with q as oml_hlist_order left them. Returns
+ * keep->cnt. */
 int32_t oml_hlist_scan(const oml_hlist *hl, const float *q, const int32_t *order,
-                       const float *dots_c, int32_t n_probe, int32_t r, int32_t exclude,
-                       const uint8_t *allow, oml_neighbor *out);
+                       const float *dots_c, int32_t n_probe, int32_t exclude,
+                       const uint8_t *allow, oml_hlist_keep *keep);
 
-/* Another head's candidates scored by this head's codes: of the m rows
- * cand[].row, the up to r with the largest approximate dot products with
- * q (emb), into out (r; dist: the dot product), unordered. dots_c: this
- * head's lists' dot products with q (oml_hlist_order). Returns the count.
- * A row costs one code read, not a scan. */
+/* Another head's candidates scored by this head's codes: the m rows
+ * cand[].row offered to keep as oml_hlist_scan offers its rows. dots_c:
+ * this head's lists' dot products with q (oml_hlist_dots). Returns
+ * keep->cnt. A row costs one code read, not a scan. */
 int32_t oml_hlist_rescore(const oml_hlist *hl, const float *q, const float *dots_c,
-                          const oml_neighbor *cand, int32_t m, int32_t r, oml_neighbor *out);
+                          const oml_hlist_hit *cand, int32_t m, oml_hlist_keep *keep);
 
 #endif

@@ -240,46 +240,63 @@ int32_t oml_index_select(const oml_index *ix, int head, const float *q, float *d
 
 size_t oml_near_ws_bytes(const oml_index *ix, int32_t k)
 {
-    size_t L = (size_t)ix->n_lists, r = (size_t)oml_index_rerank_rows(k > 0 ? k : 1);
-    return ((OML_SHARE_MAX + 2) * r * sizeof(oml_neighbor) +
+    size_t L = (size_t)ix->n_lists, kk = (size_t)(k > 0 ? k : 1);
+    size_t cap = (size_t)OML_SHARE_MAX * (size_t)oml_index_rerank_rows((int32_t)kk);
+    return (2 * cap * sizeof(oml_hlist_hit) + 2 * kk * sizeof(oml_neighbor) +
             L * (sizeof(int32_t) + sizeof(float)) + 7) & ~(size_t)7;
 }
 
 void oml_near_ws_init(oml_near_ws *w, const oml_index *ix, int32_t k, void *mem)
 {
-    int32_t r = oml_index_rerank_rows(k > 0 ? k : 1);
+    int32_t kk = k > 0 ? k : 1;
+    w->cap = OML_SHARE_MAX * oml_index_rerank_rows(kk);
     w->cand = mem;
     w->n_cand = 0;
-    w->best = w->cand + OML_SHARE_MAX * r;
-    w->pick = w->best + r;
-    w->dots = (float *)(void *)(w->pick + r);
+    w->best = w->cand + w->cap;
+    w->pick = (oml_neighbor *)(void *)(w->best + w->cap);
+    w->lows = w->pick + kk;
+    w->dots = (float *)(void *)(w->lows + kk);
     w->order = (int32_t *)(void *)(w->dots + ix->n_lists);
+    w->overflow = 0;
 }
 
-/* The rows head's search proposes for k neighbours, unordered, with their
- * approximate dot products (dist): its own scan of n_probe lists (< 0: the
- * calibrated number), keeping oml_index_rerank_rows(k) times its donor
- * factor, left in w->cand for the heads that share it; or, for a head
- * that shares another's scan, the oml_index_rerank_rows(k) best of that
- * scan by this head's codes. *cand points at them; returns the count. */
-static int32_t propose(const oml_index *ix, int head, const float *q, int32_t k, int32_t n_probe,
-                       int32_t exclude, const uint8_t *allow, oml_near_ws *w,
-                       const oml_neighbor **cand)
+/* The rows head's search proposes for k neighbours, in keep (hlist_keep.h):
+ * its own scan of n_probe lists (< 0: the calibrated number), left in
+ * w->cand for the heads that share it (a donor also keeps its best
+ * oml_index_rerank_rows(k) x donor by the codes); or, for a head that
+ * shares another's scan, that scan's rows by this head's codes, in
+ * w->best. by_bound 0: the k best by the codes alone (the caller cuts by
+ * their order), not every row the codes cannot rule out. */
+static void propose(const oml_index *ix, int head, const float *q, int32_t k, int32_t n_probe,
+                    int32_t exclude, const uint8_t *allow, int by_bound, oml_near_ws *w,
+                    oml_hlist_keep *keep)
 {
     const oml_hlist *hl = &ix->hl[head];
+    int32_t kb = by_bound ? k : 0, by_dot = by_bound ? 0 : k;
     if (hl->shared_from < 0) {
         int32_t lists = oml_hlist_order(hl, q, w->order, w->dots);
         int32_t np = n_probe >= 0 ? n_probe : hl->n_probe;
         np = np < lists ? np : lists;
-        int32_t r = oml_index_rerank_rows(k) * (hl->donor > 1 ? hl->donor : 1);
-        *cand = w->cand;
-        return w->n_cand = oml_hlist_scan(hl, q, w->order, w->dots, np, r, exclude, allow,
-                                          w->cand);
+        int32_t for_sharers = hl->donor > 1 ? oml_index_rerank_rows(k) * hl->donor : 0;
+        oml_hlist_keep_init(keep, w->cand, w->cap, for_sharers > by_dot ? for_sharers : by_dot,
+                            w->lows, kb);
+        w->n_cand = oml_hlist_scan(hl, q, w->order, w->dots, np, exclude, allow, keep);
+    } else {
+        oml_hlist_dots(hl, q, w->dots);
+        oml_hlist_keep_init(keep, w->best, w->cap, by_dot, w->lows, kb);
+        oml_hlist_rescore(hl, q, w->dots, w->cand, w->n_cand, keep);
     }
-    oml_hlist_dots(hl, q, w->dots);
-    *cand = w->best;
-    return oml_hlist_rescore(hl, q, w->dots, w->cand, w->n_cand, oml_index_rerank_rows(k),
-                             w->best);
+    w->overflow = keep->overflow;
+}
+
+/* Larger dot + slack first (the re-rank's order), then the smaller row. */
+static int by_upper_desc(const void *pa, const void *pb)
+{
+    const oml_hlist_hit *a = pa, *b = pb;
+    float ua = a->dot + a->slack, ub = b->dot + b->slack;
+    if (ua != ub)
+        return ua > ub ? -1 : 1;
+    return (a->row > b->row) - (a->row < b->row);
 }
 
 int32_t oml_index_topk_near(const oml_index *ix, int head, const float *q, int32_t k,
@@ -288,13 +305,26 @@ int32_t oml_index_topk_near(const oml_index *ix, int head, const float *q, int32
 {
     if (k <= 0 || ix->hl == NULL)
         return 0;
-    const oml_neighbor *cand;
-    int32_t m = propose(ix, head, q, k, n_probe, exclude, allow, w, &cand);
-    /* The exact re-rank: canonical distances, the k best by (distance, row). */
+    oml_hlist_keep keep;
+    propose(ix, head, q, k, n_probe, exclude, allow, 1, w, &keep);
+    /* The rows the codes cannot rule out, into w->best (a sharing head's
+     * keep is there already: compacted in place), most promising first. */
+    oml_hlist_hit *v = w->best;
+    int32_t m = 0;
+    for (int32_t i = 0; i < keep.cnt; i++)
+        if (oml_hlist_keep_may(&keep, &keep.hits[i]))
+            v[m++] = keep.hits[i];
+    qsort(v, (size_t)m, sizeof *v, by_upper_desc);
+    /* The exact re-rank: canonical distances, the k best by (distance,
+     * row), until no row left can reach the k-th (its cosine, less the
+     * rounding margin). */
     const float *Et = ix->emb_cols + (size_t)head * (size_t)ix->n * (size_t)ix->emb;
+    float margin = dot_margin(ix->emb);
     int32_t cnt = 0;
     for (int32_t i = 0; i < m; i++) {
-        int32_t r = cand[i].row;
+        if (cnt == k && v[i].dot + v[i].slack < 1.0f - 0.5f * out[0].dist * out[0].dist - margin)
+            break;
+        int32_t r = v[i].row;
         oml_neighbor nb = {r, dist_strided(q, Et + r, (size_t)ix->n, ix->emb)};
         if (cnt < k) {
             out[cnt] = nb;
@@ -314,24 +344,22 @@ int32_t oml_index_near_candidates(const oml_index *ix, int head, const float *q,
 {
     if (k <= 0 || ix->hl == NULL)
         return 0;
-    const oml_neighbor *cand;
-    int32_t m = propose(ix, head, q, k, -1, exclude, allow, w, &cand);
-    if (m <= k) {
-        for (int32_t i = 0; i < m; i++)
-            rows[i] = cand[i].row;
-        return m;
-    }
-    /* The k largest approximate dot products: a min-heap on dist in
-     * w->pick (cand is only read: a donor's scan stays for the heads that
-     * share it). */
+    oml_hlist_keep keep;
+    propose(ix, head, q, k, -1, exclude, allow, 0, w, &keep);
+    const oml_hlist_hit *cand = keep.hits;
+    int32_t m = keep.cnt;
+    /* The k largest approximate dot products (a donor's keep holds more):
+     * a min-heap on dist in w->pick (cand is only read: a donor's scan
+     * stays for the heads that share it). */
     oml_neighbor *h = w->pick;
     int32_t cnt = 0;
     for (int32_t i = 0; i < m; i++) {
+        oml_neighbor nb = {cand[i].row, cand[i].dot};
         if (cnt < k) {
-            h[cnt] = cand[i];
+            h[cnt] = nb;
             oml_minheap_up(h, cnt++);
-        } else if (cand[i].dist > h[0].dist) {
-            h[0] = cand[i];
+        } else if (nb.dist > h[0].dist) {
+            h[0] = nb;
             oml_minheap_down(h, cnt, 0);
         }
     }

@@ -133,9 +133,10 @@ void oml_index_destroy(oml_index *ix); /* accepts NULL; releases the snapshot re
 int32_t oml_index_topk(const oml_index *ix, int head, const float *q, int32_t k,
                        int32_t exclude, const uint8_t *allow, oml_neighbor *out, float *scratch);
 
-/* The rows an index with lists re-ranks exactly for k neighbours: the
- * codes' approximate order may swap rows a few thousandths apart. A scan
- * other heads take too keeps up to OML_SHARE_MAX times as many. */
+/* An index with lists re-ranks exactly every row its codes cannot rule
+ * out (hlist_keep.h), at most OML_SHARE_MAX x oml_index_rerank_rows(k) of
+ * them; a scan other heads take (hlist.h, donor) also keeps its best
+ * oml_index_rerank_rows(k) x donor by the codes for them. */
 #define OML_SHARE_MAX 16
 static inline int32_t oml_index_rerank_rows(int32_t k)
 {
@@ -148,21 +149,28 @@ static inline int32_t oml_index_rerank_rows(int32_t k)
 typedef struct oml_near_ws {
     int32_t *order;      /* (n_lists) */
     float *dots;         /* (n_lists) */
-    oml_neighbor *cand;  /* (OML_SHARE_MAX oml_index_rerank_rows(k)) the last scan's rows */
+    oml_hlist_hit *cand; /* (cap) the last own scan's rows (a donor's stay for its sharers) */
     int32_t n_cand;
-    oml_neighbor *best;  /* (oml_index_rerank_rows(k)) a sharing head's pick of them */
-    oml_neighbor *pick;  /* (oml_index_rerank_rows(k)) oml_index_near_candidates' heap */
+    oml_hlist_hit *best; /* (cap) a sharing head's pick of them; the rows re-ranked */
+    oml_neighbor *pick;  /* (k) oml_index_near_candidates' heap */
+    oml_neighbor *lows;  /* (k) hlist_keep.h */
+    int32_t cap;         /* OML_SHARE_MAX oml_index_rerank_rows(k) */
+    int overflow;        /* the last search dropped a row its codes could not rule out
+                            (more than cap of them): its answer may not be exact */
 } oml_near_ws;
 /* Its bytes (8-aligned), and the workspace laid out in mem. */
 size_t oml_near_ws_bytes(const oml_index *ix, int32_t k);
 void oml_near_ws_init(oml_near_ws *w, const oml_index *ix, int32_t k, void *mem);
 
 /* oml_index_topk on an index with lists: the exact k nearest (ascending by
- * distance, ties by row) among the rows the head's nearest hl[head].n_probe
- * lists propose (n_probe: that many lists; < 0: the calibrated number), or,
- * for a head that shares another's scan, among the best of that scan's
- * rows by this head's codes (w must hold the scan: the same query's call
- * for that head came before, with the same k, exclude and allow). */
+ * distance, ties by row) among the rows of the head's nearest
+ * hl[head].n_probe lists (n_probe: that many lists; < 0: the calibrated
+ * number): every row whose code could still be among them is re-ranked on
+ * the float embeddings, so scanning every list gives oml_index_topk's
+ * answer (unless w->overflow). For a head that shares another's scan:
+ * among that scan's rows, by this head's codes and then exactly (w must
+ * hold the scan: the same query's call for that head came before, with
+ * the same k, exclude and allow). */
 int32_t oml_index_topk_near(const oml_index *ix, int head, const float *q, int32_t k,
                             int32_t n_probe, int32_t exclude, const uint8_t *allow,
                             oml_neighbor *out, oml_near_ws *w);

@@ -15,6 +15,7 @@
  *               (oml_index_near_candidates); the full scan (microseconds)
  *   re-embed    the candidates a fresh view re-embeds (k = 32 per head)
  *   recall@10   of the lists' search against the full scan, per head
+ * With --codes, then what shorter codes would keep (ann_codes.h).
  * Prints a readable report and, last, one JSON line. */
 #include <math.h>
 #include <stdio.h>
@@ -22,6 +23,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "ann_codes.h"
 #include "catalogue.h"
 #include "config.h"
 #include "idx.h"
@@ -62,8 +64,9 @@ static double median(double *v, int n)
 int main(int argc, char **argv)
 {
     int64_t n = argc > 1 ? atoll(argv[1]) : 250000, T = argc > 2 ? atoll(argv[2]) : 40000;
-    if (n < 1000 || n > 4000000 || T < 0) {
-        fprintf(stderr, "usage: oml-ann-bench [ITEMS in 1000..4000000 [TRIPLETS]]\n");
+    int codes = argc > 3 && strcmp(argv[3], "--codes") == 0;
+    if (n < 1000 || n > 4000000 || T < 0 || (argc > 3 && !codes) || argc > 4) {
+        fprintf(stderr, "usage: oml-ann-bench [ITEMS in 1000..4000000 [TRIPLETS [--codes]]]\n");
         return 2;
     }
     catalogue c = {.n = n};
@@ -161,10 +164,12 @@ int main(int argc, char **argv)
     int32_t cand[3 * 32];
     float *feats = malloc((size_t)3 * 32 * (size_t)c.dim * sizeof *feats);
     float *E = malloc((size_t)3 * 32 * (size_t)H * (size_t)e * sizeof *E);
+    float *Q = malloc((size_t)QUERIES * (size_t)H * (size_t)e * sizeof *Q); /* for --codes */
     for (int i = 0; i < QUERIES; i++) {
         catalogue_item(&c, (int64_t)i * 7919 + 3, x);
         x[i % c.dim] += 1.0f; /* not an exact copy of a stored item */
         oml_snapshot_embed(snap, x, 1, q);
+        memcpy(Q + (size_t)i * (size_t)H * (size_t)e, q, (size_t)H * (size_t)e * sizeof *q);
         double a = cpu_us();
         for (int h = 0; h < H; h++)
             oml_index_topk_near(ix, h, q + (size_t)h * e, 10, -1, -1, NULL, got, &w);
@@ -199,6 +204,8 @@ int main(int argc, char **argv)
         t_exact[i] = d - cc; /* the full scan plus one more near search: small against it */
         t_embed[i] = f - d;
     }
+    if (codes && ann_codes_report(ix, 0, Q, 100) != 0)
+        fprintf(stderr, "oml-ann-bench: --codes: out of memory\n");
     double r = total ? (double)hits / (double)total : 1.0;
     double n10 = median(t_near10, QUERIES), n32 = median(t_near32, QUERIES);
     double ex = median(t_exact, QUERIES), em = median(t_embed, QUERIES);
@@ -210,6 +217,7 @@ int main(int argc, char **argv)
            "\"near10_us\":%.0f,\"near32_us\":%.0f,\"cand32_us\":%.0f,\"exact_us\":%.0f,"
            "\"reembed_us\":%.0f,\"recall_at_10\":%.4f}\n", (long long)n, ix->n_lists, t1 - t0,
            t2 - t1, t3 - t2, n10, n32, c32, ex, em, r);
+    free(Q);
     free(q);
     free(scratch);
     free(mem);

@@ -976,17 +976,18 @@ static void test_inverted_lists_through_the_daemon(void **state)
              "assert s[\"mode\"]==\"lists\", s; assert s[\"lists\"]>=16, s; "
              "assert s[\"lists_from_items\"]==1000, s; "
              "r=s[\"recall\"]; assert r is None or 0<=r<=1, s; "
-             "assert r is None or s[\"recall_checked\"]<100 or r>=0.6, s'", path);
+             "assert r is None or s[\"recall_checked\"]<100 or r>=0.85, s'", path);
     assert_int_equal(system(cmd), 0);
-    /* Recall is held to 0.6, not 0.95: this data's items are noisy copies
-     * of a few class centres, so a query's nearest neighbours are nearly
-     * equidistant, and the int8 codes reorder them before the exact
-     * re-rank of the best 2k + 8 (0.74-0.77 over 105-330 checks with every
-     * list scanned, on this tree and the one before; the classification
-     * above loses nothing by it). /status shows the serving view's sample,
-     * which a newer view (the learner rehearses meanwhile) starts afresh,
-     * so it is judged only from 100 checks. The counters since start hold
-     * every sampled query:
+    /* Recall is held to 0.85, under the calibration's 0.95 on the index's
+     * own rows: this data's items are noisy copies of a few class centres,
+     * so a query's nearest neighbours are nearly equidistant. The exact
+     * re-rank sees every row of the scanned lists the int8 codes cannot
+     * rule out, so what is lost is in lists not scanned (0.91-0.98 over
+     * 90-120 checks in 13 runs; the fixed cut of the best 2k + 8 by the
+     * codes it replaced found 0.80 in five, which fails this). /status
+     * shows the serving view's sample, which a newer view (the learner
+     * rehearses meanwhile) starts afresh, so it is judged only from 100
+     * checks. The counters since start hold every sampled query:
      * 256 queries, 1 in 32 checked. */
     assert_int_equal(omld_http_get(p.http, "/metrics", &body, &len), 200);
     assert_null(strstr(body, "\nomld_search_lists 0\n"));
@@ -997,7 +998,9 @@ static void test_inverted_lists_through_the_daemon(void **state)
     double hits = atof(hp + strlen("\nomld_search_recall_hits_total "));
     double checked = atof(cp + strlen("\nomld_search_recall_checked_total "));
     assert_true(checked >= 8 * 5); /* 8 sampled classify queries, k 5, per head at least */
-    assert_true(hits / checked >= 0.6);
+    printf("inverted lists: the recall sample found %.0f of %.0f exact neighbours\n", hits,
+           checked);
+    assert_true(hits / checked >= 0.85);
     free(body);
     assert_int_equal(omld_proc_stop(&p, SIGTERM, TIMEOUT_MS), 0);
     omld_proc_cleanup(&p);
