@@ -39,10 +39,8 @@ lap ASan
 # tests/tsan.supp holds the few entries for uninstrumented libraries.
 echo "== ThreadSanitizer build (daemon tests) =="
 CC=${TSAN_CC:-gcc} cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOML_TSAN=ON >/dev/null
-# Build the executables the daemon tests run (a test may run one with
-# arguments under another name, e.g. test_jobs_basis) and omld only.
-tsan_tests=$(ctest --test-dir build-tsan -N -V -L '^daemon$' |
-    sed -n 's|^[0-9]*: Test command: [^ ]*/\([^/ ]*\).*|\1|p' | sort -u)
+# Each daemon test is an executable of its name: build those and omld only.
+tsan_tests=$(ctest --test-dir build-tsan -N -L '^daemon$' | sed -n 's/^ *Test *#[0-9]*: //p')
 [ -n "$tsan_tests" ] || { echo "no test labelled daemon" >&2; exit 1; }
 # shellcheck disable=SC2086
 cmake --build build-tsan -j"$jobs" --target omld $tsan_tests
