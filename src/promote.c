@@ -80,11 +80,11 @@ static int fold_into_basis(const oml_net_layout *lay, const float *params, const
 {
     int32_t in = lay->in, dim = lay->dim;
     const float *B = params + lay->basis;
-    float *Et = malloc((size_t)dim * in * sizeof(float));   /* E^T, then E+ */
+    float *Et = malloc((size_t)dim * in * sizeof(float));   /* E^T */
     float *V = malloc((size_t)in * in * sizeof(float));     /* eigenvectors, rows */
     float *var = malloc((size_t)in * sizeof(float));
     float *G = calloc((size_t)in * in, sizeof(float));      /* (E E^T)+ */
-    float *Ep = malloc((size_t)dim * in * sizeof(float));
+    float *Ep = malloc((size_t)dim * in * sizeof(float));   /* E+ */
     float *W = malloc((size_t)rows * in * sizeof(float));
     int rc = OML_ENOMEM;
     if (!Et || !V || !var || !G || !Ep || !W)

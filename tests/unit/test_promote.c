@@ -75,6 +75,20 @@ static void test_compatible(void **state)
     assert_int_equal(oml_promote_compatible(&c, &lay, err, sizeof err), 0);
 }
 
+/* Head `depth` of s embeds g_x as bm does, to within tol. */
+static void assert_head_is_batch_model(const oml_snapshot *s, int32_t depth,
+                                       const oml_batch_model *bm, float tol)
+{
+    float *all = malloc((size_t)oml_snapshot_heads(s) * N * 4 * sizeof(float));
+    float want[N * 4];
+    assert_int_equal(oml_snapshot_embed(s, g_x, N, all), OML_OK);
+    assert_int_equal(oml_batch_model_embed(bm, g_x, N, want), OML_OK);
+    const float *got = all + (size_t)depth * N * 4;
+    for (int i = 0; i < N * 4; i++)
+        assert_true(fabsf(got[i] - want[i]) < tol);
+    free(all);
+}
+
 /* Head `depth` of the served snapshot is the batch model; alpha is one-hot. */
 static void test_snapshot_answers_as_the_batch_model(void **state)
 {
@@ -88,14 +102,7 @@ static void test_snapshot_answers_as_the_batch_model(void **state)
         assert_true(s->version == 5);
         for (int k = 0; k <= depth; k++)
             assert_true(s->alpha[k] == (k == depth ? 1.0f : 0.0f));
-        float *all = malloc((size_t)(depth + 1) * N * 4 * sizeof(float));
-        float want[N * 4];
-        assert_int_equal(oml_snapshot_embed(s, g_x, N, all), OML_OK);
-        assert_int_equal(oml_batch_model_embed(bm, g_x, N, want), OML_OK);
-        const float *got = all + (size_t)depth * N * 4;
-        for (int i = 0; i < N * 4; i++)
-            assert_true(fabsf(got[i] - want[i]) < 1e-5f);
-        free(all);
+        assert_head_is_batch_model(s, depth, bm, 1e-5f);
         oml_snapshot_release(s);
         oml_batch_model_destroy(bm);
     }
@@ -219,16 +226,9 @@ static void test_promote_into_a_basis_is_exact_on_its_span(void **state)
         assert_memory_equal(l->start + (depth ? l->lay.w[1] : l->lay.theta[0]), W,
                             (size_t)rows * 4 * sizeof(float));
 
-        float want[N * 4];
-        float *all = malloc((size_t)4 * N * 4 * sizeof(float));
-        assert_int_equal(oml_batch_model_embed(bm, g_x, N, want), OML_OK);
         oml_snapshot *s = oml_learner_snapshot(l, 1);
-        assert_int_equal(oml_snapshot_embed(s, g_x, N, all), OML_OK);
-        const float *got = all + (size_t)depth * N * 4;
-        for (int i = 0; i < N * 4; i++)
-            assert_true(fabsf(got[i] - want[i]) < 1e-4f);
+        assert_head_is_batch_model(s, depth, bm, 1e-4f);
         oml_snapshot_release(s);
-        free(all);
         oml_batch_model_destroy(bm);
         oml_learner_destroy(l);
     }
