@@ -97,6 +97,103 @@ done:
     return rc;
 }
 
+/* The share of the rows rows[r] with r = parity mod 2 that P (k, d) keeps. */
+static double kept_share(const float *X, int32_t n, int32_t d, int32_t k, const float *P,
+                         int parity, float *proj)
+{
+    double kept = 0.0, all = 0.0;
+    for (int32_t i = parity; i < n; i += 2) {
+        const float *x = X + (size_t)i * d;
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, k, d, 1.0f, P, d, x, 1, 0.0f, proj, 1);
+        kept += (double)cblas_sdot(k, proj, 1, proj, 1);
+        all += (double)cblas_sdot(d, x, 1, x, 1);
+    }
+    return all > 0.0 ? kept / all : 1.0;
+}
+
+/* oml_pca_heldout_ratio with fewer fitted rows h than dimensions, from the
+ * h x h side: with A (h, d) the even rows, G = A A^T's eigenpairs
+ * (lambda_i, u_i) give the directions v_i = A^T u_i / sqrt(lambda_i), so a
+ * fitted row keeps sum_i lambda_i in all and an odd row b keeps
+ * sum_i (u_i^T A b)^2 / lambda_i. Costs O(h^2 d) where the d x d side
+ * costs O(h d^2 + d^3). */
+static int heldout_ratio_dual(const float *X, int32_t n, int32_t d, int32_t k, double *ratio)
+{
+    int32_t h = (n + 1) / 2, hb = n / 2, kk = k < h ? k : h;
+    float *At = malloc((size_t)d * h * sizeof *At);   /* A^T: the rows of the dual PCA */
+    float *B = malloc((size_t)hb * d * sizeof *B);
+    float *U = malloc((size_t)kk * h * sizeof *U);
+    float *var = malloc((size_t)kk * sizeof *var);
+    float *C = malloc((size_t)h * hb * sizeof *C);    /* A B^T */
+    float *UC = malloc((size_t)kk * hb * sizeof *UC);
+    int rc = At && B && U && var && C && UC ? OML_OK : OML_ENOMEM;
+    double fit_all = 0.0, held_all = 0.0;
+    for (int32_t i = 0; rc == OML_OK && i < n; i++) {
+        const float *x = X + (size_t)i * d;
+        if (i % 2 == 0)
+            for (int32_t j = 0; j < d; j++)
+                At[(size_t)j * h + i / 2] = x[j];
+        else
+            memcpy(B + (size_t)(i / 2) * d, x, (size_t)d * sizeof *B);
+        double e = (double)cblas_sdot(d, x, 1, x, 1);
+        if (i % 2 == 0)
+            fit_all += e;
+        else
+            held_all += e;
+    }
+    if (rc == OML_OK)
+        rc = oml_pca_components(At, NULL, d, h, NULL, kk, U, var, NULL); /* var = lambda / d */
+    if (rc == OML_OK) {
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasTrans, h, hb, d, 1.0f, At, h, B, d, 0.0f, C,
+                    hb);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, kk, hb, h, 1.0f, U, h, C, hb,
+                    0.0f, UC, hb);
+        double fit = 0.0, held = 0.0;
+        for (int32_t i = 0; i < kk; i++) {
+            double lambda = (double)var[i] * d;
+            if (!(lambda > 0.0))
+                continue;
+            fit += lambda;
+            for (int32_t b = 0; b < hb; b++)
+                held += (double)UC[(size_t)i * hb + b] * UC[(size_t)i * hb + b] / lambda;
+        }
+        double f_fit = fit_all > 0.0 ? fit / fit_all : 1.0;
+        double f_held = held_all > 0.0 ? held / held_all : 1.0;
+        *ratio = f_fit > 0.0 ? f_held / f_fit : 1.0;
+    }
+    free(At);
+    free(B);
+    free(U);
+    free(var);
+    free(C);
+    free(UC);
+    return rc;
+}
+
+int oml_pca_heldout_ratio(const float *X, int32_t n, int32_t d, int32_t k, double *ratio)
+{
+    if (n < 2 || k < 1 || k > d)
+        return OML_EINVAL;
+    int32_t half = (n + 1) / 2;
+    if (half < d)
+        return heldout_ratio_dual(X, n, d, k, ratio);
+    int32_t *even = malloc((size_t)half * sizeof *even);
+    float *P = malloc(((size_t)k * d + (size_t)k) * sizeof *P);
+    int rc = even && P ? OML_OK : OML_ENOMEM;
+    for (int32_t i = 0; rc == OML_OK && i < half; i++)
+        even[i] = 2 * i;
+    if (rc == OML_OK)
+        rc = oml_pca_components(X, even, half, d, NULL, k, P, NULL, NULL);
+    if (rc == OML_OK) {
+        double fit = kept_share(X, n, d, k, P, 0, P + (size_t)k * d);
+        double held = kept_share(X, n, d, k, P, 1, P + (size_t)k * d);
+        *ratio = fit > 0.0 ? held / fit : 1.0;
+    }
+    free(even);
+    free(P);
+    return rc;
+}
+
 int oml_pca_passthrough_fits(int32_t dim, int32_t depth, int32_t hidden, int32_t emb)
 {
     return emb <= dim && (depth == 0 || hidden >= 2 * emb);
