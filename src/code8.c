@@ -179,22 +179,43 @@ void oml_code8_query_init(oml_code8_query *qc, const float *q, int32_t e)
     qc->margin = 8.0f * (float)(e + 4) * FLT_EPSILON * (float)(sqrt(qq) + 1.0);
 }
 
+/* v[j]'s code (inv: 127 / max |v|) and its error, in double. */
+static inline double code_one(float v, float inv, float s, int8_t *c)
+{
+    float x = v * inv;
+    *c = (int8_t)lrintf(x > 127.0f ? 127.0f : x < -127.0f ? -127.0f : x);
+    return (double)v - (double)*c * (double)s;
+}
+
 float oml_code8_encode(const float *v, int32_t e, int8_t *code, float *norm, float *err)
 {
     float amax = 0;
     for (int32_t j = 0; j < e; j++)
         amax = fabsf(v[j]) > amax ? fabsf(v[j]) : amax;
     float s = amax / 127.0f, inv = amax > 0 ? 127.0f / amax : 0.0f;
-    double vv = 0.0, ee = 0.0; /* in double: the bound must not round down */
-    for (int32_t j = 0; j < e; j++) {
-        float x = v[j] * inv;
-        int8_t c8 = (int8_t)lrintf(x > 127.0f ? 127.0f : x < -127.0f ? -127.0f : x);
-        code[j] = c8;
-        double dv = (double)v[j] - (double)c8 * (double)s;
-        vv += (double)v[j] * (double)v[j];
-        ee += dv * dv;
+    /* In double, so the bound does not round down; four sums of each, so
+     * the additions do not wait on each other. */
+    double v0 = 0, v1 = 0, v2 = 0, v3 = 0, e0 = 0, e1 = 0, e2 = 0, e3 = 0;
+    int32_t j = 0;
+    for (; j + 4 <= e; j += 4) {
+        double d0 = code_one(v[j], inv, s, &code[j]), d1 = code_one(v[j + 1], inv, s, &code[j + 1]);
+        double d2 = code_one(v[j + 2], inv, s, &code[j + 2]);
+        double d3 = code_one(v[j + 3], inv, s, &code[j + 3]);
+        v0 += (double)v[j] * (double)v[j];
+        v1 += (double)v[j + 1] * (double)v[j + 1];
+        v2 += (double)v[j + 2] * (double)v[j + 2];
+        v3 += (double)v[j + 3] * (double)v[j + 3];
+        e0 += d0 * d0;
+        e1 += d1 * d1;
+        e2 += d2 * d2;
+        e3 += d3 * d3;
     }
-    *norm = (float)sqrt(vv);
-    *err = (float)sqrt(ee);
+    for (; j < e; j++) {
+        double d = code_one(v[j], inv, s, &code[j]);
+        v0 += (double)v[j] * (double)v[j];
+        e0 += d * d;
+    }
+    *norm = (float)sqrt((v0 + v1) + (v2 + v3));
+    *err = (float)sqrt((e0 + e1) + (e2 + e3));
     return s;
 }
