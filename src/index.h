@@ -24,9 +24,11 @@ typedef struct oml_index {
     int32_t n;               /* items */
     int32_t heads, emb;
     float *emb_cols;         /* (heads, emb, n) each head's unit rows as columns: the
-                                layout one query scans (a row-major (emb, n) sgemv
+                                layout the float scan reads (a row-major (emb, n) sgemv
                                 streams twice as fast as an (n, emb) one for emb ~ 50),
-                                kept once (oml_index_emb reads a row's value) */
+                                and the batches' GEMM, the exact re-rank after the codes
+                                and the lists' build; kept once (oml_index_emb reads a
+                                row's value) */
     uint32_t *slots;         /* (n) store slot of each row */
     int32_t *labels;         /* (n) label id or OML_LABEL_NONE */
     const char **ids;        /* (n) NUL-terminated ids (copied) */
