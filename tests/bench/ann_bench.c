@@ -18,7 +18,8 @@
  *   exact k=5   before the lists: the scan of every row by the int8 codes
  *               first (codescan.h) against the float scan, all heads, and
  *               the rows the codes leave to re-rank (microseconds)
- * With --codes, then what shorter codes would keep (ann_codes.h).
+ * With --codes, then what shorter codes would keep (ann_codes.h; before
+ * the lists, what they would leave an exact scan to re-rank: exact_bits.h).
  * Prints a readable report and, last, one JSON line. */
 #include <math.h>
 #include <stdio.h>
@@ -27,6 +28,7 @@
 #include <time.h>
 
 #include "ann_codes.h"
+#include "exact_bits.h"
 #include "catalogue.h"
 #include "config.h"
 #include "idx.h"
@@ -72,7 +74,7 @@ static double median(double *v, int n)
  * re-rank; and whether both gave the same answers. *codes_us, *floats_us
  * get the medians. */
 static void exact_scan_report(oml_index *ix, oml_snapshot *snap, const catalogue *c, float *x,
-                              double *codes_us, double *floats_us)
+                              int bits, double *codes_us, double *floats_us)
 {
     int H = ix->heads, e = ix->emb;
     size_t he = (size_t)H * (size_t)e;
@@ -125,6 +127,8 @@ static void exact_scan_report(oml_index *ix, oml_snapshot *snap, const catalogue
     printf("exact scan, k=5, all heads, CPU median of %d: int8 codes first %.0f us, floats "
            "alone %.0f us; rows re-ranked a head: mean %.1f, max %.0f; answers %s\n", QUERIES,
            *codes_us, *floats_us, kept / QUERIES / H, kept_max, same ? "equal" : "DIFFER");
+    if (bits && exact_bits_report(ix, 0, q, 100, 5) != 0)
+        fprintf(stderr, "oml-ann-bench: --codes: out of memory\n");
 out:
     free(q);
     free(scratch);
@@ -209,7 +213,7 @@ int main(int argc, char **argv)
         return 1;
     }
     double t1 = wall_s(), xc = 0, xf = 0;
-    exact_scan_report(ix, snap, &c, x, &xc, &xf);
+    exact_scan_report(ix, snap, &c, x, codes, &xc, &xf);
     double t1b = wall_s(); /* the lists are timed from here */
     if (oml_index_add_lists(ix) != OML_OK) {
         fprintf(stderr, "oml-ann-bench: lists failed\n");
