@@ -3,9 +3,9 @@
  * DESIGN: centroids come from spherical k-means on a strided sample of the
  * head's rows (ivf.c); every row then goes to the list of its largest
  * centroid dot product, one GEMM per chunk of rows read straight from the
- * index's (emb, n) columns. A row's code is round(v * 127 / max |v_j|),
- * A row's code is of its residual from its list's centroid, res = v - c:
- * round(res * 127 / max |res_j|), its scale max |res_j| / 127. Then q . v
+ * index's (emb, n) columns. A row's code is of its residual from its
+ * list's centroid, res = v - c (code8.h: round(res * 127 / max |res_j|),
+ * its scale max |res_j| / 127). Then q . v
  * = q . c + q . res, the first term exact (the probe computed it) and the
  * second's error proportional to the list's spread, not to the vectors':
  * rows of a tight cluster (a trained metric makes them) stay apart. A
@@ -26,14 +26,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <float.h>
-
+#include "code8.h"
 #include "err.h"
 #include "ivf.h"
 
 #define CHUNK 4096       /* rows per assignment GEMM */
 #define SAMPLE_PER_LIST 32
-#define SCAN_BLOCK 256   /* positions whose dot products a scan computes at once */
+#define SCAN_BLOCK OML_CODE8_BLOCK /* positions whose dot products a scan computes at once */
 
 int32_t oml_hlist_lists_for(size_t n)
 {
@@ -125,26 +124,13 @@ static void lay_out(oml_hlist *hl, const float *cols, const int32_t *list_of, fl
             for (size_t i = 0; i < m; i++)
                 t[i * e + j] = cols[j * n + r0 + i];
         for (size_t i = 0; i < m; i++) {
-            float *v = t + i * e, amax = 0;
+            float *v = t + i * e;
             const float *c = hl->centroids + (size_t)list_of[r0 + i] * e;
-            for (size_t j = 0; j < e; j++) {
+            for (size_t j = 0; j < e; j++)
                 v[j] -= c[j];
-                amax = fabsf(v[j]) > amax ? fabsf(v[j]) : amax;
-            }
             size_t p = (size_t)pos_of[r0 + i];
-            float s = amax / 127.0f, inv = amax > 0 ? 127.0f / amax : 0.0f;
-            hl->scale[p] = s;
-            double rr = 0.0, ee = 0.0; /* in double: the bound must not round down */
-            for (size_t j = 0; j < e; j++) {
-                float x = v[j] * inv;
-                int8_t c8 = (int8_t)lrintf(x > 127.0f ? 127.0f : x < -127.0f ? -127.0f : x);
-                hl->codes[p * e + j] = c8;
-                double dv = (double)v[j] - (double)c8 * (double)s;
-                rr += (double)v[j] * (double)v[j];
-                ee += dv * dv;
-            }
-            hl->res_norm[p] = (float)sqrt(rr);
-            hl->code_err[p] = (float)sqrt(ee);
+            hl->scale[p] = oml_code8_encode(v, hl->emb, hl->codes + p * e, &hl->res_norm[p],
+                                            &hl->code_err[p]);
         }
     }
     for (int32_t l = 0; l < hl->n_lists; l++) {
@@ -223,161 +209,8 @@ int32_t oml_hlist_order(const oml_hlist *hl, const float *q, int32_t *order, flo
     return m;
 }
 
-/* Integer dot products of q with m codes of e values, portable. */
-static void code_dots_c(const int8_t *codes, int32_t m, int32_t e, const int8_t *q, int32_t *out)
-{
-    for (int32_t i = 0; i < m; i++) {
-        const int8_t *c = codes + (size_t)i * (size_t)e;
-        int32_t s = 0;
-        for (int32_t j = 0; j < e; j++)
-            s += (int16_t)c[j] * (int16_t)q[j];
-        out[i] = s;
-    }
-}
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define HAVE_AVX2_KERNEL 1
-/* The same for e a multiple of 32 (the build targets baseline x86-64, so
- * this is picked at run time): |q| (unsigned) times the codes with q's
- * signs, 32 products summed in pairs to int16 by one vpmaddubsw (no
- * overflow: 2 x 127 x 127 < 32767), then to int32; four rows' sums are
- * reduced together. */
-__attribute__((target("avx2"))) static void code_dots_avx2(const int8_t *codes, int32_t m,
-                                                           int32_t e, const int8_t *q,
-                                                           int32_t *out)
-{
-    const __m256i ones = _mm256_set1_epi16(1);
-    int32_t i = 0;
-    for (; i + 4 <= m; i += 4) {
-        __m256i acc[4];
-        for (int r = 0; r < 4; r++) {
-            const int8_t *c = codes + (size_t)(i + r) * (size_t)e;
-            acc[r] = _mm256_setzero_si256();
-            for (int32_t j = 0; j < e; j += 32) {
-                __m256i qv = _mm256_loadu_si256((const __m256i *)(const void *)(q + j));
-                __m256i cv = _mm256_loadu_si256((const __m256i *)(const void *)(c + j));
-                __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(qv), _mm256_sign_epi8(cv, qv));
-                acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(p, ones));
-            }
-        }
-        /* [r0 r0 r1 r1 | r0 r0 r1 r1], then [r0 r1 r2 r3 | r0 r1 r2 r3] */
-        __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(acc[0], acc[1]),
-                                      _mm256_hadd_epi32(acc[2], acc[3]));
-        __m128i s = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-        _mm_storeu_si128((__m128i *)(void *)(out + i), s);
-    }
-    code_dots_c(codes + (size_t)i * (size_t)e, m - i, e, q, out + i);
-}
-
-/* The approximate dot products of a block of m positions, 8 rows at a
- * time: each row's integer dot product as code_dots_avx2 computes it
- * (|q| and q's signs taken once per block, not per row), then
- * base + dot * scale[p] * qs in the same float operations, in the same
- * order, as the portable path (no fused multiply-add), into d (m). Returns
- * a bit per position (bit i of word i / 64) set where d > thr: the only
- * rows the caller has to look at. e a multiple of 32, m <= SCAN_BLOCK. */
-__attribute__((target("avx2"))) static void block_scores_avx2(const int8_t *codes, int32_t m,
-                                                              int32_t e, const int8_t *q,
-                                                              const float *scale, float qs,
-                                                              float base, float thr, float *d,
-                                                              uint64_t *hit)
-{
-    const __m256i ones = _mm256_set1_epi16(1);
-    __m256i qa[OML_HLIST_MAX_EMB / 32], qv[OML_HLIST_MAX_EMB / 32];
-    int32_t nj = e / 32;
-    for (int32_t j = 0; j < nj; j++) {
-        qv[j] = _mm256_loadu_si256((const __m256i *)(const void *)(q + 32 * j));
-        qa[j] = _mm256_abs_epi8(qv[j]);
-    }
-    const __m256 vqs = _mm256_set1_ps(qs), vbase = _mm256_set1_ps(base), vthr = _mm256_set1_ps(thr);
-    for (int32_t w = 0; w < (m + 63) / 64; w++)
-        hit[w] = 0;
-    int32_t i = 0;
-    for (; i + 8 <= m; i += 8) {
-        __m256i acc[8];
-        for (int r = 0; r < 8; r++) {
-            const int8_t *c = codes + (size_t)(i + r) * (size_t)e;
-            __m256i a = _mm256_setzero_si256();
-            for (int32_t j = 0; j < nj; j++) {
-                __m256i cv = _mm256_loadu_si256((const __m256i *)(const void *)(c + 32 * j));
-                __m256i p = _mm256_maddubs_epi16(qa[j], _mm256_sign_epi8(cv, qv[j]));
-                a = _mm256_add_epi32(a, _mm256_madd_epi16(p, ones));
-            }
-            acc[r] = a;
-        }
-        /* rows 0-3 and 4-7 as [r0 r1 r2 r3 | r0 r1 r2 r3] (lane halves), then
-         * the halves added: [r0 .. r7] */
-        __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(acc[0], acc[1]),
-                                      _mm256_hadd_epi32(acc[2], acc[3]));
-        __m256i g = _mm256_hadd_epi32(_mm256_hadd_epi32(acc[4], acc[5]),
-                                      _mm256_hadd_epi32(acc[6], acc[7]));
-        __m256i dots = _mm256_add_epi32(_mm256_permute2x128_si256(h, g, 0x20),
-                                        _mm256_permute2x128_si256(h, g, 0x31));
-        __m256 v = _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(dots),
-                                               _mm256_loadu_ps(scale + i)), vqs);
-        v = _mm256_add_ps(vbase, v);
-        _mm256_storeu_ps(d + i, v);
-        uint64_t bits = (uint64_t)_mm256_movemask_ps(_mm256_cmp_ps(v, vthr, _CMP_GT_OQ));
-        hit[i / 64] |= bits << (i % 64);
-    }
-    if (i < m) {
-        int32_t dots[8];
-        code_dots_c(codes + (size_t)i * (size_t)e, m - i, e, q, dots);
-        for (int32_t t = i; t < m; t++) {
-            d[t] = base + (float)dots[t - i] * scale[t] * qs;
-            if (d[t] > thr)
-                hit[t / 64] |= (uint64_t)1 << (t % 64);
-        }
-    }
-}
-#endif
-
-static void code_dots(const int8_t *codes, int32_t m, int32_t e, const int8_t *q, int32_t *out)
-{
-#ifdef HAVE_AVX2_KERNEL
-    if (e % 32 == 0 && __builtin_cpu_supports("avx2")) {
-        code_dots_avx2(codes, m, e, q, out);
-        return;
-    }
-#endif
-    code_dots_c(codes, m, e, q, out);
-}
-
-/* A query's code: round(q / qs), qs = max |q_j| / 127 (e <= OML_HLIST_MAX_EMB),
- * and what bounds a code's dot error on its side (file comment). */
-typedef struct qcode {
-    int8_t c[OML_HLIST_MAX_EMB];
-    float qs;
-    float err;   /* ||q - qs c|| */
-    float norm;  /* ||qs c|| */
-    float margin; /* float rounding of the list's dot and of base + dot * scale * qs */
-} qcode;
-
-static void code_query(const float *q, int32_t e, qcode *qc)
-{
-    float qmax = 0;
-    for (int32_t j = 0; j < e; j++)
-        qmax = fabsf(q[j]) > qmax ? fabsf(q[j]) : qmax;
-    float qs = qmax > 0 ? qmax / 127.0f : 0.0f;
-    double err = 0.0, norm = 0.0, qq = 0.0;
-    for (int32_t j = 0; j < e; j++) {
-        qc->c[j] = (int8_t)(qs > 0 ? lrintf(q[j] / qs) : 0);
-        double h = (double)qc->c[j] * (double)qs, dq = (double)q[j] - h;
-        err += dq * dq;
-        norm += h * h;
-        qq += (double)q[j] * (double)q[j];
-    }
-    qc->qs = qs;
-    qc->err = (float)sqrt(err);
-    qc->norm = (float)sqrt(norm);
-    /* |q| |c| e eps for the list's sgemv, a few eps of the sum's magnitude
-     * (|q| (|c| + |res|) <= 3 |q|) for the rest, doubled to spare. */
-    qc->margin = 8.0f * (float)(e + 4) * FLT_EPSILON * (float)(sqrt(qq) + 1.0);
-}
-
 /* Row p's slack: bound of |its code's dot - q . row| (file comment). */
-static float slack_of(const oml_hlist *hl, const qcode *qc, int32_t p)
+static float slack_of(const oml_hlist *hl, const oml_code8_query *qc, int32_t p)
 {
     return qc->err * hl->res_norm[p] + qc->norm * hl->code_err[p] + qc->margin;
 }
@@ -402,42 +235,16 @@ int32_t oml_hlist_rescore(const oml_hlist *hl, const float *q, const float *dots
     int32_t e = hl->emb;
     if (e > OML_HLIST_MAX_EMB)
         return 0;
-    qcode qc;
-    code_query(q, e, &qc);
+    oml_code8_query qc;
+    oml_code8_query_init(&qc, q, e);
     for (int32_t i = 0; i < m; i++) {
         int32_t p = hl->pos_of[cand[i].row], dot;
-        code_dots_c(hl->codes + (size_t)p * (size_t)e, 1, e, qc.c, &dot);
+        oml_code8_dots(hl->codes + (size_t)p * (size_t)e, 1, e, qc.c, &dot);
         oml_hlist_keep_offer(keep, cand[i].row,
                              dots_c[list_of_pos(hl, p)] + (float)dot * hl->scale[p] * qc.qs,
                              slack_of(hl, &qc, p));
     }
     return keep->cnt;
-}
-
-/* Scores the block of m positions from p0 into d (m) and marks in hit
- * every position whose score exceeds thr (a superset of the ones a scan
- * keeps: thr only rises). */
-static void block_scores(const oml_hlist *hl, int32_t p0, int32_t m, const int8_t *qc, float qs,
-                         float base, float thr, float *d, uint64_t *hit)
-{
-    int32_t e = hl->emb;
-    const float *scale = hl->scale + p0;
-#ifdef HAVE_AVX2_KERNEL
-    if (e % 32 == 0 && __builtin_cpu_supports("avx2")) {
-        block_scores_avx2(hl->codes + (size_t)p0 * (size_t)e, m, e, qc, scale, qs, base, thr, d,
-                          hit);
-        return;
-    }
-#endif
-    int32_t dots[SCAN_BLOCK];
-    code_dots(hl->codes + (size_t)p0 * (size_t)e, m, e, qc, dots);
-    for (int32_t w = 0; w < (m + 63) / 64; w++)
-        hit[w] = 0;
-    for (int32_t t = 0; t < m; t++) {
-        d[t] = base + (float)dots[t] * scale[t] * qs;
-        if (d[t] > thr)
-            hit[t / 64] |= (uint64_t)1 << (t % 64);
-    }
 }
 
 int32_t oml_hlist_scan(const oml_hlist *hl, const float *q, const int32_t *order,
@@ -447,8 +254,8 @@ int32_t oml_hlist_scan(const oml_hlist *hl, const float *q, const int32_t *order
     int32_t e = hl->emb;
     if (e > OML_HLIST_MAX_EMB)
         return 0;
-    qcode qc;
-    code_query(q, e, &qc);
+    oml_code8_query qc;
+    oml_code8_query_init(&qc, q, e);
     float d[SCAN_BLOCK];
     uint64_t hit[SCAN_BLOCK / 64];
     for (int32_t i = 0; i < n_probe; i++) {
@@ -458,8 +265,11 @@ int32_t oml_hlist_scan(const oml_hlist *hl, const float *q, const int32_t *order
         float smax = qc.err * hl->list_res_max[l] + qc.norm * hl->list_err_max[l] + qc.margin;
         for (int32_t p0 = a; p0 < b; p0 += SCAN_BLOCK) {
             int32_t m = b - p0 < SCAN_BLOCK ? b - p0 : SCAN_BLOCK;
-            block_scores(hl, p0, m, qc.c, qc.qs, base, oml_hlist_keep_threshold(keep, smax), d,
-                         hit);
+            /* every position whose score exceeds the threshold (a superset of
+             * the ones kept: it only rises) */
+            oml_code8_block_scores(hl->codes + (size_t)p0 * (size_t)e, m, e, qc.c,
+                                   hl->scale + p0, qc.qs, &(oml_code8_base){base, NULL, 0.0f},
+                                   oml_hlist_keep_threshold(keep, smax), d, hit);
             for (int32_t w = 0; w < (m + 63) / 64; w++)
                 for (uint64_t bits = hit[w]; bits; bits &= bits - 1) {
                     int32_t t = w * 64 + __builtin_ctzll(bits);

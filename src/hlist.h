@@ -20,12 +20,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "code8.h"
 #include "hlist_keep.h"
 #include "neighbor.h"
 
 /* The widest head that gets lists (a query's code lives on the stack);
  * a wider index scans every row. */
-#define OML_HLIST_MAX_EMB 1024
+#define OML_HLIST_MAX_EMB OML_CODE8_MAX_EMB
 
 typedef struct oml_hlist {
     int32_t n_lists, emb, n;

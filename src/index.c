@@ -299,25 +299,25 @@ static int by_upper_desc(const void *pa, const void *pb)
     return (a->row > b->row) - (a->row < b->row);
 }
 
-int32_t oml_index_topk_near(const oml_index *ix, int head, const float *q, int32_t k,
-                            int32_t n_probe, int32_t exclude, const uint8_t *allow,
-                            oml_neighbor *out, oml_near_ws *w)
+/* The rows of keep that its codes cannot rule out, into v (may be keep's
+ * own hits: compacted in place); returns how many. */
+static int32_t keep_possible(const oml_hlist_keep *keep, oml_hlist_hit *v)
 {
-    if (k <= 0 || ix->hl == NULL)
-        return 0;
-    oml_hlist_keep keep;
-    propose(ix, head, q, k, n_probe, exclude, allow, 1, w, &keep);
-    /* The rows the codes cannot rule out, into w->best (a sharing head's
-     * keep is there already: compacted in place), most promising first. */
-    oml_hlist_hit *v = w->best;
     int32_t m = 0;
-    for (int32_t i = 0; i < keep.cnt; i++)
-        if (oml_hlist_keep_may(&keep, &keep.hits[i]))
-            v[m++] = keep.hits[i];
+    for (int32_t i = 0; i < keep->cnt; i++)
+        if (oml_hlist_keep_may(keep, &keep->hits[i]))
+            v[m++] = keep->hits[i];
+    return m;
+}
+
+/* The exact re-rank of the m rows v (their codes' dot and slack) into out
+ * (k), ascending by (distance, row): canonical distances, most promising
+ * row first, until no row left can reach the k-th (its dot + slack, less
+ * the rounding margin, under the k-th's cosine). v is reordered. */
+static int32_t rerank_exact(const oml_index *ix, int head, const float *q, int32_t k,
+                            oml_hlist_hit *v, int32_t m, oml_neighbor *out)
+{
     qsort(v, (size_t)m, sizeof *v, by_upper_desc);
-    /* The exact re-rank: canonical distances, the k best by (distance,
-     * row), until no row left can reach the k-th (its cosine, less the
-     * rounding margin). */
     const float *Et = ix->emb_cols + (size_t)head * (size_t)ix->n * (size_t)ix->emb;
     float margin = dot_margin(ix->emb);
     int32_t cnt = 0;
@@ -336,6 +336,19 @@ int32_t oml_index_topk_near(const oml_index *ix, int head, const float *q, int32
     }
     oml_index_sel s = {.best = out, .k = k, .cnt = cnt};
     return oml_index_sel_finish(&s);
+}
+
+int32_t oml_index_topk_near(const oml_index *ix, int head, const float *q, int32_t k,
+                            int32_t n_probe, int32_t exclude, const uint8_t *allow,
+                            oml_neighbor *out, oml_near_ws *w)
+{
+    if (k <= 0 || ix->hl == NULL)
+        return 0;
+    oml_hlist_keep keep;
+    propose(ix, head, q, k, n_probe, exclude, allow, 1, w, &keep);
+    /* (a sharing head's keep is in w->best already) */
+    int32_t m = keep_possible(&keep, w->best);
+    return rerank_exact(ix, head, q, k, w->best, m, out);
 }
 
 int32_t oml_index_near_candidates(const oml_index *ix, int head, const float *q, int32_t k,
@@ -368,6 +381,13 @@ int32_t oml_index_near_candidates(const oml_index *ix, int head, const float *q,
     return cnt;
 }
 
+static void drop_codes(oml_codescan *cs, int heads)
+{
+    for (int h = 0; cs && h < heads; h++)
+        oml_codescan_free(&cs[h]);
+    free(cs);
+}
+
 int oml_index_add_lists(oml_index *ix)
 {
     if (ix == NULL || ix->hl != NULL || ix->n < 64 || ix->emb > OML_HLIST_MAX_EMB)
@@ -388,7 +408,36 @@ int oml_index_add_lists(oml_index *ix)
     }
     ix->hl = hl;
     ix->n_lists = L;
+    drop_codes(ix->cs, ix->heads); /* the lists' codes replace them */
+    ix->cs = NULL;
     return OML_OK;
+}
+
+/* oml_index_topk by the codes first (codescan.h): every row they cannot
+ * rule out re-ranked on the floats. Its keep lives in the caller's scratch
+ * (n floats). Returns -1 where the float scan must answer instead: no
+ * room for k neighbours and the candidates, or more candidates than it
+ * holds (the keep overflowed: its answer might not be exact). */
+static int32_t topk_by_codes(const oml_index *ix, int head, const float *q, int32_t k,
+                             int32_t exclude, const uint8_t *allow, oml_neighbor *out,
+                             float *scratch)
+{
+    size_t room = (size_t)ix->n * sizeof(float), lows = (size_t)k * sizeof(oml_neighbor);
+    /* At most an eighth of the rows re-ranked: beyond that the float scan
+     * reads fewer bytes than the re-rank's column reads. */
+    size_t cap = (size_t)ix->n / 8;
+    if (lows >= room || (room - lows) / sizeof(oml_hlist_hit) < cap)
+        cap = lows >= room ? 0 : (room - lows) / sizeof(oml_hlist_hit);
+    if (cap < (size_t)k)
+        return -1;
+    oml_neighbor *low = (oml_neighbor *)(void *)scratch; /* both 4-aligned, as floats */
+    oml_hlist_hit *hits = (oml_hlist_hit *)(void *)(low + k);
+    oml_hlist_keep keep;
+    oml_hlist_keep_init(&keep, hits, (int32_t)cap, 0, low, k);
+    oml_codescan_scan(&ix->cs[head], q, exclude, allow, &keep);
+    if (keep.overflow)
+        return -1;
+    return rerank_exact(ix, head, q, k, hits, keep_possible(&keep, hits), out);
 }
 
 int32_t oml_index_topk(const oml_index *ix, int head, const float *q, int32_t k,
@@ -397,10 +446,33 @@ int32_t oml_index_topk(const oml_index *ix, int head, const float *q, int32_t k,
     int32_t n = ix->n, e = ix->emb;
     if (k <= 0 || n <= 0)
         return 0;
+    if (ix->cs != NULL) {
+        int32_t cnt = topk_by_codes(ix, head, q, k, exclude, allow, out, scratch);
+        if (cnt >= 0)
+            return cnt;
+    }
     /* scratch (n) = q (emb) . E_head^T (emb, n), on the transposed copy. */
     const float *Et = ix->emb_cols + (size_t)head * (size_t)n * (size_t)e;
     cblas_sgemv(CblasRowMajor, CblasTrans, e, n, 1.0f, Et, n, q, 1, 0.0f, scratch, 1);
     return oml_index_select(ix, head, q, scratch, k, exclude, allow, out);
+}
+
+int oml_index_add_codes(oml_index *ix)
+{
+    if (ix == NULL || ix->cs != NULL || ix->hl != NULL || ix->n == 0 ||
+        ix->emb > OML_CODE8_MAX_EMB)
+        return OML_OK;
+    oml_codescan *cs = calloc((size_t)ix->heads, sizeof *cs);
+    int rc = cs ? OML_OK : OML_ENOMEM;
+    for (int h = 0; rc == OML_OK && h < ix->heads; h++)
+        rc = oml_codescan_build(&cs[h], ix->emb_cols + (size_t)h * (size_t)ix->n * (size_t)ix->emb,
+                                ix->n, ix->emb);
+    if (rc != OML_OK) {
+        drop_codes(cs, ix->heads);
+        return rc;
+    }
+    ix->cs = cs;
+    return OML_OK;
 }
 
 int32_t oml_index_row_of_slot(const oml_index *ix, uint32_t slot)
@@ -424,6 +496,7 @@ void oml_index_destroy(oml_index *ix)
     for (int h = 0; ix->hl && h < ix->heads; h++)
         oml_hlist_free(&ix->hl[h]);
     free(ix->hl);
+    drop_codes(ix->cs, ix->heads);
     free(ix->_arena);
     free(ix);
 }

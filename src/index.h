@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "codescan.h"
 #include "err.h"
 #include "hlist.h"
 #include "neighbor.h"
@@ -23,9 +24,11 @@ typedef struct oml_index {
     int32_t n;               /* items */
     int32_t heads, emb;
     float *emb_cols;         /* (heads, emb, n) each head's unit rows as columns: the
-                                layout one query scans (a row-major (emb, n) sgemv
+                                layout the float scan reads (a row-major (emb, n) sgemv
                                 streams twice as fast as an (n, emb) one for emb ~ 50),
-                                kept once (oml_index_emb reads a row's value) */
+                                and the batches' GEMM, the exact re-rank after the codes
+                                and the lists' build; kept once (oml_index_emb reads a
+                                row's value) */
     uint32_t *slots;         /* (n) store slot of each row */
     int32_t *labels;         /* (n) label id or OML_LABEL_NONE */
     const char **ids;        /* (n) NUL-terminated ids (copied) */
@@ -39,6 +42,10 @@ typedef struct oml_index {
      * every row. */
     int32_t n_lists;         /* lists per head */
     oml_hlist *hl;           /* (heads) or NULL; owned */
+    /* An index without lists: each head's rows as int8 codes, which the
+     * exact scan reads first (oml_index_add_codes, codescan.h). NULL: it
+     * reads the float columns. */
+    oml_codescan *cs;        /* (heads) or NULL; owned */
     void *_arena;
 } oml_index;
 
@@ -49,6 +56,17 @@ typedef struct oml_index {
  * OML_ENOMEM (the index stays without lists); an index of fewer than 64
  * rows, or with heads wider than OML_HLIST_MAX_EMB, stays without. */
 int oml_index_add_lists(oml_index *ix);
+
+/* The exact scan's first pass for an index without lists (codescan.h):
+ * oml_index_topk then scores every row by its int8 code and re-ranks on
+ * the floats only the rows the codes cannot rule out, the same answer
+ * from about a quarter of the bytes. emb + 12 bytes a row and head.
+ * oml_index_build adds them; a builder's caller adds them after
+ * oml_index_builder_finish, without the store's lock; oml_index_add_lists
+ * drops them (the lists' codes serve instead). OML_OK, OML_ENOMEM (the
+ * index stays without: its scan reads the floats); an index with lists,
+ * or with heads wider than OML_CODE8_MAX_EMB, stays without. */
+int oml_index_add_codes(oml_index *ix);
 
 /* For an index with lists: how many lists each head's query must scan for
  * `target` (in (0, 1]) of the exact 10 nearest rows of that head, measured
@@ -67,9 +85,10 @@ int oml_index_add_lists(oml_index *ix);
 int oml_index_calibrate(oml_index *ix, double target);
 
 /* Builds an index of all live items of store under snap (takes its own
- * reference on snap). OML_ENOMEM; an empty store gives an empty index.
- * The store must not change meanwhile (the builder below lets it). No
- * lists (oml_index_add_lists). */
+ * reference on snap), with the exact scan's codes (oml_index_add_codes).
+ * OML_ENOMEM; an empty store gives an empty index. The store must not
+ * change meanwhile (the builder below lets it). No lists
+ * (oml_index_add_lists). */
 int oml_index_build(oml_index **out, oml_snapshot *snap, const oml_store *store);
 
 /* Building in steps, for a store that changes meanwhile (index_build.c):
@@ -121,7 +140,8 @@ int oml_index_builder_embed(oml_index_builder *b);
 /* The index of every gathered row, with the store's label names (held
  * still by the caller). The builder stays to be freed. */
 int oml_index_builder_finish(oml_index_builder *b, const oml_store *store, oml_index **out);
-/* (then, without the store, for lists: oml_index_add_lists, oml_index_calibrate) */
+/* (then, without the store, for lists: oml_index_add_lists, oml_index_calibrate;
+ * without lists: oml_index_add_codes) */
 void oml_index_builder_free(oml_index_builder *b); /* accepts a zeroed builder */
 void oml_index_destroy(oml_index *ix); /* accepts NULL; releases the snapshot ref */
 
@@ -129,7 +149,9 @@ void oml_index_destroy(oml_index *ix); /* accepts NULL; releases the snapshot re
  * distance (ties by row), skipping row `exclude` (-1 for none) and, when
  * allow (n) is given, every row r with allow[r] == 0. scratch holds n
  * floats. Returns how many were written (min(k, available)). Scans every
- * row, lists or not. */
+ * row, lists or not: by the codes first where the index has them
+ * (oml_index_add_codes), else (or when more rows than an eighth tie within
+ * the codes' error) on the floats; the answer is the same. */
 int32_t oml_index_topk(const oml_index *ix, int head, const float *q, int32_t k,
                        int32_t exclude, const uint8_t *allow, oml_neighbor *out, float *scratch);
 

@@ -270,5 +270,7 @@ int oml_index_build(oml_index **out, oml_snapshot *snap, const oml_store *store)
     if (rc == OML_OK)
         rc = oml_index_builder_finish(&b, store, out);
     oml_index_builder_free(&b);
+    if (rc == OML_OK)
+        oml_index_add_codes(*out); /* out of memory for them, it scans the floats */
     return rc;
 }

@@ -15,7 +15,11 @@
  *               (oml_index_near_candidates); the full scan (microseconds)
  *   re-embed    the candidates a fresh view re-embeds (k = 32 per head)
  *   recall@10   of the lists' search against the full scan, per head
- * With --codes, then what shorter codes would keep (ann_codes.h).
+ *   exact k=5   before the lists: the scan of every row by the int8 codes
+ *               first (codescan.h) against the float scan, all heads, and
+ *               the rows the codes leave to re-rank (microseconds)
+ * With --codes, then what shorter codes would keep (ann_codes.h; before
+ * the lists, what they would leave an exact scan to re-rank: exact_bits.h).
  * Prints a readable report and, last, one JSON line. */
 #include <math.h>
 #include <stdio.h>
@@ -24,6 +28,7 @@
 #include <time.h>
 
 #include "ann_codes.h"
+#include "exact_bits.h"
 #include "catalogue.h"
 #include "config.h"
 #include "idx.h"
@@ -59,6 +64,77 @@ static double median(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return v[n / 2];
+}
+
+/* The exact scan (no lists yet), k = 5 as classify asks: by the codes
+ * first and on the floats alone, all heads, each query's CPU time (the
+ * same QUERIES queries as below; all by one way, then all by the other,
+ * as a server answers by one way: the other's bytes do not evict it from
+ * the cache); the mean and largest number of rows a head's codes leave to
+ * re-rank; and whether both gave the same answers. *codes_us, *floats_us
+ * get the medians. */
+static void exact_scan_report(oml_index *ix, oml_snapshot *snap, const catalogue *c, float *x,
+                              int bits, double *codes_us, double *floats_us)
+{
+    int H = ix->heads, e = ix->emb;
+    size_t he = (size_t)H * (size_t)e;
+    float *q = malloc(QUERIES * he * sizeof *q);
+    float *scratch = malloc((size_t)ix->n * sizeof *scratch);
+    int32_t cap = ix->n / 8;
+    oml_hlist_hit *hits = malloc((size_t)(cap > 0 ? cap : 1) * sizeof *hits);
+    oml_neighbor *nb = malloc(2 * QUERIES * he / (size_t)e * 5 * sizeof *nb), lows[5];
+    int32_t *cnt = malloc(2 * QUERIES * (size_t)H * sizeof *cnt);
+    static double t[2][QUERIES];
+    double kept = 0, kept_max = 0;
+    oml_codescan *cs = ix->cs;
+    *codes_us = *floats_us = 0;
+    if (cs == NULL || !q || !scratch || !hits || !nb || !cnt)
+        goto out;
+    for (int i = 0; i < QUERIES; i++) {
+        catalogue_item(c, (int64_t)i * 7919 + 3, x);
+        x[i % c->dim] += 1.0f;
+        oml_snapshot_embed(snap, x, 1, q + (size_t)i * he);
+        for (int h = 0; h < H; h++) {
+            oml_hlist_keep keep;
+            oml_hlist_keep_init(&keep, hits, cap, 0, lows, 5);
+            oml_codescan_scan(&cs[h], q + (size_t)i * he + (size_t)h * e, -1, NULL, &keep);
+            int m = 0;
+            for (int32_t j = 0; j < keep.cnt; j++)
+                m += oml_hlist_keep_may(&keep, &hits[j]);
+            kept += m;
+            kept_max = m > kept_max ? m : kept_max;
+        }
+    }
+    for (int way = 0; way < 2; way++) { /* 0: codes first, 1: floats alone */
+        ix->cs = way == 0 ? cs : NULL;
+        for (int i = 0; i < QUERIES; i++) {
+            double t0 = cpu_us();
+            for (int h = 0; h < H; h++) {
+                size_t at = ((size_t)way * QUERIES + (size_t)i) * (size_t)H + (size_t)h;
+                cnt[at] = oml_index_topk(ix, h, q + (size_t)i * he + (size_t)h * e, 5, -1, NULL,
+                                         nb + at * 5, scratch);
+            }
+            t[way][i] = cpu_us() - t0;
+        }
+    }
+    ix->cs = cs;
+    size_t half = QUERIES * (size_t)H;
+    int same = memcmp(cnt, cnt + half, half * sizeof *cnt) == 0;
+    for (size_t at = 0; same && at < half; at++)
+        same = memcmp(nb + at * 5, nb + (half + at) * 5, (size_t)cnt[at] * sizeof *nb) == 0;
+    *codes_us = median(t[0], QUERIES);
+    *floats_us = median(t[1], QUERIES);
+    printf("exact scan, k=5, all heads, CPU median of %d: int8 codes first %.0f us, floats "
+           "alone %.0f us; rows re-ranked a head: mean %.1f, max %.0f; answers %s\n", QUERIES,
+           *codes_us, *floats_us, kept / QUERIES / H, kept_max, same ? "equal" : "DIFFER");
+    if (bits && exact_bits_report(ix, 0, q, 100, 5) != 0)
+        fprintf(stderr, "oml-ann-bench: --codes: out of memory\n");
+out:
+    free(q);
+    free(scratch);
+    free(hits);
+    free(nb);
+    free(cnt);
 }
 
 int main(int argc, char **argv)
@@ -136,7 +212,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "oml-ann-bench: index build failed\n");
         return 1;
     }
-    double t1 = wall_s();
+    double t1 = wall_s(), xc = 0, xf = 0;
+    exact_scan_report(ix, snap, &c, x, codes, &xc, &xf);
+    double t1b = wall_s(); /* the lists are timed from here */
     if (oml_index_add_lists(ix) != OML_OK) {
         fprintf(stderr, "oml-ann-bench: lists failed\n");
         return 1;
@@ -145,7 +223,7 @@ int main(int argc, char **argv)
     oml_index_calibrate(ix, OML_IVF_TARGET_RECALL);
     double t3 = wall_s();
     printf("items %lld, %lld triplets learned: embedded in %.2f s, lists (%d per head) in %.2f s, calibrated in %.2f s; "
-           "lists scanned per head:", (long long)n, (long long)T, t1 - t0, ix->n_lists, t2 - t1, t3 - t2);
+           "lists scanned per head:", (long long)n, (long long)T, t1 - t0, ix->n_lists, t2 - t1b, t3 - t2);
     for (int hd = 0; hd < ix->heads; hd++)
         printf(" %d%s", ix->hl[hd].n_probe, ix->hl[hd].shared_from < 0 ? "" : " (head 0's)");
     printf("\n");
@@ -215,8 +293,9 @@ int main(int argc, char **argv)
            "96 candidates %.0f us; recall@10 %.4f\n", QUERIES, n10, n32, c32, ex, em, r);
     printf("{\"items\":%lld,\"lists\":%d,\"embed_s\":%.3f,\"lists_s\":%.3f,\"calibrate_s\":%.3f,"
            "\"near10_us\":%.0f,\"near32_us\":%.0f,\"cand32_us\":%.0f,\"exact_us\":%.0f,"
-           "\"reembed_us\":%.0f,\"recall_at_10\":%.4f}\n", (long long)n, ix->n_lists, t1 - t0,
-           t2 - t1, t3 - t2, n10, n32, c32, ex, em, r);
+           "\"reembed_us\":%.0f,\"recall_at_10\":%.4f,\"exact5_codes_us\":%.0f,"
+           "\"exact5_floats_us\":%.0f}\n", (long long)n, ix->n_lists, t1 - t0, t2 - t1b, t3 - t2,
+           n10, n32, c32, ex, em, r, xc, xf);
     free(Q);
     free(q);
     free(scratch);

@@ -110,6 +110,8 @@ static void rand_set_make(rand_set *rs, int n, int dim, int layers, int emb, uin
     oml_index_builder_free(&b);
     if (ivf_min_rows > 0 && (size_t)rs->ix->n >= ivf_min_rows)
         assert_int_equal(oml_index_add_lists(rs->ix), OML_OK);
+    else /* as the daemon's exact views: single queries read the codes first */
+        assert_int_equal(oml_index_add_codes(rs->ix), OML_OK);
 }
 
 static void rand_set_free(rand_set *rs)
