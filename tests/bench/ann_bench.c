@@ -7,8 +7,9 @@
  * about what omld-bench's freshness phase teaches: the heads start equal
  * and learning moves them apart), an index with per-head lists built and
  * calibrated; then omld-bench's 300 queries (stored items moved by one
- * grey level), each timed on this thread's CPU clock, so a busy shared
- * machine moves the figures less than wall-clock latencies:
+ * grey level), each timed on this thread's CPU clock (OpenBLAS held to
+ * this one thread), so a busy shared machine moves the figures less than
+ * wall-clock latencies:
  *   build       embedding, lists, calibration (seconds)
  *   search      the lists' search for k = 10 and k = 32, all heads; a
  *               fresh view's 32 candidates per head by the codes alone
@@ -137,8 +138,13 @@ out:
     free(cnt);
 }
 
+extern void openblas_set_num_threads(int);
+
 int main(int argc, char **argv)
 {
+    /* One BLAS thread, as the daemon's threads have: the figures are this
+     * thread's CPU clock, which a helper thread's share would escape. */
+    openblas_set_num_threads(1);
     int64_t n = argc > 1 ? atoll(argv[1]) : 250000, T = argc > 2 ? atoll(argv[2]) : 40000;
     int codes = argc > 3 && strcmp(argv[3], "--codes") == 0;
     if (n < 1000 || n > 4000000 || T < 0 || (argc > 3 && !codes) || argc > 4) {
