@@ -1090,8 +1090,8 @@ int omld_engine_create(omld_engine **out, const omld_config *opts, omld_metrics 
             omld_views_set_shard(e->views, si, sn);
         omld_views_set_duty(e->views, e->opts.index_duty);
         /* Below rerank_min_items every publish rebuilds the index: its
-         * builder's buffers stay (at most 128 MiB: about 100,000 items of
-         * 784 features and three heads of 96). */
+         * builder's buffers stay (at most 128 MiB: rows reserved in powers
+         * of two, so up to ~60,000 items of 784 features, heads of 96). */
         omld_views_keep_builder(e->views, (size_t)128 << 20);
         omld_views_set_nice(e->views, (int)e->opts.indexer_nice);
     }

@@ -100,8 +100,8 @@ void omld_views_set_duty(omld_views *vs, double duty);
 
 /* The indexer keeps its builder's buffers (features, embeddings, ids) for
  * the next build while they hold at most `bytes` (0, the default: freed
- * after each build). For views rebuilt every publish: at 35,000 items the
- * fresh pages of every build were a fifth of its time. Before the first
+ * after each build). For views rebuilt every publish: at 35,000 items
+ * realloc copies and fresh pages were about a quarter of a build. Before the first
  * publish. */
 void omld_views_keep_builder(omld_views *vs, size_t bytes);
 

@@ -116,7 +116,8 @@ int oml_index_builder_init(oml_index_builder *b, oml_snapshot *snap, int32_t dim
 /* A new build in a builder used before (finished or not): its buffers
  * stay, so a build of about the same size as the last allocates and
  * faults in nothing (the daemon's indexer rebuilds 35,000 items every
- * publish: the pages were a fifth of its time). Releases the old
+ * publish: realloc copies and fresh pages were about a quarter of a
+ * build). Releases the old
  * snapshot; other sizes: freed and initialised anew. Set shard_i / shard_n
  * again after it. OML_OK, OML_EDIM, OML_ENOMEM. */
 int oml_index_builder_restart(oml_index_builder *b, oml_snapshot *snap, int32_t dim);
