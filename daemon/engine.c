@@ -642,6 +642,7 @@ static void rehearse_slice(omld_engine *e)
 static void *engine_main(void *arg)
 {
     omld_engine *e = arg;
+    pthread_setname_np(pthread_self(), "omld-learner"); /* named for top and perf */
     pthread_mutex_lock(&e->mu);
     for (;;) {
         int reaped = 0, for_redis = 0;
@@ -1088,6 +1089,11 @@ int omld_engine_create(omld_engine **out, const omld_config *opts, omld_metrics 
         if (omld_shard_parse(e->opts.shard, &si, &sn, NULL, 0) == 0)
             omld_views_set_shard(e->views, si, sn);
         omld_views_set_duty(e->views, e->opts.index_duty);
+        /* Below rerank_min_items every publish rebuilds the index: its
+         * builder's buffers stay (at most 128 MiB: rows reserved in powers
+         * of two, so up to ~60,000 items of 784 features, heads of 96). */
+        omld_views_keep_builder(e->views, (size_t)128 << 20);
+        omld_views_set_nice(e->views, (int)e->opts.indexer_nice);
     }
     if (e->views == NULL) {
         snprintf(err, errlen, "cannot start the indexer thread");

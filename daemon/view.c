@@ -19,7 +19,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "reply.h"
@@ -49,6 +51,10 @@ struct omld_views {
      * of a rebuild for a newer model alone (omld_views_set_duty). */
     uint64_t built_changes, built_gen, next_build_ns;
     int have_built;
+    oml_index_builder builder; /* indexer thread only: its buffers kept between builds */
+    size_t keep_builder;        /* ... while they hold at most this (omld_views_keep_builder) */
+    atomic_int nice;            /* the indexer's nice above the process's (omld_views_set_nice) */
+    int nice_set;               /* indexer thread only: the nice it last applied */
     uint64_t pending_ns;
     int stop;
     int started;
@@ -158,7 +164,9 @@ static int store_swapped(const omld_store_lock *lock, uint64_t gen)
 static int index_build(omld_views *vs, oml_snapshot *snap, omld_store_lock *lock,
                        oml_index **out)
 {
-    oml_index_builder b;
+    /* The indexer's own builder keeps its buffers; a build on another
+     * thread (lock NULL: the learner's first view) has its own. */
+    oml_index_builder own = {0}, *b = lock ? &vs->builder : &own;
     store_rdlock(lock); /* a rollback swaps the whole store struct in under the write lock */
     int32_t dim = oml_store_dim(vs->store);
     uint64_t gen = lock ? lock->generation : 0;
@@ -168,25 +176,28 @@ static int index_build(omld_views *vs, oml_snapshot *snap, omld_store_lock *lock
         vs->have_built = 1;
     }
     store_unlock(lock);
-    int rc = oml_index_builder_init(&b, snap, dim);
-    b.shard_i = vs->shard_i;
-    b.shard_n = vs->shard_n;
+    int rc = oml_index_builder_restart(b, snap, dim);
+    b->shard_i = vs->shard_i;
+    b->shard_n = vs->shard_n;
     uint64_t lists_min = atomic_load(&vs->lists_min_items);
     int more = 1;
     /* A swap between two gathers ends the build: the engine publishes
      * again after one, and that build starts on the new store. */
     while (rc == OML_OK && more > 0) {
         store_rdlock(lock);
-        more = store_swapped(lock, gen) ? OML_ECANCELED : oml_index_builder_gather(&b, vs->store);
+        more = store_swapped(lock, gen) ? OML_ECANCELED : oml_index_builder_gather(b, vs->store);
         store_unlock(lock);
-        rc = more < 0 ? more : oml_index_builder_embed(&b);
+        rc = more < 0 ? more : oml_index_builder_embed(b);
     }
     if (rc == OML_OK) {
         store_rdlock(lock);
-        rc = store_swapped(lock, gen) ? OML_ECANCELED : oml_index_builder_finish(&b, vs->store, out);
+        rc = store_swapped(lock, gen) ? OML_ECANCELED : oml_index_builder_finish(b, vs->store, out);
         store_unlock(lock);
     }
-    oml_index_builder_free(&b);
+    if (b == &own || rc != OML_OK || oml_index_builder_bytes(b) > vs->keep_builder)
+        oml_index_builder_free(b);
+    else
+        oml_index_builder_release_snapshot(b);
     /* Lists and their calibration need the index only: no lock. Out of
      * memory for them, the index scans every row. */
     if (rc == OML_OK && lists_min > 0 && (uint64_t)(*out)->n >= lists_min &&
@@ -357,9 +368,25 @@ static void wait_for_turn(omld_views *vs)
     pthread_cond_timedwait(&vs->cv, &vs->mu, &at);
 }
 
+/* Takes the nice asked for (omld_views_set_nice) on this thread alone:
+ * on Linux setpriority's PRIO_PROCESS with a thread id sets that thread. */
+static void apply_nice(omld_views *vs)
+{
+    int want = atomic_load(&vs->nice);
+    if (want == vs->nice_set)
+        return;
+    errno = 0;
+    int base = getpriority(PRIO_PROCESS, 0);
+    if (errno == 0 && setpriority(PRIO_PROCESS, (id_t)gettid(), base + want - vs->nice_set) == 0)
+        vs->nice_set = want;
+    else if (want > vs->nice_set) /* raising it back needs CAP_SYS_NICE: leave it */
+        LOG_WARN("indexer", "cannot set the indexer's nice to +%d: %s", want, strerror(errno));
+}
+
 static void *indexer_main(void *arg)
 {
     omld_views *vs = arg;
+    pthread_setname_np(pthread_self(), "omld-indexer"); /* named for top and perf */
     pthread_mutex_lock(&vs->mu);
     for (;;) {
         while (!vs->stop && vs->pending == NULL)
@@ -377,6 +404,7 @@ static void *indexer_main(void *arg)
         uint64_t ns = vs->pending_ns;
         vs->pending = NULL;
         pthread_mutex_unlock(&vs->mu);
+        apply_nice(vs);
 
         int refused;
         uint64_t t0 = omld_now_ns();
@@ -438,6 +466,7 @@ void omld_views_destroy(omld_views *vs)
     pthread_mutex_unlock(&vs->mu);
     if (vs->started)
         pthread_join(vs->thread, NULL);
+    oml_index_builder_free(&vs->builder);
     oml_snapshot_release(vs->pending);
     omld_view_release(vs->current);
     pthread_cond_destroy(&vs->cv);
@@ -460,6 +489,16 @@ void omld_views_set_shard(omld_views *vs, uint32_t i, uint32_t n)
 {
     vs->shard_i = i;
     vs->shard_n = n;
+}
+
+void omld_views_set_nice(omld_views *vs, int nice)
+{
+    atomic_store(&vs->nice, nice);
+}
+
+void omld_views_keep_builder(omld_views *vs, size_t bytes)
+{
+    vs->keep_builder = bytes;
 }
 
 void omld_views_set_duty(omld_views *vs, double duty)

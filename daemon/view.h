@@ -98,6 +98,18 @@ void omld_views_set_shard(omld_views *vs, uint32_t i, uint32_t n);
  * duty in (0, 1); anything else (the default 1): no wait. */
 void omld_views_set_duty(omld_views *vs, double duty);
 
+/* The indexer keeps its builder's buffers (features, embeddings, ids) for
+ * the next build while they hold at most `bytes` (0, the default: freed
+ * after each build). For views rebuilt every publish: at 35,000 items
+ * realloc copies and fresh pages were about a quarter of a build. Before the first
+ * publish. */
+void omld_views_keep_builder(omld_views *vs, size_t bytes);
+
+/* The indexer thread's nice value above the process's (setpriority on its
+ * own thread id, at its next build): the learner, the connections and the
+ * queries then take the cores before an index build does. 0: unchanged. */
+void omld_views_set_nice(omld_views *vs, int nice);
+
 /* Hands a snapshot (ownership transferred) to the indexer. snapshot_ns is
  * when it was taken. Never blocks on an index build. */
 void omld_views_submit(omld_views *vs, oml_snapshot *snap, uint64_t snapshot_ns);

@@ -59,6 +59,38 @@ int oml_index_builder_init(oml_index_builder *b, oml_snapshot *snap, int32_t dim
     return OML_OK;
 }
 
+int oml_index_builder_restart(oml_index_builder *b, oml_snapshot *snap, int32_t dim)
+{
+    if (b->X == NULL || snap == NULL || dim != b->dim ||
+        oml_snapshot_heads(snap) != b->heads || snap->cfg.emb != b->emb) {
+        oml_index_builder_free(b);
+        return oml_index_builder_init(b, snap, dim);
+    }
+    oml_snapshot_release(b->snap);
+    b->snap = oml_snapshot_retain(snap);
+    b->next_slot = 0;
+    b->n = 0;
+    b->pending = 0;
+    b->n_chars = 0;
+    b->shard_i = 0;
+    b->shard_n = 0;
+    return OML_OK;
+}
+
+void oml_index_builder_release_snapshot(oml_index_builder *b)
+{
+    oml_snapshot_release(b->snap);
+    b->snap = NULL;
+}
+
+size_t oml_index_builder_bytes(const oml_index_builder *b)
+{
+    size_t per = (size_t)b->heads * (size_t)b->emb;
+    return (size_t)OML_INDEX_GATHER_ROWS * ((size_t)b->dim + per) * sizeof(float)
+           + b->cap_rows * sizeof *b->slots + b->cap_labels * sizeof *b->labels
+           + b->cap_off * sizeof *b->id_off + b->cap_chars + b->cap_emb * per * sizeof(float);
+}
+
 void oml_index_builder_free(oml_index_builder *b)
 {
     oml_snapshot_release(b->snap);
@@ -78,6 +110,8 @@ int oml_index_builder_gather(oml_index_builder *b, const oml_store *store)
         return OML_EINVAL; /* embed what was gathered first */
     uint32_t slots = oml_store_slots(store);
     size_t want = b->n + OML_INDEX_GATHER_ROWS;
+    if (b->n == 0) /* every live item at once: no doubling, no copy of what grew */
+        want += oml_store_count(store);
     if (grow((void **)&b->slots, &b->cap_rows, want, sizeof *b->slots) != OML_OK)
         return OML_ENOMEM;
     size_t cap = b->cap_labels;
@@ -144,7 +178,9 @@ int oml_index_builder_embed(oml_index_builder *b)
     if (m == 0)
         return OML_OK;
     size_t per = (size_t)b->heads * (size_t)b->emb, first = b->n - (size_t)m;
-    if (grow((void **)&b->rows_emb, &b->cap_emb, b->n, per * sizeof(float)) != OML_OK)
+    /* (at least as many rows as the other arrays: all the live items at once) */
+    size_t need = b->n > b->cap_rows ? b->n : b->cap_rows;
+    if (grow((void **)&b->rows_emb, &b->cap_emb, need, per * sizeof(float)) != OML_OK)
         return OML_ENOMEM;
     int rc = oml_snapshot_embed(b->snap, b->X, m, b->out);
     if (rc != OML_OK)

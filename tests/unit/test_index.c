@@ -572,6 +572,86 @@ static void test_builder_while_the_store_changes(void **state)
     oml_snapshot_release(s);
 }
 
+/* Whether a and b hold the same rows, ids, labels and embeddings, bit for bit. */
+static void assert_same_index(const oml_index *a, const oml_index *b)
+{
+    assert_int_equal(a->n, b->n);
+    assert_int_equal(a->heads, b->heads);
+    assert_int_equal(a->emb, b->emb);
+    for (int32_t i = 0; i < a->n; i++) {
+        assert_string_equal(a->ids[i], b->ids[i]);
+        assert_int_equal(a->slots[i], b->slots[i]);
+        assert_string_equal(a->label_names[a->labels[i]], b->label_names[b->labels[i]]);
+    }
+    size_t ne = (size_t)a->heads * (size_t)a->n * (size_t)a->emb;
+    assert_memory_equal(a->emb_cols, b->emb_cols, ne * sizeof(float));
+}
+
+static oml_index *build_with(oml_index_builder *b, oml_snapshot *s, const oml_store *st)
+{
+    assert_int_equal(oml_index_builder_restart(b, s, oml_store_dim(st)), OML_OK);
+    int more = 1;
+    while (more > 0) {
+        more = oml_index_builder_gather(b, st);
+        assert_true(more >= 0);
+        assert_int_equal(oml_index_builder_embed(b), OML_OK);
+    }
+    oml_index *ix = NULL;
+    assert_int_equal(oml_index_builder_finish(b, st, &ix), OML_OK);
+    oml_index_builder_release_snapshot(b);
+    assert_null(b->snap);
+    return ix;
+}
+
+/* A builder restarted keeps its buffers, and what it builds next is what
+ * a new builder builds: after a larger store, a smaller one (no rows of
+ * the last build left over), and for another width (buffers made anew). */
+static void test_builder_restart(void **state)
+{
+    (void)state;
+    enum { DIM = 5, N = OML_INDEX_GATHER_ROWS + 300 };
+    oml_snapshot *s = make_snap(2, DIM, 6, 3, NULL, NULL, 3);
+    oml_snapshot *wide = make_snap(2, DIM, 6, 4, NULL, NULL, 4);
+    oml_store *st = NULL;
+    assert_int_equal(oml_store_create(&st, DIM, N), OML_OK);
+    char id[32];
+    float x[DIM];
+    for (int i = 0; i < N; i++) {
+        feat(x, DIM, i, 0);
+        snprintf(id, sizeof id, "item-%d", i);
+        assert_int_equal(oml_store_put(st, id, strlen(id), x, i % 2 ? "odd" : "even", i % 2 ? 3 : 4,
+                                       NULL, NULL), OML_OK);
+    }
+    oml_index_builder b = {0};
+    oml_index *first = build_with(&b, s, st);
+    size_t kept = oml_index_builder_bytes(&b);
+    assert_true(kept > 0);
+    for (int i = 0; i < N; i += 2) { /* half the items leave */
+        snprintf(id, sizeof id, "item-%d", i);
+        assert_int_equal(oml_store_delete(st, id, strlen(id)), OML_OK);
+    }
+    oml_index *again = build_with(&b, s, st), *fresh = NULL;
+    assert_int_equal(oml_index_builder_bytes(&b), kept); /* nothing grew */
+    assert_int_equal(again->n, N / 2);
+    assert_int_equal(oml_index_build(&fresh, s, st), OML_OK);
+    assert_same_index(again, fresh);
+    oml_index_destroy(fresh);
+    fresh = NULL;
+
+    oml_index *w = build_with(&b, wide, st);
+    assert_int_equal(w->emb, 4);
+    assert_int_equal(oml_index_build(&fresh, wide, st), OML_OK);
+    assert_same_index(w, fresh);
+    oml_index_builder_free(&b);
+    oml_index_destroy(fresh);
+    oml_index_destroy(w);
+    oml_index_destroy(again);
+    oml_index_destroy(first);
+    oml_store_destroy(st);
+    oml_snapshot_release(wide);
+    oml_snapshot_release(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -583,6 +663,7 @@ int main(void)
         cmocka_unit_test(test_topk_matches_naive),
         cmocka_unit_test(test_build_chunks_with_holes),
         cmocka_unit_test(test_builder_while_the_store_changes),
+        cmocka_unit_test(test_builder_restart),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
