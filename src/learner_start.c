@@ -145,14 +145,15 @@ static int holds_new_rows(const float *Z, int32_t m, int32_t d, int32_t emb, int
     *holds = 1;
     if ((int64_t)m >= (int64_t)HELD_CHECK_PER_DIM * d || m < 4)
         return OML_OK;
+    /* More rows than checked: a strided sample of them. */
     int32_t c = m < HELD_CHECK_ROWS ? m : HELD_CHECK_ROWS;
-    float *S = malloc((size_t)c * d * sizeof(float));
-    if (S == NULL)
+    float *S = c < m ? malloc((size_t)c * d * sizeof(float)) : NULL;
+    if (c < m && S == NULL)
         return OML_ENOMEM;
-    for (int32_t i = 0; i < c; i++)
+    for (int32_t i = 0; S && i < c; i++)
         memcpy(S + (size_t)i * d, Z + (size_t)((int64_t)i * m / c) * d, (size_t)d * sizeof(float));
     double ratio = 1.0;
-    int rc = oml_pca_heldout_ratio(S, c, d, emb, &ratio);
+    int rc = oml_pca_heldout_ratio(S ? S : Z, c, d, emb, &ratio);
     *holds = rc != OML_OK || ratio >= HELD_MIN_RATIO;
     free(S);
     return rc;
@@ -199,6 +200,14 @@ static int std_projection(const float *X, int32_t n, int32_t d, int32_t emb, con
 }
 
 
+/* Every head's offset b 0 (a layout without offsets has none): the angle. */
+static void zero_offsets(oml_learner *l)
+{
+    const oml_net_layout *lay = &l->lay;
+    for (int h = 0; lay->has_bias && h <= lay->layers; h++)
+        memset(l->params + lay->bias[h], 0, (size_t)lay->emb * sizeof(float));
+}
+
 /* The standardised start's offset: coordinate k (the first one P leaves
  * free) of every head's b is offset x the RMS norm of P (x - mean) over a
  * strided sample. On the sphere, f = (Px, c) / sqrt(|Px|^2 + c^2) and, for
@@ -220,11 +229,9 @@ static void set_offsets(oml_learner *l, const float *X, int32_t n, const float *
     }
     free(xc);
     float rms = m > 0 && sum > 0 ? (float)sqrt(sum / m) : 1.0f;
-    for (int h = 0; h <= lay->layers; h++) {
-        float *b = l->params + lay->bias[h];
-        memset(b, 0, (size_t)lay->emb * sizeof(float));
-        b[k] = l->cfg.offset * rms;
-    }
+    zero_offsets(l);
+    for (int h = 0; h <= lay->layers; h++)
+        l->params[lay->bias[h] + k] = l->cfg.offset * rms;
 }
 
 #define PCA_ROWS 40000
@@ -236,8 +243,7 @@ static int take_pca_start(oml_learner *l, const float *X, int32_t n, const float
     int32_t d = lay->dim;
     for (int32_t j = 0; lay->has_scale && j < d; j++)
         l->params[lay->scale + j] = 1.0f;
-    for (int h = 0; lay->has_bias && h <= lay->layers; h++)
-        memset(l->params + lay->bias[h], 0, (size_t)lay->emb * sizeof(float));
+    zero_offsets(l);
     /* With fewer inputs than emb, all d components; the rest stay 0. */
     int32_t e = lay->emb < d ? lay->emb : d;
     float *P = malloc(((size_t)e * d + (size_t)e) * sizeof(float));
@@ -284,8 +290,8 @@ static int take_std_start(oml_learner *l, const float *X, int32_t n, const float
     } else if (rc == OML_OK && (rc = init_pca_heads(l, P, k)) == OML_OK) {
         if (lay->has_bias && holds)
             set_offsets(l, X, n, P, k);
-        for (int h = 0; lay->has_bias && !holds && h <= lay->layers; h++)
-            memset(l->params + lay->bias[h], 0, (size_t)lay->emb * sizeof(float));
+        else
+            zero_offsets(l);
     }
     free(P);
     return rc;

@@ -19,6 +19,16 @@
 int oml_pca_components(const float *X, const int32_t *rows, int32_t n, int32_t d,
                        const float *mu, int32_t k, float *out, float *var, float *noise);
 
+/* How much of their energy rows the directions were not fitted on keep in
+ * them, against the rows they were: the top k directions of the even rows
+ * of X (n, d, centred at the origin) keep the share f_fit of those rows'
+ * squared norm and f_new of the odd rows'; *ratio = f_new / f_fit (1: new
+ * rows are held as well as the fitted ones). With fewer rows than
+ * dimensions the directions fit their own rows' noise, and new rows fall
+ * mostly outside them. OML_OK; OML_EINVAL (n < 2, k outside [1, d]),
+ * OML_ENOMEM, OML_EIO. */
+int oml_pca_heldout_ratio(const float *X, int32_t n, int32_t d, int32_t k, double *ratio);
+
 /* The PCA pass-through network: the weights that make a ReLU trunk and a
  * linear head compute z = P x for P (emb, d), shared by the live model's
  * and the batch trainers' PCA starts. Hidden layer 1 holds [P x]+ and
@@ -34,16 +44,6 @@ int oml_pca_components(const float *X, const int32_t *rows, int32_t n, int32_t d
  * With k < emb components (fewer input dimensions than emb), only the
  * first k rows of P are passed: the units of rows k..emb-1 keep their
  * random weights and the head reads zero from them. */
-/* How much of their energy rows the directions were not fitted on keep in
- * them, against the rows they were: the top k directions of the even rows
- * of X (n, d, centred at the origin) keep the share f_fit of those rows'
- * squared norm and f_new of the odd rows'; *ratio = f_new / f_fit (1: new
- * rows are held as well as the fitted ones). With fewer rows than
- * dimensions the directions fit their own rows' noise, and new rows fall
- * mostly outside them. OML_OK; OML_EINVAL (n < 2, k outside [1, d]),
- * OML_ENOMEM, OML_EIO. */
-int oml_pca_heldout_ratio(const float *X, int32_t n, int32_t d, int32_t k, double *ratio);
-
 int oml_pca_passthrough_fits(int32_t dim, int32_t depth, int32_t hidden, int32_t emb);
 void oml_pca_passthrough_first(float *W, int32_t d, const float *P, int32_t emb, int32_t k);
 void oml_pca_passthrough_deeper(float *W, int32_t w, int32_t emb);
