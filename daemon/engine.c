@@ -1093,6 +1093,7 @@ int omld_engine_create(omld_engine **out, const omld_config *opts, omld_metrics 
          * builder's buffers stay (at most 128 MiB: rows reserved in powers
          * of two, so up to ~60,000 items of 784 features, heads of 96). */
         omld_views_keep_builder(e->views, (size_t)128 << 20);
+        omld_views_keep_projections(e->views, (uint32_t)e->opts.index_cache_items);
         omld_views_set_nice(e->views, (int)e->opts.indexer_nice);
     }
     if (e->views == NULL) {

@@ -53,6 +53,7 @@ struct omld_views {
     int have_built;
     oml_index_builder builder; /* indexer thread only: its buffers kept between builds */
     size_t keep_builder;        /* ... while they hold at most this (omld_views_keep_builder) */
+    oml_projcache projections;  /* indexer thread only: inputs on the basis between builds */
     atomic_int nice;            /* the indexer's nice above the process's (omld_views_set_nice) */
     int nice_set;               /* indexer thread only: the nice it last applied */
     uint64_t pending_ns;
@@ -179,6 +180,7 @@ static int index_build(omld_views *vs, oml_snapshot *snap, omld_store_lock *lock
     int rc = oml_index_builder_restart(b, snap, dim);
     b->shard_i = vs->shard_i;
     b->shard_n = vs->shard_n;
+    b->cache = lock ? &vs->projections : NULL;
     uint64_t lists_min = atomic_load(&vs->lists_min_items);
     int more = 1;
     /* A swap between two gathers ends the build: the engine publishes
@@ -467,6 +469,7 @@ void omld_views_destroy(omld_views *vs)
     if (vs->started)
         pthread_join(vs->thread, NULL);
     oml_index_builder_free(&vs->builder);
+    oml_projcache_free(&vs->projections);
     oml_snapshot_release(vs->pending);
     omld_view_release(vs->current);
     pthread_cond_destroy(&vs->cv);
@@ -499,6 +502,11 @@ void omld_views_set_nice(omld_views *vs, int nice)
 void omld_views_keep_builder(omld_views *vs, size_t bytes)
 {
     vs->keep_builder = bytes;
+}
+
+void omld_views_keep_projections(omld_views *vs, uint32_t max_slots)
+{
+    oml_projcache_init(&vs->projections, max_slots);
 }
 
 void omld_views_set_duty(omld_views *vs, double duty)

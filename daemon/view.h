@@ -105,6 +105,12 @@ void omld_views_set_duty(omld_views *vs, double duty);
  * publish. */
 void omld_views_keep_builder(omld_views *vs, size_t bytes);
 
+/* With a model that reads its input through the start's basis, the
+ * indexer keeps the projected input of the store's slots below max_slots
+ * between builds (projcache.h), so a rebuild for a new model projects only
+ * the items put since (0, the default: none). Before the first publish. */
+void omld_views_keep_projections(omld_views *vs, uint32_t max_slots);
+
 /* The indexer thread's nice value above the process's (setpriority on its
  * own thread id, at its next build): the learner, the connections and the
  * queries then take the cores before an index build does. 0: unchanged. */

@@ -16,6 +16,7 @@
 #include "err.h"
 #include "hlist.h"
 #include "neighbor.h"
+#include "projcache.h"
 #include "snapshot.h"
 #include "store.h"
 
@@ -127,6 +128,20 @@ typedef struct oml_index_builder {
     uint32_t shard_i, shard_n; /* shard_n > 1: keep only the items of shard shard_i
                                   (shard.h), each embedded beside all the others as a
                                   full build embeds it; set after init */
+    /* With the start's input basis (net.h) rows are embedded from h(0):
+     * projected here, row by row (oml_net_project), or taken from the
+     * cache. Without one, from X as gathered. */
+    int32_t in;               /* h(0)'s width with a basis, else 0 */
+    oml_projcache *cache;     /* borrowed, or NULL: h(0) kept between builds
+                                 (projcache.h); set after init, like the shard */
+    int use_cache;            /* this build's cache began (oml_projcache_begin) */
+    float *H0;                /* (OML_INDEX_GATHER_ROWS, in) the gathered rows' h(0) */
+    float *P;                 /* (OML_INDEX_GATHER_ROWS, in) the new projections */
+    int32_t n_new;            /* of the last gather, rows not in the cache: features
+                                 at the front of X, in gather order */
+    int32_t *new_row;         /* (OML_INDEX_GATHER_ROWS) their rows in the gather */
+    uint32_t *new_slot;       /* (OML_INDEX_GATHER_ROWS) their slots */
+    uint64_t *new_stamp;      /* (OML_INDEX_GATHER_ROWS) their store stamps */
 } oml_index_builder;
 
 /* OML_OK, OML_EDIM (dim is not the snapshot's), OML_ENOMEM. Takes its own

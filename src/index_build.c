@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "bigmem.h"
+#include "net.h"
 
 /* Doubles *cap until it holds need, reallocating *p (elem bytes each). */
 static int grow(void **p, size_t *cap, size_t need, size_t elem)
@@ -48,10 +49,20 @@ int oml_index_builder_init(oml_index_builder *b, oml_snapshot *snap, int32_t dim
     b->heads = oml_snapshot_heads(snap);
     b->emb = snap->cfg.emb;
     b->dim = dim;
-    b->X = malloc((size_t)OML_INDEX_GATHER_ROWS * (size_t)dim * sizeof(float));
-    b->out = malloc((size_t)OML_INDEX_GATHER_ROWS * (size_t)b->heads * (size_t)b->emb *
-                    sizeof(float));
-    if (b->X == NULL || b->out == NULL) {
+    b->in = snap->lay.has_basis ? snap->lay.in : 0;
+    size_t g = OML_INDEX_GATHER_ROWS;
+    b->X = malloc(g * (size_t)dim * sizeof(float));
+    b->out = malloc(g * (size_t)b->heads * (size_t)b->emb * sizeof(float));
+    if (b->in > 0) {
+        b->H0 = malloc(g * (size_t)b->in * sizeof(float));
+        b->P = malloc(g * (size_t)b->in * sizeof(float));
+        b->new_row = malloc(g * sizeof *b->new_row);
+        b->new_slot = malloc(g * sizeof *b->new_slot);
+        b->new_stamp = malloc(g * sizeof *b->new_stamp);
+    }
+    if (b->X == NULL || b->out == NULL ||
+        (b->in > 0 && (b->H0 == NULL || b->P == NULL || b->new_row == NULL ||
+                       b->new_slot == NULL || b->new_stamp == NULL))) {
         oml_index_builder_free(b);
         return OML_ENOMEM;
     }
@@ -62,9 +73,13 @@ int oml_index_builder_init(oml_index_builder *b, oml_snapshot *snap, int32_t dim
 int oml_index_builder_restart(oml_index_builder *b, oml_snapshot *snap, int32_t dim)
 {
     if (b->X == NULL || snap == NULL || dim != b->dim ||
-        oml_snapshot_heads(snap) != b->heads || snap->cfg.emb != b->emb) {
+        oml_snapshot_heads(snap) != b->heads || snap->cfg.emb != b->emb ||
+        (snap->lay.has_basis ? snap->lay.in : 0) != b->in) {
+        oml_projcache *cache = b->cache;
         oml_index_builder_free(b);
-        return oml_index_builder_init(b, snap, dim);
+        int rc = oml_index_builder_init(b, snap, dim);
+        b->cache = cache;
+        return rc;
     }
     oml_snapshot_release(b->snap);
     b->snap = oml_snapshot_retain(snap);
@@ -74,6 +89,7 @@ int oml_index_builder_restart(oml_index_builder *b, oml_snapshot *snap, int32_t 
     b->n_chars = 0;
     b->shard_i = 0;
     b->shard_n = 0;
+    b->use_cache = 0;
     return OML_OK;
 }
 
@@ -85,8 +101,10 @@ void oml_index_builder_release_snapshot(oml_index_builder *b)
 
 size_t oml_index_builder_bytes(const oml_index_builder *b)
 {
-    size_t per = (size_t)b->heads * (size_t)b->emb;
-    return (size_t)OML_INDEX_GATHER_ROWS * ((size_t)b->dim + per) * sizeof(float)
+    size_t per = (size_t)b->heads * (size_t)b->emb, in = (size_t)b->in;
+    size_t new_rows = in ? sizeof *b->new_row + sizeof *b->new_slot + sizeof *b->new_stamp : 0;
+    return (size_t)OML_INDEX_GATHER_ROWS * (((size_t)b->dim + per + 2 * in) * sizeof(float)
+                                            + new_rows)
            + b->cap_rows * sizeof *b->slots + b->cap_labels * sizeof *b->labels
            + b->cap_off * sizeof *b->id_off + b->cap_chars + b->cap_emb * per * sizeof(float);
 }
@@ -101,7 +119,47 @@ void oml_index_builder_free(oml_index_builder *b)
     free(b->id_off);
     free(b->chars);
     free(b->rows_emb);
+    free(b->H0);
+    free(b->P);
+    free(b->new_row);
+    free(b->new_slot);
+    free(b->new_stamp);
     memset(b, 0, sizeof *b);
+}
+
+/* Row m's input: its kept h(0), else its features (at the front of X with
+ * a basis, to be projected; at row m without). */
+static void gather_input(oml_index_builder *b, const oml_store *store, uint32_t slot, int32_t m)
+{
+    size_t d = (size_t)b->dim;
+    if (b->in == 0) {
+        memcpy(b->X + (size_t)m * d, oml_store_features(store, slot), d * sizeof(float));
+        return;
+    }
+    uint64_t stamp = oml_store_stamp(store, slot);
+    const float *kept = b->use_cache ? oml_projcache_get(b->cache, slot, stamp) : NULL;
+    if (kept != NULL) {
+        memcpy(b->H0 + (size_t)m * (size_t)b->in, kept, (size_t)b->in * sizeof(float));
+        return;
+    }
+    int32_t k = b->n_new++;
+    memcpy(b->X + (size_t)k * d, oml_store_features(store, slot), d * sizeof(float));
+    b->new_row[k] = m;
+    b->new_slot[k] = slot;
+    b->new_stamp[k] = stamp;
+}
+
+/* Projects the gather's new rows onto the basis into H0, keeping them. */
+static void project_new(oml_index_builder *b)
+{
+    size_t in = (size_t)b->in;
+    oml_net_project(&b->snap->lay, b->snap->params, b->X, b->n_new, b->P);
+    for (int32_t k = 0; k < b->n_new; k++) {
+        const float *p = b->P + (size_t)k * in;
+        memcpy(b->H0 + (size_t)b->new_row[k] * in, p, in * sizeof(float));
+        if (b->use_cache)
+            oml_projcache_put(b->cache, b->new_slot[k], b->new_stamp[k], p);
+    }
 }
 
 int oml_index_builder_gather(oml_index_builder *b, const oml_store *store)
@@ -122,7 +180,11 @@ int oml_index_builder_gather(oml_index_builder *b, const oml_store *store)
     if (grow((void **)&b->id_off, &cap, want + 1, sizeof *b->id_off) != OML_OK)
         return OML_ENOMEM;
     b->cap_off = cap;
+    if (b->n == 0 && b->next_slot == 0) /* the build's first gather */
+        b->use_cache = b->in > 0 && b->cache != NULL &&
+                       oml_projcache_begin(b->cache, b->snap, slots) == OML_OK;
     int32_t m = 0;
+    b->n_new = 0;
     uint32_t s = b->next_slot;
     for (; s < slots && m < OML_INDEX_GATHER_ROWS; s++) {
         if (!oml_store_is_live(store, s))
@@ -138,8 +200,7 @@ int oml_index_builder_gather(oml_index_builder *b, const oml_store *store)
         b->n_chars += len + 1;
         b->slots[row] = s;
         b->labels[row] = oml_store_label(store, s);
-        memcpy(b->X + (size_t)m * (size_t)b->dim, oml_store_features(store, s),
-               (size_t)b->dim * sizeof(float));
+        gather_input(b, store, s, m);
         m++;
     }
     b->next_slot = s;
@@ -182,7 +243,13 @@ int oml_index_builder_embed(oml_index_builder *b)
     size_t need = b->n > b->cap_rows ? b->n : b->cap_rows;
     if (grow((void **)&b->rows_emb, &b->cap_emb, need, per * sizeof(float)) != OML_OK)
         return OML_ENOMEM;
-    int rc = oml_snapshot_embed(b->snap, b->X, m, b->out);
+    int rc;
+    if (b->in > 0) {
+        project_new(b);
+        rc = oml_snapshot_embed_h0(b->snap, b->H0, m, b->out);
+    } else {
+        rc = oml_snapshot_embed(b->snap, b->X, m, b->out);
+    }
     if (rc != OML_OK)
         return rc;
     /* out is (heads, m, emb); rows_emb is (rows, heads, emb). */

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "basis.h"
+
 #define NORM_EPS 1e-12f
 #define SMALL_BATCH 4 /* up to this many rows, matrix-vector products beat GEMM */
 
@@ -164,13 +166,12 @@ static void forward_input_stacked(const oml_net_layout *lay, const float *params
     relu(a->h[1], (size_t)n * (size_t)hd);
 }
 
-/* h(0) row i = x - mu, the centred input, times 1/sd when standardised. */
-static void set_input_row(const oml_net_layout *lay, const float *params, oml_net_acts *a,
-                          int32_t i, const float *x)
+/* dst = x - mu, the centred input, times 1/sd when standardised. */
+static void centre_row(const oml_net_layout *lay, const float *params, const float *x,
+                       float *dst)
 {
     int32_t d = lay->dim;
     const float *mu = params + lay->mu;
-    float *dst = (lay->has_basis ? a->_raw : a->h[0]) + (size_t)i * d;
     for (int32_t j = 0; j < d; j++)
         dst[j] = x[j] - mu[j];
     if (lay->has_scale) {
@@ -180,8 +181,17 @@ static void set_input_row(const oml_net_layout *lay, const float *params, oml_ne
     }
 }
 
+/* h(0) row i (or, with a basis, the row the basis then reads). */
+static void set_input_row(const oml_net_layout *lay, const float *params, oml_net_acts *a,
+                          int32_t i, const float *x)
+{
+    centre_row(lay, params, x, (lay->has_basis ? a->_raw : a->h[0]) + (size_t)i * lay->dim);
+}
+
 static void forward_from_input(const oml_net_layout *lay, const float *params, int32_t n,
                                oml_net_acts *a);
+static void forward_from_h0(const oml_net_layout *lay, const float *params, int32_t n,
+                            oml_net_acts *a);
 
 void oml_net_forward(const oml_net_layout *lay, const float *params, const float *X,
                      int32_t n, oml_net_acts *a)
@@ -199,12 +209,35 @@ void oml_net_forward_rows(const oml_net_layout *lay, const float *params,
     forward_from_input(lay, params, n, a);
 }
 
+void oml_net_project(const oml_net_layout *lay, const float *params, float *X, int32_t n,
+                     float *out)
+{
+    for (int32_t i = 0; i < n; i++) {
+        float *row = X + (size_t)i * (size_t)lay->dim;
+        centre_row(lay, params, row, row);
+    }
+    oml_basis_project(params + lay->basis, lay->in, lay->dim, X, n, out);
+}
+
+void oml_net_forward_h0(const oml_net_layout *lay, const float *params, const float *H0,
+                        int32_t n, oml_net_acts *a)
+{
+    memcpy(a->h[0], H0, (size_t)n * (size_t)lay->in * sizeof *H0);
+    forward_from_h0(lay, params, n, a);
+}
+
 static void forward_from_input(const oml_net_layout *lay, const float *params, int32_t n,
                                oml_net_acts *a)
 {
-    int32_t hd = lay->hidden;
     if (lay->has_basis) /* h(0) = B (x - mu): the fixed basis, no gradient */
         matmul_nt(n, lay->in, lay->dim, a->_raw, params + lay->basis, 0.0f, a->h[0]);
+    forward_from_h0(lay, params, n, a);
+}
+
+static void forward_from_h0(const oml_net_layout *lay, const float *params, int32_t n,
+                            oml_net_acts *a)
+{
+    int32_t hd = lay->hidden;
     int stacked = n <= SMALL_BATCH && lay->layers >= 1;
     if (stacked)
         forward_input_stacked(lay, params, n, a);

@@ -66,6 +66,18 @@ void oml_net_forward(const oml_net_layout *lay, const float *params, const float
 void oml_net_forward_rows(const oml_net_layout *lay, const float *params,
                           const float *const *rows, int32_t n, oml_net_acts *a);
 
+/* With a basis only: h(0) of n rows X (n, dim), the centred (scaled)
+ * input on the basis, each row's bits a function of that row alone
+ * (basis.h, unlike oml_net_forward's GEMM), into out (n, in). X is
+ * overwritten by the centred rows. */
+void oml_net_project(const oml_net_layout *lay, const float *params, float *X, int32_t n,
+                     float *out);
+
+/* Forward of n <= a->cap rows from their h(0) (n, in), as oml_net_forward
+ * does after the input. */
+void oml_net_forward_h0(const oml_net_layout *lay, const float *params, const float *H0,
+                        int32_t n, oml_net_acts *a);
+
 /* Backward of rows already forwarded in `a`, fused with the SGD step
  * (OAHU Eq. 21-22): gz[l] (n, emb) is dLoss/dz(l), already scaled by alpha(l).
  * Hidden layer l receives gradient from every head j >= l (Eq. 22 read as

@@ -37,7 +37,10 @@ void oml_snapshot_release(oml_snapshot *s)
         free(s);
 }
 
-int oml_snapshot_embed(const oml_snapshot *s, const float *X, int32_t n, float *out)
+/* Both embeds: rows of X (n, width) through the whole network, or, with
+ * from_h0, through everything after the input basis. */
+static int embed(const oml_snapshot *s, const float *X, int32_t width, int from_h0, int32_t n,
+                 float *out)
 {
     const oml_net_layout *lay = &s->lay;
     int32_t chunk = n < EMBED_CHUNK ? n : EMBED_CHUNK;
@@ -49,11 +52,25 @@ int oml_snapshot_embed(const oml_snapshot *s, const float *X, int32_t n, float *
     size_t e = (size_t)lay->emb;
     for (int32_t i = 0; i < n; i += chunk) {
         int32_t m = n - i < chunk ? n - i : chunk;
-        oml_net_forward(lay, s->params, X + (size_t)i * (size_t)lay->dim, m, &a);
+        const float *rows = X + (size_t)i * (size_t)width;
+        if (from_h0)
+            oml_net_forward_h0(lay, s->params, rows, m, &a);
+        else
+            oml_net_forward(lay, s->params, rows, m, &a);
         for (int l = 0; l <= lay->layers; l++)
             memcpy(out + ((size_t)l * (size_t)n + (size_t)i) * e, a.f[l],
                    (size_t)m * e * sizeof(float));
     }
     oml_net_acts_free(&a);
     return OML_OK;
+}
+
+int oml_snapshot_embed(const oml_snapshot *s, const float *X, int32_t n, float *out)
+{
+    return embed(s, X, s->lay.dim, 0, n, out);
+}
+
+int oml_snapshot_embed_h0(const oml_snapshot *s, const float *H0, int32_t n, float *out)
+{
+    return embed(s, H0, s->lay.in, 1, n, out);
 }

@@ -42,6 +42,11 @@ static inline int oml_snapshot_heads(const oml_snapshot *s)
  * OML_ENOMEM on allocation failure. */
 int oml_snapshot_embed(const oml_snapshot *s, const float *X, int32_t n, float *out);
 
+/* The same from each row's h(0) (n, lay.in), the input already on the
+ * basis (oml_net_project): what the index builder embeds from the
+ * projections it keeps between builds. */
+int oml_snapshot_embed_h0(const oml_snapshot *s, const float *H0, int32_t n, float *out);
+
 /* ---- the model file a batch pipeline embeds with (ExportModel) ----
  * Everything a forward pass needs and nothing a learner needs, so that
  * offline code embeds exactly as the daemon serves. Little-endian:

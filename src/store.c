@@ -20,6 +20,7 @@
 #include "store.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,6 +65,7 @@ void oml_store_destroy(oml_store *s)
     free(s->label);
     free(s->live);
     free(s->gen);
+    free(s->stamp);
     if (s->meta != NULL)
         for (uint32_t i = 0; i < s->n_slots; i++)
             oml_meta_pool_release(&s->meta_pool, s->meta[i]);
@@ -121,6 +123,9 @@ static int store_reserve_slot(oml_store *s)
     if ((p = realloc(s->gen, (size_t)cap * sizeof *s->gen)) == NULL)
         return OML_ENOMEM;
     s->gen = p;
+    if ((p = realloc(s->stamp, (size_t)cap * sizeof *s->stamp)) == NULL)
+        return OML_ENOMEM;
+    s->stamp = p;
     if ((p = realloc(s->free_heap, (size_t)cap * sizeof *s->free_heap)) == NULL)
         return OML_ENOMEM;
     s->free_heap = p;
@@ -319,6 +324,7 @@ int oml_store_put_meta(oml_store *s, const char *id, size_t id_len, const float 
         s->n_live++;
     }
     memcpy(s->x + (size_t)slot * (size_t)s->dim, x, (size_t)s->dim * sizeof(float));
+    s->stamp[slot] = oml__store_next_stamp();
     s->label[slot] = lab;
     if (s->meta != NULL) { /* a put replaces the whole item, metadata included */
         const uint8_t *old = s->meta[slot]; /* NULL for a new or reused slot */
@@ -350,6 +356,17 @@ int oml_store_delete(oml_store *s, const char *id, size_t id_len)
     s->changes++;
     heap_push(s, slot); /* room: the heap holds at most every slot */
     return OML_OK;
+}
+
+uint64_t oml__store_next_stamp(void)
+{
+    static atomic_uint_fast64_t last; /* every store's, so stamps never repeat */
+    return (uint64_t)atomic_fetch_add_explicit(&last, 1, memory_order_relaxed) + 1;
+}
+
+uint64_t oml_store_stamp(const oml_store *s, uint32_t slot)
+{
+    return slot < s->n_slots ? s->stamp[slot] : 0;
 }
 
 uint32_t oml_store_generation(const oml_store *s, uint32_t slot)

@@ -80,6 +80,14 @@ uint32_t oml_store_generation(const oml_store *s, uint32_t slot);
 static inline int oml_store_slot_is(const oml_store *s, uint32_t slot, uint32_t gen);
 
 /* Finds the slot of a live id. OML_ENOTFOUND if absent or deleted. */
+/* A number that changes whenever the item in slot is written (a put, a
+ * re-put, the store decoded) and that no other write in this process has:
+ * so (slot, stamp) names one content of the slot for good, and what was
+ * computed from its features can be kept until the stamp moves (the index
+ * builder's input projections, index.h). 0 for a slot never used. In
+ * memory only: not part of the encoding. */
+uint64_t oml_store_stamp(const oml_store *s, uint32_t slot);
+
 int oml_store_find(const oml_store *s, const char *id, size_t id_len, uint32_t *slot);
 
 /* Slot accessors; slot must be < oml_store_slots(s). Pointers are borrowed

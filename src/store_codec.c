@@ -135,6 +135,7 @@ static int decode_slots(oml_store *s, oml_reader *c, uint32_t n_slots, uint32_t 
             (s->label = malloc(cap * sizeof *s->label)) == NULL ||
             (s->live = malloc(cap * sizeof *s->live)) == NULL ||
             (s->gen = calloc(cap, sizeof *s->gen)) == NULL ||
+            (s->stamp = malloc(cap * sizeof *s->stamp)) == NULL ||
             (s->free_heap = malloc(cap * sizeof *s->free_heap)) == NULL ||
             oml_idmap_reserve(&s->id_map, n_live) != OML_OK)
             return oml_diag_set(diag, OML_ENOMEM, "store", "out of memory");
@@ -201,6 +202,8 @@ static int decode_features(oml_store *s, oml_reader *c, uint32_t version, uint32
         oml_get_f32s(c, s->x, nx);
     if (ng > 0)
         oml_get_le(c, s->gen, 4, n_slots); /* version 1 had none: every generation 0 */
+    for (uint32_t i = 0; i < n_slots; i++)
+        s->stamp[i] = oml__store_next_stamp(); /* new contents for every cache */
     for (size_t i = 0; i < nx; i++)
         if (!isfinite(s->x[i]))
             return oml_diag_set(diag, OML_EFORMAT, "store", "slot %zu feature %zu is not finite",

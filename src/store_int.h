@@ -24,6 +24,7 @@ struct oml_store {
     int32_t *label;    /* (cap) */
     uint8_t *live;     /* (cap) */
     uint32_t *gen;     /* (cap) deletes of each slot: its generation */
+    uint64_t *stamp;   /* (cap) when each slot's item was last written (oml_store_stamp) */
     const uint8_t **meta; /* (cap) each live item's packed metadata (metadata.h), a
                           copy shared by the items with equal metadata (meta_pool),
                           or NULL; the array itself is NULL until an item has
@@ -48,6 +49,9 @@ int oml__store_meta_array(oml_store *s);
  * when that is large (its pages never move, so they stay huge: bigmem.h),
  * else a realloc. OML_OK or OML_ENOMEM, s->x unchanged (store.c). */
 int oml__store_grow_x(oml_store *s, size_t cap);
+
+/* A stamp no other write in this process has (oml_store_stamp). */
+uint64_t oml__store_next_stamp(void);
 
 /* An owned NUL-terminated copy of b (n bytes), or NULL (store.c). */
 char *oml__store_dup(const char *b, size_t n);
