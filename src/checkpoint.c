@@ -91,7 +91,7 @@ int oml_ckpt_write(const char *dir, uint64_t lsn, const oml_ckpt_section *sectio
 
     /* header | (tag, len, bytes) per section | CRC-32 of all before it */
     uint8_t head[HEADER_BYTES], sec[OML_CKPT_MAX_SECTIONS][12], tail[4];
-    struct iovec iov[2 * OML_CKPT_MAX_SECTIONS + 2];
+    struct iovec iov[(1 + OML_CKPT_MAX_PARTS) * OML_CKPT_MAX_SECTIONS + 2];
     int k = 0;
     memcpy(head, MAGIC, 8);
     oml_le32_store(head + 8, OML_CKPT_VERSION);
@@ -101,13 +101,25 @@ int oml_ckpt_write(const char *dir, uint64_t lsn, const oml_ckpt_section *sectio
     uint64_t total = sizeof head + 4;
     iov[k++] = (struct iovec){head, sizeof head};
     for (int i = 0; i < n; i++) {
-        oml_le32_store(sec[i], sections[i].tag);
-        oml_le64_store(sec[i] + 4, sections[i].len);
+        const oml_ckpt_section *x = &sections[i];
+        if (x->n_parts < 0 || x->n_parts > OML_CKPT_MAX_PARTS)
+            return oml_diag_set(diag, OML_EINVAL, "sections", "section %d: %d parts", i,
+                                x->n_parts);
+        oml_ckpt_part whole = {x->data, x->len};
+        const oml_ckpt_part *parts = x->n_parts > 0 ? x->parts : &whole;
+        int np = x->n_parts > 0 ? x->n_parts : 1;
+        uint64_t len = 0;
+        for (int j = 0; j < np; j++)
+            len += parts[j].len;
+        oml_le32_store(sec[i], x->tag);
+        oml_le64_store(sec[i] + 4, len);
         crc = crc_update(crc, sec[i], sizeof sec[i]);
-        crc = crc_update(crc, sections[i].data, sections[i].len);
         iov[k++] = (struct iovec){sec[i], sizeof sec[i]};
-        iov[k++] = (struct iovec){(void *)sections[i].data, sections[i].len};
-        total += sizeof sec[i] + sections[i].len;
+        for (int j = 0; j < np; j++) {
+            crc = crc_update(crc, parts[j].data, parts[j].len);
+            iov[k++] = (struct iovec){(void *)parts[j].data, parts[j].len};
+        }
+        total += sizeof sec[i] + len;
     }
     oml_le32_store(tail, crc);
     iov[k++] = (struct iovec){tail, sizeof tail};

@@ -22,7 +22,7 @@ static const uint8_t STORE_MAGIC[4] = {'O', 'M', 'L', 'S'};
 #define STORE_LABEL_MIN 5u      /* u32 len + at least one byte */
 #define STORE_SLOT_MIN 10u      /* u8 live + i32 label + u32 id_len + at least one byte */
 
-static void store_encode_body(const oml_store *s, oml_writer *c)
+static void store_encode_head(const oml_store *s, oml_writer *c)
 {
     uint32_t version = OML_STORE_CODEC_VERSION, n_labels = (uint32_t)s->n_labels;
     oml_put_bytes(c, STORE_MAGIC, sizeof STORE_MAGIC);
@@ -41,7 +41,10 @@ static void store_encode_body(const oml_store *s, oml_writer *c)
         OML_PUT(c, s->id_len[i]);
         oml_put_bytes(c, s->ids[i], s->id_len[i]);
     }
-    oml_put_f32s(c, s->x, (size_t)s->n_slots * (size_t)s->dim);
+}
+
+static void store_encode_tail(const oml_store *s, oml_writer *c)
+{
     oml_put_le(c, s->gen, 4, s->n_slots);
     uint32_t n_meta = (uint32_t)s->n_meta;
     OML_PUT(c, n_meta);
@@ -53,6 +56,62 @@ static void store_encode_body(const oml_store *s, oml_writer *c)
         OML_PUT(c, len);
         oml_put_bytes(c, s->meta[i], len);
     }
+}
+
+static void store_encode_body(const oml_store *s, oml_writer *c)
+{
+    store_encode_head(s, c);
+    oml_put_f32s(c, s->x, (size_t)s->n_slots * (size_t)s->dim);
+    store_encode_tail(s, c);
+}
+
+/* One part's bytes, malloc'd (at least 1, so an empty part is not NULL). */
+static int encode_part(const oml_store *s, void (*part)(const oml_store *, oml_writer *),
+                       int with_x, uint8_t **buf, size_t *len)
+{
+    oml_writer c = oml_writer_counting();
+    part(s, &c);
+    if (with_x)
+        oml_put_f32s(&c, s->x, (size_t)s->n_slots * (size_t)s->dim);
+    size_t n = c.pos;
+    uint8_t *b = malloc(n ? n : 1);
+    if (b == NULL)
+        return OML_ENOMEM;
+    c = oml_writer_into(b, n);
+    part(s, &c);
+    if (with_x)
+        oml_put_f32s(&c, s->x, (size_t)s->n_slots * (size_t)s->dim);
+    *buf = b;
+    *len = n;
+    return OML_OK;
+}
+
+int oml_store_encode_parts(const oml_store *s, uint8_t **head, size_t *nhead,
+                           const uint8_t **x, size_t *nx, uint8_t **tail, size_t *ntail)
+{
+    if (s == NULL || head == NULL || nhead == NULL || x == NULL || nx == NULL || tail == NULL ||
+        ntail == NULL)
+        return OML_EINVAL;
+    const uint32_t one = 1;
+    uint8_t first;
+    memcpy(&first, &one, 1);
+    int le = first == 1; /* the features' bytes are their encoding (oml_put_f32s) */
+    uint8_t *h = NULL, *t = NULL;
+    size_t nh = 0, nt = 0;
+    int rc = encode_part(s, store_encode_head, !le, &h, &nh);
+    if (rc == OML_OK)
+        rc = encode_part(s, store_encode_tail, 0, &t, &nt);
+    if (rc != OML_OK) {
+        free(h);
+        return rc;
+    }
+    *head = h;
+    *nhead = nh;
+    *x = le && s->n_slots > 0 ? (const uint8_t *)s->x : NULL;
+    *nx = *x ? (size_t)s->n_slots * (size_t)s->dim * sizeof(float) : 0;
+    *tail = t;
+    *ntail = nt;
+    return OML_OK;
 }
 
 int oml_store_encode(const oml_store *s, uint8_t **buf, size_t *len)
