@@ -60,6 +60,11 @@ typedef struct oml_ckpt {
     int n;
     oml_ckpt_section s[OML_CKPT_MAX_SECTIONS];
     uint8_t *_file;          /* the whole file; sections point into it */
+    size_t _mapped;          /* _file is a read-only mapping of this many bytes (0:
+                                malloc'd): its pages are the file's, so a decoder that
+                                is done with a section can give them back
+                                (oml_bigmem_read_done) instead of holding a second
+                                copy of the state until the load ends */
     char path[512];
 } oml_ckpt;
 

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bigmem.h"
 #include "bytes.h"
 #include "metadata.h"
 #include "store_int.h"
@@ -243,6 +244,8 @@ static int decode_slots(oml_store *s, oml_reader *c, uint32_t n_slots, uint32_t 
     return OML_OK;
 }
 
+#define FEATURE_BLOCK ((size_t)8 << 20) /* floats: 32 MB */
+
 /* The feature block (n_slots, dim) and, since version 2, the generations;
  * they end the buffer exactly (up to version 2: version 3's metadata
  * follows them), and every feature is finite. */
@@ -256,8 +259,16 @@ static int decode_features(oml_store *s, oml_reader *c, uint32_t version, uint32
         return oml_diag_set(diag, OML_EFORMAT, "store",
                             "feature and generation blocks are %zu bytes, want %zu (truncated or "
                             "trailing bytes)", have, want);
-    if (nx > 0)
-        oml_get_f32s(c, s->x, nx);
+    /* A block at a time, each given back once read: the buffer may be a
+     * mapped checkpoint file, which would otherwise stay resident beside
+     * the store's own copy until the whole checkpoint is decoded. */
+    for (size_t at = 0; at < nx;) {
+        size_t m = nx - at < FEATURE_BLOCK ? nx - at : FEATURE_BLOCK;
+        const uint8_t *src = c->p + c->pos;
+        oml_get_f32s(c, s->x + at, m);
+        oml_bigmem_read_done(src, m * sizeof(float));
+        at += m;
+    }
     if (ng > 0)
         oml_get_le(c, s->gen, 4, n_slots); /* version 1 had none: every generation 0 */
     for (size_t i = 0; i < nx; i++)
