@@ -490,6 +490,20 @@ static void feat(float *x, int dim, int i, int version)
         x[j] = sinf((float)(i * 7 + j * 3 + version * 11)) + (float)version;
 }
 
+/* Items PREFIX<first> .. PREFIX<first + count - 1> with feat(i, 0), labelled label. */
+static void put_items(oml_store *st, int first, int count, const char *prefix, const char *label)
+{
+    char id[32];
+    float x[8];
+    assert_true(oml_store_dim(st) <= 8);
+    for (int i = first; i < first + count; i++) {
+        feat(x, oml_store_dim(st), i, 0);
+        snprintf(id, sizeof id, "%s%d", prefix, i);
+        assert_int_equal(oml_store_put(st, id, strlen(id), x, label, strlen(label), NULL, NULL),
+                         OML_OK);
+    }
+}
+
 static void expect_row(const oml_index *ix, oml_snapshot *s, int32_t row, const float *x)
 {
     float f[3 * 3];
@@ -513,11 +527,7 @@ static void test_builder_while_the_store_changes(void **state)
     assert_int_equal(oml_store_create(&st, DIM, N + 10), OML_OK);
     char id[32];
     float x[DIM];
-    for (int i = 0; i < N; i++) {
-        feat(x, DIM, i, 0);
-        snprintf(id, sizeof id, "i%d", i);
-        assert_int_equal(oml_store_put(st, id, strlen(id), x, "old", 3, NULL, NULL), OML_OK);
-    }
+    put_items(st, 0, N, "i", "old");
     oml_index_builder b;
     assert_int_equal(oml_index_builder_init(&b, s, DIM), OML_OK);
     assert_int_equal(oml_index_builder_gather(&b, st), 1); /* slots 0..4095 */
@@ -616,24 +626,15 @@ static void test_builder_columns_grow(void **state)
     oml_snapshot *s = make_snap(2, DIM, 6, 3, NULL, NULL, 5);
     oml_store *st = NULL;
     assert_int_equal(oml_store_create(&st, DIM, N0 + MORE), OML_OK);
-    char id[32];
     float x[DIM];
-    for (int i = 0; i < N0; i++) {
-        feat(x, DIM, i, 0);
-        snprintf(id, sizeof id, "g%d", i);
-        assert_int_equal(oml_store_put(st, id, strlen(id), x, "a", 1, NULL, NULL), OML_OK);
-    }
+    put_items(st, 0, N0, "g", "a");
     oml_index_builder b;
     assert_int_equal(oml_index_builder_init(&b, s, DIM), OML_OK);
     assert_int_equal(oml_index_builder_gather(&b, st), 1);
     assert_int_equal(oml_index_builder_embed(&b), OML_OK);
     size_t room = b.cap_cols;
     assert_true(room >= (size_t)N0 && room < (size_t)(N0 + MORE));
-    for (int i = N0; i < N0 + MORE; i++) { /* ahead of the gathers */
-        feat(x, DIM, i, 0);
-        snprintf(id, sizeof id, "g%d", i);
-        assert_int_equal(oml_store_put(st, id, strlen(id), x, "b", 1, NULL, NULL), OML_OK);
-    }
+    put_items(st, N0, MORE, "g", "b"); /* ahead of the gathers */
     int more = 1;
     while (more > 0) {
         more = oml_index_builder_gather(&b, st);
