@@ -574,16 +574,17 @@ static int checkpoint_prepare(omld_engine *e, uint64_t *lsn, int sync, oml_diag 
 static int checkpoint_encode_write(omld_engine *e, uint64_t lsn, char *path, size_t path_cap,
                                    uint64_t *bytes, oml_diag *d)
 {
-    uint8_t *model = NULL, *store = NULL, *closure = NULL, *rbs = NULL, meta[META_BYTES] = {0};
-    uint8_t *ring = NULL, *keys = NULL;
-    size_t nm = 0, ns = 0, nc = 0, nr = 0, ng = 0, nk = 0;
+    uint8_t *model = NULL, *store = NULL, *store_tail = NULL, *closure = NULL, *rbs = NULL;
+    uint8_t meta[META_BYTES] = {0}, *ring = NULL, *keys = NULL;
+    const uint8_t *store_x = NULL; /* the store's own features: not copied */
+    size_t nm = 0, ns = 0, nsx = 0, nst = 0, nc = 0, nr = 0, ng = 0, nk = 0;
     int rc = oml_model_encode(e->learner, &model, &nm);
     if (rc == OML_OK)
         rc = omld_idem_encode(&e->idem, &keys, &nk);
     if (rc == OML_OK)
         rc = oml_replay_encode(&e->replay, &ring, &ng);
     if (rc == OML_OK)
-        rc = oml_store_encode(e->store, &store, &ns);
+        rc = oml_store_encode_parts(e->store, &store, &ns, &store_x, &nsx, &store_tail, &nst);
     if (rc == OML_OK)
         rc = oml_closure_encode(e->closure, &closure, &nc);
     oml_le64_store(meta, e->version);
@@ -604,17 +605,22 @@ static int checkpoint_encode_write(omld_engine *e, uint64_t lsn, char *path, siz
     for (int i = 0; i < N_COUNTERS; i++)
         oml_le64_store(counters + 4 + 8 * i, atomic_load(persisted_counter(e->metrics, i)));
     if (rc == OML_OK) {
-        oml_ckpt_section s[8] = {{SEC_MODEL, model, nm}, {SEC_STORE, store, ns},
-                                 {SEC_CLOSURE, closure, nc}, {SEC_META, meta, META_BYTES},
-                                 {SEC_COUNTERS, counters, sizeof counters},
-                                 {SEC_REPLAY, ring, ng}, {SEC_IDEM, keys, nk},
-                                 {SEC_ROLLBACK, rbs, nr}};
+        oml_ckpt_part store_parts[3] = {{store, ns}, {store_x, nsx}, {store_tail, nst}};
+#define SEC(t, p, n) {.tag = (t), .data = (p), .len = (n)}
+        oml_ckpt_section s[8] = {SEC(SEC_MODEL, model, nm),
+                                 {.tag = SEC_STORE, .parts = store_parts, .n_parts = 3},
+                                 SEC(SEC_CLOSURE, closure, nc), SEC(SEC_META, meta, META_BYTES),
+                                 SEC(SEC_COUNTERS, counters, sizeof counters),
+                                 SEC(SEC_REPLAY, ring, ng), SEC(SEC_IDEM, keys, nk),
+                                 SEC(SEC_ROLLBACK, rbs, nr)};
+#undef SEC
         rc = oml_ckpt_write(e->opts.data_dir, lsn, s, rbs ? 8 : 7, 2, path, path_cap, bytes, d);
     } else {
         oml_diag_set(d, rc, "checkpoint", "cannot encode the state: %s", oml_strerror(rc));
     }
     free(model);
     free(store);
+    free(store_tail);
     free(closure);
     free(ring);
     free(keys);

@@ -66,3 +66,17 @@ void oml_bigmem_advise(void *p, size_t bytes)
     if (end > start)
         advise((void *)start, end - start, 1);
 }
+
+void oml_bigmem_read_done(const void *p, size_t bytes)
+{
+#ifdef MADV_PAGEOUT
+    size_t page = 4096;
+    uintptr_t a = ((uintptr_t)p + page - 1) & ~(uintptr_t)(page - 1);
+    uintptr_t b = ((uintptr_t)p + bytes) & ~(uintptr_t)(page - 1);
+    if (p != NULL && b > a)
+        (void)madvise((void *)a, b - a, MADV_PAGEOUT);
+#else
+    (void)p;
+    (void)bytes;
+#endif
+}

@@ -41,4 +41,13 @@ void oml_bigmem_unmap(void *p, size_t bytes); /* accepts NULL */
  * OML_BIGMEM_MIN are left alone. Only advice: errors change nothing. */
 void oml_bigmem_advise(void *p, size_t bytes);
 
+/* The caller has read [p, p + bytes) for the last time: the whole pages
+ * inside it may leave this process's resident memory where that loses
+ * nothing (MADV_PAGEOUT: a file mapping's clean pages go back to the file;
+ * anonymous memory without swap stays, and with swap is only swapped).
+ * For a decoder reading a mapped file into memory of its own, so the two
+ * do not both count at once (a checkpoint's 3.1 GB of features at a
+ * million items). Only advice: errors change nothing. */
+void oml_bigmem_read_done(const void *p, size_t bytes);
+
 #endif

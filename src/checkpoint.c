@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -91,7 +92,7 @@ int oml_ckpt_write(const char *dir, uint64_t lsn, const oml_ckpt_section *sectio
 
     /* header | (tag, len, bytes) per section | CRC-32 of all before it */
     uint8_t head[HEADER_BYTES], sec[OML_CKPT_MAX_SECTIONS][12], tail[4];
-    struct iovec iov[2 * OML_CKPT_MAX_SECTIONS + 2];
+    struct iovec iov[(1 + OML_CKPT_MAX_PARTS) * OML_CKPT_MAX_SECTIONS + 2];
     int k = 0;
     memcpy(head, MAGIC, 8);
     oml_le32_store(head + 8, OML_CKPT_VERSION);
@@ -101,13 +102,25 @@ int oml_ckpt_write(const char *dir, uint64_t lsn, const oml_ckpt_section *sectio
     uint64_t total = sizeof head + 4;
     iov[k++] = (struct iovec){head, sizeof head};
     for (int i = 0; i < n; i++) {
-        oml_le32_store(sec[i], sections[i].tag);
-        oml_le64_store(sec[i] + 4, sections[i].len);
+        const oml_ckpt_section *x = &sections[i];
+        if (x->n_parts < 0 || x->n_parts > OML_CKPT_MAX_PARTS)
+            return oml_diag_set(diag, OML_EINVAL, "sections", "section %d: %d parts", i,
+                                x->n_parts);
+        oml_ckpt_part whole = {x->data, x->len};
+        const oml_ckpt_part *parts = x->n_parts > 0 ? x->parts : &whole;
+        int np = x->n_parts > 0 ? x->n_parts : 1;
+        uint64_t len = 0;
+        for (int j = 0; j < np; j++)
+            len += parts[j].len;
+        oml_le32_store(sec[i], x->tag);
+        oml_le64_store(sec[i] + 4, len);
         crc = crc_update(crc, sec[i], sizeof sec[i]);
-        crc = crc_update(crc, sections[i].data, sections[i].len);
         iov[k++] = (struct iovec){sec[i], sizeof sec[i]};
-        iov[k++] = (struct iovec){(void *)sections[i].data, sections[i].len};
-        total += sizeof sec[i] + sections[i].len;
+        for (int j = 0; j < np; j++) {
+            crc = crc_update(crc, parts[j].data, parts[j].len);
+            iov[k++] = (struct iovec){(void *)parts[j].data, parts[j].len};
+        }
+        total += sizeof sec[i] + len;
     }
     oml_le32_store(tail, crc);
     iov[k++] = (struct iovec){tail, sizeof tail};
@@ -139,6 +152,25 @@ int oml_ckpt_write(const char *dir, uint64_t lsn, const oml_ckpt_section *sectio
     return OML_OK;
 }
 
+/* crc32 of the loaded file's first n bytes. A mapped file is read a block
+ * at a time and each block given back after (MADV_DONTNEED: its clean
+ * pages stay in the page cache for the decoders, not in this process), so
+ * checking a 3 GB checkpoint does not make it resident all at once. */
+static uint32_t file_crc(const oml_ckpt *c, uint64_t n)
+{
+    if (c->_mapped == 0)
+        return crc_update(0, c->_file, n);
+    const uint64_t block = (uint64_t)64 << 20; /* a multiple of any page size */
+    uint32_t crc = 0;
+    for (uint64_t at = 0; at < n; at += block) {
+        uint64_t m = n - at < block ? n - at : block;
+        crc = crc_update(crc, c->_file + at, m);
+        if (m == block)
+            (void)madvise(c->_file + at, (size_t)m, MADV_DONTNEED);
+    }
+    return crc;
+}
+
 static int fail_load(oml_ckpt *out, oml_diag *diag, int code, const char *path, const char *why)
 {
     oml_ckpt_free(out);
@@ -158,15 +190,24 @@ int oml_ckpt_load_file(const char *path, oml_ckpt *out, oml_diag *diag)
         return fail_load(out, diag, OML_EFORMAT, path, "truncated (shorter than a header)");
     }
     uint64_t size = (uint64_t)st.st_size;
-    out->_file = malloc(size);
-    if (out->_file == NULL) {
-        fclose(f);
-        return oml_diag_set(diag, OML_ENOMEM, "path", "cannot hold %s in memory", path);
+    void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fileno(f), 0);
+    if (map != MAP_FAILED) {
+        out->_file = map;
+        out->_mapped = size;
+        (void)madvise(map, size, MADV_SEQUENTIAL);
+    } else { /* no mapping (a filesystem without): read it in */
+        out->_file = malloc(size);
+        if (out->_file == NULL) {
+            fclose(f);
+            return oml_diag_set(diag, OML_ENOMEM, "path", "cannot hold %s in memory", path);
+        }
+        size_t got = fread(out->_file, 1, size, f);
+        if (got != size) {
+            fclose(f);
+            return fail_load(out, diag, OML_EIO, path, "short read");
+        }
     }
-    size_t got = fread(out->_file, 1, size, f);
     fclose(f);
-    if (got != size)
-        return fail_load(out, diag, OML_EIO, path, "short read");
     const uint8_t *p = out->_file;
     if (memcmp(p, MAGIC, 8) != 0)
         return fail_load(out, diag, OML_EFORMAT, path, "not an omld checkpoint (bad magic)");
@@ -177,7 +218,7 @@ int oml_ckpt_load_file(const char *path, oml_ckpt *out, oml_diag *diag)
                  OML_CKPT_VERSION, version > OML_CKPT_VERSION ? " (written by a newer omld)" : "");
         return fail_load(out, diag, OML_EVERSION, path, why);
     }
-    if (crc_update(0, p, size - 4) != oml_le32_load(p + size - 4))
+    if (file_crc(out, size - 4) != oml_le32_load(p + size - 4))
         return fail_load(out, diag, OML_EFORMAT, path, "checksum mismatch (truncated or altered)");
     uint32_t n = oml_le32_load(p + 12);
     if (n > OML_CKPT_MAX_SECTIONS)
@@ -242,7 +283,11 @@ const oml_ckpt_section *oml_ckpt_find(const oml_ckpt *c, uint32_t tag)
 
 void oml_ckpt_free(oml_ckpt *c)
 {
-    free(c->_file);
+    if (c->_mapped > 0)
+        munmap(c->_file, c->_mapped);
+    else
+        free(c->_file);
     c->_file = NULL;
+    c->_mapped = 0;
     c->n = 0;
 }

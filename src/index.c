@@ -2,9 +2,9 @@
  *
  * DESIGN: an index is built by index_build.c and immutable afterwards, so
  * queries on any thread read it without locks. Everything except the
- * struct lives in one arena: pointer tables first, then the (heads, n, emb)
- * embeddings, the slot and label columns and finally the copied id and
- * label-name bytes.
+ * struct lives in one arena: pointer tables first, then the slot and label
+ * columns and finally the copied id and label-name bytes; the embeddings
+ * (heads, emb, n) are the builder's buffer, handed over (_cols).
  *
  * Search is exact and its result does not depend on how the dot products
  * were computed. BLAS (sgemv here, sgemm in serve_batch.c) rounds
@@ -497,6 +497,7 @@ void oml_index_destroy(oml_index *ix)
         oml_hlist_free(&ix->hl[h]);
     free(ix->hl);
     drop_codes(ix->cs, ix->heads);
+    free(ix->_cols);
     free(ix->_arena);
     free(ix);
 }

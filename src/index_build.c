@@ -11,9 +11,13 @@
  * next build. oml_index_build runs the same steps without letting go of
  * the store, so both paths give the same index for the same store.
  *
- * The rows' ids go into one growing character buffer, their embeddings
- * into a growing (rows, heads, emb) buffer; oml_index_builder_finish lays
- * them out as the index's arena (index.c), each head's rows as columns.
+ * The rows' ids go into one growing character buffer; their embeddings go
+ * straight into the index's column layout (each head's rows as columns),
+ * with room for the live items the build began with and some more, so
+ * oml_index_builder_finish only closes the columns up and hands them to
+ * the index: the embeddings never exist twice (they used to be gathered
+ * row by row and copied into columns at the end, 2 x 1.15 GB at 1M items
+ * of three 96-d heads). The rest goes into the index's arena (index.c).
  * Lists (hlist.h) come after, without the store (oml_index_add_lists). */
 #include "index.h"
 #include "shard.h"
@@ -106,7 +110,7 @@ size_t oml_index_builder_bytes(const oml_index_builder *b)
     return (size_t)OML_INDEX_GATHER_ROWS * (((size_t)b->dim + per + 2 * in) * sizeof(float)
                                             + new_rows)
            + b->cap_rows * sizeof *b->slots + b->cap_labels * sizeof *b->labels
-           + b->cap_off * sizeof *b->id_off + b->cap_chars + b->cap_emb * per * sizeof(float);
+           + b->cap_off * sizeof *b->id_off + b->cap_chars + b->cap_cols * per * sizeof(float);
 }
 
 void oml_index_builder_free(oml_index_builder *b)
@@ -118,7 +122,7 @@ void oml_index_builder_free(oml_index_builder *b)
     free(b->labels);
     free(b->id_off);
     free(b->chars);
-    free(b->rows_emb);
+    free(b->cols);
     free(b->H0);
     free(b->P);
     free(b->new_row);
@@ -168,8 +172,10 @@ int oml_index_builder_gather(oml_index_builder *b, const oml_store *store)
         return OML_EINVAL; /* embed what was gathered first */
     uint32_t slots = oml_store_slots(store);
     size_t want = b->n + OML_INDEX_GATHER_ROWS;
-    if (b->n == 0) /* every live item at once: no doubling, no copy of what grew */
-        want += oml_store_count(store);
+    if (b->n == 0) { /* every live item at once: no doubling, no copy of what grew */
+        b->expect = oml_store_count(store);
+        want += b->expect;
+    }
     if (grow((void **)&b->slots, &b->cap_rows, want, sizeof *b->slots) != OML_OK)
         return OML_ENOMEM;
     size_t cap = b->cap_labels;
@@ -216,7 +222,7 @@ int oml_index_builder_gather(oml_index_builder *b, const oml_store *store)
  * node's bit for bit. Rows, ids and embeddings are compacted in place. */
 static void keep_shard(oml_index_builder *b, size_t first)
 {
-    size_t per = (size_t)b->heads * (size_t)b->emb, w = first, wc = b->id_off[first];
+    size_t cols = (size_t)b->heads * (size_t)b->emb, w = first, wc = b->id_off[first];
     for (size_t r = first; r < b->n; r++) {
         size_t off = b->id_off[r], end = r + 1 < b->n ? b->id_off[r + 1] : b->n_chars;
         if (oml_shard_of(b->chars + off, end - off - 1, b->shard_n) != b->shard_i)
@@ -226,11 +232,37 @@ static void keep_shard(oml_index_builder *b, size_t first)
         wc += end - off;
         b->slots[w] = b->slots[r];
         b->labels[w] = b->labels[r];
-        memmove(b->rows_emb + w * per, b->rows_emb + r * per, per * sizeof(float));
+        for (size_t c = 0; c < cols; c++) /* w <= r: a row moves up its column */
+            b->cols[c * b->cap_cols + w] = b->cols[c * b->cap_cols + r];
         w++;
     }
     b->n = w;
     b->n_chars = wc;
+}
+
+/* Room in b->cols for need rows. The first time for the live items the
+ * build began with, a 32nd more and a gather (items put meanwhile), not a
+ * doubling: with huge pages a column's untouched tail is not free. More
+ * puts than that move the columns to a larger buffer (both exist for the
+ * copy). */
+static int cols_room(oml_index_builder *b, size_t need)
+{
+    if (need <= b->cap_cols)
+        return OML_OK;
+    size_t base = b->cap_cols ? need + need / 8 : b->expect + b->expect / 32;
+    size_t cap = base + OML_INDEX_GATHER_ROWS, c = (size_t)b->heads * (size_t)b->emb;
+    cap = cap > need ? cap : need;
+    float *p = malloc(cap * c * sizeof(float));
+    if (p == NULL)
+        return OML_ENOMEM;
+    oml_bigmem_advise(p, cap * c * sizeof(float));
+    size_t have = b->n - (size_t)b->pending; /* rows embedded so far */
+    for (size_t j = 0; have > 0 && j < c; j++)
+        memcpy(p + j * cap, b->cols + j * b->cap_cols, have * sizeof(float));
+    free(b->cols);
+    b->cols = p;
+    b->cap_cols = cap;
+    return OML_OK;
 }
 
 int oml_index_builder_embed(oml_index_builder *b)
@@ -238,10 +270,8 @@ int oml_index_builder_embed(oml_index_builder *b)
     int32_t m = b->pending;
     if (m == 0)
         return OML_OK;
-    size_t per = (size_t)b->heads * (size_t)b->emb, first = b->n - (size_t)m;
-    /* (at least as many rows as the other arrays: all the live items at once) */
-    size_t need = b->n > b->cap_rows ? b->n : b->cap_rows;
-    if (grow((void **)&b->rows_emb, &b->cap_emb, need, per * sizeof(float)) != OML_OK)
+    size_t e = (size_t)b->emb, first = b->n - (size_t)m;
+    if (cols_room(b, b->n) != OML_OK)
         return OML_ENOMEM;
     int rc;
     if (b->in > 0) {
@@ -252,12 +282,14 @@ int oml_index_builder_embed(oml_index_builder *b)
     }
     if (rc != OML_OK)
         return rc;
-    /* out is (heads, m, emb); rows_emb is (rows, heads, emb). */
+    /* out is (heads, m, emb); cols is (heads, emb, cap_cols). */
     for (int h = 0; h < b->heads; h++)
-        for (int32_t i = 0; i < m; i++)
-            memcpy(b->rows_emb + (first + (size_t)i) * per + (size_t)h * (size_t)b->emb,
-                   b->out + ((size_t)h * (size_t)m + (size_t)i) * (size_t)b->emb,
-                   (size_t)b->emb * sizeof(float));
+        for (size_t j = 0; j < e; j++) {
+            float *col = b->cols + ((size_t)h * e + j) * b->cap_cols + first;
+            const float *src = b->out + (size_t)h * (size_t)m * e + j;
+            for (int32_t i = 0; i < m; i++)
+                col[i] = src[(size_t)i * e];
+        }
     b->pending = 0;
     if (b->shard_n > 1)
         keep_shard(b, first);
@@ -269,10 +301,9 @@ int oml_index_builder_embed(oml_index_builder *b)
 static char *alloc_arena(oml_index *ix, size_t bytes)
 {
     size_t n = (size_t)ix->n, nl = (size_t)ix->n_labels;
-    size_t ne = (size_t)ix->heads * n * (size_t)ix->emb;
-    /* Arena, largest alignment first: ids, label_names, id_lens, emb_cols,
-     * slots, labels, then the characters. */
-    size_t total = (n + nl) * sizeof(char *) + n * sizeof(size_t) + ne * sizeof(float)
+    /* Arena, largest alignment first: ids, label_names, id_lens, slots,
+     * labels, then the characters. */
+    size_t total = (n + nl) * sizeof(char *) + n * sizeof(size_t)
                    + n * (sizeof(uint32_t) + sizeof(int32_t)) + bytes + 1;
     char *p = malloc(total);
     if (p == NULL)
@@ -285,8 +316,6 @@ static char *alloc_arena(oml_index *ix, size_t bytes)
     p += nl * sizeof(char *);
     ix->id_lens = (size_t *)(void *)p;
     p += n * sizeof(size_t);
-    ix->emb_cols = (float *)(void *)p;
-    p += ne * sizeof(float);
     ix->slots = (uint32_t *)(void *)p;
     p += n * sizeof(uint32_t);
     ix->labels = (int32_t *)(void *)p;
@@ -295,10 +324,10 @@ static char *alloc_arena(oml_index *ix, size_t bytes)
 }
 
 /* The gathered rows into the arena in gathering (slot) order: ids, slots,
- * labels, and each head's embeddings as columns (emb_cols). */
+ * labels. */
 static void lay_out_rows(oml_index *ix, const oml_index_builder *b, char *p)
 {
-    size_t n = (size_t)ix->n, e = (size_t)ix->emb, per = (size_t)ix->heads * e;
+    size_t n = (size_t)ix->n;
     if (b->n_chars > 0) /* an empty store gathered no characters (chars NULL) */
         memcpy(p, b->chars, b->n_chars);
     for (size_t i = 0; i < n; i++) {
@@ -308,14 +337,29 @@ static void lay_out_rows(oml_index *ix, const oml_index_builder *b, char *p)
         ix->slots[i] = b->slots[i];
         ix->labels[i] = b->labels[i];
     }
-    for (int h = 0; h < ix->heads; h++) {
-        float *cols = ix->emb_cols + (size_t)h * n * e;
-        for (size_t i = 0; i < n; i++) {
-            const float *src = b->rows_emb + i * per + (size_t)h * e;
-            for (size_t j = 0; j < e; j++)
-                cols[j * n + i] = src[j];
-        }
+}
+
+/* The builder's columns, closed up from row stride cap_cols to n, to the
+ * index (emb_cols, owned as _cols). Column c moves to c n from c cap_cols:
+ * never past where a later one still is, so in place, first to last; the
+ * tail is given back. */
+static void hand_over_cols(oml_index *ix, oml_index_builder *b)
+{
+    size_t n = b->n, c = (size_t)b->heads * (size_t)b->emb;
+    if (b->cols == NULL || n == 0) {
+        free(b->cols);
+        b->cols = NULL;
+        b->cap_cols = 0;
+        ix->emb_cols = NULL;
+        return;
     }
+    for (size_t j = 1; n < b->cap_cols && j < c; j++)
+        memmove(b->cols + j * n, b->cols + j * b->cap_cols, n * sizeof(float));
+    float *p = realloc(b->cols, n * c * sizeof(float)); /* smaller: in place or moved */
+    ix->emb_cols = p ? p : b->cols;
+    ix->_cols = ix->emb_cols;
+    b->cols = NULL;
+    b->cap_cols = 0;
 }
 
 int oml_index_builder_finish(oml_index_builder *b, const oml_store *store, oml_index **out)
@@ -345,6 +389,7 @@ int oml_index_builder_finish(oml_index_builder *b, const oml_store *store, oml_i
         return OML_ENOMEM;
     }
     lay_out_rows(ix, b, p);
+    hand_over_cols(ix, b);
     p += b->n_chars;
     for (int32_t l = 0; l < ix->n_labels; l++) {
         size_t len;

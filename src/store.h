@@ -139,6 +139,17 @@ const float *oml_store_matrix(const oml_store *s);
  * OML_ENOMEM (nothing is returned then). */
 int oml_store_encode(const oml_store *s, uint8_t **buf, size_t *len);
 
+/* oml_store_encode in three pieces whose concatenation is its buffer, for
+ * a writer that streams them (checkpoint.h parts): *head and *tail
+ * malloc'd, owned by the caller, the bytes before and after the features;
+ * *x the features as they lie in the store (borrowed: s must not change
+ * until they are written), so a checkpoint does not hold a second copy of
+ * them (3.1 GB at a million items of 784). On a host whose floats are not
+ * little-endian *x is NULL, *nx 0, and the features are in *head.
+ * OML_EINVAL, OML_ENOMEM (nothing is returned then). */
+int oml_store_encode_parts(const oml_store *s, uint8_t **head, size_t *nhead,
+                           const uint8_t **x, size_t *nx, uint8_t **tail, size_t *ntail);
+
 /* Rebuilds a store from buf (borrowed) with the bound max_items (as in
  * oml_store_create; the bound is configuration, so it is not in the format).
  * After it, every accessor answers as in the encoded store, with the same

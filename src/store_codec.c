@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bigmem.h"
 #include "bytes.h"
 #include "metadata.h"
 #include "store_int.h"
@@ -22,7 +23,7 @@ static const uint8_t STORE_MAGIC[4] = {'O', 'M', 'L', 'S'};
 #define STORE_LABEL_MIN 5u      /* u32 len + at least one byte */
 #define STORE_SLOT_MIN 10u      /* u8 live + i32 label + u32 id_len + at least one byte */
 
-static void store_encode_body(const oml_store *s, oml_writer *c)
+static void store_encode_head(const oml_store *s, oml_writer *c)
 {
     uint32_t version = OML_STORE_CODEC_VERSION, n_labels = (uint32_t)s->n_labels;
     oml_put_bytes(c, STORE_MAGIC, sizeof STORE_MAGIC);
@@ -41,7 +42,10 @@ static void store_encode_body(const oml_store *s, oml_writer *c)
         OML_PUT(c, s->id_len[i]);
         oml_put_bytes(c, s->ids[i], s->id_len[i]);
     }
-    oml_put_f32s(c, s->x, (size_t)s->n_slots * (size_t)s->dim);
+}
+
+static void store_encode_tail(const oml_store *s, oml_writer *c)
+{
     oml_put_le(c, s->gen, 4, s->n_slots);
     uint32_t n_meta = (uint32_t)s->n_meta;
     OML_PUT(c, n_meta);
@@ -53,6 +57,62 @@ static void store_encode_body(const oml_store *s, oml_writer *c)
         OML_PUT(c, len);
         oml_put_bytes(c, s->meta[i], len);
     }
+}
+
+static void store_encode_body(const oml_store *s, oml_writer *c)
+{
+    store_encode_head(s, c);
+    oml_put_f32s(c, s->x, (size_t)s->n_slots * (size_t)s->dim);
+    store_encode_tail(s, c);
+}
+
+/* One part's bytes, malloc'd (at least 1, so an empty part is not NULL). */
+static int encode_part(const oml_store *s, void (*part)(const oml_store *, oml_writer *),
+                       int with_x, uint8_t **buf, size_t *len)
+{
+    oml_writer c = oml_writer_counting();
+    part(s, &c);
+    if (with_x)
+        oml_put_f32s(&c, s->x, (size_t)s->n_slots * (size_t)s->dim);
+    size_t n = c.pos;
+    uint8_t *b = malloc(n ? n : 1);
+    if (b == NULL)
+        return OML_ENOMEM;
+    c = oml_writer_into(b, n);
+    part(s, &c);
+    if (with_x)
+        oml_put_f32s(&c, s->x, (size_t)s->n_slots * (size_t)s->dim);
+    *buf = b;
+    *len = n;
+    return OML_OK;
+}
+
+int oml_store_encode_parts(const oml_store *s, uint8_t **head, size_t *nhead,
+                           const uint8_t **x, size_t *nx, uint8_t **tail, size_t *ntail)
+{
+    if (s == NULL || head == NULL || nhead == NULL || x == NULL || nx == NULL || tail == NULL ||
+        ntail == NULL)
+        return OML_EINVAL;
+    const uint32_t one = 1;
+    uint8_t first;
+    memcpy(&first, &one, 1);
+    int le = first == 1; /* the features' bytes are their encoding (oml_put_f32s) */
+    uint8_t *h = NULL, *t = NULL;
+    size_t nh = 0, nt = 0;
+    int rc = encode_part(s, store_encode_head, !le, &h, &nh);
+    if (rc == OML_OK)
+        rc = encode_part(s, store_encode_tail, 0, &t, &nt);
+    if (rc != OML_OK) {
+        free(h);
+        return rc;
+    }
+    *head = h;
+    *nhead = nh;
+    *x = le && s->n_slots > 0 ? (const uint8_t *)s->x : NULL;
+    *nx = *x ? (size_t)s->n_slots * (size_t)s->dim * sizeof(float) : 0;
+    *tail = t;
+    *ntail = nt;
+    return OML_OK;
 }
 
 int oml_store_encode(const oml_store *s, uint8_t **buf, size_t *len)
@@ -185,6 +245,8 @@ static int decode_slots(oml_store *s, oml_reader *c, uint32_t n_slots, uint32_t 
     return OML_OK;
 }
 
+#define FEATURE_BLOCK ((size_t)8 << 20) /* floats: 32 MB */
+
 /* The feature block (n_slots, dim) and, since version 2, the generations;
  * they end the buffer exactly (up to version 2: version 3's metadata
  * follows them), and every feature is finite. */
@@ -198,8 +260,16 @@ static int decode_features(oml_store *s, oml_reader *c, uint32_t version, uint32
         return oml_diag_set(diag, OML_EFORMAT, "store",
                             "feature and generation blocks are %zu bytes, want %zu (truncated or "
                             "trailing bytes)", have, want);
-    if (nx > 0)
-        oml_get_f32s(c, s->x, nx);
+    /* A block at a time, each given back once read: the buffer may be a
+     * mapped checkpoint file, which would otherwise stay resident beside
+     * the store's own copy until the whole checkpoint is decoded. */
+    for (size_t at = 0; at < nx;) {
+        size_t m = nx - at < FEATURE_BLOCK ? nx - at : FEATURE_BLOCK;
+        const uint8_t *src = c->p + c->pos;
+        oml_get_f32s(c, s->x + at, m);
+        oml_bigmem_read_done(src, m * sizeof(float));
+        at += m;
+    }
     if (ng > 0)
         oml_get_le(c, s->gen, 4, n_slots); /* version 1 had none: every generation 0 */
     for (uint32_t i = 0; i < n_slots; i++)

@@ -226,7 +226,8 @@ int main(int argc, char **argv)
     /* the checkpoint: the three states as sections */
     if (oml_model_encode(l, &mb, &mn) != OML_OK)
         die("model encode");
-    oml_ckpt_section sec[3] = {{1, mb, mn}, {2, sb, sn}, {3, cb, cn}};
+    oml_ckpt_section sec[3] = {{.tag = 1, .data = mb, .len = mn}, {.tag = 2, .data = sb, .len = sn},
+                               {.tag = 3, .data = cb, .len = cn}};
     if (oml_ckpt_write(dir, 42, sec, 3, 2, NULL, 0, NULL, &d) != OML_OK)
         die(d.msg);
 

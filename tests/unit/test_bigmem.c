@@ -10,7 +10,10 @@
 #include <cmocka.h>
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "bigmem.h"
 
@@ -27,8 +30,8 @@ static int thp_available(void)
     return ok;
 }
 
-/* AnonHugePages (kB) of the mapping that starts at p, from /proc/self/smaps. */
-static long huge_kb_at(const void *p)
+/* A field (kB) of the mapping that holds p, from /proc/self/smaps. */
+static long smaps_kb_at(const void *p, const char *field)
 {
     FILE *f = fopen("/proc/self/smaps", "r");
     char line[512];
@@ -38,12 +41,18 @@ static long huge_kb_at(const void *p)
     while (f && fgets(line, sizeof line, f)) {
         if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' '))
             in = (uintptr_t)p >= lo && (uintptr_t)p < hi;
-        else if (in && sscanf(line, "AnonHugePages: %ld kB", &v) == 1)
+        else if (in && strncmp(line, field, strlen(field)) == 0 &&
+                 sscanf(line + strlen(field), ": %ld kB", &v) == 1)
             kb = v;
     }
     if (f)
         fclose(f);
     return kb;
+}
+
+static long huge_kb_at(const void *p)
+{
+    return smaps_kb_at(p, "AnonHugePages");
 }
 
 /* /proc/vmstat's thp_fault_fallback: huge page faults the kernel served
@@ -105,12 +114,56 @@ static void test_small_is_refused(void **state)
     oml_bigmem_unmap(NULL, BYTES); /* accepted */
 }
 
+/* oml_bigmem_read_done: a file mapping's pages read for the last time
+ * leave the process (the mapping's Rss falls) and read back the same from
+ * the file; a partial page at either end stays; anonymous memory keeps its
+ * bytes. */
+static void test_read_done(void **state)
+{
+    (void)state;
+    enum { N = 8 << 20 };
+    char path[] = "/tmp/omld-test-bigmem-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    unlink(path);
+    unsigned char *buf = malloc(N);
+    assert_non_null(buf);
+    for (size_t i = 0; i < N; i++)
+        buf[i] = (unsigned char)(i * 7 + i / 4096);
+    assert_int_equal(write(fd, buf, N), N);
+    assert_int_equal(fsync(fd), 0); /* clean pages, as a checkpoint's are (dirty ones wait for writeback) */
+    unsigned char *m = mmap(NULL, N, PROT_READ, MAP_PRIVATE, fd, 0);
+    assert_true(m != MAP_FAILED);
+    assert_memory_equal(m, buf, N); /* every page read in */
+    long before = smaps_kb_at(m, "Rss");
+    assert_true(before >= N / 1024 / 2);
+    oml_bigmem_read_done(m + 100, N - 200); /* the first and last pages are partial */
+    long after = smaps_kb_at(m, "Rss");
+    print_message("Rss of the mapping %ld kB, after read_done %ld kB\n", before, after);
+#ifdef MADV_PAGEOUT
+    if (madvise(m, 4096, MADV_PAGEOUT) == 0) /* the kernel has it */
+        assert_true(after <= 8 && after < before);
+#endif
+    assert_memory_equal(m, buf, N);
+    munmap(m, N);
+    close(fd);
+
+    unsigned char *anon = malloc(N);
+    assert_non_null(anon);
+    memcpy(anon, buf, N);
+    oml_bigmem_read_done(anon, N);
+    assert_memory_equal(anon, buf, N);
+    free(anon);
+    free(buf);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_huge_pages_on),
         cmocka_unit_test(test_huge_pages_off),
         cmocka_unit_test(test_small_is_refused),
+        cmocka_unit_test(test_read_done),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -31,7 +31,8 @@ static void write_one(uint64_t lsn, uint8_t fill, int keep, char *path)
     static uint8_t a[1000], b[7];
     memset(a, fill, sizeof a);
     memset(b, fill + 1, sizeof b);
-    oml_ckpt_section s[3] = {{1, a, sizeof a}, {2, b, sizeof b}, {3, NULL, 0}};
+    oml_ckpt_section s[3] = {{.tag = 1, .data = a, .len = sizeof a},
+                             {.tag = 2, .data = b, .len = sizeof b}, {.tag = 3}};
     uint64_t bytes = 0;
     assert_int_equal(oml_ckpt_write(g_dir, lsn, s, 3, keep, path, 512, &bytes, NULL), 0);
     assert_int_equal(bytes, 24 + 3 * 12 + 1000 + 7 + 4);
@@ -116,6 +117,59 @@ static void test_damage_falls_back_to_previous(void **state)
     free(orig);
 }
 
+/* The whole file of a read into memory. */
+static uint8_t *slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    *n = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *b = malloc(*n);
+    assert_non_null(b);
+    assert_int_equal(fread(b, 1, *n, f), *n);
+    fclose(f);
+    return b;
+}
+
+/* A section written in parts (where its bytes lie, not copied together)
+ * is the same file as the section written whole, and loads as one. */
+static void test_parts_are_the_whole(void **state)
+{
+    uint8_t whole[300], other[5] = {9, 8, 7, 6, 5};
+    for (size_t i = 0; i < sizeof whole; i++)
+        whole[i] = (uint8_t)(i * 31 + 7);
+    char pw[512], pp[512];
+    oml_ckpt_section a[2] = {{.tag = 4, .data = whole, .len = sizeof whole},
+                             {.tag = 5, .data = other, .len = sizeof other}};
+    uint64_t bw = 0, bp = 0;
+    assert_int_equal(oml_ckpt_write(g_dir, 40, a, 2, 2, pw, sizeof pw, &bw, NULL), 0);
+    oml_ckpt_part parts[4] = {{whole, 100}, {NULL, 0}, {whole + 100, 199}, {whole + 299, 1}};
+    oml_ckpt_section b[2] = {{.tag = 4, .data = other, .len = 1, .parts = parts, .n_parts = 4},
+                             {.tag = 5, .data = other, .len = sizeof other}};
+    assert_int_equal(oml_ckpt_write(g_dir, 41, b, 2, 2, pp, sizeof pp, &bp, NULL), 0);
+    assert_int_equal(bw, bp);
+    size_t nw, np;
+    uint8_t *fw = slurp(pw, &nw), *fp = slurp(pp, &np);
+    assert_int_equal(nw, np);
+    assert_int_equal(nw, bw);
+    /* The same but for the log position in the header (bytes 16..23) and the CRC after it all. */
+    assert_memory_equal(fw, fp, 16);
+    assert_memory_equal(fw + 24, fp + 24, nw - 28);
+    free(fw);
+    free(fp);
+    oml_ckpt c;
+    assert_int_equal(oml_ckpt_load_newest(g_dir, &c, NULL, NULL, NULL), 0);
+    assert_int_equal(c.lsn, 41);
+    const oml_ckpt_section *s = oml_ckpt_find(&c, 4);
+    assert_non_null(s);
+    assert_int_equal(s->len, sizeof whole);
+    assert_memory_equal(s->data, whole, sizeof whole);
+    oml_ckpt_free(&c);
+    oml_ckpt_section bad = {.tag = 6, .parts = parts, .n_parts = OML_CKPT_MAX_PARTS + 1};
+    assert_int_equal(oml_ckpt_write(g_dir, 42, &bad, 1, 2, NULL, 0, NULL, NULL), OML_EINVAL);
+}
+
 static void test_empty_and_missing_directory(void **state)
 {
     oml_ckpt c;
@@ -134,6 +188,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_round_trip_and_retention, setup, teardown),
         cmocka_unit_test_setup_teardown(test_damage_falls_back_to_previous, setup, teardown),
         cmocka_unit_test_setup_teardown(test_empty_and_missing_directory, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_parts_are_the_whole, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

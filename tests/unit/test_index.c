@@ -490,6 +490,20 @@ static void feat(float *x, int dim, int i, int version)
         x[j] = sinf((float)(i * 7 + j * 3 + version * 11)) + (float)version;
 }
 
+/* Items PREFIX<first> .. PREFIX<first + count - 1> with feat(i, 0), labelled label. */
+static void put_items(oml_store *st, int first, int count, const char *prefix, const char *label)
+{
+    char id[32];
+    float x[8];
+    assert_true(oml_store_dim(st) <= 8);
+    for (int i = first; i < first + count; i++) {
+        feat(x, oml_store_dim(st), i, 0);
+        snprintf(id, sizeof id, "%s%d", prefix, i);
+        assert_int_equal(oml_store_put(st, id, strlen(id), x, label, strlen(label), NULL, NULL),
+                         OML_OK);
+    }
+}
+
 static void expect_row(const oml_index *ix, oml_snapshot *s, int32_t row, const float *x)
 {
     float f[3 * 3];
@@ -513,11 +527,7 @@ static void test_builder_while_the_store_changes(void **state)
     assert_int_equal(oml_store_create(&st, DIM, N + 10), OML_OK);
     char id[32];
     float x[DIM];
-    for (int i = 0; i < N; i++) {
-        feat(x, DIM, i, 0);
-        snprintf(id, sizeof id, "i%d", i);
-        assert_int_equal(oml_store_put(st, id, strlen(id), x, "old", 3, NULL, NULL), OML_OK);
-    }
+    put_items(st, 0, N, "i", "old");
     oml_index_builder b;
     assert_int_equal(oml_index_builder_init(&b, s, DIM), OML_OK);
     assert_int_equal(oml_index_builder_gather(&b, st), 1); /* slots 0..4095 */
@@ -603,6 +613,52 @@ static oml_index *build_with(oml_index_builder *b, oml_snapshot *s, const oml_st
     return ix;
 }
 
+/* The builder writes the embeddings straight into the index's columns,
+ * with room for the items the build began with and a few more: puts ahead
+ * of the gathers past that room move the columns to a larger buffer
+ * mid-build, and the index is still the one a build of the final store
+ * gives (the same gathers, so the same GEMM blocks: bit for bit), its
+ * columns closed up to n rows. */
+static void test_builder_columns_grow(void **state)
+{
+    (void)state;
+    enum { DIM = 4, N0 = OML_INDEX_GATHER_ROWS + 50, MORE = 2 * OML_INDEX_GATHER_ROWS + 7 };
+    oml_snapshot *s = make_snap(2, DIM, 6, 3, NULL, NULL, 5);
+    oml_store *st = NULL;
+    assert_int_equal(oml_store_create(&st, DIM, N0 + MORE), OML_OK);
+    float x[DIM];
+    put_items(st, 0, N0, "g", "a");
+    oml_index_builder b;
+    assert_int_equal(oml_index_builder_init(&b, s, DIM), OML_OK);
+    assert_int_equal(oml_index_builder_gather(&b, st), 1);
+    assert_int_equal(oml_index_builder_embed(&b), OML_OK);
+    size_t room = b.cap_cols;
+    assert_true(room >= (size_t)N0 && room < (size_t)(N0 + MORE));
+    put_items(st, N0, MORE, "g", "b"); /* ahead of the gathers */
+    int more = 1;
+    while (more > 0) {
+        more = oml_index_builder_gather(&b, st);
+        assert_true(more >= 0);
+        assert_int_equal(oml_index_builder_embed(&b), OML_OK);
+    }
+    assert_true(b.cap_cols > room); /* the columns moved */
+    oml_index *ix = NULL, *whole = NULL;
+    assert_int_equal(oml_index_builder_finish(&b, st, &ix), OML_OK);
+    assert_null(b.cols); /* handed over, not copied */
+    oml_index_builder_free(&b);
+    assert_int_equal(ix->n, N0 + MORE);
+    for (int32_t row = 0; row < ix->n; row += 97) {
+        feat(x, DIM, row, 0);
+        expect_row(ix, s, row, x);
+    }
+    assert_int_equal(oml_index_build(&whole, s, st), OML_OK);
+    assert_same_index(ix, whole);
+    oml_index_destroy(whole);
+    oml_index_destroy(ix);
+    oml_store_destroy(st);
+    oml_snapshot_release(s);
+}
+
 /* A builder restarted keeps its buffers, and what it builds next is what
  * a new builder builds: after a larger store, a smaller one (no rows of
  * the last build left over), and for another width (buffers made anew). */
@@ -664,6 +720,7 @@ int main(void)
         cmocka_unit_test(test_build_chunks_with_holes),
         cmocka_unit_test(test_builder_while_the_store_changes),
         cmocka_unit_test(test_builder_restart),
+        cmocka_unit_test(test_builder_columns_grow),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

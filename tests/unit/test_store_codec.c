@@ -201,6 +201,25 @@ static oml_store *random_store(const pool *p, uint64_t seed, int n, uint32_t max
     return s;
 }
 
+/* oml_store_encode_parts: head + the store's own features + tail is the
+ * encoding byte for byte, and the features are borrowed, not copied. */
+static void assert_parts_are_the_encoding(const oml_store *s, const uint8_t *buf, size_t len)
+{
+    uint8_t *head = NULL, *tail = NULL;
+    const uint8_t *x = NULL;
+    size_t nh = 0, nx = 0, nt = 0;
+    assert_int_equal(oml_store_encode_parts(s, &head, &nh, &x, &nx, &tail, &nt), OML_OK);
+    assert_int_equal(nh + nx + nt, len);
+    assert_memory_equal(head, buf, nh);
+    if (nx > 0) {
+        assert_ptr_equal(x, oml_store_features(s, 0)); /* the store's rows, where they lie */
+        assert_memory_equal(x, buf + nh, nx);
+    }
+    assert_memory_equal(tail, buf + nh + nx, nt);
+    free(head);
+    free(tail);
+}
+
 static void test_round_trip_random(void **state)
 {
     (void)state;
@@ -213,6 +232,7 @@ static void test_round_trip_random(void **state)
         uint8_t *buf;
         size_t len;
         encode(a, &buf, &len);
+        assert_parts_are_the_encoding(a, buf, len);
         oml_store *b = decode_canonical(buf, len, max_items);
         assert_same_store(a, b, &p);
 
@@ -612,6 +632,7 @@ static void test_version_2_and_metadata(void **state)
     assert_int_equal(oml_store_put_meta(a, "q", 1, x, NULL, 0, meta, meta_len, NULL, NULL), OML_OK);
     assert_int_equal(oml_store_meta_items(a), 1);
     encode(a, &buf, &len);
+    assert_parts_are_the_encoding(a, buf, len); /* metadata is in the tail */
     b = decode_canonical(buf, len, 10);
     assert_same_store(a, b, NULL);
     const char *v;
