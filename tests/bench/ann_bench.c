@@ -21,6 +21,8 @@
  *               the rows the codes leave to re-rank (microseconds)
  * With --codes, then what shorter codes would keep (ann_codes.h; before
  * the lists, what they would leave an exact scan to re-rank: exact_bits.h).
+ * With --graph, then an HNSW graph per head against the lists, and both
+ * after the model moves on (ann_graph.h; it learns more triplets).
  * Prints a readable report and, last, one JSON line. */
 #include <math.h>
 #include <stdio.h>
