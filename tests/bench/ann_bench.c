@@ -21,6 +21,8 @@
  *               the rows the codes leave to re-rank (microseconds)
  * With --codes, then what shorter codes would keep (ann_codes.h; before
  * the lists, what they would leave an exact scan to re-rank: exact_bits.h).
+ * With --graph, then an HNSW graph per head against the lists, and both
+ * after the model moves on (ann_graph.h; it learns more triplets).
  * Prints a readable report and, last, one JSON line. */
 #include <math.h>
 #include <stdio.h>
@@ -29,6 +31,8 @@
 #include <time.h>
 
 #include "ann_codes.h"
+#include "ann_graph.h"
+#include "bench_util.h"
 #include "exact_bits.h"
 #include "catalogue.h"
 #include "config.h"
@@ -40,32 +44,6 @@
 
 #define QUERIES 300
 #define START_SAMPLE 32768
-
-static double cpu_us(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return (double)t.tv_sec * 1e6 + (double)t.tv_nsec * 1e-3;
-}
-
-static double wall_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return v[n / 2];
-}
 
 /* The exact scan (no lists yet), k = 5 as classify asks: by the codes
  * first and on the floats alone, all heads, each query's CPU time (the
@@ -138,6 +116,31 @@ out:
     free(cnt);
 }
 
+void ann_learn(oml_learner *l, const catalogue *c, int64_t n, int64_t T, uint64_t *rs_io)
+{
+    float *trip = malloc(3 * (size_t)c->dim * sizeof *trip);
+    uint64_t rs = *rs_io;
+    for (int64_t t = 0; trip && t < T; t++) { /* anchor, same label, other label */
+        int64_t a, p, q;
+        rs = rs * 6364136223846793005ull + 1442695040888963407ull;
+        a = (int64_t)((rs >> 20) % (uint64_t)n);
+        do {
+            rs = rs * 6364136223846793005ull + 1442695040888963407ull;
+            p = (int64_t)((rs >> 20) % (uint64_t)n);
+        } while (catalogue_label(c, p) != catalogue_label(c, a));
+        do {
+            rs = rs * 6364136223846793005ull + 1442695040888963407ull;
+            q = (int64_t)((rs >> 20) % (uint64_t)n);
+        } while (catalogue_label(c, q) == catalogue_label(c, a));
+        catalogue_item(c, a, trip);
+        catalogue_item(c, p, trip + c->dim);
+        catalogue_item(c, q, trip + 2 * (size_t)c->dim);
+        oml_learner_step(l, trip, trip + c->dim, trip + 2 * (size_t)c->dim, NULL);
+    }
+    free(trip);
+    *rs_io = rs;
+}
+
 extern void openblas_set_num_threads(int);
 
 int main(int argc, char **argv)
@@ -147,8 +150,10 @@ int main(int argc, char **argv)
     openblas_set_num_threads(1);
     int64_t n = argc > 1 ? atoll(argv[1]) : 250000, T = argc > 2 ? atoll(argv[2]) : 40000;
     int codes = argc > 3 && strcmp(argv[3], "--codes") == 0;
-    if (n < 1000 || n > 4000000 || T < 0 || (argc > 3 && !codes) || argc > 4) {
-        fprintf(stderr, "usage: oml-ann-bench [ITEMS in 1000..4000000 [TRIPLETS [--codes]]]\n");
+    int graph = argc > 3 && strcmp(argv[3], "--graph") == 0;
+    if (n < 1000 || n > 4000000 || T < 0 || (argc > 3 && !codes && !graph) || argc > 4) {
+        fprintf(stderr, "usage: oml-ann-bench [ITEMS in 1000..4000000 [TRIPLETS "
+                        "[--codes | --graph]]]\n");
         return 2;
     }
     catalogue c = {.n = n};
@@ -191,43 +196,25 @@ int main(int argc, char **argv)
     }
     free(X);
     free(y);
-    float *trip = malloc(3 * (size_t)c.dim * sizeof *trip);
     uint64_t rs = 12345;
-    for (int64_t t = 0; t < T; t++) { /* anchor, same label, other label */
-        int64_t a, p, q;
-        rs = rs * 6364136223846793005ull + 1442695040888963407ull;
-        a = (int64_t)((rs >> 20) % (uint64_t)n);
-        do {
-            rs = rs * 6364136223846793005ull + 1442695040888963407ull;
-            p = (int64_t)((rs >> 20) % (uint64_t)n);
-        } while (catalogue_label(&c, p) != catalogue_label(&c, a));
-        do {
-            rs = rs * 6364136223846793005ull + 1442695040888963407ull;
-            q = (int64_t)((rs >> 20) % (uint64_t)n);
-        } while (catalogue_label(&c, q) == catalogue_label(&c, a));
-        catalogue_item(&c, a, trip);
-        catalogue_item(&c, p, trip + c.dim);
-        catalogue_item(&c, q, trip + 2 * (size_t)c.dim);
-        oml_learner_step(l, trip, trip + c.dim, trip + 2 * (size_t)c.dim, NULL);
-    }
-    free(trip);
+    ann_learn(l, &c, n, T, &rs);
     oml_snapshot *snap = oml_learner_snapshot(l, 1);
     oml_index *ix = NULL;
-    double t0 = wall_s();
+    double t0 = now_s();
     if (snap == NULL || oml_index_build(&ix, snap, st) != OML_OK) {
         fprintf(stderr, "oml-ann-bench: index build failed\n");
         return 1;
     }
-    double t1 = wall_s(), xc = 0, xf = 0;
+    double t1 = now_s(), xc = 0, xf = 0;
     exact_scan_report(ix, snap, &c, x, codes, &xc, &xf);
-    double t1b = wall_s(); /* the lists are timed from here */
+    double t1b = now_s(); /* the lists are timed from here */
     if (oml_index_add_lists(ix) != OML_OK) {
         fprintf(stderr, "oml-ann-bench: lists failed\n");
         return 1;
     }
-    double t2 = wall_s();
+    double t2 = now_s();
     oml_index_calibrate(ix, OML_IVF_TARGET_RECALL);
-    double t3 = wall_s();
+    double t3 = now_s();
     printf("items %lld, %lld triplets learned: embedded in %.2f s, lists (%d per head) in %.2f s, calibrated in %.2f s; "
            "lists scanned per head:", (long long)n, (long long)T, t1 - t0, ix->n_lists, t2 - t1b, t3 - t2);
     for (int hd = 0; hd < ix->heads; hd++)
@@ -302,6 +289,9 @@ int main(int argc, char **argv)
            "\"reembed_us\":%.0f,\"recall_at_10\":%.4f,\"exact5_codes_us\":%.0f,"
            "\"exact5_floats_us\":%.0f}\n", (long long)n, ix->n_lists, t1 - t0, t2 - t1b, t3 - t2,
            n10, n32, c32, ex, em, r, xc, xf);
+    fflush(stdout);
+    if (graph && ann_graph_report(l, snap, ix, st, &c, &rs) != 0)
+        fprintf(stderr, "oml-ann-bench: --graph failed\n");
     free(Q);
     free(q);
     free(scratch);
