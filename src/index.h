@@ -162,6 +162,12 @@ int oml_index_builder_init(oml_index_builder *b, oml_snapshot *snap, int32_t dim
  * snapshot; other sizes: freed and initialised anew. Set shard_i / shard_n
  * again after it. OML_OK, OML_EDIM, OML_ENOMEM. */
 int oml_index_builder_restart(oml_index_builder *b, oml_snapshot *snap, int32_t dim);
+/* Every step at once, the store held still by the caller throughout:
+ * restart (a zeroed builder is initialised), gathers and embeds, finish.
+ * What oml_index_build does with a builder of its own; a caller that keeps
+ * the builder (and its cache) between builds calls this. */
+int oml_index_builder_run(oml_index_builder *b, oml_snapshot *snap, const oml_store *store,
+                          oml_index **out);
 /* Lets go of the snapshot and keeps the buffers, until restart or free. */
 void oml_index_builder_release_snapshot(oml_index_builder *b);
 /* The bytes its buffers hold (what restart keeps). */

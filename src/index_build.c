@@ -404,19 +404,24 @@ int oml_index_builder_finish(oml_index_builder *b, const oml_store *store, oml_i
     return OML_OK;
 }
 
+int oml_index_builder_run(oml_index_builder *b, oml_snapshot *snap, const oml_store *store,
+                          oml_index **out)
+{
+    int rc = oml_index_builder_restart(b, snap, oml_store_dim(store));
+    int more = 1;
+    while (rc == OML_OK && more) {
+        more = oml_index_builder_gather(b, store);
+        rc = more < 0 ? more : oml_index_builder_embed(b);
+    }
+    return rc == OML_OK ? oml_index_builder_finish(b, store, out) : rc;
+}
+
 int oml_index_build(oml_index **out, oml_snapshot *snap, const oml_store *store)
 {
     if (out == NULL || snap == NULL || store == NULL)
         return OML_EINVAL;
-    oml_index_builder b;
-    int rc = oml_index_builder_init(&b, snap, oml_store_dim(store));
-    int more = 1;
-    while (rc == OML_OK && more) {
-        more = oml_index_builder_gather(&b, store);
-        rc = more < 0 ? more : oml_index_builder_embed(&b);
-    }
-    if (rc == OML_OK)
-        rc = oml_index_builder_finish(&b, store, out);
+    oml_index_builder b = {0};
+    int rc = oml_index_builder_run(&b, snap, store, out);
     oml_index_builder_free(&b);
     if (rc == OML_OK)
         oml_index_add_codes(*out); /* out of memory for them, it scans the floats */

@@ -42,15 +42,8 @@ static double rebuild_kept_ms(oml_snapshot *snap, const oml_store *store, const 
     for (int rep = 0; rep < 6; rep++) {
         double t0 = now_s();
         oml_index *ix = NULL;
-        int rc = oml_index_builder_restart(&b, snap, oml_store_dim(store));
         b.cache = &cache;
-        int more = 1;
-        while (rc == OML_OK && more > 0) {
-            more = oml_index_builder_gather(&b, store);
-            rc = more < 0 ? more : oml_index_builder_embed(&b);
-        }
-        if (rc == OML_OK)
-            rc = oml_index_builder_finish(&b, store, &ix);
+        int rc = oml_index_builder_run(&b, snap, store, &ix);
         if (rc == OML_OK)
             rc = oml_index_add_codes(ix);
         double t = (now_s() - t0) * 1e3;

@@ -599,15 +599,8 @@ static void assert_same_index(const oml_index *a, const oml_index *b)
 
 static oml_index *build_with(oml_index_builder *b, oml_snapshot *s, const oml_store *st)
 {
-    assert_int_equal(oml_index_builder_restart(b, s, oml_store_dim(st)), OML_OK);
-    int more = 1;
-    while (more > 0) {
-        more = oml_index_builder_gather(b, st);
-        assert_true(more >= 0);
-        assert_int_equal(oml_index_builder_embed(b), OML_OK);
-    }
     oml_index *ix = NULL;
-    assert_int_equal(oml_index_builder_finish(b, st, &ix), OML_OK);
+    assert_int_equal(oml_index_builder_run(b, s, st, &ix), OML_OK);
     oml_index_builder_release_snapshot(b);
     assert_null(b->snap);
     return ix;

@@ -106,16 +106,9 @@ static oml_index *lists_index_of(oml_snapshot *s, oml_store **st_out, int n, uin
                                        NULL), OML_OK);
     }
     free(x);
-    oml_index_builder b;
-    assert_int_equal(oml_index_builder_init(&b, s, DIM), OML_OK);
-    int more;
-    do {
-        more = oml_index_builder_gather(&b, st);
-        assert_true(more >= 0);
-        assert_int_equal(oml_index_builder_embed(&b), OML_OK);
-    } while (more > 0);
+    oml_index_builder b = {0};
     oml_index *ix = NULL;
-    assert_int_equal(oml_index_builder_finish(&b, st, &ix), OML_OK);
+    assert_int_equal(oml_index_builder_run(&b, s, st, &ix), OML_OK);
     oml_index_builder_free(&b);
     assert_null(ix->hl); /* the builder makes none */
     assert_int_equal(oml_index_add_lists(ix), OML_OK);

@@ -123,16 +123,9 @@ static oml_snapshot *model_with_basis(const float *X, int32_t n, uint64_t seed)
 static oml_index *build(oml_index_builder *b, oml_snapshot *s, const oml_store *st,
                         oml_projcache *cache)
 {
-    assert_int_equal(oml_index_builder_restart(b, s, oml_store_dim(st)), OML_OK);
-    b->cache = cache;
-    int more = 1;
-    while (more > 0) {
-        more = oml_index_builder_gather(b, st);
-        assert_true(more >= 0);
-        assert_int_equal(oml_index_builder_embed(b), OML_OK);
-    }
+    b->cache = cache; /* (restart keeps it) */
     oml_index *ix = NULL;
-    assert_int_equal(oml_index_builder_finish(b, st, &ix), OML_OK);
+    assert_int_equal(oml_index_builder_run(b, s, st, &ix), OML_OK);
     return ix;
 }
 

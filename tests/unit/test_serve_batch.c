@@ -98,15 +98,8 @@ static void rand_set_make(rand_set *rs, int n, int dim, int layers, int emb, uin
         snprintf(id, sizeof id, "i%d", i);
         assert_int_equal(oml_store_delete(rs->st, id, strlen(id)), OML_OK);
     }
-    oml_index_builder b;
-    assert_int_equal(oml_index_builder_init(&b, rs->s, dim), OML_OK);
-    int more;
-    do {
-        more = oml_index_builder_gather(&b, rs->st);
-        assert_true(more >= 0);
-        assert_int_equal(oml_index_builder_embed(&b), OML_OK);
-    } while (more > 0);
-    assert_int_equal(oml_index_builder_finish(&b, rs->st, &rs->ix), OML_OK);
+    oml_index_builder b = {0};
+    assert_int_equal(oml_index_builder_run(&b, rs->s, rs->st, &rs->ix), OML_OK);
     oml_index_builder_free(&b);
     if (ivf_min_rows > 0 && (size_t)rs->ix->n >= ivf_min_rows)
         assert_int_equal(oml_index_add_lists(rs->ix), OML_OK);
