@@ -305,6 +305,13 @@ long omld_proc_rss_kib(pid_t pid)
     return kib;
 }
 
+uint64_t omld_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
 int omld_free_port(void)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);

@@ -8,6 +8,7 @@
 #define OMLD_HARNESS_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 typedef struct omld_proc {
@@ -88,6 +89,9 @@ int omld_rm_rf(const char *dir);
 
 /* A free TCP port on 127.0.0.1 (bound and released), or -1. */
 int omld_free_port(void);
+
+/* Milliseconds on the monotonic clock: for deadlines of tests that wait. */
+uint64_t omld_now_ms(void);
 
 /* Starts redis-server (the binary `server`) on 127.0.0.1:port without
  * persistence, its files in dir, and waits until it accepts connections:

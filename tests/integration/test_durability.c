@@ -41,6 +41,15 @@ static int put_batch(omlc *c, int b, omlc_error *err)
     return omlc_put_items(c, items, BATCH, NULL, NULL, err);
 }
 
+/* The value of a metric without labels in a /metrics body, 0 if absent. */
+static long long metric_value(const char *body, const char *name)
+{
+    char line[128];
+    snprintf(line, sizeof line, "\n%s ", name);
+    const char *at = strstr(body, line);
+    return at ? atoll(at + strlen(line)) : 0;
+}
+
 static uint64_t status_items(omlc *c)
 {
     Omld__Response *r = NULL;
@@ -260,15 +269,24 @@ static void test_background_checkpoints(void **state)
     omlc_error err;
     for (int b = 0; b < 40; b++)
         assert_int_equal(put_batch(c, b, &err), 0);
-    /* Until two background checkpoints have been reaped. */
-    long long written = 0;
-    for (int tries = 0; tries < 500 && written < 2; tries++) {
+    /* Until two background checkpoints have been reaped. Each is a fork of
+     * the daemon, which under ThreadSanitizer on a loaded machine can take
+     * seconds: wait up to TIMEOUT_MS by the clock, not a count of polls,
+     * and show the daemon's log (which says why) if they never come. */
+    long long written = 0, failed = 0;
+    uint64_t deadline = omld_now_ms() + TIMEOUT_MS;
+    while (written < 2 && omld_now_ms() < deadline) {
         char *body = NULL;
         assert_int_equal(omld_http_get(p.http, "/metrics", &body, NULL), 200);
-        const char *at = strstr(body, "\nomld_checkpoints_written_total ");
-        written = at ? atoll(at + strlen("\nomld_checkpoints_written_total ")) : 0;
+        written = metric_value(body, "omld_checkpoints_written_total");
+        failed = metric_value(body, "omld_checkpoints_failed_total");
         free(body);
         usleep(20000);
+    }
+    if (written < 2) {
+        fprintf(stderr, "background checkpoints: %lld written, %lld failed in %d ms\n", written,
+                failed, TIMEOUT_MS);
+        omld_proc_dump_log(&p);
     }
     assert_true(written >= 2);
     uint64_t items = status_items(c);
