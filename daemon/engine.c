@@ -28,6 +28,7 @@
 
 #include "log.h"
 #include "modelfile.h"
+#include "parallel.h"
 #include "replicate.h"
 
 #define WAIT_VIEW_NS 10000000000ull /* a wait_for_view answer goes out after this anyway */
@@ -1106,7 +1107,10 @@ int omld_engine_create(omld_engine **out, const omld_config *opts, omld_metrics 
     e->published_ns = omld_now_ns();
     /* A recovered model that is not finite is not served (1): the daemon
      * starts, /readyz says why, queries are UNAVAILABLE until a finite view. */
-    if (s == NULL || omld_views_publish_now(e->views, s, e->published_ns) < 0) {
+    if (s == NULL || omld_views_publish_now(e->views, s, e->published_ns,
+                                           e->opts.first_view_threads > 0
+                                               ? (int)e->opts.first_view_threads
+                                               : oml_parallel_cores()) < 0) {
         snprintf(err, errlen, "cannot publish the first view");
         goto fail;
     }

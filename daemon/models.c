@@ -161,7 +161,7 @@ static int entry_start(omld_models *reg, model_entry *m, int take_lock)
         return -1;
     if (take_lock)
         pthread_rwlock_rdlock(&reg->lock->rw);
-    int rc = omld_views_publish_now(m->views, s, omld_now_ns());
+    int rc = omld_views_publish_now(m->views, s, omld_now_ns(), 1);
     if (take_lock)
         pthread_rwlock_unlock(&reg->lock->rw);
     return rc;

@@ -97,6 +97,7 @@ const omld_option omld_options[] = {
     INT(query_group_jobs, 0, 1024, "0", "single classify requests on a view that scans every item (no inverted lists, not fresh) wait once this many of them run on the query pool, and go together as one group (one matrix product per head) when one ends (4: the pool's threads); 0: never grouped (measured no gain on 2 cores at 35,000 items)"),
     REAL(index_duty, 0.01, 1, "0.5", "while new models serve at once over the last index (rerank_min_items), the share of a core that rebuilding the index for a newer model alone may take (each such rebuild waits its own time x (1 - share) / share after the last); items put or deleted start one at once; 1: rebuild without pause"),
     INT(index_cache_items, 0, 1LL << 31, "100000", "with the start's input basis (inputs wider than the heads), the indexer keeps the input projected on it of each of the store's first N slots between builds (4 x emb bytes an item, 38 MB for 100,000 at emb 96), so a rebuild for a new model projects only the items put since; 0: none"),
+    INT(first_view_threads, 0, 16, "0", "threads that build the view a start serves first (every stored item embedded, then each head's lists) while nothing else runs yet: /readyz says ready after it; 0: one per core"),
     INT(indexer_nice, 0, 19, "0", "the live model's indexer thread runs at this nice value above the process's (setpriority on its thread), so that the learner, the connections and the queries preempt its index builds; 0: the same priority"),
     {NULL, OMLD_OPT_STR, 0, 0, 0, NULL, NULL},
 };

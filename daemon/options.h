@@ -52,6 +52,7 @@ typedef struct omld_config {
     int64_t rerank_candidates;      /* candidates per head a fresh view's query re-ranks */
     double index_duty;
     int64_t index_cache_items;      /* slots whose input projection the indexer keeps */
+    int64_t first_view_threads;     /* threads of a start's first view build (0: cores) */
     int64_t indexer_nice;           /* the live indexer's nice value above the process's */
     int64_t query_group_jobs;       /* groupable classify jobs on the pool before requests wait (0: never, the default) */              /* share of a core model-only index rebuilds may take */
     /* connection limits (server.c) */

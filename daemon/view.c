@@ -162,26 +162,15 @@ static int store_swapped(const omld_store_lock *lock, uint64_t gen)
     return lock != NULL && lock->generation != gen;
 }
 
-static int index_build(omld_views *vs, oml_snapshot *snap, omld_store_lock *lock,
-                       oml_index **out)
+/* The index in gathers, the store's read lock (if any) held for each
+ * gather only; the indexer's builder keeps its buffers between builds. */
+static int build_in_gathers(omld_views *vs, oml_index_builder *b, oml_snapshot *snap,
+                            omld_store_lock *lock, uint64_t gen, int32_t dim, oml_index **out)
 {
-    /* The indexer's own builder keeps its buffers; a build on another
-     * thread (lock NULL: the learner's first view) has its own. */
-    oml_index_builder own = {0}, *b = lock ? &vs->builder : &own;
-    store_rdlock(lock); /* a rollback swaps the whole store struct in under the write lock */
-    int32_t dim = oml_store_dim(vs->store);
-    uint64_t gen = lock ? lock->generation : 0;
-    if (lock) { /* the indexer's build: what a model-only rebuild is judged against */
-        vs->built_changes = oml_store_changes(vs->store);
-        vs->built_gen = gen;
-        vs->have_built = 1;
-    }
-    store_unlock(lock);
     int rc = oml_index_builder_restart(b, snap, dim);
     b->shard_i = vs->shard_i;
     b->shard_n = vs->shard_n;
     b->cache = lock ? &vs->projections : NULL;
-    uint64_t lists_min = atomic_load(&vs->lists_min_items);
     int more = 1;
     /* A swap between two gathers ends the build: the engine publishes
      * again after one, and that build starts on the new store. */
@@ -196,17 +185,54 @@ static int index_build(omld_views *vs, oml_snapshot *snap, omld_store_lock *lock
         rc = store_swapped(lock, gen) ? OML_ECANCELED : oml_index_builder_finish(b, vs->store, out);
         store_unlock(lock);
     }
-    if (b == &own || rc != OML_OK || oml_index_builder_bytes(b) > vs->keep_builder)
+    if (b != &vs->builder || rc != OML_OK || oml_index_builder_bytes(b) > vs->keep_builder)
         oml_index_builder_free(b);
     else
         oml_index_builder_release_snapshot(b);
+    return rc;
+}
+
+static int index_build(omld_views *vs, oml_snapshot *snap, omld_store_lock *lock, int threads,
+                       oml_index **out)
+{
+    /* The indexer's own builder keeps its buffers; a build on another
+     * thread (lock NULL: the learner's first view) has its own. */
+    oml_index_builder own = {0}, *b = lock ? &vs->builder : &own;
+    store_rdlock(lock); /* a rollback swaps the whole store struct in under the write lock */
+    int32_t dim = oml_store_dim(vs->store);
+    uint64_t gen = lock ? lock->generation : 0;
+    if (lock) { /* the indexer's build: what a model-only rebuild is judged against */
+        vs->built_changes = oml_store_changes(vs->store);
+        vs->built_gen = gen;
+        vs->have_built = 1;
+    }
+    store_unlock(lock);
+    uint64_t t0 = omld_now_ns();
+    int rc;
+    if (lock == NULL && threads > 1 && vs->shard_n <= 1) {
+        /* The caller's store, nothing else running (a start's first view):
+         * one run, its blocks on every thread, the same bits as in gathers. */
+        rc = oml_index_builder_run_threads(b, snap, vs->store, threads, out);
+        oml_index_builder_free(b);
+    } else {
+        rc = build_in_gathers(vs, b, snap, lock, gen, dim, out);
+    }
     /* Lists and their calibration need the index only: no lock. Out of
      * memory for them, the index scans every row. */
+    uint64_t lists_min = atomic_load(&vs->lists_min_items), t1 = omld_now_ns(), t2 = t1;
     if (rc == OML_OK && lists_min > 0 && (uint64_t)(*out)->n >= lists_min &&
-        oml_index_add_lists(*out) == OML_OK)
+        oml_index_add_lists_threads(*out, threads) == OML_OK) {
+        t2 = omld_now_ns();
         oml_index_calibrate(*out, atomic_load(&vs->target_recall));
-    else if (rc == OML_OK)
+    } else if (rc == OML_OK) {
         oml_index_add_codes(*out); /* the exact scan's first pass (codescan.h) */
+    }
+    if (rc == OML_OK && lock == NULL && (*out)->n_lists > 0) /* a start's first view: its parts */
+        LOG_INFO("indexer", "view %llu built on %d thread(s): %d items embedded in %.1f s, "
+                 "%d lists a head in %.1f s, calibrated in %.1f s",
+                 (unsigned long long)snap->version, threads > 1 && vs->shard_n <= 1 ? threads : 1,
+                 (*out)->n, (double)(t1 - t0) / 1e9, (*out)->n_lists, (double)(t2 - t1) / 1e9,
+                 (double)(omld_now_ns() - t2) / 1e9);
     return rc;
 }
 
@@ -216,12 +242,12 @@ static int index_build(omld_views *vs, oml_snapshot *snap, omld_store_lock *lock
  * every query with nothing): *refused is set and the reason kept
  * (omld_views_health). */
 static omld_view *view_build(omld_views *vs, oml_snapshot *snap, uint64_t snapshot_ns,
-                             omld_store_lock *lock, int *refused)
+                             omld_store_lock *lock, int threads, int *refused)
 {
     *refused = 0;
     uint64_t t0 = omld_now_ns();
     omld_view *v = calloc(1, sizeof *v);
-    int rc = v ? index_build(vs, snap, lock, &v->ix) : OML_ENOMEM;
+    int rc = v ? index_build(vs, snap, lock, threads, &v->ix) : OML_ENOMEM;
     if (rc == OML_OK) {
         v->shard_i = vs->shard_i;
         v->shard_n = vs->shard_n;
@@ -410,7 +436,7 @@ static void *indexer_main(void *arg)
 
         int refused;
         uint64_t t0 = omld_now_ns();
-        omld_view *v = view_build(vs, snap, ns, vs->lock, &refused);
+        omld_view *v = view_build(vs, snap, ns, vs->lock, 1, &refused);
         uint64_t t1 = omld_now_ns();
         double duty = atomic_load(&vs->duty);
         vs->next_build_ns = t1 + (duty > 0.0 && duty < 1.0
@@ -548,10 +574,11 @@ void omld_views_submit(omld_views *vs, oml_snapshot *snap, uint64_t snapshot_ns)
     oml_snapshot_release(dropped);
 }
 
-int omld_views_publish_now(omld_views *vs, oml_snapshot *snap, uint64_t snapshot_ns)
+int omld_views_publish_now(omld_views *vs, oml_snapshot *snap, uint64_t snapshot_ns,
+                           int threads)
 {
     int refused;
-    omld_view *v = view_build(vs, snap, snapshot_ns, NULL, &refused);
+    omld_view *v = view_build(vs, snap, snapshot_ns, NULL, threads, &refused);
     if (v == NULL)
         return refused ? 1 : -1;
     view_swap(vs, v);

@@ -121,10 +121,12 @@ void omld_views_set_nice(omld_views *vs, int nice);
 void omld_views_submit(omld_views *vs, oml_snapshot *snap, uint64_t snapshot_ns);
 
 /* Builds a view synchronously on the calling thread (startup, tests), which
- * must hold the store's read lock or own the store. 0 served, 1 refused (its
+ * must hold the store's read lock or own the store, its embedding and lists
+ * on up to `threads` threads (the start's first view: nothing else runs). 0 served, 1 refused (its
  * model or embeddings are not finite: not served, see omld_views_health),
  * -1 out of memory. */
-int omld_views_publish_now(omld_views *vs, oml_snapshot *snap, uint64_t snapshot_ns);
+int omld_views_publish_now(omld_views *vs, oml_snapshot *snap, uint64_t snapshot_ns,
+                           int threads);
 
 /* 1 if the newest view built was served; 0 if it was refused because its
  * model or item embeddings hold a NaN or an infinity (the previous view, if

@@ -85,14 +85,8 @@ static int assign(const oml_hlist *hl, const float *cols, int32_t *list_of)
         size_t m = n - i < CHUNK ? n - i : CHUNK;
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasTrans, (int)m, (int)L, hl->emb, 1.0f,
                     cols + i, (int)n, hl->centroids, hl->emb, 0.0f, dots, (int)L);
-        for (size_t r = 0; r < m; r++) {
-            const float *d = dots + r * L;
-            int32_t best = 0;
-            for (size_t l = 1; l < L; l++)
-                if (d[l] > d[best])
-                    best = (int32_t)l;
-            list_of[i + r] = best;
-        }
+        for (size_t r = 0; r < m; r++)
+            list_of[i + r] = oml_ivf_first_max(dots + r * L, (int32_t)L);
     }
     free(dots);
     return OML_OK;

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "parallel.h"
 
 /* |BLAS dot - cosine| for rows normalised in float is at most about
  * emb * 2^-24 (summation) plus the rows' norm deviation from 1 (of the same
@@ -388,29 +389,53 @@ static void drop_codes(oml_codescan *cs, int heads)
     free(cs);
 }
 
-int oml_index_add_lists(oml_index *ix)
+typedef struct head_lists {
+    oml_index *ix;
+    oml_hlist *hl;
+    int32_t lists;
+    int rc[OML_PARALLEL_MAX];
+} head_lists;
+
+static void build_head_lists(void *ctx, int worker, int32_t h)
+{
+    head_lists *k = ctx;
+    const oml_index *ix = k->ix;
+    int rc = oml_hlist_build(&k->hl[h],
+                             ix->emb_cols + (size_t)h * (size_t)ix->n * (size_t)ix->emb, ix->n,
+                             ix->emb, k->lists);
+    if (rc != OML_OK)
+        k->rc[worker] = rc;
+}
+
+int oml_index_add_lists_threads(oml_index *ix, int threads)
 {
     if (ix == NULL || ix->hl != NULL || ix->n < 64 || ix->emb > OML_HLIST_MAX_EMB)
         return OML_OK;
     int32_t L = oml_hlist_lists_for((size_t)ix->n);
     if (L > ix->n / 4)
         L = ix->n / 4;
-    oml_hlist *hl = calloc((size_t)ix->heads, sizeof *hl);
-    int rc = hl ? OML_OK : OML_ENOMEM;
-    for (int h = 0; rc == OML_OK && h < ix->heads; h++)
-        rc = oml_hlist_build(&hl[h], ix->emb_cols + (size_t)h * (size_t)ix->n * (size_t)ix->emb,
-                             ix->n, ix->emb, L);
+    head_lists k = {.ix = ix, .hl = calloc((size_t)ix->heads, sizeof *k.hl), .lists = L};
+    int rc = k.hl ? OML_OK : OML_ENOMEM;
+    if (rc == OML_OK) /* each head's lists alone: the same for any thread count */
+        oml_parallel_run(threads, ix->heads, build_head_lists, &k);
+    for (int t = 0; rc == OML_OK && t < OML_PARALLEL_MAX; t++)
+        rc = k.rc[t];
     if (rc != OML_OK) {
-        for (int h = 0; hl && h < ix->heads; h++)
-            oml_hlist_free(&hl[h]);
-        free(hl);
+        for (int h = 0; k.hl && h < ix->heads; h++)
+            oml_hlist_free(&k.hl[h]);
+        free(k.hl);
         return rc;
     }
-    ix->hl = hl;
+    ix->hl = k.hl;
     ix->n_lists = L;
     drop_codes(ix->cs, ix->heads); /* the lists' codes replace them */
     ix->cs = NULL;
     return OML_OK;
+}
+
+int oml_index_add_lists(oml_index *ix)
+{
+    return oml_index_add_lists_threads(ix, 1);
 }
 
 /* oml_index_topk by the codes first (codescan.h): every row they cannot

@@ -58,6 +58,9 @@ typedef struct oml_index {
  * OML_ENOMEM (the index stays without lists); an index of fewer than 64
  * rows, or with heads wider than OML_HLIST_MAX_EMB, stays without. */
 int oml_index_add_lists(oml_index *ix);
+/* The same with the heads' lists built on up to `threads` threads: the
+ * same lists for any count. */
+int oml_index_add_lists_threads(oml_index *ix, int threads);
 
 /* The exact scan's first pass for an index without lists (codescan.h):
  * oml_index_topk then scores every row by its int8 code and re-ranks on
@@ -149,6 +152,8 @@ typedef struct oml_index_builder {
     int32_t *new_row;         /* (OML_INDEX_GATHER_ROWS) their rows in the gather */
     uint32_t *new_slot;       /* (OML_INDEX_GATHER_ROWS) their slots */
     uint64_t *new_stamp;      /* (OML_INDEX_GATHER_ROWS) their store stamps */
+    int defer;                /* gathers take no inputs: a threaded run reads them from
+                                 the store block by block (oml_index_builder_run_threads) */
 } oml_index_builder;
 
 /* OML_OK, OML_EDIM (dim is not the snapshot's), OML_ENOMEM. Takes its own
@@ -168,6 +173,12 @@ int oml_index_builder_restart(oml_index_builder *b, oml_snapshot *snap, int32_t 
  * the builder (and its cache) between builds calls this. */
 int oml_index_builder_run(oml_index_builder *b, oml_snapshot *snap, const oml_store *store,
                           oml_index **out);
+/* The same with the embedding's blocks on up to `threads` threads (a
+ * builder without a projection cache; threads <= 1 or a cache: as
+ * oml_index_builder_run). The same index, bit for bit, for any count: for
+ * a store nothing else uses meanwhile, as at a restart's first view. */
+int oml_index_builder_run_threads(oml_index_builder *b, oml_snapshot *snap,
+                                  const oml_store *store, int threads, oml_index **out);
 /* Lets go of the snapshot and keeps the buffers, until restart or free. */
 void oml_index_builder_release_snapshot(oml_index_builder *b);
 /* The bytes its buffers hold (what restart keeps). */

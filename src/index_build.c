@@ -22,11 +22,14 @@
 #include "index.h"
 #include "shard.h"
 
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bigmem.h"
 #include "net.h"
+#include "parallel.h"
 
 /* Doubles *cap until it holds need, reallocating *p (elem bytes each). */
 static int grow(void **p, size_t *cap, size_t need, size_t elem)
@@ -136,6 +139,8 @@ void oml_index_builder_free(oml_index_builder *b)
 static void gather_input(oml_index_builder *b, const oml_store *store, uint32_t slot, int32_t m)
 {
     size_t d = (size_t)b->dim;
+    if (b->defer)
+        return; /* run_blocks reads them from the store */
     if (b->in == 0) {
         memcpy(b->X + (size_t)m * d, oml_store_features(store, slot), d * sizeof(float));
         return;
@@ -265,12 +270,26 @@ static int cols_room(oml_index_builder *b, size_t need)
     return OML_OK;
 }
 
+/* Rows first .. first + m of out (heads, m, emb) into the columns
+ * (heads, emb, cap_cols). */
+static void to_columns(oml_index_builder *b, const float *out, size_t first, int32_t m)
+{
+    size_t e = (size_t)b->emb;
+    for (int h = 0; h < b->heads; h++)
+        for (size_t j = 0; j < e; j++) {
+            float *col = b->cols + ((size_t)h * e + j) * b->cap_cols + first;
+            const float *src = out + (size_t)h * (size_t)m * e + j;
+            for (int32_t i = 0; i < m; i++)
+                col[i] = src[(size_t)i * e];
+        }
+}
+
 int oml_index_builder_embed(oml_index_builder *b)
 {
     int32_t m = b->pending;
     if (m == 0)
         return OML_OK;
-    size_t e = (size_t)b->emb, first = b->n - (size_t)m;
+    size_t first = b->n - (size_t)m;
     if (cols_room(b, b->n) != OML_OK)
         return OML_ENOMEM;
     int rc;
@@ -282,14 +301,7 @@ int oml_index_builder_embed(oml_index_builder *b)
     }
     if (rc != OML_OK)
         return rc;
-    /* out is (heads, m, emb); cols is (heads, emb, cap_cols). */
-    for (int h = 0; h < b->heads; h++)
-        for (size_t j = 0; j < e; j++) {
-            float *col = b->cols + ((size_t)h * e + j) * b->cap_cols + first;
-            const float *src = b->out + (size_t)h * (size_t)m * e + j;
-            for (int32_t i = 0; i < m; i++)
-                col[i] = src[(size_t)i * e];
-        }
+    to_columns(b, b->out, first, m);
     b->pending = 0;
     if (b->shard_n > 1)
         keep_shard(b, first);
@@ -404,16 +416,111 @@ int oml_index_builder_finish(oml_index_builder *b, const oml_store *store, oml_i
     return OML_OK;
 }
 
-int oml_index_builder_run(oml_index_builder *b, oml_snapshot *snap, const oml_store *store,
-                          oml_index **out)
+/* One worker's buffers for run_blocks' blocks. */
+typedef struct lane {
+    float *X, *H0, *out;
+} lane;
+
+typedef struct blocks {
+    oml_index_builder *b;
+    const oml_store *store;
+    lane lanes[OML_PARALLEL_MAX];
+    atomic_int rc;
+} blocks;
+
+/* Block i of a run's rows, as a serial build embeds it: its gather's rows
+ * (every gather but the last holds OML_INDEX_GATHER_ROWS), projected row
+ * by row, embedded in one call, into the columns. */
+static void embed_block(void *ctx, int worker, int32_t i)
+{
+    blocks *k = ctx;
+    oml_index_builder *b = k->b;
+    lane *ln = &k->lanes[worker];
+    size_t first = (size_t)i * OML_INDEX_GATHER_ROWS, d = (size_t)b->dim;
+    int32_t m = (int32_t)(b->n - first < OML_INDEX_GATHER_ROWS ? b->n - first
+                                                                : OML_INDEX_GATHER_ROWS);
+    for (int32_t r = 0; r < m; r++)
+        memcpy(ln->X + (size_t)r * d, oml_store_features(k->store, b->slots[first + (size_t)r]),
+               d * sizeof(float));
+    int rc;
+    if (b->in > 0) {
+        oml_net_project(&b->snap->lay, b->snap->params, ln->X, m, ln->H0);
+        rc = oml_snapshot_embed_h0(b->snap, ln->H0, m, ln->out);
+    } else {
+        rc = oml_snapshot_embed(b->snap, ln->X, m, ln->out);
+    }
+    if (rc != OML_OK) {
+        atomic_store(&k->rc, rc);
+        return;
+    }
+    to_columns(b, ln->out, first, m);
+}
+
+/* Every live item gathered without its features, then the blocks embedded
+ * on `threads` threads straight from the store (held still by the
+ * caller): the same blocks, the same calls, so the same bits as the
+ * serial loop. Not with a projection cache or a shard (their rows depend
+ * on the gather in turn). */
+static int run_blocks(oml_index_builder *b, const oml_store *store, int threads)
+{
+    int more = 1, rc = OML_OK;
+    b->defer = 1;
+    while (more > 0) {
+        more = oml_index_builder_gather(b, store);
+        b->pending = 0;
+    }
+    b->defer = 0;
+    if (more < 0)
+        return more;
+    b->pending = (int32_t)(b->n < INT32_MAX ? b->n : INT32_MAX); /* none embedded: no copy */
+    rc = cols_room(b, b->n);
+    b->pending = 0;
+    if (rc != OML_OK)
+        return rc;
+    blocks k = {.b = b, .store = store};
+    atomic_init(&k.rc, OML_OK);
+    if (threads > OML_PARALLEL_MAX)
+        threads = OML_PARALLEL_MAX;
+    size_t g = OML_INDEX_GATHER_ROWS, in = (size_t)(b->in > 0 ? b->in : 1);
+    for (int t = 0; t < threads && rc == OML_OK; t++) {
+        lane *ln = &k.lanes[t];
+        ln->X = t == 0 ? b->X : malloc(g * (size_t)b->dim * sizeof(float));
+        ln->H0 = t == 0 ? b->H0 : b->in > 0 ? malloc(g * in * sizeof(float)) : NULL;
+        ln->out = t == 0 ? b->out : malloc(g * (size_t)b->heads * (size_t)b->emb * sizeof(float));
+        if (ln->X == NULL || ln->out == NULL || (b->in > 0 && ln->H0 == NULL))
+            rc = OML_ENOMEM;
+    }
+    int32_t tasks = (int32_t)((b->n + g - 1) / g);
+    if (rc == OML_OK)
+        oml_parallel_run(threads, tasks, embed_block, &k);
+    for (int t = 1; t < threads; t++) {
+        free(k.lanes[t].X);
+        free(k.lanes[t].H0);
+        free(k.lanes[t].out);
+    }
+    return rc == OML_OK ? atomic_load(&k.rc) : rc;
+}
+
+int oml_index_builder_run_threads(oml_index_builder *b, oml_snapshot *snap,
+                                  const oml_store *store, int threads, oml_index **out)
 {
     int rc = oml_index_builder_restart(b, snap, oml_store_dim(store));
+    if (rc == OML_OK && threads > 1 && b->cache == NULL)
+        return (rc = run_blocks(b, store, threads)) == OML_OK
+                   ? oml_index_builder_finish(b, store, out)
+                   : rc;
     int more = 1;
     while (rc == OML_OK && more) {
         more = oml_index_builder_gather(b, store);
         rc = more < 0 ? more : oml_index_builder_embed(b);
     }
     return rc == OML_OK ? oml_index_builder_finish(b, store, out) : rc;
+}
+
+int oml_index_builder_run(oml_index_builder *b, oml_snapshot *snap, const oml_store *store,
+                          oml_index **out)
+{
+    return oml_index_builder_run_threads(b, snap, store, 1, out);
 }
 
 int oml_index_build(oml_index **out, oml_snapshot *snap, const oml_store *store)

@@ -30,17 +30,75 @@ static void normalise(float *v, int32_t d)
         v[j] *= inv;
 }
 
+/* The scalar argmax: the first position of the largest (a NaN is never
+ * larger; r[0] NaN: 0). */
+static int32_t first_max_portable(const float *r, int32_t n)
+{
+    int32_t best = 0;
+    for (int32_t l = 1; l < n; l++)
+        if (r[l] > r[best])
+            best = l;
+    return best;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HAVE_AVX2_KERNEL 1
+
+/* The same answer in two vectorised passes: the largest value (a maximum
+ * is exact in any order; max_ps(x, m) keeps m when x is NaN, as the scalar
+ * comparison does), then its first position. The scalar loop's compare
+ * and move chain through a load each step: assigning a million rows to
+ * 500 lists was ~1 s a head of a restart's first view. */
+__attribute__((target("avx2"))) static int32_t first_max_avx2(const float *r, int32_t n)
+{
+    __m256 m0 = _mm256_set1_ps(r[0]), m1 = m0, m2 = m0, m3 = m0;
+    int32_t l = 0;
+    for (; l + 32 <= n; l += 32) {
+        m0 = _mm256_max_ps(_mm256_loadu_ps(r + l), m0);
+        m1 = _mm256_max_ps(_mm256_loadu_ps(r + l + 8), m1);
+        m2 = _mm256_max_ps(_mm256_loadu_ps(r + l + 16), m2);
+        m3 = _mm256_max_ps(_mm256_loadu_ps(r + l + 24), m3);
+    }
+    float v[8];
+    _mm256_storeu_ps(v, _mm256_max_ps(_mm256_max_ps(m0, m1), _mm256_max_ps(m2, m3)));
+    float m = v[0];
+    for (int i = 1; i < 8; i++)
+        m = v[i] > m ? v[i] : m;
+    for (; l < n; l++)
+        m = r[l] > m ? r[l] : m;
+    __m256 mm = _mm256_set1_ps(m);
+    for (l = 0; l + 8 <= n; l += 8) {
+        int bits = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(r + l), mm, _CMP_EQ_OQ));
+        if (bits)
+            return l + __builtin_ctz((unsigned)bits);
+    }
+    for (; l < n; l++)
+        if (r[l] == m)
+            return l;
+    return 0;
+}
+#endif
+
+int32_t oml_ivf_first_max(const float *r, int32_t n)
+{
+#ifdef HAVE_AVX2_KERNEL
+    if (n >= 32 && r[0] == r[0] && __builtin_cpu_supports("avx2"))
+        return first_max_avx2(r, n);
+#endif
+    return first_max_portable(r, n);
+}
+
+int32_t oml_ivf_first_max_portable(const float *r, int32_t n)
+{
+    return first_max_portable(r, n);
+}
+
 /* argmax over each row of dots (m, n_lists); ties: the smaller list. */
 static void argmax_rows(const float *dots, size_t m, int32_t n_lists, int32_t *out)
 {
-    for (size_t i = 0; i < m; i++) {
-        const float *r = dots + i * (size_t)n_lists;
-        int32_t best = 0;
-        for (int32_t l = 1; l < n_lists; l++)
-            if (r[l] > r[best])
-                best = l;
-        out[i] = best;
-    }
+    for (size_t i = 0; i < m; i++)
+        out[i] = oml_ivf_first_max(dots + i * (size_t)n_lists, n_lists);
 }
 
 int oml_ivf_assign(const float *rows, size_t n, int32_t d, const float *centroids,

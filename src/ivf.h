@@ -20,4 +20,11 @@ int oml_ivf_train(const float *rows, size_t n, int32_t d, int32_t n_lists, float
 int oml_ivf_assign(const float *rows, size_t n, int32_t d, const float *centroids,
                    int32_t n_lists, int32_t *list_of);
 
+/* The first position of the largest of r[0 .. n) (n >= 1; a NaN is never
+ * the largest unless it is r[0], which is then the answer): an AVX2
+ * kernel where the machine has it, and the scalar loop, which give the
+ * same position. */
+int32_t oml_ivf_first_max(const float *r, int32_t n);
+int32_t oml_ivf_first_max_portable(const float *r, int32_t n);
+
 #endif

@@ -652,6 +652,49 @@ static void test_builder_columns_grow(void **state)
     oml_snapshot_release(s);
 }
 
+/* A build run on several threads (a start's first view) is the serial
+ * build bit for bit: the same blocks embedded by the same calls, whatever
+ * thread takes each; and each head's lists are the same built alone or
+ * beside the others. Three gathers and a part, with holes. */
+static void test_threaded_build_same_bits(void **state)
+{
+    (void)state;
+    enum { DIM = 6, N = 3 * OML_INDEX_GATHER_ROWS + 777 };
+    oml_snapshot *s = make_snap(2, DIM, 9, 4, NULL, NULL, 8);
+    oml_store *st = NULL;
+    assert_int_equal(oml_store_create(&st, DIM, N), OML_OK);
+    put_items(st, 0, N, "t", "a");
+    char id[32];
+    for (int i = 3; i < N; i += 1001) {
+        snprintf(id, sizeof id, "t%d", i);
+        assert_int_equal(oml_store_delete(st, id, strlen(id)), OML_OK);
+    }
+    oml_index *serial = NULL;
+    assert_int_equal(oml_index_build(&serial, s, st), OML_OK);
+    assert_int_equal(oml_index_add_lists(serial), OML_OK);
+    for (int threads = 2; threads <= 3; threads++) {
+        oml_index_builder b = {0};
+        oml_index *ix = NULL;
+        assert_int_equal(oml_index_builder_run_threads(&b, s, st, threads, &ix), OML_OK);
+        oml_index_builder_free(&b);
+        assert_same_index(ix, serial);
+        assert_int_equal(oml_index_add_lists_threads(ix, threads), OML_OK);
+        assert_int_equal(ix->n_lists, serial->n_lists);
+        size_t n = (size_t)ix->n, e = (size_t)ix->emb, L = (size_t)ix->n_lists;
+        for (int h = 0; h < ix->heads; h++) {
+            const oml_hlist *a = &ix->hl[h], *z = &serial->hl[h];
+            assert_memory_equal(a->centroids, z->centroids, L * e * sizeof(float));
+            assert_memory_equal(a->rows, z->rows, n * sizeof(int32_t));
+            assert_memory_equal(a->codes, z->codes, n * e);
+            assert_memory_equal(a->scale, z->scale, n * sizeof(float));
+        }
+        oml_index_destroy(ix);
+    }
+    oml_index_destroy(serial);
+    oml_store_destroy(st);
+    oml_snapshot_release(s);
+}
+
 /* A builder restarted keeps its buffers, and what it builds next is what
  * a new builder builds: after a larger store, a smaller one (no rows of
  * the last build left over), and for another width (buffers made anew). */
@@ -714,6 +757,7 @@ int main(void)
         cmocka_unit_test(test_builder_while_the_store_changes),
         cmocka_unit_test(test_builder_restart),
         cmocka_unit_test(test_builder_columns_grow),
+        cmocka_unit_test(test_threaded_build_same_bits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -47,6 +47,50 @@ static float *clustered(oml_rng *r, size_t n, int32_t d, int c)
     return x;
 }
 
+/* The argmax every assignment takes: the first position of the largest,
+ * worked by hand on short rows (ties, -0 against +0, NaNs), and the AVX2
+ * kernel's answer equal to the scalar loop's on rows of every length to
+ * 600 with repeated values, ties across its lanes and NaNs. */
+static void test_first_max(void **state)
+{
+    (void)state;
+    const float nan = NAN;
+    const float a[] = {1, 3, 2, 3};
+    assert_int_equal(oml_ivf_first_max(a, 4), 1);
+    const float z[] = {-0.0f, 0.0f, -1};
+    assert_int_equal(oml_ivf_first_max(z, 3), 0);
+    const float n1[] = {1, nan, 5, 5};
+    assert_int_equal(oml_ivf_first_max(n1, 4), 2);
+    enum { N = 600 };
+    float *r = malloc(N * sizeof *r);
+    oml_rng g;
+    oml_rng_seed(&g, 17);
+    for (int trial = 0; trial < 40; trial++) {
+        for (int i = 0; i < N; i++) /* few values: many ties */
+            r[i] = (float)((int)(oml_rng_uniform(&g) * 9.0) - 4) * (trial % 2 ? 1.0f : 0.25f);
+        if (trial % 3 == 0)
+            r[(trial * 37) % N] = nan;
+        if (trial % 5 == 0)
+            r[0] = nan; /* the scalar loop keeps position 0 */
+        for (int32_t n = 1; n <= N; n += n < 70 ? 1 : 13) {
+            int32_t want = oml_ivf_first_max_portable(r, n);
+            assert_int_equal(oml_ivf_first_max(r, n), want);
+            if (!isnan(r[0]))
+                for (int32_t l = 0; l < n; l++) /* the first largest, by definition */
+                    assert_true(l < want ? !(r[l] >= r[want]) : l == want || !(r[l] > r[want]));
+        }
+    }
+    /* one large value in the last lane of a block, another after the blocks */
+    for (int i = 0; i < N; i++)
+        r[i] = 0.0f;
+    r[31] = 2.0f;
+    r[599] = 2.0f;
+    assert_int_equal(oml_ivf_first_max(r, N), 31);
+    r[599] = 3.0f;
+    assert_int_equal(oml_ivf_first_max(r, N), 599);
+    free(r);
+}
+
 static void test_train_assign(void **state)
 {
     (void)state;
@@ -533,6 +577,7 @@ static void test_scan_keeps_what_may_be_nearest(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_first_max),
         cmocka_unit_test(test_train_assign),
         cmocka_unit_test(test_scan_keeps_what_may_be_nearest),
         cmocka_unit_test(test_index_with_lists),

@@ -234,6 +234,34 @@ static void test_bound_on_slots_kept(void **state)
     oml_store_destroy(st);
 }
 
+/* With the basis, a build on several threads (a start's first view, no
+ * cache) projects and embeds each gather's block as the serial build
+ * does: the same index bit for bit. More than two gathers. */
+static void test_threaded_build_same_bits(void **state)
+{
+    (void)state;
+    enum { M = 2 * OML_INDEX_GATHER_ROWS + 100 };
+    float *X = malloc((size_t)M * DIM * sizeof(float));
+    assert_non_null(X);
+    random_rows(X, M, DIM, 9);
+    oml_snapshot *s = model_with_basis(X, N, 4);
+    oml_store *st = NULL;
+    assert_int_equal(oml_store_create(&st, DIM, M), OML_OK);
+    for (int i = 0; i < M; i++)
+        put(st, i, X + (size_t)i * DIM);
+    oml_index *serial = NULL, *threaded = NULL;
+    assert_int_equal(oml_index_build(&serial, s, st), OML_OK);
+    oml_index_builder b = {0};
+    assert_int_equal(oml_index_builder_run_threads(&b, s, st, 2, &threaded), OML_OK);
+    oml_index_builder_free(&b);
+    assert_true(same_embeddings(threaded, serial));
+    oml_index_destroy(threaded);
+    oml_index_destroy(serial);
+    oml_store_destroy(st);
+    oml_snapshot_release(s);
+    free(X);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -241,6 +269,7 @@ int main(void)
         cmocka_unit_test(test_store_stamps),
         cmocka_unit_test(test_kept_rows_build_the_same_index),
         cmocka_unit_test(test_bound_on_slots_kept),
+        cmocka_unit_test(test_threaded_build_same_bits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -100,17 +100,17 @@ static void test_non_finite_view_not_served(void **state)
     char why[256];
 
     /* Startup with a poisoned model: nothing is served, health says why. */
-    assert_int_equal(omld_views_publish_now(f.vs, snap(1, 1), 0), 1);
+    assert_int_equal(omld_views_publish_now(f.vs, snap(1, 1), 0, 1), 1);
     assert_null(omld_views_acquire(f.vs));
     assert_int_equal(omld_views_health(f.vs, why, sizeof why), 0);
     assert_non_null(strstr(why, "not finite"));
 
-    assert_int_equal(omld_views_publish_now(f.vs, snap(2, 0), 0), 0);
+    assert_int_equal(omld_views_publish_now(f.vs, snap(2, 0), 0, 1), 0);
     expect_serving(&f, 2);
     assert_int_equal(omld_views_health(f.vs, why, sizeof why), 1);
     assert_string_equal(why, "");
 
-    assert_int_equal(omld_views_publish_now(f.vs, snap(3, 2), 0), 1);
+    assert_int_equal(omld_views_publish_now(f.vs, snap(3, 2), 0, 1), 1);
     expect_serving(&f, 2);
     assert_int_equal(omld_views_health(f.vs, why, sizeof why), 0);
     assert_non_null(strstr(why, "1 of its"));
@@ -154,7 +154,7 @@ static void test_fresh_model_served_at_once(void **state)
     (void)state;
     fx f;
     fx_init(&f);
-    assert_int_equal(omld_views_publish_now(f.vs, snap(1, 0), 0), 0);
+    assert_int_equal(omld_views_publish_now(f.vs, snap(1, 0), 0, 1), 0);
     omld_views_set_rerank(f.vs, 1);
 
     pthread_rwlock_wrlock(&f.lock.rw);
@@ -221,7 +221,7 @@ static void test_model_only_rebuild_waits(void **state)
     (void)state;
     fx f;
     fx_init(&f);
-    assert_int_equal(omld_views_publish_now(f.vs, snap(1, 0), 0), 0);
+    assert_int_equal(omld_views_publish_now(f.vs, snap(1, 0), 0, 1), 0);
     omld_views_set_rerank(f.vs, 1);
     omld_views_set_duty(f.vs, 0.01);
     pthread_rwlock_wrlock(&f.lock.rw);
