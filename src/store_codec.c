@@ -246,10 +246,24 @@ static int decode_slots(oml_store *s, oml_reader *c, uint32_t n_slots, uint32_t 
 }
 
 #define FEATURE_BLOCK ((size_t)8 << 20) /* floats: 32 MB */
+#define FINITE_PART ((size_t)64 << 10) /* floats: 256 KB, copied then checked */
 
 /* The feature block (n_slots, dim) and, since version 2, the generations;
  * they end the buffer exactly (up to version 2: version 3's metadata
  * follows them), and every feature is finite. */
+/* Whether no value of x (n) is an infinity or a NaN: all exponent bits set
+ * marks both, tested without an early exit so that it vectorises. */
+static int all_finite(const float *x, size_t n)
+{
+    uint32_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t b;
+        memcpy(&b, &x[i], sizeof b);
+        bad |= (b & 0x7f800000u) == 0x7f800000u;
+    }
+    return bad == 0;
+}
+
 static int decode_features(oml_store *s, oml_reader *c, uint32_t version, uint32_t n_slots,
                            oml_diag *diag)
 {
@@ -266,7 +280,18 @@ static int decode_features(oml_store *s, oml_reader *c, uint32_t version, uint32
     for (size_t at = 0; at < nx;) {
         size_t m = nx - at < FEATURE_BLOCK ? nx - at : FEATURE_BLOCK;
         const uint8_t *src = c->p + c->pos;
-        oml_get_f32s(c, s->x + at, m);
+        /* Each part checked while it is still in the cache: a second pass
+         * over a million items' features read 3 GB again. */
+        for (size_t p = at; p < at + m; p += FINITE_PART) {
+            size_t k = at + m - p < FINITE_PART ? at + m - p : FINITE_PART;
+            oml_get_f32s(c, s->x + p, k);
+            if (!all_finite(s->x + p, k))
+                for (size_t i = p; i < p + k; i++)
+                    if (!isfinite(s->x[i]))
+                        return oml_diag_set(diag, OML_EFORMAT, "store",
+                                            "slot %zu feature %zu is not finite",
+                                            i / (size_t)s->dim, i % (size_t)s->dim);
+        }
         oml_bigmem_read_done(src, m * sizeof(float));
         at += m;
     }
@@ -274,10 +299,6 @@ static int decode_features(oml_store *s, oml_reader *c, uint32_t version, uint32
         oml_get_le(c, s->gen, 4, n_slots); /* version 1 had none: every generation 0 */
     for (uint32_t i = 0; i < n_slots; i++)
         s->stamp[i] = oml__store_next_stamp(); /* new contents for every cache */
-    for (size_t i = 0; i < nx; i++)
-        if (!isfinite(s->x[i]))
-            return oml_diag_set(diag, OML_EFORMAT, "store", "slot %zu feature %zu is not finite",
-                                i / (size_t)s->dim, i % (size_t)s->dim);
     return OML_OK;
 }
 

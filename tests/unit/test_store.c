@@ -272,6 +272,49 @@ static void test_nonfinite(void **state)
     oml_store_destroy(s);
 }
 
+/* A decoded store refuses a feature that is not finite, naming its slot
+ * and feature, wherever it lies: the first of 200,000 (the decoder checks
+ * each part as it copies it) and the last of a later part. */
+static void test_decode_refuses_nonfinite(void **state)
+{
+    (void)state;
+    enum { N = 50000 }; /* 200,000 features: several of the decoder's parts */
+    oml_store *s;
+    assert_int_equal(oml_store_create(&s, DIM, N), OML_OK);
+    float x[DIM];
+    char id[32];
+    for (int i = 0; i < N; i++) {
+        fill(x, 0.5f);
+        x[i % DIM] = 1234.5f + (float)i; /* a value found once in the encoding */
+        int n = snprintf(id, sizeof id, "f%d", i);
+        assert_int_equal(oml_store_put(s, id, (size_t)n, x, NULL, 0, NULL, NULL), OML_OK);
+    }
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    assert_int_equal(oml_store_encode(s, &buf, &len), OML_OK);
+    const int slots[2] = {0, N - 1};
+    const float poison[2] = {NAN, -INFINITY};
+    for (int t = 0; t < 2; t++) {
+        uint32_t slot = (uint32_t)slots[t];
+        float mark = 1234.5f + (float)slot, bad = poison[t];
+        uint8_t *at = memmem(buf, len, &mark, sizeof mark);
+        assert_non_null(at);
+        memcpy(at, &bad, sizeof bad);
+        oml_store *d = NULL;
+        oml_diag diag = {0};
+        assert_int_equal(oml_store_decode(&d, buf, len, N, &diag), OML_EFORMAT);
+        assert_null(d);
+        char want[64];
+        snprintf(want, sizeof want, "slot %u feature %u is not finite", slot, slot % DIM);
+        assert_non_null(strstr(diag.msg, want));
+        memcpy(at, &mark, sizeof mark); /* and whole again, it decodes */
+        assert_int_equal(oml_store_decode(&d, buf, len, N, NULL), OML_OK);
+        oml_store_destroy(d);
+    }
+    free(buf);
+    oml_store_destroy(s);
+}
+
 static void test_capacity(void **state)
 {
     (void)state;
@@ -619,6 +662,7 @@ int main(void)
         cmocka_unit_test(test_id_validation),
         cmocka_unit_test(test_utf8),
         cmocka_unit_test(test_nonfinite),
+        cmocka_unit_test(test_decode_refuses_nonfinite),
         cmocka_unit_test(test_capacity),
         cmocka_unit_test(test_label_interning),
         cmocka_unit_test(test_many_items),
