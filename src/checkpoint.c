@@ -17,6 +17,7 @@
 
 #include "atomic_file.h"
 #include "bytes.h"
+#include "parallel.h"
 
 #define MAGIC "OMLCKPT1"
 #define HEADER_BYTES (8 + 4 + 4 + 8)
@@ -152,22 +153,45 @@ int oml_ckpt_write(const char *dir, uint64_t lsn, const oml_ckpt_section *sectio
     return OML_OK;
 }
 
-/* crc32 of the loaded file's first n bytes. A mapped file is read a block
- * at a time and each block given back after (MADV_DONTNEED: its clean
- * pages stay in the page cache for the decoders, not in this process), so
- * checking a 3 GB checkpoint does not make it resident all at once. */
+/* crc32 of the loaded file's first n bytes, in parts of CRC_PART bytes
+ * on every core (zlib combines the parts' CRCs: the same value as one
+ * pass; at 1M items reading and checking 3 GB was 1.4 s of a restart on
+ * one core). A mapped file's parts are given back once read
+ * (MADV_DONTNEED: its clean pages stay in the page cache for the
+ * decoders, not in this process), so checking a 3 GB checkpoint does not
+ * make it resident all at once. */
+#define CRC_PART ((uint64_t)64 << 20) /* a multiple of any page size */
+
+typedef struct crc_parts {
+    uint8_t *p;
+    uint64_t n;
+    int mapped;
+    uint32_t *crc; /* (parts) */
+} crc_parts;
+
+static void crc_part(void *ctx, int worker, int32_t i)
+{
+    (void)worker;
+    crc_parts *k = ctx;
+    uint64_t at = (uint64_t)i * CRC_PART, m = k->n - at < CRC_PART ? k->n - at : CRC_PART;
+    k->crc[i] = crc_update(0, k->p + at, m);
+    if (k->mapped && m == CRC_PART)
+        (void)madvise(k->p + at, (size_t)m, MADV_DONTNEED);
+}
+
 static uint32_t file_crc(const oml_ckpt *c, uint64_t n)
 {
-    if (c->_mapped == 0)
+    int32_t parts = (int32_t)((n + CRC_PART - 1) / CRC_PART);
+    crc_parts k = {c->_file, n, c->_mapped > 0, malloc((size_t)(parts ? parts : 1) * 4)};
+    if (k.crc == NULL) /* one pass, in place */
         return crc_update(0, c->_file, n);
-    const uint64_t block = (uint64_t)64 << 20; /* a multiple of any page size */
+    oml_parallel_run(oml_parallel_cores(), parts, crc_part, &k);
     uint32_t crc = 0;
-    for (uint64_t at = 0; at < n; at += block) {
-        uint64_t m = n - at < block ? n - at : block;
-        crc = crc_update(crc, c->_file + at, m);
-        if (m == block)
-            (void)madvise(c->_file + at, (size_t)m, MADV_DONTNEED);
+    for (int32_t i = 0; i < parts; i++) {
+        uint64_t m = n - (uint64_t)i * CRC_PART < CRC_PART ? n - (uint64_t)i * CRC_PART : CRC_PART;
+        crc = (uint32_t)crc32_combine(crc, k.crc[i], (z_off_t)m); /* m <= 64 MB */
     }
+    free(k.crc);
     return crc;
 }
 

@@ -117,6 +117,46 @@ static void test_damage_falls_back_to_previous(void **state)
     free(orig);
 }
 
+/* A file of several of the check's 64 MB parts (each part's CRC taken on
+ * its own thread, then combined): it loads whole, and one bit flipped in
+ * any part, or in the last partial one, is refused. */
+static void test_large_file_checked_in_parts(void **state)
+{
+    const size_t big = ((size_t)64 << 20) * 2 + 12345;
+    uint8_t *a = malloc(big);
+    assert_non_null(a);
+    for (size_t i = 0; i < big; i++)
+        a[i] = (uint8_t)(i * 2654435761u >> 13);
+    oml_ckpt_section s[1] = {{.tag = 7, .data = a, .len = big}};
+    char path[512];
+    assert_int_equal(oml_ckpt_write(g_dir, 50, s, 1, 2, path, sizeof path, NULL, NULL), 0);
+    oml_ckpt c;
+    assert_int_equal(oml_ckpt_load_file(path, &c, NULL), OML_OK);
+    assert_int_equal(oml_ckpt_find(&c, 7)->len, big);
+    assert_memory_equal(oml_ckpt_find(&c, 7)->data, a, big);
+    oml_ckpt_free(&c);
+    const size_t flips[3] = {100, ((size_t)64 << 20) + 5, big - 3};
+    for (int f = 0; f < 3; f++) {
+        a[flips[f]] ^= 0x04; /* the checksum was of the unflipped bytes */
+        FILE *fp = fopen(path, "r+b");
+        assert_non_null(fp);
+        assert_int_equal(fseek(fp, (long)(24 + 12 + flips[f]), SEEK_SET), 0);
+        assert_int_equal(fwrite(&a[flips[f]], 1, 1, fp), 1);
+        assert_int_equal(fclose(fp), 0);
+        oml_diag d = {0};
+        assert_int_equal(oml_ckpt_load_file(path, &c, &d), OML_EFORMAT);
+        assert_non_null(strstr(d.msg, "checksum"));
+        a[flips[f]] ^= 0x04;
+        fp = fopen(path, "r+b");
+        assert_int_equal(fseek(fp, (long)(24 + 12 + flips[f]), SEEK_SET), 0);
+        assert_int_equal(fwrite(&a[flips[f]], 1, 1, fp), 1);
+        assert_int_equal(fclose(fp), 0);
+        assert_int_equal(oml_ckpt_load_file(path, &c, NULL), OML_OK); /* whole again */
+        oml_ckpt_free(&c);
+    }
+    free(a);
+}
+
 /* The whole file of a read into memory. */
 static uint8_t *slurp(const char *path, size_t *n)
 {
@@ -189,6 +229,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_damage_falls_back_to_previous, setup, teardown),
         cmocka_unit_test_setup_teardown(test_empty_and_missing_directory, setup, teardown),
         cmocka_unit_test_setup_teardown(test_parts_are_the_whole, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_large_file_checked_in_parts, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
