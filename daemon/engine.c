@@ -1105,6 +1105,8 @@ int omld_engine_create(omld_engine **out, const omld_config *opts, omld_metrics 
      * empty store), so queries and /readyz work from the start. */
     oml_snapshot *s = serving_snapshot(e, ++e->version);
     e->published_ns = omld_now_ns();
+    atomic_store(&e->metrics->recovery_view_items, oml_store_count(e->store));
+    atomic_store(&e->metrics->recovery_step, OMLD_RECOVERY_VIEW);
     /* A recovered model that is not finite is not served (1): the daemon
      * starts, /readyz says why, queries are UNAVAILABLE until a finite view. */
     if (s == NULL || omld_views_publish_now(e->views, s, e->published_ns,

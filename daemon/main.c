@@ -250,8 +250,22 @@ static void gather(void *arg, omld_status_input *in)
     in->start_unix_seconds = m->start_unix;
     in->have_process = process_stats(in);
     if (m->recovering) {
-        snprintf(m->not_ready, sizeof m->not_ready, "recovering data_dir: %llu log records "
-                 "replayed so far", (unsigned long long)omld_read(&m->metrics.recovery_replayed));
+        unsigned long long replayed = omld_read(&m->metrics.recovery_replayed);
+        switch (omld_read(&m->metrics.recovery_step)) {
+        case OMLD_RECOVERY_CHECKPOINT:
+            snprintf(m->not_ready, sizeof m->not_ready,
+                     "recovering data_dir: reading the newest checkpoint");
+            break;
+        case OMLD_RECOVERY_LOG:
+            snprintf(m->not_ready, sizeof m->not_ready,
+                     "recovering data_dir: %llu log records replayed so far", replayed);
+            break;
+        default:
+            snprintf(m->not_ready, sizeof m->not_ready,
+                     "recovering data_dir: building the first view of %llu items (%llu log "
+                     "records replayed)",
+                     (unsigned long long)omld_read(&m->metrics.recovery_view_items), replayed);
+        }
         in->not_ready = m->not_ready;
     } else if (m->engine && !m->engine_stopped) {
         omld_engine_stats(m->engine, &m->stats);
@@ -665,6 +679,7 @@ static int start_recovery(omld_main *m)
     m->rec_tick.data = m;
     uv_timer_start(&m->rec_tick, on_recovery_tick, 0, 1000);
     m->recovering = 1;
+    atomic_store(&m->metrics.recovery_step, OMLD_RECOVERY_CHECKPOINT);
     atomic_store(&m->metrics.recovering, 1);
     if (pthread_create(&m->rec_thread, NULL, recover_main, m) != 0) {
         m->recovering = 0;

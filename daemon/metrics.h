@@ -13,6 +13,9 @@
 
 #define OMLD_HIST_BUCKETS 25 /* 24 finite upper bounds + the +Inf bucket */
 
+/* The steps of a start's recovery, for /readyz (metrics recovery_step). */
+enum { OMLD_RECOVERY_CHECKPOINT, OMLD_RECOVERY_LOG, OMLD_RECOVERY_VIEW };
+
 typedef struct omld_histogram {
     atomic_uint_fast64_t bucket[OMLD_HIST_BUCKETS]; /* non-cumulative counts */
     atomic_uint_fast64_t count;
@@ -97,6 +100,8 @@ typedef struct omld_metrics {
     /* recovery (persist.c; main.c runs it on its own thread at startup) */
     atomic_uint_fast64_t recovering;         /* gauge: 1 while data_dir is recovered */
     atomic_uint_fast64_t recovery_replayed;  /* log records the last recovery replayed */
+    atomic_uint_fast64_t recovery_step;      /* OMLD_RECOVERY_*: what it is doing now */
+    atomic_uint_fast64_t recovery_view_items;/* items the first view embeds (its step) */
     /* latency */
     omld_histogram update_latency;           /* one learner step */
     omld_histogram ingest_latency;           /* mutation request: decoded -> acknowledged */

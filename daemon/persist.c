@@ -330,6 +330,7 @@ static int replay_log(omld_engine *e, uint64_t lsn, uint64_t t0, oml_diag *d, ch
     e->wal = NULL;
     e->replayed = 0;
     atomic_store(&e->metrics->recovery_replayed, 0);
+    atomic_store(&e->metrics->recovery_step, OMLD_RECOVERY_LOG);
     e->replay_log_ns = omld_now_ns();
     int rc = oml_wal_open(&e->wal, wal_dir, &wo, replay_record, e, &rep, d);
     if (rc != OML_OK) {

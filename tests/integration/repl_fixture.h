@@ -47,7 +47,8 @@ void add_triplets(omlc *c, int seq, int n, int batch);
  * replica serves the same version over as many items: that version. */
 uint64_t wait_same_version(const omld_proc *pri, const omld_proc *rep);
 /* The same classify and retrieve answers from both, bit for bit, at the
- * same model version. */
+ * same model version: `version`, or the next both settle on when the
+ * primary publishes again meanwhile (up to 6 tries). */
 void expect_same_answers(const omld_proc *pri, const omld_proc *rep, uint64_t version);
 /* Until the n daemons serve one version: p[0]'s, once it stopped moving for
  * a second (shards index fewer items, so only versions are compared). */

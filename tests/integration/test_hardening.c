@@ -1091,7 +1091,7 @@ typedef struct prober {
     char lock[300];          /* with term: SIGTERM the pid in it once recovering */
     int term;
     atomic_int stop;
-    int live_ok, recovering_seen;
+    int live_ok, recovering_seen, replaying_seen; /* replaying: the log step's text */
     char seen[256];
 } prober;
 
@@ -1108,6 +1108,7 @@ static void *prober_main(void *arg)
         if (omld_http_get(pr->http, "/readyz", &body, &len) == 503 && body &&
             strstr(body, "recovering data_dir")) {
             pr->recovering_seen++;
+            pr->replaying_seen += strstr(body, "log records replayed so far") != NULL;
             snprintf(pr->seen, sizeof pr->seen, "%s", body);
             FILE *f = pr->term ? fopen(pr->lock, "r") : NULL;
             long pid = 0;
@@ -1190,6 +1191,7 @@ static void test_probes_answer_during_replay(void **state)
     printf("    replayed %llu triplets: /livez 200 x%d, /readyz 503 recovering x%d (%s)\n",
            (unsigned long long)sent, pr.live_ok, pr.recovering_seen, pr.seen);
     assert_true(pr.recovering_seen > 0);
+    assert_true(pr.replaying_seen > 0); /* /readyz named the step it was in */
     assert_true(pr.live_ok > 0);
     assert_true(log_has(p, "recovered: .* log records replayed"));
     char *body = NULL;
