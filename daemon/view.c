@@ -223,7 +223,7 @@ static int index_build(omld_views *vs, oml_snapshot *snap, omld_store_lock *lock
     if (rc == OML_OK && lists_min > 0 && (uint64_t)(*out)->n >= lists_min &&
         oml_index_add_lists_threads(*out, threads) == OML_OK) {
         t2 = omld_now_ns();
-        oml_index_calibrate(*out, atomic_load(&vs->target_recall));
+        oml_index_calibrate_threads(*out, atomic_load(&vs->target_recall), threads);
     } else if (rc == OML_OK) {
         oml_index_add_codes(*out); /* the exact scan's first pass (codescan.h) */
     }

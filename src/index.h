@@ -88,6 +88,9 @@ int oml_index_add_codes(oml_index *ix);
 #define OML_IVF_TARGET_RECALL 0.95
 #define OML_IVF_CALIBRATION_QUERIES 64
 int oml_index_calibrate(oml_index *ix, double target);
+/* The same with the heads' exact scans and the sample's searches on up to
+ * `threads` threads: the same lists scanned for any count. */
+int oml_index_calibrate_threads(oml_index *ix, double target, int threads);
 
 /* Builds an index of all live items of store under snap (takes its own
  * reference on snap), with the exact scan's codes (oml_index_add_codes).

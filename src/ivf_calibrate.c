@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "parallel.h"
+
 #define CAL_K 10
 #define RB 4096 /* rows per GEMM of the exact search */
 
@@ -28,11 +30,17 @@ static int cmp_i32(const void *a, const void *b)
 
 typedef struct cal {
     const oml_index *ix;
+    int threads;          /* workers (parallel.h): each has its own scratch below */
     int32_t S;
     int32_t *qrow;        /* (S) the sample rows */
     float *Q;             /* (heads, S, emb) their embeddings */
     oml_neighbor *exact;  /* (heads, S, CAL_K) */
     int32_t *n_exact;     /* (heads, S) */
+    float *dots[OML_PARALLEL_MAX];            /* (S, RB) each */
+    oml_neighbor *approx[OML_PARALLEL_MAX];   /* (S, CAL_K) each */
+    oml_near_ws ws[OML_PARALLEL_MAX];
+    void *wmem[OML_PARALLEL_MAX];
+    int rc[OML_PARALLEL_MAX];
 } cal;
 
 /* Query s's embedding, exact neighbours and their count in head h. */
@@ -53,6 +61,22 @@ static int32_t *n_exact_of(const cal *c, int h, int32_t s)
 
 /* The exact CAL_K nearest rows of every sample query in head h, each
  * leaving its own row out. */
+static int exact_neighbors(cal *c, int h, float *dots, oml_neighbor *approx);
+
+/* A worker's head: its sample's embeddings and exact neighbours. */
+static void exact_task(void *ctx, int worker, int32_t h)
+{
+    cal *c = ctx;
+    const oml_index *ix = c->ix;
+    size_t S = (size_t)c->S, e = (size_t)ix->emb;
+    for (int32_t s = 0; s < c->S; s++)
+        for (size_t j = 0; j < e; j++)
+            c->Q[((size_t)h * S + (size_t)s) * e + j] = oml_index_emb(ix, h, c->qrow[s], (int32_t)j);
+    int rc = exact_neighbors(c, h, c->dots[worker], c->approx[worker]);
+    if (rc != OML_OK)
+        c->rc[worker] = rc;
+}
+
 static int exact_neighbors(cal *c, int h, float *dots, oml_neighbor *approx)
 {
     const oml_index *ix = c->ix;
@@ -103,37 +127,59 @@ static int32_t first_guess(const cal *c, int h, double target, oml_near_ws *w,
     return need[at < m ? at : m - 1];
 }
 
+/* One recall measurement: per sample query, its hits and exact neighbours. */
+typedef struct recall_run {
+    const cal *c;
+    int h, shared;
+    int32_t n_probe;
+    long hits[OML_IVF_CALIBRATION_QUERIES], total[OML_IVF_CALIBRATION_QUERIES];
+} recall_run;
+
+static void recall_query(void *ctx, int worker, int32_t s)
+{
+    recall_run *r = ctx;
+    const cal *c = r->c;
+    oml_near_ws *w = (oml_near_ws *)&c->ws[worker];
+    oml_neighbor got[CAL_K];
+    const oml_neighbor *ex = exact_of(c, r->h, s);
+    int32_t ne = *n_exact_of(c, r->h, s);
+    if (r->shared) /* head 0's scan first, in the same workspace, as a query does */
+        oml_index_topk_near(c->ix, 0, q_of(c, 0, s), CAL_K, -1, c->qrow[s], NULL, got, w);
+    int32_t g = oml_index_topk_near(c->ix, r->h, q_of(c, r->h, s), CAL_K,
+                                    r->shared ? -1 : r->n_probe, c->qrow[s], NULL, got, w);
+    long hits = 0;
+    for (int32_t i = 0; i < g; i++)
+        for (int32_t j = 0; j < ne; j++)
+            hits += got[i].row == ex[j].row;
+    r->hits[s] = hits;
+    r->total[s] = ne;
+}
+
 /* The share of the sample's exact neighbours in head h that the search
  * finds: head h scanning n_probe lists, or, shared, head h re-ranking the
- * scan of head 0 (called first, as a query does). */
-static double search_recall(const cal *c, int h, int32_t n_probe, int shared, oml_near_ws *w,
-                            oml_neighbor *got)
+ * scan of head 0 (called first, as a query does). The queries on the
+ * workers, summed in order. */
+static double search_recall(const cal *c, int h, int32_t n_probe, int shared)
 {
+    recall_run r = {.c = c, .h = h, .shared = shared, .n_probe = n_probe};
+    oml_parallel_run(c->threads, c->S, recall_query, &r);
     long hits = 0, total = 0;
     for (int32_t s = 0; s < c->S; s++) {
-        const oml_neighbor *ex = exact_of(c, h, s);
-        int32_t ne = *n_exact_of(c, h, s);
-        if (shared)
-            oml_index_topk_near(c->ix, 0, q_of(c, 0, s), CAL_K, -1, c->qrow[s], NULL, got, w);
-        int32_t g = oml_index_topk_near(c->ix, h, q_of(c, h, s), CAL_K, shared ? -1 : n_probe,
-                                        c->qrow[s], NULL, got, w);
-        for (int32_t i = 0; i < g; i++)
-            for (int32_t j = 0; j < ne; j++)
-                hits += got[i].row == ex[j].row;
-        total += ne;
+        hits += r.hits[s];
+        total += r.total[s];
     }
     return total ? (double)hits / (double)total : 1.0;
 }
 
 /* Head h's own number of lists: the first guess, raised by an eighth until
  * the sample reaches the target. */
-static void calibrate_own(const cal *c, int h, double target, oml_near_ws *w, int32_t *rank,
-                          int32_t *list_of, int32_t *need, oml_neighbor *got)
+static void calibrate_own(cal *c, int h, double target, int32_t *rank, int32_t *list_of,
+                          int32_t *need)
 {
     oml_index *ix = (oml_index *)c->ix;
-    int32_t np = first_guess(c, h, target, w, rank, list_of, need);
+    int32_t np = first_guess(c, h, target, &c->ws[0], rank, list_of, need);
     np = np < 1 ? 1 : np > ix->n_lists ? ix->n_lists : np;
-    while (np < ix->n_lists && search_recall(c, h, np, 0, w, got) < target) {
+    while (np < ix->n_lists && search_recall(c, h, np, 0) < target) {
         int32_t more = np + np / 8 + 1;
         np = more < ix->n_lists ? more : ix->n_lists;
     }
@@ -142,14 +188,14 @@ static void calibrate_own(const cal *c, int h, double target, oml_near_ws *w, in
 
 /* Head h > 0 takes head 0's scan, kept 2, 4, 8 or 16 times as long, when
  * that reaches the target: the shortest that does. */
-static int try_sharing(const cal *c, int h, double target, oml_near_ws *w, oml_neighbor *got)
+static int try_sharing(const cal *c, int h, double target)
 {
     oml_hlist *hl = c->ix->hl;
     int was_donor = hl[0].donor;
     hl[h].shared_from = 0;
     for (int m = 2; m <= OML_SHARE_MAX; m *= 2) {
         hl[0].donor = m > was_donor ? m : was_donor;
-        if (search_recall(c, h, -1, 1, w, got) >= target)
+        if (search_recall(c, h, -1, 1) >= target)
             return 1;
     }
     hl[0].donor = was_donor;
@@ -157,7 +203,7 @@ static int try_sharing(const cal *c, int h, double target, oml_near_ws *w, oml_n
     return 0;
 }
 
-int oml_index_calibrate(oml_index *ix, double target)
+int oml_index_calibrate_threads(oml_index *ix, double target, int threads)
 {
     if (ix == NULL || ix->hl == NULL || ix->n <= CAL_K || !(target > 0.0))
         return OML_OK;
@@ -168,34 +214,33 @@ int oml_index_calibrate(oml_index *ix, double target)
      * of the way from the target to 1. */
     target += (1.0 - target) / 4.0;
     cal c = {.ix = ix};
+    c.threads = threads < 1 ? 1 : threads > OML_PARALLEL_MAX ? OML_PARALLEL_MAX : threads;
     c.S = ix->n < OML_IVF_CALIBRATION_QUERIES ? ix->n : OML_IVF_CALIBRATION_QUERIES;
     size_t S = (size_t)c.S, e = (size_t)ix->emb, L = (size_t)ix->n_lists, H = (size_t)ix->heads;
     c.qrow = malloc(S * sizeof *c.qrow);
     c.Q = malloc(H * S * e * sizeof *c.Q);
     c.exact = malloc(H * S * CAL_K * sizeof *c.exact);
     c.n_exact = malloc(H * S * sizeof *c.n_exact);
-    float *dots = malloc(S * RB * sizeof *dots);
-    oml_neighbor *approx = malloc(S * CAL_K * sizeof *approx), got[CAL_K];
     int32_t *rank = malloc(L * sizeof *rank);
     int32_t *list_of = malloc((size_t)ix->n * sizeof *list_of);
     int32_t *need = malloc(S * CAL_K * sizeof *need);
-    void *wmem = malloc(oml_near_ws_bytes(ix, CAL_K));
-    int rc = c.qrow && c.Q && c.exact && c.n_exact && dots && approx && rank && list_of && need &&
-                     wmem
-                 ? OML_OK
-                 : OML_ENOMEM;
-    oml_near_ws w;
-    if (rc == OML_OK)
-        oml_near_ws_init(&w, ix, CAL_K, wmem);
+    int rc = c.qrow && c.Q && c.exact && c.n_exact && rank && list_of && need ? OML_OK
+                                                                              : OML_ENOMEM;
+    for (int t = 0; rc == OML_OK && t < c.threads; t++) {
+        c.dots[t] = malloc(S * RB * sizeof *c.dots[t]);
+        c.approx[t] = malloc(S * CAL_K * sizeof *c.approx[t]);
+        c.wmem[t] = malloc(oml_near_ws_bytes(ix, CAL_K));
+        if (c.dots[t] == NULL || c.approx[t] == NULL || c.wmem[t] == NULL)
+            rc = OML_ENOMEM;
+        else
+            oml_near_ws_init(&c.ws[t], ix, CAL_K, c.wmem[t]);
+    }
     for (int32_t s = 0; rc == OML_OK && s < c.S; s++)
         c.qrow[s] = (int32_t)((int64_t)s * ix->n / c.S);
-    for (int h = 0; rc == OML_OK && h < ix->heads; h++) {
-        for (int32_t s = 0; s < c.S; s++)
-            for (size_t j = 0; j < e; j++)
-                c.Q[((size_t)h * S + (size_t)s) * e + j] =
-                    oml_index_emb(ix, h, c.qrow[s], (int32_t)j);
-        rc = exact_neighbors(&c, h, dots, approx);
-    }
+    if (rc == OML_OK) /* each head's exact neighbours on its own worker */
+        oml_parallel_run(c.threads, ix->heads, exact_task, &c);
+    for (int t = 0; rc == OML_OK && t < c.threads; t++)
+        rc = c.rc[t];
     if (rc == OML_OK) { /* a second calibration starts afresh */
         for (int h = 0; h < ix->heads; h++) {
             ix->hl[h].shared_from = -1;
@@ -203,8 +248,8 @@ int oml_index_calibrate(oml_index *ix, double target)
         }
     }
     for (int h = 0; rc == OML_OK && h < ix->heads; h++)
-        if (h == 0 || !try_sharing(&c, h, target, &w, got))
-            calibrate_own(&c, h, target, &w, rank, list_of, need, got);
+        if (h == 0 || !try_sharing(&c, h, target))
+            calibrate_own(&c, h, target, rank, list_of, need);
     for (int h = 1; rc == OML_OK && h < ix->heads; h++)
         if (ix->hl[h].shared_from >= 0) /* what its queries scan */
             ix->hl[h].n_probe = ix->hl[ix->hl[h].shared_from].n_probe;
@@ -212,11 +257,18 @@ int oml_index_calibrate(oml_index *ix, double target)
     free(c.Q);
     free(c.exact);
     free(c.n_exact);
-    free(dots);
-    free(approx);
+    for (int t = 0; t < c.threads; t++) {
+        free(c.dots[t]);
+        free(c.approx[t]);
+        free(c.wmem[t]);
+    }
     free(rank);
     free(list_of);
     free(need);
-    free(wmem);
     return rc;
+}
+
+int oml_index_calibrate(oml_index *ix, double target)
+{
+    return oml_index_calibrate_threads(ix, target, 1);
 }

@@ -654,17 +654,26 @@ static void test_builder_columns_grow(void **state)
 
 /* A build run on several threads (a start's first view) is the serial
  * build bit for bit: the same blocks embedded by the same calls, whatever
- * thread takes each; and each head's lists are the same built alone or
- * beside the others. Three gathers and a part, with holes. */
+ * thread takes each; each head's lists are the same built alone or beside
+ * the others, and calibrated on the workers they scan as many lists.
+ * Three gathers and a part, with holes. */
 static void test_threaded_build_same_bits(void **state)
 {
     (void)state;
-    enum { DIM = 6, N = 3 * OML_INDEX_GATHER_ROWS + 777 };
-    oml_snapshot *s = make_snap(2, DIM, 9, 4, NULL, NULL, 8);
+    enum { DIM = 16, N = 3 * OML_INDEX_GATHER_ROWS + 777 };
+    oml_snapshot *s = make_snap(2, DIM, 24, 12, NULL, NULL, 8);
     oml_store *st = NULL;
     assert_int_equal(oml_store_create(&st, DIM, N), OML_OK);
-    put_items(st, 0, N, "t", "a");
+    oml_rng r;
+    oml_rng_seed(&r, 12);
     char id[32];
+    for (int i = 0; i < N; i++) { /* isotropic: the calibration needs many lists */
+        float x[DIM];
+        for (int j = 0; j < DIM; j++)
+            x[j] = oml_rng_normal(&r);
+        snprintf(id, sizeof id, "t%d", i);
+        assert_int_equal(oml_store_put(st, id, strlen(id), x, "a", 1, NULL, NULL), OML_OK);
+    }
     for (int i = 3; i < N; i += 1001) {
         snprintf(id, sizeof id, "t%d", i);
         assert_int_equal(oml_store_delete(st, id, strlen(id)), OML_OK);
@@ -672,6 +681,7 @@ static void test_threaded_build_same_bits(void **state)
     oml_index *serial = NULL;
     assert_int_equal(oml_index_build(&serial, s, st), OML_OK);
     assert_int_equal(oml_index_add_lists(serial), OML_OK);
+    assert_int_equal(oml_index_calibrate(serial, 0.95), OML_OK);
     for (int threads = 2; threads <= 3; threads++) {
         oml_index_builder b = {0};
         oml_index *ix = NULL;
@@ -687,6 +697,13 @@ static void test_threaded_build_same_bits(void **state)
             assert_memory_equal(a->rows, z->rows, n * sizeof(int32_t));
             assert_memory_equal(a->codes, z->codes, n * e);
             assert_memory_equal(a->scale, z->scale, n * sizeof(float));
+        }
+        /* the calibration's searches on the workers: the same lists scanned */
+        assert_int_equal(oml_index_calibrate_threads(ix, 0.95, threads), OML_OK);
+        for (int h = 0; h < ix->heads; h++) {
+            assert_int_equal(ix->hl[h].n_probe, serial->hl[h].n_probe);
+            assert_int_equal(ix->hl[h].shared_from, serial->hl[h].shared_from);
+            assert_int_equal(ix->hl[h].donor, serial->hl[h].donor);
         }
         oml_index_destroy(ix);
     }
