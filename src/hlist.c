@@ -18,7 +18,15 @@
  * row norms stored at build, both query norms taken once per query. The
  * scan offers every row above what it can still keep with that slack
  * (hlist_keep.h), so the caller's exact re-rank sees every row the codes
- * cannot rule out. */
+ * cannot rule out.
+ *
+ * The first pass (pq4.h) stands before that: the same residuals as 4-bit
+ * product codes, codebooks trained on a strided sample of them, scored a
+ * list at a time with tables of the query's dot products. It only picks
+ * which rows the int8 codes score; their bound then holds as before, so a
+ * first pass that keeps every scanned row hands over what the int8 scan
+ * keeps (the same rows that may be nearest, the same floats). What it drops is a
+ * recall loss the calibration measures and pays for in lists. */
 #include "hlist.h"
 
 #include <cblas.h>
@@ -436,10 +444,10 @@ int32_t oml_hlist_scan(const oml_hlist *hl, const float *q, const int32_t *order
         return 0;
     oml_code8_query qc;
     oml_code8_query_init(&qc, q, e);
-    if (hl->pq.m > 0 && hl->pq_keep > 0) {
+    /* (a keep by dot beyond what the first pass can hand over: every row) */
+    int32_t R = hl->pq_keep + keep->keep;
+    if (hl->pq.m > 0 && hl->pq_keep > 0 && R <= OML_HLIST_PQ_MAX_KEEP) {
         oml_neighbor best[2 * OML_HLIST_PQ_MAX_KEEP];
-        int32_t R = hl->pq_keep + keep->keep;
-        R = R < OML_HLIST_PQ_MAX_KEEP ? R : OML_HLIST_PQ_MAX_KEEP;
         int32_t m = first_pass(hl, q, order, dots_c, n_probe, exclude, allow, R, best);
         rescore_positions(hl, &qc, dots_c, best, m, keep);
         return keep->cnt;
