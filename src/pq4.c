@@ -40,7 +40,7 @@ void oml_pq4_free(oml_pq4 *pq)
  * operations as the portable loop's, so every machine picks the same. */
 #if defined(__SSE2__)
 #include <emmintrin.h>
-static int nearest(const float *x, const float *c)
+static inline __attribute__((always_inline)) int nearest(const float *x, const float *c)
 {
     const __m128 x0 = _mm_set1_ps(x[0]), x1 = _mm_set1_ps(x[1]);
     __m128 d[4];
