@@ -112,12 +112,24 @@ int oml_pq4_train(oml_pq4 *pq, const float *sample, size_t s, int32_t emb)
     return OML_OK;
 }
 
+void oml_pq4_codes(const oml_pq4 *pq, const float *v, uint8_t *codes)
+{
+    for (int32_t j = 0; j < pq->m; j++)
+        codes[j] = (uint8_t)nearest(v + 2 * j, pq->cent + (size_t)j * OML_PQ4_K * OML_PQ4_DSUB);
+}
+
+void oml_pq4_put(const oml_pq4 *pq, const uint8_t *codes, uint8_t *block, int32_t r)
+{
+    for (int32_t j = 0; j < pq->m; j++)
+        block[(j / 2) * 32 + (j % 2) * 16 + r % 16] |=
+            (uint8_t)(r < 16 ? codes[j] : codes[j] << 4);
+}
+
 void oml_pq4_encode(const oml_pq4 *pq, const float *v, uint8_t *block, int32_t r)
 {
-    for (int32_t j = 0; j < pq->m; j++) {
-        int t = nearest(v + 2 * j, pq->cent + (size_t)j * OML_PQ4_K * OML_PQ4_DSUB);
-        block[(j / 2) * 32 + (j % 2) * 16 + r % 16] |= (uint8_t)(r < 16 ? t : t << 4);
-    }
+    uint8_t codes[OML_PQ4_MAX_EMB / OML_PQ4_DSUB];
+    oml_pq4_codes(pq, v, codes);
+    oml_pq4_put(pq, codes, block, r);
 }
 
 void oml_pq4_lut_init(const oml_pq4 *pq, const float *q, oml_pq4_lut *lut)

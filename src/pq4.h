@@ -59,8 +59,16 @@ static inline size_t oml_pq4_block_bytes(const oml_pq4 *pq)
     return (size_t)pq->m * OML_PQ4_BLOCK / 2;
 }
 
-/* Codes v (emb) as row r (< OML_PQ4_BLOCK) of block (zeroed before its
- * first row). */
+/* v's (emb) codes, one a subspace, into codes (m). */
+void oml_pq4_codes(const oml_pq4 *pq, const float *v, uint8_t *codes);
+
+/* Stores codes (m) as row r (< OML_PQ4_BLOCK) of block (zeroed before its
+ * first row). A row's codes are spread over the whole block: a build
+ * that codes rows in another order than the blocks' keeps them apart
+ * first, so it does not miss the cache once a register. */
+void oml_pq4_put(const oml_pq4 *pq, const uint8_t *codes, uint8_t *block, int32_t r);
+
+/* Both: v's codes as row r of block. */
 void oml_pq4_encode(const oml_pq4 *pq, const float *v, uint8_t *block, int32_t r);
 
 /* Row r's code of subspace j in block (what oml_pq4_encode stored). */
