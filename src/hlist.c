@@ -25,8 +25,8 @@
  * list at a time with tables of the query's dot products. It only picks
  * which rows the int8 codes score; their bound then holds as before, so a
  * first pass that keeps every scanned row hands over what the int8 scan
- * keeps (the same rows that may be nearest, the same floats). What it drops is a
- * recall loss the calibration measures and pays for in lists. */
+ * keeps (the same rows that may be nearest, the same floats). What it
+ * drops is a recall loss the calibration measures and pays for in lists. */
 #include "hlist.h"
 
 #include <cblas.h>
@@ -153,9 +153,8 @@ static int train_pq(oml_hlist *hl, const float *cols, const int32_t *list_of)
  * rows at a time: the chunk's columns are read in order into rows (t),
  * and each row's code is written whole to its position; its product codes
  * likewise into pq_rows (two a byte, by position), then into their blocks
- * in the blocks' order (written straight into them, in rows' order, a
- * row's codes missed the cache once a register: 16 s against 9 s for the
- * lists at 1M). */
+ * in the blocks' order (written straight into them in rows' order, each
+ * row touched a dozen cache lines of a block far from the last one's). */
 static void lay_out(oml_hlist *hl, const float *cols, const int32_t *list_of, float *t,
                     uint8_t *pq_rows)
 {
