@@ -214,10 +214,14 @@ __attribute__((target("avx2"))) static void scan_avx2(const uint8_t *blocks, int
         __m256i lo_even = _mm256_sub_epi16(lo_all, _mm256_slli_epi16(lo_odd, 8));
         __m256i hi_even = _mm256_sub_epi16(hi_all, _mm256_slli_epi16(hi_odd, 8));
         /* the two lanes are the two subspaces of each register: add them */
-        __m128i le = _mm_add_epi16(_mm256_castsi256_si128(lo_even), _mm256_extracti128_si256(lo_even, 1));
-        __m128i lodd = _mm_add_epi16(_mm256_castsi256_si128(lo_odd), _mm256_extracti128_si256(lo_odd, 1));
-        __m128i he = _mm_add_epi16(_mm256_castsi256_si128(hi_even), _mm256_extracti128_si256(hi_even, 1));
-        __m128i hodd = _mm_add_epi16(_mm256_castsi256_si128(hi_odd), _mm256_extracti128_si256(hi_odd, 1));
+        __m128i le = _mm_add_epi16(_mm256_castsi256_si128(lo_even),
+                                   _mm256_extracti128_si256(lo_even, 1));
+        __m128i lodd = _mm_add_epi16(_mm256_castsi256_si128(lo_odd),
+                                     _mm256_extracti128_si256(lo_odd, 1));
+        __m128i he = _mm_add_epi16(_mm256_castsi256_si128(hi_even),
+                                   _mm256_extracti128_si256(hi_even, 1));
+        __m128i hodd = _mm_add_epi16(_mm256_castsi256_si128(hi_odd),
+                                     _mm256_extracti128_si256(hi_odd, 1));
         /* even and odd rows interleaved back: rows 0-15, rows 16-31 */
         __m256i r0 = _mm256_set_m128i(_mm_unpackhi_epi16(le, lodd), _mm_unpacklo_epi16(le, lodd));
         __m256i r1 = _mm256_set_m128i(_mm_unpackhi_epi16(he, hodd), _mm_unpacklo_epi16(he, hodd));

@@ -285,7 +285,8 @@ static void test_first_pass(void **state)
                 score[i] = -INFINITY;
             int32_t scanned = 0;
             for (int32_t o = 0; o < NP; o++) {
-                int32_t l = order[o], p0 = hl.list_start[l], nbl = hl.blk_start[l + 1] - hl.blk_start[l];
+                int32_t l = order[o], p0 = hl.list_start[l];
+                int32_t nbl = hl.blk_start[l + 1] - hl.blk_start[l];
                 uint16_t sums[32 * 100];
                 uint32_t hit[100];
                 assert_true(nbl <= 100);
