@@ -18,7 +18,15 @@
  * row norms stored at build, both query norms taken once per query. The
  * scan offers every row above what it can still keep with that slack
  * (hlist_keep.h), so the caller's exact re-rank sees every row the codes
- * cannot rule out. */
+ * cannot rule out.
+ *
+ * The first pass (pq4.h) stands before that: the same residuals as 4-bit
+ * product codes, codebooks trained on a strided sample of them, scored a
+ * list at a time with tables of the query's dot products. It only picks
+ * which rows the int8 codes score; their bound then holds as before, so a
+ * first pass that keeps every scanned row hands over what the int8 scan
+ * keeps (the same rows that may be nearest, the same floats). What it
+ * drops is a recall loss the calibration measures and pays for in lists. */
 #include "hlist.h"
 
 #include <cblas.h>
@@ -32,6 +40,9 @@
 
 #define CHUNK 4096       /* rows per assignment GEMM */
 #define SAMPLE_PER_LIST 32
+#define PQ_SAMPLE 16384  /* residuals the product codes are trained on */
+#define PQ_STEP 8        /* blocks the first pass scores before its threshold rises */
+#define RESCORE 32       /* kept rows whose int8 codes are gathered at once */
 #define SCAN_BLOCK OML_CODE8_BLOCK /* positions whose dot products a scan computes at once */
 
 int32_t oml_hlist_lists_for(size_t n)
@@ -52,6 +63,9 @@ void oml_hlist_free(oml_hlist *hl)
     free(hl->code_err);
     free(hl->list_res_max);
     free(hl->list_err_max);
+    oml_pq4_free(&hl->pq);
+    free(hl->blk_start);
+    free(hl->pq_codes);
     memset(hl, 0, sizeof *hl);
 }
 
@@ -92,11 +106,51 @@ static int assign(const oml_hlist *hl, const float *cols, int32_t *list_of)
     return OML_OK;
 }
 
+/* The product codes' codebooks, trained on the residuals of a strided
+ * sample of rows from their lists' centroids, and room for the codes: a
+ * list of c positions takes ceil(c / 32) blocks. Nothing (pq.m 0) where
+ * the head's width does not fit them. */
+static int train_pq(oml_hlist *hl, const float *cols, const int32_t *list_of)
+{
+    size_t n = (size_t)hl->n, e = (size_t)hl->emb, L = (size_t)hl->n_lists;
+    if (!oml_pq4_fits(hl->emb))
+        return OML_OK;
+    size_t s = n < PQ_SAMPLE ? n : PQ_SAMPLE;
+    float *sample = malloc(s * e * sizeof *sample);
+    hl->blk_start = calloc(L + 1, sizeof *hl->blk_start);
+    if (sample == NULL || hl->blk_start == NULL) {
+        free(sample);
+        return OML_ENOMEM;
+    }
+    for (size_t i = 0; i < s; i++) {
+        size_t r = i * n / s;
+        const float *c = hl->centroids + (size_t)list_of[r] * e;
+        for (size_t j = 0; j < e; j++)
+            sample[i * e + j] = cols[j * n + r] - c[j];
+    }
+    int rc = oml_pq4_train(&hl->pq, sample, s, hl->emb);
+    free(sample);
+    if (rc != OML_OK)
+        return rc;
+    for (size_t r = 0; r < n; r++)
+        hl->blk_start[list_of[r] + 1]++;
+    for (size_t l = 0; l < L; l++)
+        hl->blk_start[l + 1] = hl->blk_start[l] + (hl->blk_start[l + 1] + OML_PQ4_BLOCK - 1) /
+                                                      OML_PQ4_BLOCK;
+    hl->pq_codes = calloc((size_t)hl->blk_start[L], oml_pq4_block_bytes(&hl->pq));
+    hl->pq_keep = OML_HLIST_PQ_KEEP;
+    return hl->pq_codes ? OML_OK : OML_ENOMEM;
+}
+
 /* Positions grouped by list (a stable counting sort: ascending rows within
  * a list), then the code of each row's residual from its centroid, CHUNK
  * rows at a time: the chunk's columns are read in order into rows (t),
- * and each row's code is written whole to its position. */
-static void lay_out(oml_hlist *hl, const float *cols, const int32_t *list_of, float *t)
+ * and each row's code is written whole to its position; its product codes
+ * likewise into pq_rows (two a byte, by position), then into their blocks
+ * in the blocks' order (written straight into them in rows' order, each
+ * row touched a dozen cache lines of a block far from the last one's). */
+static void lay_out(oml_hlist *hl, const float *cols, const int32_t *list_of, float *t,
+                    uint8_t *pq_rows)
 {
     int32_t *pos_of = hl->pos_of;
     size_t n = (size_t)hl->n, e = (size_t)hl->emb;
@@ -125,8 +179,27 @@ static void lay_out(oml_hlist *hl, const float *cols, const int32_t *list_of, fl
             size_t p = (size_t)pos_of[r0 + i];
             hl->scale[p] = oml_code8_encode(v, hl->emb, hl->codes + p * e, &hl->res_norm[p],
                                             &hl->code_err[p]);
+            if (pq_rows) {
+                uint8_t pc[OML_PQ4_MAX_EMB / OML_PQ4_DSUB];
+                oml_pq4_codes(&hl->pq, v, pc);
+                for (int32_t j = 0; j < hl->pq.m; j += 2)
+                    pq_rows[p * (size_t)(hl->pq.m / 2) + (size_t)(j / 2)] =
+                        (uint8_t)(pc[j] | pc[j + 1] << 4);
+            }
         }
     }
+    for (int32_t l = 0; pq_rows && l < hl->n_lists; l++)
+        for (int32_t p = at[l]; p < at[l + 1]; p++) {
+            uint8_t c[OML_PQ4_MAX_EMB / OML_PQ4_DSUB];
+            for (int32_t j = 0; j < hl->pq.m; j += 2) {
+                uint8_t two = pq_rows[(size_t)p * (size_t)(hl->pq.m / 2) + (size_t)(j / 2)];
+                c[j] = two & 15;
+                c[j + 1] = two >> 4;
+            }
+            size_t b = (size_t)(hl->blk_start[l] + (p - at[l]) / OML_PQ4_BLOCK);
+            oml_pq4_put(&hl->pq, c, hl->pq_codes + b * oml_pq4_block_bytes(&hl->pq),
+                        (p - at[l]) % OML_PQ4_BLOCK);
+        }
     for (int32_t l = 0; l < hl->n_lists; l++) {
         float rm = 0.0f, em = 0.0f;
         for (int32_t p = at[l]; p < at[l + 1]; p++) {
@@ -168,7 +241,13 @@ int oml_hlist_build(oml_hlist *hl, const float *cols, int32_t n, int32_t emb, in
     if (rc == OML_OK)
         rc = assign(hl, cols, list_of);
     if (rc == OML_OK)
-        lay_out(hl, cols, list_of, t);
+        rc = train_pq(hl, cols, list_of);
+    uint8_t *pq_rows = NULL;
+    if (rc == OML_OK && hl->pq.m > 0 && (pq_rows = malloc(N * (size_t)(hl->pq.m / 2))) == NULL)
+        rc = OML_ENOMEM;
+    if (rc == OML_OK)
+        lay_out(hl, cols, list_of, t, pq_rows);
+    free(pq_rows);
     free(list_of);
     free(t);
     if (rc != OML_OK)
@@ -241,6 +320,136 @@ int32_t oml_hlist_rescore(const oml_hlist *hl, const float *q, const float *dots
     return keep->cnt;
 }
 
+/* Is candidate a (row: a position, dist: its score) ahead of b? A larger
+ * score, then the smaller position: a total order, so the first pass's
+ * pick does not depend on how it was sorted. */
+static int ahead(const oml_neighbor *a, const oml_neighbor *b)
+{
+    return a->dist > b->dist || (a->dist == b->dist && a->row < b->row);
+}
+
+/* Moves the R best of v[0 .. n) (n > R > 0) to its front, v[R - 1] the
+ * R-th (Hoare's selection). */
+static void select_best(oml_neighbor *v, int32_t n, int32_t R)
+{
+    int32_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        oml_neighbor piv = v[lo + (hi - lo) / 2];
+        int32_t i = lo, j = hi;
+        while (i <= j) {
+            while (ahead(&v[i], &piv))
+                i++;
+            while (ahead(&piv, &v[j]))
+                j--;
+            if (i <= j) {
+                oml_neighbor t = v[i];
+                v[i++] = v[j];
+                v[j--] = t;
+            }
+        }
+        if (R - 1 <= j)
+            hi = j;
+        else if (R - 1 >= i)
+            lo = i;
+        else
+            break;
+    }
+}
+
+/* The first pass: the R positions of lists order[0 .. n_probe) (not
+ * `exclude`'s, not those allow refuses) with the largest product-code
+ * scores, dots_c[l] + bias + delta * sum, into best (2R; row: the
+ * position, dist: the score), unordered; returns how many. Rows above the
+ * R-th best so far are gathered and cut back to R whenever 2R are (a heap
+ * step per row cost more than the scan). A step of PQ_STEP blocks passes
+ * the kernel the integer sum a row must beat to be scored in float (one
+ * below what the R-th best asks, so rounding never shuts a row out); the
+ * float steps are the same code in every path. */
+static int32_t first_pass(const oml_hlist *hl, const float *q, const int32_t *order,
+                          const float *dots_c, int32_t n_probe, int32_t exclude,
+                          const uint8_t *allow, int32_t R, oml_neighbor *best)
+{
+    oml_pq4_lut lut;
+    oml_pq4_lut_init(&hl->pq, q, &lut);
+    size_t bb = oml_pq4_block_bytes(&hl->pq);
+    uint16_t sums[PQ_STEP * OML_PQ4_BLOCK];
+    uint32_t hit[PQ_STEP];
+    int32_t cnt = 0;
+    float floor = -INFINITY; /* the R-th best score once R were seen */
+    for (int32_t i = 0; i < n_probe; i++) {
+        int32_t l = order[i], a = hl->list_start[l], rows = hl->list_start[l + 1] - a;
+        int32_t b0 = hl->blk_start[l], nbl = hl->blk_start[l + 1] - b0;
+        float base = dots_c[l] + lut.bias;
+        for (int32_t c = 0; c < nbl; c += PQ_STEP) {
+            int32_t nb = nbl - c < PQ_STEP ? nbl - c : PQ_STEP;
+            float x = (floor - base) / lut.delta;
+            int32_t thr = !(x < 32767.0f) ? 32767 : !(x > 0.0f) ? -1 : (int32_t)x - 1;
+            oml_pq4_scan(hl->pq_codes + (size_t)(b0 + c) * bb, nb, hl->pq.m, &lut, thr, sums,
+                         hit);
+            for (int32_t u = 0; u < nb; u++)
+                for (uint32_t bits = hit[u]; bits; bits &= bits - 1) {
+                    int32_t t = u * OML_PQ4_BLOCK + __builtin_ctz(bits);
+                    if (c * OML_PQ4_BLOCK + t >= rows)
+                        break; /* the last block's padding */
+                    float sc = base + lut.delta * (float)sums[t];
+                    if (!(sc > floor))
+                        continue;
+                    int32_t p = a + c * OML_PQ4_BLOCK + t, row = hl->rows[p];
+                    if (row == exclude || (allow && !allow[row]))
+                        continue;
+                    best[cnt++] = (oml_neighbor){p, sc};
+                    if (cnt == 2 * R) {
+                        select_best(best, cnt, R);
+                        cnt = R;
+                        floor = best[R - 1].dist;
+                    }
+                }
+        }
+    }
+    if (cnt > R) {
+        select_best(best, cnt, R);
+        cnt = R;
+    }
+    return cnt;
+}
+
+/* The m positions best[].row rescored by their int8 codes, with their
+ * bound, into keep: the same dot and slack the int8 scan gives them. The
+ * rows are far apart, so each costs a few cache misses (code, scale,
+ * norms, row): the next group's are fetched while this one is scored. */
+static void rescore_positions(const oml_hlist *hl, const oml_code8_query *qc,
+                              const float *dots_c, const oml_neighbor *best, int32_t m,
+                              oml_hlist_keep *keep)
+{
+    size_t e = (size_t)hl->emb;
+    int8_t codes[RESCORE * OML_PQ4_MAX_EMB];
+    int32_t dot[RESCORE];
+    for (int32_t i = 0; i < m && i < RESCORE; i++)
+        __builtin_prefetch(hl->codes + (size_t)best[i].row * e);
+    for (int32_t i0 = 0; i0 < m; i0 += RESCORE) {
+        int32_t g = m - i0 < RESCORE ? m - i0 : RESCORE;
+        for (int32_t i = i0 + RESCORE; i < m && i < i0 + 2 * RESCORE; i++) {
+            size_t p = (size_t)best[i].row;
+            for (size_t off = 0; off < e; off += 64)
+                __builtin_prefetch(hl->codes + p * e + off);
+            __builtin_prefetch(hl->codes + p * e + e - 1);
+            __builtin_prefetch(hl->scale + p);
+            __builtin_prefetch(hl->res_norm + p);
+            __builtin_prefetch(hl->code_err + p);
+            __builtin_prefetch(hl->rows + p);
+        }
+        for (int32_t i = 0; i < g; i++)
+            memcpy(codes + (size_t)i * e, hl->codes + (size_t)best[i0 + i].row * e, e);
+        oml_code8_dots(codes, g, hl->emb, qc->c, dot);
+        for (int32_t i = 0; i < g; i++) {
+            int32_t p = best[i0 + i].row;
+            oml_hlist_keep_offer(keep, hl->rows[p],
+                                 dots_c[list_of_pos(hl, p)] + (float)dot[i] * hl->scale[p] * qc->qs,
+                                 slack_of(hl, qc, p));
+        }
+    }
+}
+
 int32_t oml_hlist_scan(const oml_hlist *hl, const float *q, const int32_t *order,
                        const float *dots_c, int32_t n_probe, int32_t exclude,
                        const uint8_t *allow, oml_hlist_keep *keep)
@@ -250,6 +459,14 @@ int32_t oml_hlist_scan(const oml_hlist *hl, const float *q, const int32_t *order
         return 0;
     oml_code8_query qc;
     oml_code8_query_init(&qc, q, e);
+    /* (a keep by dot beyond what the first pass can hand over: every row) */
+    int32_t R = hl->pq_keep + keep->keep;
+    if (hl->pq.m > 0 && hl->pq_keep > 0 && R <= OML_HLIST_PQ_MAX_KEEP) {
+        oml_neighbor best[2 * OML_HLIST_PQ_MAX_KEEP];
+        int32_t m = first_pass(hl, q, order, dots_c, n_probe, exclude, allow, R, best);
+        rescore_positions(hl, &qc, dots_c, best, m, keep);
+        return keep->cnt;
+    }
     float d[SCAN_BLOCK];
     uint64_t hit[SCAN_BLOCK / 64];
     for (int32_t i = 0; i < n_probe; i++) {

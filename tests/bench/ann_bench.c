@@ -21,6 +21,8 @@
  *               the rows the codes leave to re-rank (microseconds)
  * With --codes, then what shorter codes would keep (ann_codes.h; before
  * the lists, what they would leave an exact scan to re-rank: exact_bits.h).
+ * With --pq, then the lists' search with and without the product codes'
+ * first pass, each calibrated anew (ann_pq.h).
  * With --graph, then an HNSW graph per head against the lists, and both
  * after the model moves on (ann_graph.h; it learns more triplets).
  * Prints a readable report and, last, one JSON line. */
@@ -32,6 +34,7 @@
 
 #include "ann_codes.h"
 #include "ann_graph.h"
+#include "ann_pq.h"
 #include "bench_util.h"
 #include "exact_bits.h"
 #include "catalogue.h"
@@ -151,9 +154,10 @@ int main(int argc, char **argv)
     int64_t n = argc > 1 ? atoll(argv[1]) : 250000, T = argc > 2 ? atoll(argv[2]) : 40000;
     int codes = argc > 3 && strcmp(argv[3], "--codes") == 0;
     int graph = argc > 3 && strcmp(argv[3], "--graph") == 0;
-    if (n < 1000 || n > 4000000 || T < 0 || (argc > 3 && !codes && !graph) || argc > 4) {
+    int pq = argc > 3 && strcmp(argv[3], "--pq") == 0;
+    if (n < 1000 || n > 4000000 || T < 0 || (argc > 3 && !codes && !graph && !pq) || argc > 4) {
         fprintf(stderr, "usage: oml-ann-bench [ITEMS in 1000..4000000 [TRIPLETS "
-                        "[--codes | --graph]]]\n");
+                        "[--codes | --graph | --pq]]]\n");
         return 2;
     }
     catalogue c = {.n = n};
@@ -277,6 +281,8 @@ int main(int argc, char **argv)
     }
     if (codes && ann_codes_report(ix, 0, Q, 100) != 0)
         fprintf(stderr, "oml-ann-bench: --codes: out of memory\n");
+    if (pq && ann_pq_report(ix, Q, QUERIES) != 0)
+        fprintf(stderr, "oml-ann-bench: --pq: out of memory\n");
     double r = total ? (double)hits / (double)total : 1.0;
     double n10 = median(t_near10, QUERIES), n32 = median(t_near32, QUERIES);
     double ex = median(t_exact, QUERIES), em = median(t_embed, QUERIES);
