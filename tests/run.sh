@@ -2,8 +2,9 @@
 # Sets everything up and runs the whole test suite by CTest label (the tiers
 # are listed in CMakeLists.txt): every test in the Release build; again in
 # the AddressSanitizer + UndefinedBehaviorSanitizer build, but for the
-# `static` checks a sanitizer cannot affect; the `daemon` tests in a
-# ThreadSanitizer build; and (when clang is installed) a bounded libFuzzer
+# `static` checks a sanitizer cannot affect; the `daemon` tests and the
+# units that start threads of their own (`threads`) in a ThreadSanitizer
+# build; and (when clang is installed) a bounded libFuzzer
 # run of both fuzz targets.
 # Usage: tests/run.sh   (from anywhere; builds under ./build, ./build-asan,
 #                        ./build-tsan and ./build-fuzz)
@@ -37,10 +38,10 @@ lap ASan
 # the harness deletes) writes its reports under build-tsan/tsan-reports, so
 # a report fails the run even when the test that caused it passed.
 # tests/tsan.supp holds the few entries for uninstrumented libraries.
-echo "== ThreadSanitizer build (daemon tests) =="
+echo "== ThreadSanitizer build (daemon and threads tests) =="
 CC=${TSAN_CC:-gcc} cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DOML_TSAN=ON >/dev/null
-# Each daemon test is an executable of its name: build those and omld only.
-tsan_tests=$(ctest --test-dir build-tsan -N -L '^daemon$' | sed -n 's/^ *Test *#[0-9]*: //p')
+# Each such test is an executable of its name: build those and omld only.
+tsan_tests=$(ctest --test-dir build-tsan -N -L '^(daemon|threads)$' | sed -n 's/^ *Test *#[0-9]*: //p')
 [ -n "$tsan_tests" ] || { echo "no test labelled daemon" >&2; exit 1; }
 # shellcheck disable=SC2086
 cmake --build build-tsan -j"$jobs" --target omld $tsan_tests
@@ -54,7 +55,7 @@ tsan_rc=0
 # hold; with the default history a fresh clone's CI once printed that
 # report with "[failed to restore the stack]" and failed on it.
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 history_size=7 suppressions=$PWD/tests/tsan.supp log_path=$reports/tsan" \
-    ctest --test-dir build-tsan --output-on-failure -j"$jobs" -L '^daemon$' || tsan_rc=$?
+    ctest --test-dir build-tsan --output-on-failure -j"$jobs" -L '^(daemon|threads)$' || tsan_rc=$?
 if [ -n "$(ls -A "$reports")" ]; then
     for f in "$reports"/*; do echo "---- $f"; cat "$f"; done
     echo "ThreadSanitizer reported $(ls "$reports" | wc -l) problem(s) (above; $reports)" >&2
