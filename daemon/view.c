@@ -207,9 +207,11 @@ static int index_build(omld_views *vs, oml_snapshot *snap, omld_store_lock *lock
         vs->have_built = 1;
     }
     store_unlock(lock);
+    /* A shard's rows depend on the gathers in turn: embedded on one thread. */
+    int embed_threads = lock == NULL && vs->shard_n <= 1 ? threads : 1;
     uint64_t t0 = omld_now_ns();
     int rc;
-    if (lock == NULL && threads > 1 && vs->shard_n <= 1) {
+    if (embed_threads > 1) {
         /* The caller's store, nothing else running (a start's first view):
          * one run, its blocks on every thread, the same bits as in gathers. */
         rc = oml_index_builder_run_threads(b, snap, vs->store, threads, out);
@@ -230,7 +232,7 @@ static int index_build(omld_views *vs, oml_snapshot *snap, omld_store_lock *lock
     if (rc == OML_OK && lock == NULL && (*out)->n_lists > 0) /* a start's first view: its parts */
         LOG_INFO("indexer", "view %llu built on %d thread(s): %d items embedded in %.1f s, "
                  "%d lists a head in %.1f s, calibrated in %.1f s",
-                 (unsigned long long)snap->version, threads > 1 && vs->shard_n <= 1 ? threads : 1,
+                 (unsigned long long)snap->version, embed_threads,
                  (*out)->n, (double)(t1 - t0) / 1e9, (*out)->n_lists, (double)(t2 - t1) / 1e9,
                  (double)(omld_now_ns() - t2) / 1e9);
     return rc;

@@ -169,14 +169,22 @@ typedef struct crc_parts {
     uint32_t *crc; /* (parts) */
 } crc_parts;
 
-static void crc_part(void *ctx, int worker, int32_t i)
+/* Part i's bytes of a file's first n. */
+static uint64_t crc_part_len(uint64_t n, int32_t i)
+{
+    uint64_t at = (uint64_t)i * CRC_PART;
+    return n - at < CRC_PART ? n - at : CRC_PART;
+}
+
+static int crc_part(void *ctx, int worker, int32_t i)
 {
     (void)worker;
     crc_parts *k = ctx;
-    uint64_t at = (uint64_t)i * CRC_PART, m = k->n - at < CRC_PART ? k->n - at : CRC_PART;
+    uint64_t at = (uint64_t)i * CRC_PART, m = crc_part_len(k->n, i);
     k->crc[i] = crc_update(0, k->p + at, m);
     if (k->mapped && m == CRC_PART)
         (void)madvise(k->p + at, (size_t)m, MADV_DONTNEED);
+    return 0;
 }
 
 static uint32_t file_crc(const oml_ckpt *c, uint64_t n)
@@ -185,12 +193,10 @@ static uint32_t file_crc(const oml_ckpt *c, uint64_t n)
     crc_parts k = {c->_file, n, c->_mapped > 0, malloc((size_t)(parts ? parts : 1) * 4)};
     if (k.crc == NULL) /* one pass, in place */
         return crc_update(0, c->_file, n);
-    oml_parallel_run(oml_parallel_cores(), parts, crc_part, &k);
+    (void)oml_parallel_run(oml_parallel_cores(), parts, crc_part, &k); /* cannot fail */
     uint32_t crc = 0;
-    for (int32_t i = 0; i < parts; i++) {
-        uint64_t m = n - (uint64_t)i * CRC_PART < CRC_PART ? n - (uint64_t)i * CRC_PART : CRC_PART;
-        crc = (uint32_t)crc32_combine(crc, k.crc[i], (z_off_t)m); /* m <= 64 MB */
-    }
+    for (int32_t i = 0; i < parts; i++) /* a part is at most 64 MB: any z_off_t */
+        crc = (uint32_t)crc32_combine(crc, k.crc[i], (z_off_t)crc_part_len(n, i));
     free(k.crc);
     return crc;
 }

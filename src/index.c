@@ -393,18 +393,15 @@ typedef struct head_lists {
     oml_index *ix;
     oml_hlist *hl;
     int32_t lists;
-    int rc[OML_PARALLEL_MAX];
 } head_lists;
 
-static void build_head_lists(void *ctx, int worker, int32_t h)
+static int build_head_lists(void *ctx, int worker, int32_t h)
 {
+    (void)worker;
     head_lists *k = ctx;
     const oml_index *ix = k->ix;
-    int rc = oml_hlist_build(&k->hl[h],
-                             ix->emb_cols + (size_t)h * (size_t)ix->n * (size_t)ix->emb, ix->n,
-                             ix->emb, k->lists);
-    if (rc != OML_OK)
-        k->rc[worker] = rc;
+    return oml_hlist_build(&k->hl[h], ix->emb_cols + (size_t)h * (size_t)ix->n * (size_t)ix->emb,
+                           ix->n, ix->emb, k->lists);
 }
 
 int oml_index_add_lists_threads(oml_index *ix, int threads)
@@ -417,9 +414,7 @@ int oml_index_add_lists_threads(oml_index *ix, int threads)
     head_lists k = {.ix = ix, .hl = calloc((size_t)ix->heads, sizeof *k.hl), .lists = L};
     int rc = k.hl ? OML_OK : OML_ENOMEM;
     if (rc == OML_OK) /* each head's lists alone: the same for any thread count */
-        oml_parallel_run(threads, ix->heads, build_head_lists, &k);
-    for (int t = 0; rc == OML_OK && t < OML_PARALLEL_MAX; t++)
-        rc = k.rc[t];
+        rc = oml_parallel_run(threads, ix->heads, build_head_lists, &k);
     if (rc != OML_OK) {
         for (int h = 0; k.hl && h < ix->heads; h++)
             oml_hlist_free(&k.hl[h]);

@@ -22,7 +22,6 @@
 #include "index.h"
 #include "shard.h"
 
-#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -425,13 +424,12 @@ typedef struct blocks {
     oml_index_builder *b;
     const oml_store *store;
     lane lanes[OML_PARALLEL_MAX];
-    atomic_int rc;
 } blocks;
 
 /* Block i of a run's rows, as a serial build embeds it: its gather's rows
  * (every gather but the last holds OML_INDEX_GATHER_ROWS), projected row
  * by row, embedded in one call, into the columns. */
-static void embed_block(void *ctx, int worker, int32_t i)
+static int embed_block(void *ctx, int worker, int32_t i)
 {
     blocks *k = ctx;
     oml_index_builder *b = k->b;
@@ -449,11 +447,9 @@ static void embed_block(void *ctx, int worker, int32_t i)
     } else {
         rc = oml_snapshot_embed(b->snap, ln->X, m, ln->out);
     }
-    if (rc != OML_OK) {
-        atomic_store(&k->rc, rc);
-        return;
-    }
-    to_columns(b, ln->out, first, m);
+    if (rc == OML_OK)
+        to_columns(b, ln->out, first, m);
+    return rc;
 }
 
 /* Every live item gathered without its features, then the blocks embedded
@@ -478,7 +474,6 @@ static int run_blocks(oml_index_builder *b, const oml_store *store, int threads)
     if (rc != OML_OK)
         return rc;
     blocks k = {.b = b, .store = store};
-    atomic_init(&k.rc, OML_OK);
     if (threads > OML_PARALLEL_MAX)
         threads = OML_PARALLEL_MAX;
     size_t g = OML_INDEX_GATHER_ROWS, in = (size_t)(b->in > 0 ? b->in : 1);
@@ -492,13 +487,13 @@ static int run_blocks(oml_index_builder *b, const oml_store *store, int threads)
     }
     int32_t tasks = (int32_t)((b->n + g - 1) / g);
     if (rc == OML_OK)
-        oml_parallel_run(threads, tasks, embed_block, &k);
+        rc = oml_parallel_run(threads, tasks, embed_block, &k);
     for (int t = 1; t < threads; t++) {
         free(k.lanes[t].X);
         free(k.lanes[t].H0);
         free(k.lanes[t].out);
     }
-    return rc == OML_OK ? atomic_load(&k.rc) : rc;
+    return rc;
 }
 
 int oml_index_builder_run_threads(oml_index_builder *b, oml_snapshot *snap,

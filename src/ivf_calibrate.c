@@ -40,7 +40,6 @@ typedef struct cal {
     oml_neighbor *approx[OML_PARALLEL_MAX];   /* (S, CAL_K) each */
     oml_near_ws ws[OML_PARALLEL_MAX];
     void *wmem[OML_PARALLEL_MAX];
-    int rc[OML_PARALLEL_MAX];
 } cal;
 
 /* Query s's embedding, exact neighbours and their count in head h. */
@@ -61,22 +60,6 @@ static int32_t *n_exact_of(const cal *c, int h, int32_t s)
 
 /* The exact CAL_K nearest rows of every sample query in head h, each
  * leaving its own row out. */
-static int exact_neighbors(cal *c, int h, float *dots, oml_neighbor *approx);
-
-/* A worker's head: its sample's embeddings and exact neighbours. */
-static void exact_task(void *ctx, int worker, int32_t h)
-{
-    cal *c = ctx;
-    const oml_index *ix = c->ix;
-    size_t S = (size_t)c->S, e = (size_t)ix->emb;
-    for (int32_t s = 0; s < c->S; s++)
-        for (size_t j = 0; j < e; j++)
-            c->Q[((size_t)h * S + (size_t)s) * e + j] = oml_index_emb(ix, h, c->qrow[s], (int32_t)j);
-    int rc = exact_neighbors(c, h, c->dots[worker], c->approx[worker]);
-    if (rc != OML_OK)
-        c->rc[worker] = rc;
-}
-
 static int exact_neighbors(cal *c, int h, float *dots, oml_neighbor *approx)
 {
     const oml_index *ix = c->ix;
@@ -99,6 +82,18 @@ static int exact_neighbors(cal *c, int h, float *dots, oml_neighbor *approx)
         *n_exact_of(c, h, s) = oml_index_sel_finish(&sel[s]);
     free(sel);
     return OML_OK;
+}
+
+/* A worker's head: its sample's embeddings and exact neighbours. */
+static int exact_task(void *ctx, int worker, int32_t h)
+{
+    cal *c = ctx;
+    const oml_index *ix = c->ix;
+    size_t S = (size_t)c->S, e = (size_t)ix->emb;
+    for (int32_t s = 0; s < c->S; s++)
+        for (size_t j = 0; j < e; j++)
+            c->Q[((size_t)h * S + (size_t)s) * e + j] = oml_index_emb(ix, h, c->qrow[s], (int32_t)j);
+    return exact_neighbors(c, h, c->dots[worker], c->approx[worker]);
 }
 
 /* The first guess: the target quantile of the lists a query scans before
@@ -129,17 +124,17 @@ static int32_t first_guess(const cal *c, int h, double target, oml_near_ws *w,
 
 /* One recall measurement: per sample query, its hits and exact neighbours. */
 typedef struct recall_run {
-    const cal *c;
+    cal *c;
     int h, shared;
     int32_t n_probe;
     long hits[OML_IVF_CALIBRATION_QUERIES], total[OML_IVF_CALIBRATION_QUERIES];
 } recall_run;
 
-static void recall_query(void *ctx, int worker, int32_t s)
+static int recall_query(void *ctx, int worker, int32_t s)
 {
     recall_run *r = ctx;
-    const cal *c = r->c;
-    oml_near_ws *w = (oml_near_ws *)&c->ws[worker];
+    cal *c = r->c;
+    oml_near_ws *w = &c->ws[worker];
     oml_neighbor got[CAL_K];
     const oml_neighbor *ex = exact_of(c, r->h, s);
     int32_t ne = *n_exact_of(c, r->h, s);
@@ -153,16 +148,17 @@ static void recall_query(void *ctx, int worker, int32_t s)
             hits += got[i].row == ex[j].row;
     r->hits[s] = hits;
     r->total[s] = ne;
+    return OML_OK;
 }
 
 /* The share of the sample's exact neighbours in head h that the search
  * finds: head h scanning n_probe lists, or, shared, head h re-ranking the
  * scan of head 0 (called first, as a query does). The queries on the
  * workers, summed in order. */
-static double search_recall(const cal *c, int h, int32_t n_probe, int shared)
+static double search_recall(cal *c, int h, int32_t n_probe, int shared)
 {
     recall_run r = {.c = c, .h = h, .shared = shared, .n_probe = n_probe};
-    oml_parallel_run(c->threads, c->S, recall_query, &r);
+    (void)oml_parallel_run(c->threads, c->S, recall_query, &r); /* cannot fail */
     long hits = 0, total = 0;
     for (int32_t s = 0; s < c->S; s++) {
         hits += r.hits[s];
@@ -188,7 +184,7 @@ static void calibrate_own(cal *c, int h, double target, int32_t *rank, int32_t *
 
 /* Head h > 0 takes head 0's scan, kept 2, 4, 8 or 16 times as long, when
  * that reaches the target: the shortest that does. */
-static int try_sharing(const cal *c, int h, double target)
+static int try_sharing(cal *c, int h, double target)
 {
     oml_hlist *hl = c->ix->hl;
     int was_donor = hl[0].donor;
@@ -238,9 +234,7 @@ int oml_index_calibrate_threads(oml_index *ix, double target, int threads)
     for (int32_t s = 0; rc == OML_OK && s < c.S; s++)
         c.qrow[s] = (int32_t)((int64_t)s * ix->n / c.S);
     if (rc == OML_OK) /* each head's exact neighbours on its own worker */
-        oml_parallel_run(c.threads, ix->heads, exact_task, &c);
-    for (int t = 0; rc == OML_OK && t < c.threads; t++)
-        rc = c.rc[t];
+        rc = oml_parallel_run(c.threads, ix->heads, exact_task, &c);
     if (rc == OML_OK) { /* a second calibration starts afresh */
         for (int h = 0; h < ix->heads; h++) {
             ix->hl[h].shared_from = -1;

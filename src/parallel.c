@@ -6,10 +6,11 @@
 #include <unistd.h>
 
 typedef struct run {
-    void (*task)(void *ctx, int worker, int32_t i);
+    int (*task)(void *ctx, int worker, int32_t i);
     void *ctx;
     int32_t tasks;
     atomic_int next;
+    atomic_int failed; /* a failed task's status, 0 while none */
 } run;
 
 typedef struct worker {
@@ -19,8 +20,11 @@ typedef struct worker {
 
 static void work(run *r, int id)
 {
-    for (int32_t i; (i = atomic_fetch_add(&r->next, 1)) < r->tasks;)
-        r->task(r->ctx, id, i);
+    for (int32_t i; (i = atomic_fetch_add(&r->next, 1)) < r->tasks;) {
+        int rc = r->task(r->ctx, id, i);
+        if (rc != 0)
+            atomic_store(&r->failed, rc);
+    }
 }
 
 static void *worker_main(void *arg)
@@ -30,11 +34,12 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-void oml_parallel_run(int threads, int32_t tasks, void (*task)(void *ctx, int worker, int32_t i),
-                      void *ctx)
+int oml_parallel_run(int threads, int32_t tasks, int (*task)(void *ctx, int worker, int32_t i),
+                     void *ctx)
 {
     run r = {.task = task, .ctx = ctx, .tasks = tasks};
     atomic_init(&r.next, 0);
+    atomic_init(&r.failed, 0);
     if (threads > OML_PARALLEL_MAX)
         threads = OML_PARALLEL_MAX;
     if (threads > tasks)
@@ -50,6 +55,7 @@ void oml_parallel_run(int threads, int32_t tasks, void (*task)(void *ctx, int wo
     work(&r, 0);
     for (int t = 0; t < started; t++)
         pthread_join(th[t], NULL);
+    return atomic_load(&r.failed);
 }
 
 int oml_parallel_cores(void)

@@ -19,11 +19,12 @@
 /* Runs task(ctx, worker, i) for every i in [0, tasks), on up to `threads`
  * threads: the caller's (worker 0) and threads - 1 more (workers 1 ..),
  * each worker one task at a time, so a task may use per-worker scratch.
- * Returns when every task has run. A thread that cannot be started leaves
- * its share to the others (the tasks still all run). threads < 1 counts
- * as 1. Tasks report their own errors through ctx. */
-void oml_parallel_run(int threads, int32_t tasks, void (*task)(void *ctx, int worker, int32_t i),
-                      void *ctx);
+ * Returns when every task has run: OML_OK (0), or the status of a task
+ * that failed (each task returns OML_OK or an error; a failure does not
+ * stop the others). A thread that cannot be started leaves its share to
+ * the others (the tasks still all run). threads < 1 counts as 1. */
+int oml_parallel_run(int threads, int32_t tasks, int (*task)(void *ctx, int worker, int32_t i),
+                     void *ctx);
 
 /* The threads a run may use on this machine: online cores, at most
  * OML_PARALLEL_MAX. */

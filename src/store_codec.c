@@ -248,9 +248,6 @@ static int decode_slots(oml_store *s, oml_reader *c, uint32_t n_slots, uint32_t 
 #define FEATURE_BLOCK ((size_t)8 << 20) /* floats: 32 MB */
 #define FINITE_PART ((size_t)64 << 10) /* floats: 256 KB, copied then checked */
 
-/* The feature block (n_slots, dim) and, since version 2, the generations;
- * they end the buffer exactly (up to version 2: version 3's metadata
- * follows them), and every feature is finite. */
 /* Whether no value of x (n) is an infinity or a NaN: all exponent bits set
  * marks both, tested without an early exit so that it vectorises. */
 static int all_finite(const float *x, size_t n)
@@ -264,6 +261,9 @@ static int all_finite(const float *x, size_t n)
     return bad == 0;
 }
 
+/* The feature block (n_slots, dim) and, since version 2, the generations;
+ * they end the buffer exactly (up to version 2: version 3's metadata
+ * follows them), and every feature is finite. */
 static int decode_features(oml_store *s, oml_reader *c, uint32_t version, uint32_t n_slots,
                            oml_diag *diag)
 {

@@ -440,6 +440,29 @@ static void test_dist(void **state)
     assert_float_equal(oml_index_dist(z, z, 2), SQRT2, 1e-7);
 }
 
+/* A store of n items PREFIX<i> (labelled label, NULL: none) whose dim
+ * features are standard normal draws from seed. */
+static oml_store *random_store(int dim, int n, uint64_t seed, const char *prefix,
+                               const char *label)
+{
+    oml_store *st = NULL;
+    assert_int_equal(oml_store_create(&st, dim, (uint32_t)n), OML_OK);
+    oml_rng r;
+    oml_rng_seed(&r, seed);
+    float *x = malloc((size_t)dim * sizeof *x);
+    assert_non_null(x);
+    char id[32];
+    for (int i = 0; i < n; i++) {
+        for (int j = 0; j < dim; j++)
+            x[j] = oml_rng_normal(&r);
+        snprintf(id, sizeof id, "%s%d", prefix, i);
+        assert_int_equal(oml_store_put(st, id, strlen(id), x, label, label ? strlen(label) : 0,
+                                       NULL, NULL), OML_OK);
+    }
+    free(x);
+    return st;
+}
+
 /* More rows than one embedding chunk, with holes in some chunks only:
  * every row must still hold the embedding of its own slot's features. */
 static void test_build_chunks_with_holes(void **state)
@@ -447,18 +470,8 @@ static void test_build_chunks_with_holes(void **state)
     (void)state;
     enum { DIM = 5, N = OML_INDEX_GATHER_ROWS + 1500, G = OML_INDEX_GATHER_ROWS };
     oml_snapshot *s = make_snap(2, DIM, 7, 3, NULL, NULL, 21);
-    oml_store *st = NULL;
-    assert_int_equal(oml_store_create(&st, DIM, N), OML_OK);
-    oml_rng r;
-    oml_rng_seed(&r, 4);
+    oml_store *st = random_store(DIM, N, 4, "", NULL);
     char id[32];
-    for (int i = 0; i < N; i++) {
-        float x[DIM];
-        for (int j = 0; j < DIM; j++)
-            x[j] = oml_rng_normal(&r);
-        snprintf(id, sizeof id, "%d", i);
-        assert_int_equal(oml_store_put(st, id, strlen(id), x, NULL, 0, NULL, NULL), OML_OK);
-    }
     const int holes[3] = {5, G + 4, G + 5}; /* the second gather starts at slot G + 1 */
     for (int i = 0; i < 3; i++) {
         snprintf(id, sizeof id, "%d", holes[i]);
@@ -662,18 +675,8 @@ static void test_threaded_build_same_bits(void **state)
     (void)state;
     enum { DIM = 16, N = 3 * OML_INDEX_GATHER_ROWS + 777 };
     oml_snapshot *s = make_snap(2, DIM, 24, 12, NULL, NULL, 8);
-    oml_store *st = NULL;
-    assert_int_equal(oml_store_create(&st, DIM, N), OML_OK);
-    oml_rng r;
-    oml_rng_seed(&r, 12);
+    oml_store *st = random_store(DIM, N, 12, "t", "a"); /* isotropic: many lists to calibrate */
     char id[32];
-    for (int i = 0; i < N; i++) { /* isotropic: the calibration needs many lists */
-        float x[DIM];
-        for (int j = 0; j < DIM; j++)
-            x[j] = oml_rng_normal(&r);
-        snprintf(id, sizeof id, "t%d", i);
-        assert_int_equal(oml_store_put(st, id, strlen(id), x, "a", 1, NULL, NULL), OML_OK);
-    }
     for (int i = 3; i < N; i += 1001) {
         snprintf(id, sizeof id, "t%d", i);
         assert_int_equal(oml_store_delete(st, id, strlen(id)), OML_OK);

@@ -1,7 +1,7 @@
 /* test_parallel.c - numbered tasks on a few threads (src/parallel.c):
  * every task runs once, on a worker numbered below the threads asked for,
  * and at most that many at a time; thread counts out of range are
- * clamped. Also run under ThreadSanitizer (label `threads`). */
+ * clamped; a failed task's status is returned and the others still run. Also run under ThreadSanitizer (label `threads`). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,9 +19,10 @@ typedef struct seen {
     atomic_int runs[1000];
     atomic_int worker_of[1000];
     atomic_int running, most;
+    int32_t fail_at; /* the task that fails (with 7), or -1 */
 } seen;
 
-static void task(void *ctx, int worker, int32_t i)
+static int task(void *ctx, int worker, int32_t i)
 {
     seen *s = ctx;
     int now = atomic_fetch_add(&s->running, 1) + 1;
@@ -32,13 +33,16 @@ static void task(void *ctx, int worker, int32_t i)
     if (i % 97 == 0)
         usleep(1000); /* some tasks long: the others go to the other workers */
     atomic_fetch_sub(&s->running, 1);
+    return i == s->fail_at ? 7 : 0;
 }
 
 static void run(int threads, int32_t tasks, int want_most)
 {
     static seen s;
     memset(&s, 0, sizeof s);
-    oml_parallel_run(threads, tasks, task, &s);
+    s.fail_at = tasks > 1 ? tasks / 2 : -1;
+    /* a failed task's status comes back, and the others still ran */
+    assert_int_equal(oml_parallel_run(threads, tasks, task, &s), tasks > 1 ? 7 : 0);
     for (int32_t i = 0; i < tasks; i++) {
         assert_int_equal(atomic_load(&s.runs[i]), 1);
         int w = atomic_load(&s.worker_of[i]);

@@ -158,16 +158,23 @@ static void put(oml_store *st, int i, const float *x)
     assert_int_equal(oml_store_put(st, id, strlen(id), x, NULL, 0, NULL, NULL), OML_OK);
 }
 
+/* A store of room for cap items holding i<k> = row k of X for k < n. */
+static oml_store *store_of(const float *X, int n, uint32_t cap)
+{
+    oml_store *st = NULL;
+    assert_int_equal(oml_store_create(&st, DIM, cap), OML_OK);
+    for (int i = 0; i < n; i++)
+        put(st, i, X + (size_t)i * DIM);
+    return st;
+}
+
 static void test_kept_rows_build_the_same_index(void **state)
 {
     (void)state;
     static float X[(N + 20) * DIM];
     random_rows(X, N + 20, DIM, 7);
     oml_snapshot *s = model_with_basis(X, N, 1);
-    oml_store *st = NULL;
-    assert_int_equal(oml_store_create(&st, DIM, N + 20), OML_OK);
-    for (int i = 0; i < N; i++)
-        put(st, i, X + (size_t)i * DIM);
+    oml_store *st = store_of(X, N, N + 20);
     oml_projcache cache;
     oml_projcache_init(&cache, N + 20);
     oml_index_builder b = {0};
@@ -216,10 +223,7 @@ static void test_bound_on_slots_kept(void **state)
     static float X[N * DIM];
     random_rows(X, N, DIM, 9);
     oml_snapshot *s = model_with_basis(X, N, 3);
-    oml_store *st = NULL;
-    assert_int_equal(oml_store_create(&st, DIM, N), OML_OK);
-    for (int i = 0; i < N; i++)
-        put(st, i, X + (size_t)i * DIM);
+    oml_store *st = store_of(X, N, N);
     oml_projcache cache;
     oml_projcache_init(&cache, 50);
     oml_index_builder b = {0};
@@ -245,10 +249,7 @@ static void test_threaded_build_same_bits(void **state)
     assert_non_null(X);
     random_rows(X, M, DIM, 9);
     oml_snapshot *s = model_with_basis(X, N, 4);
-    oml_store *st = NULL;
-    assert_int_equal(oml_store_create(&st, DIM, M), OML_OK);
-    for (int i = 0; i < M; i++)
-        put(st, i, X + (size_t)i * DIM);
+    oml_store *st = store_of(X, M, M);
     oml_index *serial = NULL, *threaded = NULL;
     assert_int_equal(oml_index_build(&serial, s, st), OML_OK);
     oml_index_builder b = {0};
