@@ -413,6 +413,21 @@ static void apply_nice(omld_views *vs)
         LOG_WARN("indexer", "cannot set the indexer's nice to +%d: %s", want, strerror(errno));
 }
 
+/* "; lists scanned per head: 291, 291 (head 0's), ..." for an index with
+ * lists (the calibration's outcome, which the query cost follows), else "". */
+static void describe_lists(const oml_index *ix, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    size_t at = 0;
+    for (int h = 0; ix->hl && h < ix->heads && at < cap; h++) {
+        int w = snprintf(buf + at, cap - at, "%s%d%s", h ? ", " : "; lists scanned per head: ",
+                         ix->hl[h].n_probe, ix->hl[h].shared_from >= 0 ? " (head 0's)" : "");
+        at += w > 0 ? (size_t)w : 0;
+    }
+    if (ix->hl && ix->hl[0].donor > 1 && at < cap)
+        snprintf(buf + at, cap - at, "; head 0 keeps x%d for the others", ix->hl[0].donor);
+}
+
 static void *indexer_main(void *arg)
 {
     omld_views *vs = arg;
@@ -445,9 +460,11 @@ static void *indexer_main(void *arg)
                                       ? (uint64_t)((double)(t1 - t0) * (1.0 - duty) / duty)
                                       : 0);
         if (v) {
-            LOG_DEBUG("indexer", "view %llu: %d items, built in %.1f ms",
+            char probes[160];
+            describe_lists(v->ix, probes, sizeof probes);
+            LOG_DEBUG("indexer", "view %llu: %d items, built in %.1f ms%s",
                       (unsigned long long)v->version, v->ix->n,
-                      (double)(omld_now_ns() - ns) / 1e6);
+                      (double)(omld_now_ns() - ns) / 1e6, probes);
             view_swap(vs, v);
         }
         pthread_mutex_lock(&vs->mu);

@@ -432,6 +432,119 @@ static void test_shared_scan(void **state)
     oml_snapshot_release(s);
 }
 
+/* The index of the N rows x (DIM) under s, head 1 moved off head 0 by
+ * eps (its rows normalize(head 0's + eps head 1's)), head 2 equal to
+ * head 0 (it shares head 0's scan whatever head 0 scans). */
+static oml_index *moved_heads_index(oml_snapshot *s, const oml_store *st, int32_t n, float eps)
+{
+    oml_index *ix = NULL;
+    assert_int_equal(oml_index_build(&ix, s, st), OML_OK);
+    size_t e = (size_t)ix->emb, block = (size_t)n * e;
+    float *h0 = ix->emb_cols, *h1 = ix->emb_cols + block, *h2 = ix->emb_cols + 2 * block;
+    for (size_t r = 0; r < (size_t)n; r++) {
+        double ss = 0;
+        for (size_t j = 0; j < e; j++) {
+            float v = h0[j * (size_t)n + r] + eps * h1[j * (size_t)n + r];
+            h1[j * (size_t)n + r] = v;
+            ss += (double)v * v;
+        }
+        for (size_t j = 0; j < e; j++)
+            h1[j * (size_t)n + r] /= (float)sqrt(ss);
+    }
+    memcpy(h2, h0, block * sizeof *h2);
+    assert_int_equal(oml_index_add_lists(ix), OML_OK);
+    return ix;
+}
+
+/* A head whose neighbours differ a little from head 0's: head 0's own
+ * calibrated scan, kept even 16 times longer, does not hold enough of
+ * them, but head 0 scanning more of its lists does, for fewer lists than
+ * that head's own scan and head 0's together: the head shares the wider
+ * scan and reaches the target on other queries. */
+static void test_wider_shared_scan(void **state)
+{
+    (void)state;
+    enum { N = 6000, K = 10, DIM = 32, EMB = 32 };
+    oml_snapshot *s = oml_test_snapshot(2, DIM, 32, EMB, NULL, (const float[]){0.2f, 0.3f, 0.5f}, 4);
+    assert_non_null(s);
+    oml_rng r;
+    oml_rng_seed(&r, 31);
+    float *x = malloc((size_t)N * DIM * sizeof *x); /* isotropic: many lists to scan */
+    for (size_t i = 0; i < (size_t)N * DIM; i++)
+        x[i] = oml_rng_normal(&r);
+    oml_store *st = NULL;
+    assert_int_equal(oml_store_create(&st, DIM, N), OML_OK);
+    char id[32];
+    for (int i = 0; i < N; i++) {
+        snprintf(id, sizeof id, "%d", i);
+        assert_int_equal(oml_store_put(st, id, strlen(id), x + (size_t)i * DIM, "a", 1, NULL, NULL),
+                         OML_OK);
+    }
+    /* eps 0: every head is head 0, whose calibrated scan they all share */
+    oml_index *alone = moved_heads_index(s, st, N, 0.0f);
+    assert_int_equal(oml_index_calibrate(alone, OML_IVF_TARGET_RECALL), OML_OK);
+    int32_t np_alone = alone->hl[0].n_probe;
+    assert_int_equal(alone->hl[1].shared_from, 0);
+    oml_index_destroy(alone);
+    /* far apart (eps 1.2): head 1's own scan is cheaper than widening */
+    oml_index *far = moved_heads_index(s, st, N, 1.2f);
+    assert_int_equal(oml_index_calibrate(far, OML_IVF_TARGET_RECALL), OML_OK);
+    assert_int_equal(far->hl[1].shared_from, -1);
+    assert_int_equal(far->hl[0].n_probe, np_alone);
+    assert_int_equal(far->hl[2].shared_from, 0);
+    oml_index_destroy(far);
+    /* near (eps 0.6): head 0 scans more lists, and head 1 shares them */
+    const float eps = 0.6f;
+    oml_index *ix = moved_heads_index(s, st, N, eps);
+    assert_int_equal(oml_index_calibrate(ix, OML_IVF_TARGET_RECALL), OML_OK);
+    printf("head 0 alone scans %d of %d lists; with head 1 moved by %.1f, %d, head 1 %s\n",
+           np_alone, ix->n_lists, eps, ix->hl[0].n_probe,
+           ix->hl[1].shared_from < 0 ? "scans its own" : "shares them");
+    assert_int_equal(ix->hl[1].shared_from, 0);
+    assert_int_equal(ix->hl[2].shared_from, 0);
+    assert_true(ix->hl[0].n_probe > np_alone);
+    assert_true(ix->hl[0].n_probe < ix->n_lists);
+    /* and every head reaches the target on queries that are not rows */
+    void *mem = malloc(oml_near_ws_bytes(ix, K));
+    float *scratch = malloc(N * sizeof *scratch), q[3 * EMB], xq[DIM];
+    oml_near_ws w;
+    oml_near_ws_init(&w, ix, K, mem);
+    oml_neighbor got[K], exact[K];
+    long hits[3] = {0}, total[3] = {0};
+    for (int t = 0; t < 100; t++) {
+        for (int j = 0; j < DIM; j++)
+            xq[j] = x[(size_t)(t * 53 % N) * DIM + (size_t)j] + 0.05f * oml_rng_normal(&r);
+        assert_int_equal(oml_snapshot_embed(s, xq, 1, q), OML_OK);
+        double ss = 0;
+        for (int j = 0; j < EMB; j++) { /* head 1 as moved_heads_index moved its rows */
+            q[EMB + j] = q[j] + eps * q[EMB + j];
+            ss += (double)q[EMB + j] * q[EMB + j];
+        }
+        for (int j = 0; j < EMB; j++) {
+            q[EMB + j] /= (float)sqrt(ss);
+            q[2 * EMB + j] = q[j];
+        }
+        for (int h = 0; h < 3; h++) {
+            int32_t g = oml_index_topk_near(ix, h, q + h * EMB, K, -1, -1, NULL, got, &w);
+            int32_t ne = oml_index_topk(ix, h, q + h * EMB, K, -1, NULL, exact, scratch);
+            for (int i = 0; i < g; i++)
+                for (int j = 0; j < ne; j++)
+                    hits[h] += got[i].row == exact[j].row;
+            total[h] += ne;
+        }
+    }
+    for (int h = 0; h < 3; h++) {
+        printf("head %d: recall@%d %.3f\n", h, K, (double)hits[h] / (double)total[h]);
+        assert_true(hits[h] >= total[h] * 9 / 10);
+    }
+    free(mem);
+    free(scratch);
+    oml_index_destroy(ix);
+    free(x);
+    oml_store_destroy(st);
+    oml_snapshot_release(s);
+}
+
 /* Bad sizes are refused, a tiny index stays without lists. */
 static void test_lists_bad_input(void **state)
 {
@@ -583,6 +696,7 @@ int main(void)
         cmocka_unit_test(test_index_with_lists),
         cmocka_unit_test(test_calibrated_search),
         cmocka_unit_test(test_shared_scan),
+        cmocka_unit_test(test_wider_shared_scan),
         cmocka_unit_test(test_lists_bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
