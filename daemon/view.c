@@ -420,8 +420,14 @@ static void describe_lists(const oml_index *ix, char *buf, size_t cap)
     buf[0] = '\0';
     size_t at = 0;
     for (int h = 0; ix->hl && h < ix->heads && at < cap; h++) {
-        int w = snprintf(buf + at, cap - at, "%s%d%s", h ? ", " : "; lists scanned per head: ",
-                         ix->hl[h].n_probe, ix->hl[h].shared_from >= 0 ? " (head 0's)" : "");
+        const oml_hlist *hl = &ix->hl[h];
+        int w = snprintf(buf + at, cap - at,
+                         hl->pq_keep > 0 && hl->pq_keep != OML_HLIST_PQ_KEEP && hl->shared_from < 0
+                             ? "%s%d%s (recall %.3f; its first pass keeps %d)"
+                             : "%s%d%s (recall %.3f)",
+                         h ? ", " : "; lists scanned per head: ", hl->n_probe,
+                         hl->shared_from >= 0 ? ", head 0's" : "", (double)hl->recall,
+                         (int)hl->pq_keep);
         at += w > 0 ? (size_t)w : 0;
     }
     if (ix->hl && ix->hl[0].donor > 1 && at < cap)
@@ -460,7 +466,7 @@ static void *indexer_main(void *arg)
                                       ? (uint64_t)((double)(t1 - t0) * (1.0 - duty) / duty)
                                       : 0);
         if (v) {
-            char probes[160];
+            char probes[320];
             describe_lists(v->ix, probes, sizeof probes);
             LOG_DEBUG("indexer", "view %llu: %d items, built in %.1f ms%s",
                       (unsigned long long)v->version, v->ix->n,

@@ -68,6 +68,8 @@ typedef struct oml_hlist {
     uint8_t *pq_codes;    /* (blk_start[n_lists], oml_pq4_block_bytes) */
     int32_t pq_keep;      /* rows the first pass hands the int8 codes (besides a
                              donor's keep); 0: no first pass */
+    float recall;         /* the calibration's sample found this share of its exact
+                             10 nearest with n_probe (oml_index_calibrate; 0 before) */
 } oml_hlist;
 
 /* The first pass's rows by default, and at most (its heap is on the stack). */

@@ -82,7 +82,13 @@ int oml_index_add_codes(oml_index *ix);
  * isotropic, so this is measured rather than assumed. A head h > 0 whose
  * target is met by rescoring head 0's scan, kept 2, 4, 8 or 16 times as
  * long, with its own codes shares it (hl[h].shared_from = 0): the default
- * model's heads start equal and part slowly. Costs those queries' exact scans (one GEMM per head and
+ * model's heads start equal and part slowly; failing that, it shares head
+ * 0 scanning more lists if that is fewer than both heads' own. A head
+ * short of the target over every list hands its int8 codes twice the
+ * rows from its first pass (hl[h].pq_keep, up to 2,048), until it
+ * reaches it; short even so, it scans the fewest lists that find within
+ * 0.01 of what all of them find (hl[h].recall: what the sample found).
+ * Costs those queries' exact scans (one GEMM per head and
  * block of rows). target <= 0: the quarter stays. OML_OK or OML_ENOMEM
  * (the quarter stays). */
 #define OML_IVF_TARGET_RECALL 0.95

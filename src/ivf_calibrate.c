@@ -23,6 +23,9 @@
 
 #define CAL_K 10
 #define RB 4096 /* rows per GEMM of the exact search */
+/* The most rows a head's first pass may hand over: room is left for the
+ * keep of a donor (hlist.h) at 16 x and k = 32, within what it holds. */
+#define MAX_PQ_KEEP (OML_HLIST_PQ_MAX_KEEP - OML_SHARE_MAX * oml_index_rerank_rows(32))
 
 static int cmp_i32(const void *a, const void *b)
 {
@@ -169,19 +172,54 @@ static double search_recall(cal *c, int h, int32_t n_probe, int shared)
     return total ? (double)hits / (double)total : 1.0;
 }
 
-/* Head h's own number of lists: the first guess, raised by an eighth until
- * the sample reaches the target. */
+/* The fewest lists (the first guess, raised by an eighth at a time) with
+ * which head h's search finds `want` of the sample's neighbours, or all
+ * of them; *got: what it finds there. */
+static int32_t lists_for(cal *c, int h, double want, int32_t *rank, int32_t *list_of,
+                         int32_t *need, double *got)
+{
+    int32_t lists = c->ix->n_lists;
+    int32_t np = first_guess(c, h, want, &c->ws[0], rank, list_of, need);
+    np = np < 1 ? 1 : np > lists ? lists : np;
+    while ((*got = search_recall(c, h, np, 0)) < want && np < lists) {
+        int32_t more = np + np / 8 + 1;
+        np = more < lists ? more : lists;
+    }
+    return np;
+}
+
+/* Head h's own number of lists: the fewest that reach the target. Every
+ * list scanned and still short, the first pass ranks this head's rows too
+ * coarsely to hand its neighbours over: it hands over twice as many
+ * (rescoring them costs less than the lists it then needs not scan), up
+ * to MAX_PQ_KEEP. Short even so, the head keeps the first pass that found
+ * most and scans the fewest lists that find within PLATEAU of what every
+ * list finds: at 1M under the daemon's rehearsal a head found 0.944
+ * scanning all 500 lists, so the last lists bought little and cost a full
+ * scan a query. */
+#define PLATEAU 0.01
 static void calibrate_own(cal *c, int h, double target, int32_t *rank, int32_t *list_of,
                           int32_t *need)
 {
-    oml_index *ix = (oml_index *)c->ix;
-    int32_t np = first_guess(c, h, target, &c->ws[0], rank, list_of, need);
-    np = np < 1 ? 1 : np > ix->n_lists ? ix->n_lists : np;
-    while (np < ix->n_lists && search_recall(c, h, np, 0) < target) {
-        int32_t more = np + np / 8 + 1;
-        np = more < ix->n_lists ? more : ix->n_lists;
+    oml_hlist *hl = &c->ix->hl[h];
+    double got, best = -1.0;
+    int32_t best_keep = hl->pq_keep;
+    for (;;) {
+        hl->n_probe = lists_for(c, h, target, rank, list_of, need, &got);
+        hl->recall = (float)got;
+        if (got >= target)
+            return;
+        if (got > best) {
+            best = got;
+            best_keep = hl->pq_keep;
+        }
+        if (hl->pq_keep == 0 || 2 * hl->pq_keep > MAX_PQ_KEEP)
+            break;
+        hl->pq_keep *= 2;
     }
-    ix->hl[h].n_probe = np;
+    hl->pq_keep = best_keep;
+    hl->n_probe = lists_for(c, h, best - PLATEAU, rank, list_of, need, &got);
+    hl->recall = (float)got;
 }
 
 /* Head h > 0 takes head 0's scan, kept 2, 4, 8 or 16 times as long, when
@@ -193,8 +231,11 @@ static int try_sharing(cal *c, int h, double target)
     hl[h].shared_from = 0;
     for (int m = 2; m <= OML_SHARE_MAX; m *= 2) {
         hl[0].donor = m > was_donor ? m : was_donor;
-        if (search_recall(c, h, -1, 1) >= target)
+        double got = search_recall(c, h, -1, 1);
+        if (got >= target) {
+            hl[h].recall = (float)got;
             return 1;
+        }
     }
     hl[0].donor = was_donor;
     hl[h].shared_from = -1;
@@ -221,8 +262,10 @@ static int share_wider(cal *c, int h, double target)
         for (int g = 1; ok && g < h; g++)
             if (hl[g].shared_from == 0)
                 ok = search_recall(c, g, -1, 1) >= target;
-        if (ok)
+        if (ok) {
+            hl[0].recall = (float)search_recall(c, 0, np, 0); /* more lists: more found */
             return 1;
+        }
         hl[h].shared_from = -1;
         hl[0].donor = was_donor;
     }

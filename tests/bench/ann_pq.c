@@ -83,8 +83,10 @@ int ann_pq_report(oml_index *ix, const float *Q, int32_t n_q)
         char lists[64];
         int at = 0;
         for (int h = 0; h < H && at < (int)sizeof lists - 16; h++)
-            at += snprintf(lists + at, sizeof lists - (size_t)at, "%d%s ", ix->hl[h].n_probe,
-                           ix->hl[h].shared_from < 0 ? "" : "s");
+            at += snprintf(lists + at, sizeof lists - (size_t)at,
+                           ix->hl[h].pq_keep != KEEPS[s] ? "%d%s(k%d) " : "%d%s ",
+                           ix->hl[h].n_probe, ix->hl[h].shared_from < 0 ? "" : "s",
+                           (int)ix->hl[h].pq_keep); /* (k: the calibration doubled its keep) */
         double r = total ? (double)hits / (double)total : 1.0;
         double m10 = median(t10, n_q), m32 = median(t32, n_q), ms = median(ts, n_q);
         char name[32];

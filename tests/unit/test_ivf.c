@@ -545,6 +545,59 @@ static void test_wider_shared_scan(void **state)
     oml_snapshot_release(s);
 }
 
+/* A first pass that hands over too few rows to reach the target even
+ * over every list (a keep of 8 here) is doubled by the calibration until
+ * it does, and the search then reaches it on other queries. */
+static void test_calibration_widens_first_pass(void **state)
+{
+    (void)state;
+    enum { N = 8000, K = 10 };
+    oml_snapshot *s = oml_test_snapshot(0, 32, 64, 32, NULL, (const float[]){1.0f}, 9);
+    assert_non_null(s);
+    oml_store *st;
+    oml_index *ix = lists_index_of(s, &st, N, 21, 1); /* isotropic */
+    assert_true(ix->hl[0].pq.m > 0);
+    ix->hl[0].pq_keep = 8;
+    assert_int_equal(oml_index_calibrate(ix, OML_IVF_TARGET_RECALL), OML_OK);
+    printf("a first pass of 8 rows: the calibration made it %d, scanning %d of %d lists\n",
+           ix->hl[0].pq_keep, ix->hl[0].n_probe, ix->n_lists);
+    assert_true(ix->hl[0].pq_keep > 8);
+    assert_true(search_recall(ix, s, st, K) >= 0.9);
+    oml_index_destroy(ix);
+    oml_store_destroy(st);
+    oml_snapshot_release(s);
+}
+
+/* A target no first pass reaches over every list: with its product codes
+ * zeroed, head 0's first pass ranks a list's rows all alike and hands over
+ * the rows of the nearest lists only, so scanning more lists finds no more
+ * (and 1,500 rows cannot be doubled within MAX_PQ_KEEP). The calibration
+ * then settles for the fewest lists that find within 0.01 of what every
+ * list finds, not every list. */
+static void test_calibration_stops_at_plateau(void **state)
+{
+    (void)state;
+    enum { N = 8000 };
+    oml_snapshot *s = oml_test_snapshot(0, 32, 64, 32, NULL, (const float[]){1.0f}, 9);
+    assert_non_null(s);
+    oml_store *st;
+    oml_index *ix = lists_index_of(s, &st, N, 21, 1); /* isotropic */
+    oml_hlist *hl = &ix->hl[0];
+    assert_true(hl->pq.m > 0);
+    memset(hl->pq_codes, 0,
+           (size_t)hl->blk_start[hl->n_lists] * oml_pq4_block_bytes(&hl->pq));
+    hl->pq_keep = 1500;
+    assert_int_equal(oml_index_calibrate(ix, OML_IVF_TARGET_RECALL), OML_OK);
+    printf("a first pass that cannot rank: %d of %d lists scanned, the sample's recall %.3f\n",
+           hl->n_probe, ix->n_lists, (double)hl->recall);
+    assert_int_equal(hl->pq_keep, 1500);
+    assert_true(hl->recall < OML_IVF_TARGET_RECALL);
+    assert_true(hl->n_probe < ix->n_lists / 2);
+    oml_index_destroy(ix);
+    oml_store_destroy(st);
+    oml_snapshot_release(s);
+}
+
 /* Bad sizes are refused, a tiny index stays without lists. */
 static void test_lists_bad_input(void **state)
 {
@@ -697,6 +750,8 @@ int main(void)
         cmocka_unit_test(test_calibrated_search),
         cmocka_unit_test(test_shared_scan),
         cmocka_unit_test(test_wider_shared_scan),
+        cmocka_unit_test(test_calibration_widens_first_pass),
+        cmocka_unit_test(test_calibration_stops_at_plateau),
         cmocka_unit_test(test_lists_bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
