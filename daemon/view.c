@@ -162,6 +162,27 @@ static int store_swapped(const omld_store_lock *lock, uint64_t gen)
     return lock != NULL && lock->generation != gen;
 }
 
+/* "; lists scanned per head: 291, 291 (head 0's), ..." for an index with
+ * lists (the calibration's outcome, which the query cost follows), else "". */
+static void describe_lists(const oml_index *ix, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    size_t at = 0;
+    for (int h = 0; ix->hl && h < ix->heads && at < cap; h++) {
+        const oml_hlist *hl = &ix->hl[h];
+        int w = snprintf(buf + at, cap - at,
+                         hl->pq_keep > 0 && hl->pq_keep != OML_HLIST_PQ_KEEP && hl->shared_from < 0
+                             ? "%s%d%s (recall %.3f; its first pass keeps %d)"
+                             : "%s%d%s (recall %.3f)",
+                         h ? ", " : "; lists scanned per head: ", hl->n_probe,
+                         hl->shared_from >= 0 ? ", head 0's" : "", (double)hl->recall,
+                         (int)hl->pq_keep);
+        at += w > 0 ? (size_t)w : 0;
+    }
+    if (ix->hl && ix->hl[0].donor > 1 && at < cap)
+        snprintf(buf + at, cap - at, "; head 0 keeps x%d for the others", ix->hl[0].donor);
+}
+
 /* The index in gathers, the store's read lock (if any) held for each
  * gather only; the indexer's builder keeps its buffers between builds. */
 static int build_in_gathers(omld_views *vs, oml_index_builder *b, oml_snapshot *snap,
@@ -229,12 +250,15 @@ static int index_build(omld_views *vs, oml_snapshot *snap, omld_store_lock *lock
     } else if (rc == OML_OK) {
         oml_index_add_codes(*out); /* the exact scan's first pass (codescan.h) */
     }
-    if (rc == OML_OK && lock == NULL && (*out)->n_lists > 0) /* a start's first view: its parts */
+    if (rc == OML_OK && lock == NULL && (*out)->n_lists > 0) { /* a start's first view: its parts */
+        char probes[320];
+        describe_lists(*out, probes, sizeof probes);
         LOG_INFO("indexer", "view %llu built on %d thread(s): %d items embedded in %.1f s, "
-                 "%d lists a head in %.1f s, calibrated in %.1f s",
+                 "%d lists a head in %.1f s, calibrated in %.1f s%s",
                  (unsigned long long)snap->version, embed_threads,
                  (*out)->n, (double)(t1 - t0) / 1e9, (*out)->n_lists, (double)(t2 - t1) / 1e9,
-                 (double)(omld_now_ns() - t2) / 1e9);
+                 (double)(omld_now_ns() - t2) / 1e9, probes);
+    }
     return rc;
 }
 
@@ -411,27 +435,6 @@ static void apply_nice(omld_views *vs)
         vs->nice_set = want;
     else if (want > vs->nice_set) /* raising it back needs CAP_SYS_NICE: leave it */
         LOG_WARN("indexer", "cannot set the indexer's nice to +%d: %s", want, strerror(errno));
-}
-
-/* "; lists scanned per head: 291, 291 (head 0's), ..." for an index with
- * lists (the calibration's outcome, which the query cost follows), else "". */
-static void describe_lists(const oml_index *ix, char *buf, size_t cap)
-{
-    buf[0] = '\0';
-    size_t at = 0;
-    for (int h = 0; ix->hl && h < ix->heads && at < cap; h++) {
-        const oml_hlist *hl = &ix->hl[h];
-        int w = snprintf(buf + at, cap - at,
-                         hl->pq_keep > 0 && hl->pq_keep != OML_HLIST_PQ_KEEP && hl->shared_from < 0
-                             ? "%s%d%s (recall %.3f; its first pass keeps %d)"
-                             : "%s%d%s (recall %.3f)",
-                         h ? ", " : "; lists scanned per head: ", hl->n_probe,
-                         hl->shared_from >= 0 ? ", head 0's" : "", (double)hl->recall,
-                         (int)hl->pq_keep);
-        at += w > 0 ? (size_t)w : 0;
-    }
-    if (ix->hl && ix->hl[0].donor > 1 && at < cap)
-        snprintf(buf + at, cap - at, "; head 0 keeps x%d for the others", ix->hl[0].donor);
 }
 
 static void *indexer_main(void *arg)

@@ -194,12 +194,13 @@ static int32_t lists_for(cal *c, int h, double want, int32_t *rank, int32_t *lis
  * (rescoring them costs less than the lists it then needs not scan), up
  * to MAX_PQ_KEEP. Short even so, the head keeps the first pass that found
  * most and scans the fewest lists that find within PLATEAU of what every
- * list finds: at 1M under the daemon's rehearsal a head found 0.944
+ * list finds (and at least `asked`, the target without the aim's margin,
+ * if every list finds that): at 1M under the daemon's rehearsal a head found 0.944
  * scanning all 500 lists, so the last lists bought little and cost a full
  * scan a query. */
 #define PLATEAU 0.01
-static void calibrate_own(cal *c, int h, double target, int32_t *rank, int32_t *list_of,
-                          int32_t *need)
+static void calibrate_own(cal *c, int h, double target, double asked, int32_t *rank,
+                          int32_t *list_of, int32_t *need)
 {
     oml_hlist *hl = &c->ix->hl[h];
     double got, best = -1.0;
@@ -218,7 +219,10 @@ static void calibrate_own(cal *c, int h, double target, int32_t *rank, int32_t *
         hl->pq_keep *= 2;
     }
     hl->pq_keep = best_keep;
-    hl->n_probe = lists_for(c, h, best - PLATEAU, rank, list_of, need, &got);
+    double want = best - PLATEAU;
+    if (best >= asked && want < asked) /* the target itself, without the aim's margin */
+        want = asked;
+    hl->n_probe = lists_for(c, h, want, rank, list_of, need, &got);
     hl->recall = (float)got;
 }
 
@@ -284,6 +288,7 @@ int oml_index_calibrate_threads(oml_index *ix, double target, int threads)
     /* 64 rows of the index are not the queries it will serve (at 250k the
      * daemon's sample found 0.933 where these found 0.95): aim a quarter
      * of the way from the target to 1. */
+    double asked = target;
     target += (1.0 - target) / 4.0;
     cal c = {.ix = ix};
     c.threads = threads < 1 ? 1 : threads > OML_PARALLEL_MAX ? OML_PARALLEL_MAX : threads;
@@ -319,7 +324,7 @@ int oml_index_calibrate_threads(oml_index *ix, double target, int threads)
     }
     for (int h = 0; rc == OML_OK && h < ix->heads; h++)
         if (h == 0 || !try_sharing(&c, h, target)) {
-            calibrate_own(&c, h, target, rank, list_of, need);
+            calibrate_own(&c, h, target, asked, rank, list_of, need);
             if (h > 0)
                 (void)share_wider(&c, h, target);
         }
