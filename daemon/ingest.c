@@ -1,11 +1,13 @@
 /* ingest.c - a Redis Stream consumer that feeds the RPC path (ingest.h).
  *
  * DESIGN. Two hiredis async connections on the loop (hiredis's libuv
- * adapter): `rd` only reads (XREADGROUP ... BLOCK holds its connection) and
- * `cmd` carries everything else (XGROUP, XACK, XADD to the dead letters,
- * XINFO). Reading alternates two phases: PENDING reads this consumer's
+ * adapter): `rd` only reads fresh entries (XREADGROUP ... BLOCK holds its
+ * connection) and `cmd` carries everything else (XGROUP, XACK, XADD to the
+ * dead letters, XINFO, and the reads of pending entries, which so come
+ * after the XACKs sent before them). Reading alternates two phases: PENDING reads this consumer's
  * entries that were delivered but never XACKed (id 0, then after the last
- * one seen), NEW reads fresh ones (">"). A batch is read only when the
+ * one seen), NEW reads fresh ones (">"), and goes back to PENDING every
+ * PENDING_EVERY_MS. A batch is read only when the
  * previous one is fully answered, so at most ingest_batch entries are in
  * flight and answers (which come in request order on the gateway link) are
  * XACKed in stream order. */
@@ -26,6 +28,12 @@
 #include "redis_uv.h"
 
 #define RETRY_MS 1000
+/* NEW reads go back to this consumer's pending entries at least this
+ * often: an entry another process read under the same consumer name and
+ * never XACKed (an old primary that came back, read, and found itself
+ * superseded) would otherwise wait for the next reconnect. The entry's
+ * idempotency key (ingest_entry.c) makes a second delivery harmless. */
+#define PENDING_EVERY_MS 3000
 #define INFO_MS 1000
 #define BLOCK_MS "1000"
 /* Field/value pairs of an entry kept for its dead letter: every field of
@@ -58,6 +66,7 @@ struct omld_ingest {
     int timers_open;
     int stopping;
     int reading;                   /* an XREADGROUP is out */
+    uint64_t pending_due_ms;       /* loop time of the next pass over the pending entries */
     int phase;
     char cursor[48];               /* PENDING: the last pending id handled */
     int outstanding;               /* entries sent, not answered */
@@ -329,6 +338,14 @@ static void read_next(omld_ingest *g)
     if (g->stopping || !g->rd_up || !g->cmd_up || !g->group_ready || g->reading ||
         g->outstanding > 0)
         return;
+    uint64_t now = uv_now(g->loop);
+    if (g->phase == PHASE_PENDING) {
+        g->pending_due_ms = now + PENDING_EVERY_MS;
+    } else if (now >= g->pending_due_ms) {
+        g->phase = PHASE_PENDING;
+        snprintf(g->cursor, sizeof g->cursor, "0");
+        g->pending_due_ms = now + PENDING_EVERY_MS;
+    }
     char count[24];
     snprintf(count, sizeof count, "%lld", g->batch);
     const char *argv[12] = {"XREADGROUP", "GROUP", g->st.group, g->st.consumer, "COUNT", count};
@@ -341,7 +358,9 @@ static void read_next(omld_ingest *g)
     argv[n++] = g->st.stream;
     argv[n++] = g->phase == PHASE_NEW ? ">" : g->cursor;
     g->reading = 1;
-    command(g, g->rd, on_read, g, n, argv, NULL);
+    /* A pending read goes after the XACKs on their connection, so an entry
+     * just answered is never handed over again; only NEW reads block. */
+    command(g, g->phase == PHASE_NEW ? g->rd : g->cmd, on_read, g, n, argv, NULL);
 }
 
 /* ------------------------------------------------------------ connections */
