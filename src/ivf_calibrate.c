@@ -195,9 +195,9 @@ static int32_t lists_for(cal *c, int h, double want, int32_t *rank, int32_t *lis
  * to MAX_PQ_KEEP. Short even so, the head keeps the first pass that found
  * most and scans the fewest lists that find within PLATEAU of what every
  * list finds (and at least `asked`, the target without the aim's margin,
- * if every list finds that): at 1M under the daemon's rehearsal a head found 0.944
- * scanning all 500 lists, so the last lists bought little and cost a full
- * scan a query. */
+ * if every list finds that): at 1M under the daemon's rehearsal a head
+ * found 0.944 scanning all 500 lists, so the last lists bought little and
+ * cost a full scan a query. */
 #define PLATEAU 0.01
 static void calibrate_own(cal *c, int h, double target, double asked, int32_t *rank,
                           int32_t *list_of, int32_t *need)
@@ -258,6 +258,7 @@ static int share_wider(cal *c, int h, double target)
     oml_hlist *hl = c->ix->hl;
     int32_t np0 = hl[0].n_probe, own = hl[h].n_probe, lists = c->ix->n_lists;
     int was_donor = hl[0].donor;
+    float own_recall = hl[h].recall;
     for (int32_t np = np0 + np0 / 8 + 1; np < np0 + own && np <= lists; np += np / 8 + 1) {
         hl[0].n_probe = np;
         if (!try_sharing(c, h, target))
@@ -276,6 +277,7 @@ static int share_wider(cal *c, int h, double target)
     hl[0].n_probe = np0;
     hl[0].donor = was_donor;
     hl[h].n_probe = own;
+    hl[h].recall = own_recall;
     return 0;
 }
 

@@ -465,7 +465,8 @@ static void test_wider_shared_scan(void **state)
 {
     (void)state;
     enum { N = 6000, K = 10, DIM = 32, EMB = 32 };
-    oml_snapshot *s = oml_test_snapshot(2, DIM, 32, EMB, NULL, (const float[]){0.2f, 0.3f, 0.5f}, 4);
+    oml_snapshot *s =
+        oml_test_snapshot(2, DIM, 32, EMB, NULL, (const float[]){0.2f, 0.3f, 0.5f}, 4);
     assert_non_null(s);
     oml_rng r;
     oml_rng_seed(&r, 31);
