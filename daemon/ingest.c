@@ -4,13 +4,13 @@
  * adapter): `rd` only reads fresh entries (XREADGROUP ... BLOCK holds its
  * connection) and `cmd` carries everything else (XGROUP, XACK, XADD to the
  * dead letters, XINFO, and the reads of pending entries, which so come
- * after the XACKs sent before them). Reading alternates two phases: PENDING reads this consumer's
- * entries that were delivered but never XACKed (id 0, then after the last
- * one seen), NEW reads fresh ones (">"), and goes back to PENDING every
- * PENDING_EVERY_MS. A batch is read only when the
- * previous one is fully answered, so at most ingest_batch entries are in
- * flight and answers (which come in request order on the gateway link) are
- * XACKed in stream order. */
+ * after the XACKs sent before them). Reading alternates two phases:
+ * PENDING reads this consumer's entries that were delivered but never
+ * XACKed (id 0, then after the last one seen), NEW reads fresh ones (">")
+ * and goes back to PENDING every PENDING_EVERY_MS. A batch is read only
+ * when the previous one is fully answered, so at most ingest_batch entries
+ * are in flight and answers (which come in request order on the gateway
+ * link) are XACKed in stream order. */
 #include "ingest.h"
 
 #include <hiredis/async.h>

@@ -162,8 +162,10 @@ static int store_swapped(const omld_store_lock *lock, uint64_t gen)
     return lock != NULL && lock->generation != gen;
 }
 
-/* "; lists scanned per head: 291, 291 (head 0's), ..." for an index with
- * lists (the calibration's outcome, which the query cost follows), else "". */
+/* "; lists scanned per head: 307 (recall 0.989), 307, head 0's (recall
+ * 0.964), 136 (recall 0.828; its first pass keeps 2048); head 0 keeps x16
+ * for the others" for an index with lists (the calibration's outcome, which
+ * a query's cost follows), else "". */
 static void describe_lists(const oml_index *ix, char *buf, size_t cap)
 {
     buf[0] = '\0';
