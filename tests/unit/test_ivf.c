@@ -166,6 +166,23 @@ static oml_index *lists_index(oml_snapshot *s, oml_store **st_out, int n, uint64
     return lists_index_of(s, st_out, n, seed, 0);
 }
 
+/* Query qh's calibrated search in head h (its rows into got, k) against
+ * its exact k nearest: the exact ones found added to *hits, all of them to
+ * *total. Heads in ascending order per query (w carries head 0's scan). */
+static void count_near_hits(const oml_index *ix, int h, const float *qh, int k,
+                            oml_neighbor *got, oml_near_ws *w, float *scratch, long *hits,
+                            long *total)
+{
+    oml_neighbor exact[16];
+    assert_true(k <= 16);
+    int32_t nd = oml_index_topk_near(ix, h, qh, k, -1, -1, NULL, got, w);
+    int32_t ne = oml_index_topk(ix, h, qh, k, -1, NULL, exact, scratch);
+    for (int i = 0; i < nd; i++)
+        for (int j = 0; j < ne; j++)
+            *hits += got[i].row == exact[j].row;
+    *total += ne;
+}
+
 /* The exact neighbours' share that the calibrated search finds, over its
  * heads, for queries that are not rows of the index: stored items' features
  * moved a little, as a catalogue's queries resemble its items. */
@@ -175,7 +192,7 @@ static double search_recall(const oml_index *ix, const oml_snapshot *s, const om
     void *mem = malloc(oml_near_ws_bytes(ix, k));
     oml_near_ws w;
     oml_near_ws_init(&w, ix, k, mem);
-    oml_neighbor exact[16], got[16];
+    oml_neighbor got[16];
     long hits = 0, total = 0;
     const int dim = s->cfg.dim;
     float x[64], q[4 * 64];
@@ -186,15 +203,8 @@ static double search_recall(const oml_index *ix, const oml_snapshot *s, const om
         for (int j = 0; j < dim; j++)
             x[j] = f[j] + 0.05f * oml_rng_normal(&r);
         assert_int_equal(oml_snapshot_embed(s, x, 1, q), OML_OK);
-        for (int h = 0; h < ix->heads; h++) {
-            const float *qh = q + h * ix->emb;
-            int32_t ne = oml_index_topk(ix, h, qh, k, -1, NULL, exact, scratch);
-            int32_t nd = oml_index_topk_near(ix, h, qh, k, -1, -1, NULL, got, &w);
-            for (int i = 0; i < nd; i++)
-                for (int j = 0; j < ne; j++)
-                    hits += got[i].row == exact[j].row;
-            total += ne;
-        }
+        for (int h = 0; h < ix->heads; h++)
+            count_near_hits(ix, h, q + h * ix->emb, k, got, &w, scratch, &hits, &total);
     }
     free(scratch);
     free(mem);
@@ -398,21 +408,15 @@ static void test_shared_scan(void **state)
         float *scratch = malloc(N * sizeof *scratch), q[3 * EMB], xq[DIM];
         oml_near_ws w;
         oml_near_ws_init(&w, ix, K, mem);
-        oml_neighbor got[3][K], exact[K];
+        oml_neighbor got[3][K];
         long hits[3] = {0}, total[3] = {0};
         for (int t = 0; t < 100; t++) {
             for (int j = 0; j < DIM; j++)
                 xq[j] = x[(size_t)(t * 53 % N) * DIM + (size_t)j] + 0.02f * oml_rng_normal(&r);
             assert_int_equal(oml_snapshot_embed(s, xq, 1, q), OML_OK);
-            for (int h = 0; h < 3; h++) {
-                const float *qh = q + (same ? 0 : h) * EMB;
-                int32_t g = oml_index_topk_near(ix, h, qh, K, -1, -1, NULL, got[h], &w);
-                int32_t ne = oml_index_topk(ix, h, qh, K, -1, NULL, exact, scratch);
-                for (int i = 0; i < g; i++)
-                    for (int j = 0; j < ne; j++)
-                        hits[h] += got[h][i].row == exact[j].row;
-                total[h] += ne;
-            }
+            for (int h = 0; h < 3; h++)
+                count_near_hits(ix, h, q + (same ? 0 : h) * EMB, K, got[h], &w, scratch,
+                                &hits[h], &total[h]);
             if (same)
                 assert_memory_equal(got[1], got[0], sizeof got[0]);
         }
@@ -510,7 +514,7 @@ static void test_wider_shared_scan(void **state)
     float *scratch = malloc(N * sizeof *scratch), q[3 * EMB], xq[DIM];
     oml_near_ws w;
     oml_near_ws_init(&w, ix, K, mem);
-    oml_neighbor got[K], exact[K];
+    oml_neighbor got[K];
     long hits[3] = {0}, total[3] = {0};
     for (int t = 0; t < 100; t++) {
         for (int j = 0; j < DIM; j++)
@@ -525,14 +529,8 @@ static void test_wider_shared_scan(void **state)
             q[EMB + j] /= (float)sqrt(ss);
             q[2 * EMB + j] = q[j];
         }
-        for (int h = 0; h < 3; h++) {
-            int32_t g = oml_index_topk_near(ix, h, q + h * EMB, K, -1, -1, NULL, got, &w);
-            int32_t ne = oml_index_topk(ix, h, q + h * EMB, K, -1, NULL, exact, scratch);
-            for (int i = 0; i < g; i++)
-                for (int j = 0; j < ne; j++)
-                    hits[h] += got[i].row == exact[j].row;
-            total[h] += ne;
-        }
+        for (int h = 0; h < 3; h++)
+            count_near_hits(ix, h, q + h * EMB, K, got, &w, scratch, &hits[h], &total[h]);
     }
     for (int h = 0; h < 3; h++) {
         printf("head %d: recall@%d %.3f\n", h, K, (double)hits[h] / (double)total[h]);
