@@ -172,6 +172,12 @@ static double search_recall(cal *c, int h, int32_t n_probe, int shared)
     return total ? (double)hits / (double)total : 1.0;
 }
 
+/* n_probe raised by an eighth (at least one list): the calibration's step. */
+static int32_t eighth_more(int32_t np)
+{
+    return np + np / 8 + 1;
+}
+
 /* The fewest lists (the first guess, raised by an eighth at a time) with
  * which head h's search finds `want` of the sample's neighbours, or all
  * of them; *got: what it finds there. */
@@ -182,7 +188,7 @@ static int32_t lists_for(cal *c, int h, double want, int32_t *rank, int32_t *lis
     int32_t np = first_guess(c, h, want, &c->ws[0], rank, list_of, need);
     np = np < 1 ? 1 : np > lists ? lists : np;
     while ((*got = search_recall(c, h, np, 0)) < want && np < lists) {
-        int32_t more = np + np / 8 + 1;
+        int32_t more = eighth_more(np);
         np = more < lists ? more : lists;
     }
     return np;
@@ -259,7 +265,7 @@ static int share_wider(cal *c, int h, double target)
     int32_t np0 = hl[0].n_probe, own = hl[h].n_probe, lists = c->ix->n_lists;
     int was_donor = hl[0].donor;
     float own_recall = hl[h].recall;
-    for (int32_t np = np0 + np0 / 8 + 1; np < np0 + own && np <= lists; np += np / 8 + 1) {
+    for (int32_t np = eighth_more(np0); np < np0 + own && np <= lists; np = eighth_more(np)) {
         hl[0].n_probe = np;
         if (!try_sharing(c, h, target))
             continue;
