@@ -1,15 +1,15 @@
-/* ann_bench.c - `oml-ann-bench N [T]`: the index's search at N items, in
- * one process, without the daemon (issue 14).
+/* ann_bench.c - `oml-ann-bench N [T] [--catalogue KIND]`: the index's
+ * search at N items, in one process, without the daemon (issue 14).
  *
- * The catalogue of omld-bench --items N (catalogue.h) under the default
- * preset's data-dependent start taken as omld takes it (a sample of at
- * most 32,768 labelled items), then T triplets learned (default 40,000,
- * about what omld-bench's freshness phase teaches: the heads start equal
- * and learning moves them apart), an index with per-head lists built and
- * calibrated; then omld-bench's 300 queries (stored items moved by one
- * grey level), each timed on this thread's CPU clock (OpenBLAS held to
- * this one thread), so a busy shared machine moves the figures less than
- * wall-clock latencies:
+ * The catalogue of omld-bench --items N (catalogue.h; shifted unless
+ * named) under the default preset's data-dependent start taken as omld
+ * takes it (a sample of at most 32,768 labelled items), then T triplets
+ * learned (default 40,000, about what omld-bench's freshness phase
+ * teaches: the heads start equal and learning moves them apart), an index
+ * with per-head lists built and calibrated; then omld-bench's 300 queries
+ * (stored items with one feature raised by 1), each timed on this
+ * thread's CPU clock (OpenBLAS held to this one thread), so a busy shared
+ * machine moves the figures less than wall-clock latencies:
  *   build       embedding, lists, calibration (seconds)
  *   search      the lists' search for k = 10 and k = 32, all heads; a
  *               fresh view's 32 candidates per head by the codes alone
@@ -151,16 +151,22 @@ int main(int argc, char **argv)
     /* One BLAS thread, as the daemon's threads have: the figures are this
      * thread's CPU clock, which a helper thread's share would escape. */
     openblas_set_num_threads(1);
+    int kind = CATALOGUE_SHIFTED;
+    if (argc > 2 && strcmp(argv[argc - 2], "--catalogue") == 0) {
+        kind = catalogue_kind(argv[argc - 1]);
+        argc -= 2;
+    }
     int64_t n = argc > 1 ? atoll(argv[1]) : 250000, T = argc > 2 ? atoll(argv[2]) : 40000;
     int codes = argc > 3 && strcmp(argv[3], "--codes") == 0;
     int graph = argc > 3 && strcmp(argv[3], "--graph") == 0;
     int pq = argc > 3 && strcmp(argv[3], "--pq") == 0;
-    if (n < 1000 || n > 4000000 || T < 0 || (argc > 3 && !codes && !graph && !pq) || argc > 4) {
+    if (n < 1000 || n > 4000000 || T < 0 || (argc > 3 && !codes && !graph && !pq) || argc > 4 ||
+        kind < 0) {
         fprintf(stderr, "usage: oml-ann-bench [ITEMS in 1000..4000000 [TRIPLETS "
-                        "[--codes | --graph | --pq]]]\n");
+                        "[--codes | --graph | --pq]]] [--catalogue shifted|copies|noise]\n");
         return 2;
     }
-    catalogue c = {.n = n};
+    catalogue c = {.n = n, .kind = kind};
     oml_diag diag = {0};
     if (oml_fmnist_load(OML_FMNIST_DIR, &c.images, &c.labels, &c.n_images, &c.dim, &diag) != 0) {
         fprintf(stderr, "oml-ann-bench: %s\n", diag.msg);

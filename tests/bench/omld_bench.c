@@ -23,6 +23,7 @@
 #include "config.h"
 #include "batch_queries.h"
 #include "bench_util.h"
+#include "catalogue.h"
 #include "harness.h"
 #include "http_bench.h"
 #include "idx.h"
@@ -482,7 +483,8 @@ int main(int argc, char **argv)
     int durable = 0, http_compare = 0, tls_cmp = 0, batch_q = 0, batch = 100, rounds = 20;
     const char *job_method = NULL;
     long long items = 0;
-    double rate = 2000, seconds = 20;
+    double rate = 2000, seconds = 20, load_rate = 5000;
+    int kind = CATALOGUE_SHIFTED;
     const char *omld_args[9] = {NULL};
     int n_omld_args = 0;
     for (int i = 1; i < argc; i += 2) {
@@ -513,6 +515,10 @@ int main(int argc, char **argv)
             items = atoll(argv[i + 1]);
         else if (strcmp(argv[i], "--rate") == 0)
             rate = atof(argv[i + 1]);
+        else if (strcmp(argv[i], "--load") == 0)
+            load_rate = atof(argv[i + 1]);
+        else if (strcmp(argv[i], "--catalogue") == 0 && catalogue_kind(argv[i + 1]) >= 0)
+            kind = catalogue_kind(argv[i + 1]);
         else if (strcmp(argv[i], "--seconds") == 0)
             seconds = atof(argv[i + 1]);
         else if (strcmp(argv[i], "--omld") == 0 && n_omld_args < 8)
@@ -526,9 +532,13 @@ int main(int argc, char **argv)
         else {
             fprintf(stderr, "usage: omld-bench [--triplets N] [--queries M] [--preset P] [--durability] [--job METHOD] [--http] [--tls]\n"
                             "       omld-bench --batch-queries [--batch B] [--rounds R] [--preset P]\n"
-                            "       omld-bench --items N [--rate TRIPLETS_PER_S] [--seconds S] [--omld --NAME=VALUE]...\n"
+                            "       omld-bench --items N [--catalogue shifted|copies|noise] [--rate TRIPLETS_PER_S]\n"
+                            "                  [--seconds S] [--load TRIPLETS_PER_S] [--omld --NAME=VALUE]...\n"
                             "  --items N: omld at N stored items (ingest, start, freshness, queries,\n"
-                            "             memory, checkpoint, restart; see tests/bench/scale.c)\n"
+                            "             memory, checkpoint, restart; see tests/bench/scale.c) of the\n"
+                            "             catalogue named (tests/bench/catalogue.h; shifted), with\n"
+                            "             triplets at --rate (2000) for --seconds (20) for freshness\n"
+                            "             and at --load (5000; 0: none) while the queries are timed\n"
                             "  --omld --NAME=VALUE: an option for the omld started (repeatable, up to 8;\n"
                             "             the default run's too, whose in-process figure stays the preset's)\n"
                             "  --durability: ingest per fsync policy and recovery time instead\n"
@@ -545,7 +555,7 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     openblas_set_num_threads(1);
     if (items > 0)
-        return omld_scale_bench(items, rate, seconds, omld_args);
+        return omld_scale_bench(items, rate, seconds, load_rate, kind, omld_args);
     data d = {0};
     load(&d, n_triplets);
     printf("omld-bench: %d dev items, %d triplets, preset %s\n", d.split.n_dev, d.stream.n, preset);

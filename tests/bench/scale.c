@@ -267,6 +267,62 @@ static void freshness(omlc *cl, const char *server, const catalogue *c, double r
     pthread_mutex_destroy(&p.mu);
 }
 
+/* ------------------------------------------------------------ the learner's load */
+
+/* Triplets at a steady `rate` per second on their own connection until
+ * stopped: the issue's targets hold queries "with the learner taking a
+ * steady 5,000 triplets/s". */
+typedef struct triplet_load {
+    const char *server;
+    const catalogue *c;
+    double rate;
+    volatile int run;
+    long sent;
+    double seconds;
+    pthread_t th;
+} triplet_load;
+
+static void *triplet_load_main(void *arg)
+{
+    triplet_load *t = arg;
+    omlc *cl = NULL;
+    omlc_error err;
+    if (omlc_connect(&cl, t->server, 60000, &err) != 0)
+        die("connect", &err);
+    triplet_source src = {.c = t->c, .rng = 0x10adull};
+    double t0 = now_s();
+    for (long n = 0; t->run; n++) {
+        double wait = t0 + (double)n * TRIPLET_BATCH / t->rate - now_s();
+        if (wait > 0)
+            usleep((useconds_t)(wait * 1e6));
+        triplet_batch(&src);
+        if (omlc_add_triplets(cl, src.t, TRIPLET_BATCH, NULL, NULL, &err) != 0)
+            die("triplets under the queries", &err);
+        t->sent += TRIPLET_BATCH;
+    }
+    t->seconds = now_s() - t0;
+    omlc_close(cl);
+    return NULL;
+}
+
+static void triplet_load_start(triplet_load *t, const char *server, const catalogue *c,
+                               double rate)
+{
+    *t = (triplet_load){.server = server, .c = c, .rate = rate, .run = 1};
+    if (rate > 0)
+        pthread_create(&t->th, NULL, triplet_load_main, t);
+}
+
+/* Stops the stream; returns the triplets per second it achieved. */
+static double triplet_load_stop(triplet_load *t)
+{
+    if (t->rate <= 0)
+        return 0;
+    t->run = 0;
+    pthread_join(t->th, NULL);
+    return t->seconds > 0 ? (double)t->sent / t->seconds : 0;
+}
+
 /* ------------------------------------------------------------ queries */
 
 static void query_latency(omlc *cl, const catalogue *c, int retrieve, double *p50, double *p99)
@@ -526,9 +582,10 @@ static void restart(omld_proc *p, const char *const *args, double *listen_s, dou
 
 /* ------------------------------------------------------------ the run */
 
-int omld_scale_bench(int64_t n_items, double rate, double seconds, const char *const *omld_args)
+int omld_scale_bench(int64_t n_items, double rate, double seconds, double load_rate,
+                     int kind, const char *const *omld_args)
 {
-    catalogue c = {.n = n_items};
+    catalogue c = {.n = n_items, .kind = kind};
     oml_diag diag = {0};
     if (oml_fmnist_load(OML_FMNIST_DIR, &c.images, &c.labels, &c.n_images, &c.dim, &diag) != 0) {
         fprintf(stderr, "omld-bench: %s\n", diag.msg);
@@ -554,6 +611,7 @@ int omld_scale_bench(int64_t n_items, double rate, double seconds, const char *c
     double ingest_rate = (double)n_items / put_s;
     double first_rate = (double)(n_items / 10) / k.first_tenth_s;
     double last_rate = (double)(n_items / 10) / (put_s - k.last_tenth_start);
+    printf("catalogue %s: ", catalogue_name(kind));
     printf("items %lld of %d features: put at %.0f items/s (first tenth %.0f/s, last tenth "
            "%.0f/s)\n", (long long)n_items, c.dim, ingest_rate, first_rate, last_rate);
 
@@ -592,15 +650,20 @@ int omld_scale_bench(int64_t n_items, double rate, double seconds, const char *c
     double hits0 = metric_value(p.http, "omld_search_recall_hits_total");
     double checked0 = metric_value(p.http, "omld_search_recall_checked_total");
     double c50, c99, r50, r99;
+    triplet_load load;
+    triplet_load_start(&load, p.rpc, &c, load_rate);
     query_latency(cl, &c, 0, &c50, &c99);
     query_latency(cl, &c, 1, &r50, &r99);
     double qps = classify_throughput(p.rpc, &c);
+    double load_achieved = triplet_load_stop(&load);
     search_recall(p.http, &lists, &scanned, &indexed);
     double checked = metric_value(p.http, "omld_search_recall_checked_total") - checked0;
     double recall = checked > 0 ? (metric_value(p.http, "omld_search_recall_hits_total") - hits0) /
                                       checked
                                 : 1.0; /* no lists: every query scans every item */
-    printf("classify k=5, one idle client: p50 %.2f ms, p99 %.2f ms; retrieve k=10: p50 %.2f "
+    printf("queries while the learner takes %.0f triplets/s (asked %.0f)\n", load_achieved,
+           load_rate);
+    printf("classify k=5, one client: p50 %.2f ms, p99 %.2f ms; retrieve k=10: p50 %.2f "
            "ms, p99 %.2f ms; classify with %d clients: %.0f/s; search: %ld inverted lists per "
            "head, %ld scanned, recall %.3f of the exact neighbours (the daemon's sample of these "
            "queries, %.0f neighbours checked); the serving index held %ld items\n", c50, c99,
@@ -626,16 +689,16 @@ int omld_scale_bench(int64_t n_items, double rate, double seconds, const char *c
     omld_proc_stop(&p, SIGTERM, 600000);
     omld_proc_cleanup(&p);
 
-    printf("{\"items\":%lld,\"ingest_items_per_s\":%.0f,\"ingest_first_tenth_per_s\":%.0f,"
+    printf("{\"catalogue\":\"%s\",\"items\":%lld,\"ingest_items_per_s\":%.0f,\"ingest_first_tenth_per_s\":%.0f,"
            "\"ingest_last_tenth_per_s\":%.0f,\"first_triplet_ack_s\":%.3f,"
            "\"triplets_per_s\":%.0f,\"publish_ms\":%.0f,\"freshness_p50_ms\":%.0f,"
            "\"freshness_max_ms\":%.0f,\"classify_p50_ms\":%.3f,\"classify_p99_ms\":%.3f,"
-           "\"retrieve_p50_ms\":%.3f,\"retrieve_p99_ms\":%.3f,\"classify_8_clients_per_s\":%.0f,"
+           "\"retrieve_p50_ms\":%.3f,\"retrieve_p99_ms\":%.3f,\"classify_8_clients_per_s\":%.0f,\"query_load_triplets_per_s\":%.0f,"
            "\"lists\":%ld,\"lists_scanned\":%ld,\"indexed_items\":%ld,\"recall\":%.4f,\"rss_bytes\":%lld,\"peak_rss_bytes\":%lld,"
            "\"raw_feature_bytes\":%lld,\"checkpoint_s\":%.3f,\"checkpoint_max_ack_ms\":%.0f,"
            "\"restart_listen_s\":%.3f,\"restart_ready_s\":%.3f}\n",
-           (long long)n_items, ingest_rate, first_rate, last_rate, start_s, achieved, publish_p50,
-           fresh_p50, fresh_max, c50, c99, r50, r99, qps, lists, scanned, indexed, recall, rss, peak, raw, ckpt_s, max_ack,
+           catalogue_name(kind), (long long)n_items, ingest_rate, first_rate, last_rate, start_s, achieved, publish_p50,
+           fresh_p50, fresh_max, c50, c99, r50, r99, qps, load_achieved, lists, scanned, indexed, recall, rss, peak, raw, ckpt_s, max_ack,
            listen_s, ready_s);
     free(c.images);
     free(c.labels);

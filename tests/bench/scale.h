@@ -5,9 +5,11 @@
 
 #include <stdint.h>
 
-/* Runs every figure at n_items items, streaming triplets at `rate` per
- * second for `seconds` for the freshness figure. 0, or 1 on failure. */
-int omld_scale_bench(int64_t n_items, double rate, double seconds,
+/* Runs every figure at n_items items of the catalogue `kind`
+ * (catalogue.h), streaming triplets at `rate` per second for `seconds`
+ * for the freshness figure and at `load_rate` per second (0: none) while
+ * the queries are timed. 0, or 1 on failure. */
+int omld_scale_bench(int64_t n_items, double rate, double seconds, double load_rate, int kind,
                      const char *const *omld_args /* NULL-terminated extra options */);
 
 #endif
