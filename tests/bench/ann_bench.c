@@ -23,6 +23,8 @@
  * the lists, what they would leave an exact scan to re-rank: exact_bits.h).
  * With --pq, then the lists' search with and without the product codes'
  * first pass, each calibrated anew (ann_pq.h).
+ * With --faiss, then the same queries on the same embeddings through
+ * faiss's exact search and HNSW (ann_faiss.h; the Python faiss).
  * With --graph, then an HNSW graph per head against the lists, and both
  * after the model moves on (ann_graph.h; it learns more triplets).
  * Prints a readable report and, last, one JSON line. */
@@ -33,6 +35,7 @@
 #include <time.h>
 
 #include "ann_codes.h"
+#include "ann_faiss.h"
 #include "ann_graph.h"
 #include "ann_pq.h"
 #include "bench_util.h"
@@ -160,10 +163,11 @@ int main(int argc, char **argv)
     int codes = argc > 3 && strcmp(argv[3], "--codes") == 0;
     int graph = argc > 3 && strcmp(argv[3], "--graph") == 0;
     int pq = argc > 3 && strcmp(argv[3], "--pq") == 0;
-    if (n < 1000 || n > 4000000 || T < 0 || (argc > 3 && !codes && !graph && !pq) || argc > 4 ||
+    int with_faiss = argc > 3 && strcmp(argv[3], "--faiss") == 0;
+    if (n < 1000 || n > 4000000 || T < 0 || (argc > 3 && !codes && !graph && !pq && !with_faiss) || argc > 4 ||
         kind < 0) {
         fprintf(stderr, "usage: oml-ann-bench [ITEMS in 1000..4000000 [TRIPLETS "
-                        "[--codes | --graph | --pq]]] [--catalogue shifted|copies|noise]\n");
+                        "[--codes | --graph | --pq | --faiss]]] [--catalogue shifted|copies|noise]\n");
         return 2;
     }
     catalogue c = {.n = n, .kind = kind};
@@ -289,6 +293,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "oml-ann-bench: --codes: out of memory\n");
     if (pq && ann_pq_report(ix, Q, QUERIES) != 0)
         fprintf(stderr, "oml-ann-bench: --pq: out of memory\n");
+    if (with_faiss && ann_faiss_report(ix, Q, QUERIES) != 0)
+        fprintf(stderr, "oml-ann-bench: --faiss failed\n");
     double r = total ? (double)hits / (double)total : 1.0;
     double n10 = median(t_near10, QUERIES), n32 = median(t_near32, QUERIES);
     double ex = median(t_exact, QUERIES), em = median(t_embed, QUERIES);
