@@ -75,11 +75,13 @@ int oml_index_add_codes(oml_index *ix);
 
 /* For an index with lists: how many lists each head's query must scan for
  * `target` (in (0, 1]) of the exact 10 nearest rows of that head, measured
- * on OML_IVF_CALIBRATION_QUERIES of the index's own rows (strided, each
- * query leaving itself out) through the whole search, codes and re-rank
- * included, into hl[h].n_probe; it aims a quarter of the way from target
- * to 1, since those rows are not the queries the index will serve. The whitened start's embeddings are nearly
- * isotropic, so this is measured rather than assumed. A head h > 0 whose
+ * on OML_IVF_CALIBRATION_QUERIES queries made from the index's own rows
+ * (strided, each moved as far as its nearest other row, at most 1, in a
+ * fixed direction: a query that is not a row) through the whole search,
+ * codes and re-rank included, into hl[h].n_probe; it aims a quarter of
+ * the way from target to 1, since even those are not the queries the
+ * index will serve. The whitened start's embeddings are nearly isotropic,
+ * so this is measured rather than assumed. A head h > 0 whose
  * target is met by rescoring head 0's scan, kept 2, 4, 8 or 16 times as
  * long, with its own codes shares it (hl[h].shared_from = 0): the default
  * model's heads start equal and part slowly; failing that, it shares head
