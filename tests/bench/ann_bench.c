@@ -15,7 +15,10 @@
  *               fresh view's 32 candidates per head by the codes alone
  *               (oml_index_near_candidates); the full scan (microseconds)
  *   re-embed    the candidates a fresh view re-embeds (k = 32 per head)
- *   recall@10   of the lists' search against the full scan, per head
+ *   recall@10   of the lists' search against the full scan, all heads
+ *   exact 5     per head, the share of the exact 5 nearest among a fresh
+ *               view's 32 candidates: what the daemon's recall sample
+ *               measures (daemon/recall.c)
  *   exact k=5   before the lists: the scan of every row by the int8 codes
  *               first (codescan.h) against the float scan, all heads, and
  *               the rows the codes leave to re-rank (microseconds)
@@ -245,7 +248,7 @@ int main(int argc, char **argv)
     static double t_near10[QUERIES], t_near32[QUERIES], t_exact[QUERIES], t_embed[QUERIES],
         t_cand32[QUERIES];
     int32_t crow[32];
-    long hits = 0, total = 0;
+    long hits = 0, total = 0, hits5[OML_MAX_HEADS] = {0}, total5[OML_MAX_HEADS] = {0};
     int32_t cand[3 * 32];
     float *feats = malloc((size_t)3 * 32 * (size_t)c.dim * sizeof *feats);
     float *E = malloc((size_t)3 * 32 * (size_t)H * (size_t)e * sizeof *E);
@@ -269,9 +272,17 @@ int main(int argc, char **argv)
         for (int h = 0; h < H; h++) /* what a fresh view asks for now: no exact re-rank */
             oml_index_near_candidates(ix, h, q + (size_t)h * e, 32, -1, NULL, crow, &w);
         t_cand32[i] = cpu_us() - cc;
+        int32_t held[OML_MAX_HEADS][32], n_held[OML_MAX_HEADS];
+        for (int h = 0; h < H; h++) /* untimed: each head's candidates kept for the check below */
+            n_held[h] = oml_index_near_candidates(ix, h, q + (size_t)h * e, 32, -1, NULL, held[h],
+                                                  &w);
         cc = cpu_us();
         for (int h = 0; h < H; h++) {
             int32_t ne = oml_index_topk(ix, h, q + (size_t)h * e, 10, -1, NULL, exact, scratch);
+            for (int32_t u = 0; u < ne && u < 5; u++) /* the daemon's recall sample: k 5 in 32 */
+                for (int32_t v = 0; v < n_held[h]; v++)
+                    hits5[h] += exact[u].row == held[h][v];
+            total5[h] += ne < 5 ? ne : 5;
             int32_t g = oml_index_topk_near(ix, h, q + (size_t)h * e, 10, -1, -1, NULL, got, &w);
             for (int32_t u = 0; u < g; u++)
                 for (int32_t v = 0; v < ne; v++)
@@ -299,6 +310,11 @@ int main(int argc, char **argv)
     double n10 = median(t_near10, QUERIES), n32 = median(t_near32, QUERIES);
     double ex = median(t_exact, QUERIES), em = median(t_embed, QUERIES);
     double c32 = median(t_cand32, QUERIES);
+    printf("a fresh view's 32 candidates hold of the exact 5 (the daemon's recall sample), per "
+           "head:");
+    for (int h = 0; h < H; h++)
+        printf(" %.4f", total5[h] ? (double)hits5[h] / (double)total5[h] : 1.0);
+    printf("\n");
     printf("per query, CPU, median of %d: lists' search k=10 %.0f us, k=32 %.0f us (a fresh "
            "view's 32 candidates by the codes alone: %.0f us), full scan %.0f us; re-embedding "
            "96 candidates %.0f us; recall@10 %.4f\n", QUERIES, n10, n32, c32, ex, em, r);
