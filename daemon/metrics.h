@@ -11,6 +11,8 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "learner.h" /* OML_MAX_HEADS */
+
 #define OMLD_HIST_BUCKETS 25 /* 24 finite upper bounds + the +Inf bucket */
 
 /* The steps of a start's recovery, for /readyz (metrics recovery_step). */
@@ -65,6 +67,7 @@ typedef struct omld_metrics {
     /* Queries of an index with inverted lists, and of a sample of them the
      * exact k nearest rows per head against those the lists found. */
     atomic_uint_fast64_t ann_queries, ann_recall_hits, ann_recall_total;
+    atomic_uint_fast64_t ann_recall_head_hits[OML_MAX_HEADS], ann_recall_head_total[OML_MAX_HEADS];
     /* Single Classify requests that waited for a pool job and were answered
      * together (coalesce.c): the groups, and the requests in them. */
     atomic_uint_fast64_t query_groups, queries_grouped;

@@ -381,6 +381,18 @@ static void metrics_process(omld_buf *b, const omld_status_input *in)
 
 /* RPC requests and connections: responses by code, queries by kind,
  * connections, frames. */
+/* One counter family with a sample per head, labelled depth="0".."heads-1". */
+static void per_head_counter(omld_buf *b, const char *name, const char *help,
+                             const atomic_uint_fast64_t *v, int heads)
+{
+    char depth[16];
+    family(b, name, "counter", help);
+    for (int i = 0; i < heads; i++) {
+        snprintf(depth, sizeof depth, "%d", i);
+        sample_u(b, name, "depth", depth, omld_read(&v[i]));
+    }
+}
+
 /* The serving index's search: its inverted lists and the recall of the
  * sampled queries against a full scan. */
 static void metrics_search(omld_buf *b, const omld_metrics *mt, const omld_model_stats *m)
@@ -392,6 +404,11 @@ static void metrics_search(omld_buf *b, const omld_metrics *mt, const omld_model
             omld_read(&mt->ann_recall_hits));
     counter(b, "omld_search_recall_checked_total", "The exact k nearest items per head of "
             "that sample.", omld_read(&mt->ann_recall_total));
+    int heads = omld_status_heads(m);
+    per_head_counter(b, "omld_search_recall_head_hits_total", "omld_search_recall_hits_total "
+                     "by head.", mt->ann_recall_head_hits, heads);
+    per_head_counter(b, "omld_search_recall_head_checked_total", "omld_search_recall_checked_"
+                     "total by head.", mt->ann_recall_head_total, heads);
     gauge(b, "omld_search_recall", "Recall of the serving index's search on its sampled "
           "queries (1 when it scans every item or none was sampled yet).",
           m->view_recall_total ? (double)m->view_recall_hits / (double)m->view_recall_total

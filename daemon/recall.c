@@ -61,11 +61,17 @@ static void job_free(omld_recall_job *j)
 static void job_run(omld_recall_job *j)
 {
     uint64_t t0 = omld_now_ns();
-    int64_t hits, total;
+    int64_t head_hits[OML_MAX_HEADS], head_total[OML_MAX_HEADS], hits = 0, total = 0;
     if (j->k_c > 0)
-        oml_rerank_recall(j->v->ix, j->x, j->k, j->k_c, j->row, &hits, &total);
+        oml_rerank_recall(j->v->ix, j->x, j->k, j->k_c, j->row, head_hits, head_total);
     else
-        oml_index_recall(j->v->ix, j->x, j->k, j->row, &hits, &total);
+        oml_index_recall(j->v->ix, j->x, j->k, j->row, head_hits, head_total);
+    for (int h = 0; h < OML_MAX_HEADS; h++) { /* a head that parts from the others shows */
+        omld_count(&j->m->ann_recall_head_hits[h], (uint64_t)head_hits[h]);
+        omld_count(&j->m->ann_recall_head_total[h], (uint64_t)head_total[h]);
+        hits += head_hits[h];
+        total += head_total[h];
+    }
     omld_count(&j->m->ann_recall_hits, (uint64_t)hits);
     omld_count(&j->m->ann_recall_total, (uint64_t)total);
     omld_view *b = j->v->base ? j->v->base : j->v; /* the index's figure, whichever model serves */

@@ -63,7 +63,8 @@ int oml_rerank_candidates(const oml_index *ix, const float *x, int32_t k_c, int3
 void oml_rerank_recall(const oml_index *ix, const float *x, int32_t k, int32_t k_c,
                        int32_t exclude_row, int64_t *hits, int64_t *total)
 {
-    *hits = *total = 0;
+    memset(hits, 0, OML_MAX_HEADS * sizeof *hits);
+    memset(total, 0, OML_MAX_HEADS * sizeof *total);
     if (ix == NULL || ix->hl == NULL || k_c < k ||
         oml__check_query(ix, x, k_c, exclude_row, NULL) != OML_OK || k < 1)
         return;
@@ -82,8 +83,8 @@ void oml_rerank_recall(const oml_index *ix, const float *x, int32_t k, int32_t k
             int32_t n = oml_index_topk(ix, h, qh, k, exclude_row, NULL, exact, scratch);
             for (int32_t i = 0; i < n; i++)
                 for (int32_t j = 0; j < m; j++)
-                    *hits += exact[i].row == rows[j];
-            *total += n;
+                    hits[h] += exact[i].row == rows[j];
+            total[h] += n;
         }
     }
     free(w._block);

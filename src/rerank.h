@@ -34,8 +34,8 @@ int oml_rerank_candidates(const oml_index *ix, const float *x, int32_t k_c, int3
  * candidates above: of the exact k nearest rows of every head (a full
  * scan under the index's model), how many are among that head's k_c
  * candidates (k_c >= k; on an index with lists, oml_index_near_candidates);
- * *hits and *total get the counts (both 0 for an index without lists or a
- * failure). Costs a full scan: for a sample of queries. */
+ * hits[h] and total[h] (OML_MAX_HEADS each) get head h's counts (all 0 for
+ * an index without lists or a failure). Costs a full scan: for a sample of queries. */
 void oml_rerank_recall(const oml_index *ix, const float *x, int32_t k, int32_t k_c,
                        int32_t exclude_row, int64_t *hits, int64_t *total);
 

@@ -288,7 +288,8 @@ int oml_retrieve(const oml_index *ix, const float *x, int32_t k, int32_t exclude
 void oml_index_recall(const oml_index *ix, const float *x, int32_t k, int32_t exclude_row,
                       int64_t *hits, int64_t *total)
 {
-    *hits = *total = 0;
+    memset(hits, 0, OML_MAX_HEADS * sizeof *hits);
+    memset(total, 0, OML_MAX_HEADS * sizeof *total);
     if (ix == NULL || ix->hl == NULL || oml__check_query(ix, x, k, exclude_row, NULL) != OML_OK)
         return;
     query_ws w;
@@ -305,8 +306,8 @@ void oml_index_recall(const oml_index *ix, const float *x, int32_t k, int32_t ex
             const oml_neighbor *got = w.nb + (size_t)h * (size_t)k;
             for (int32_t i = 0; i < w.cnt[h]; i++)
                 for (int32_t j = 0; j < n; j++)
-                    *hits += got[i].row == exact[j].row;
-            *total += n;
+                    hits[h] += got[i].row == exact[j].row;
+            total[h] += n;
         }
     }
     free(w._block);

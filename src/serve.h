@@ -10,6 +10,7 @@
 
 #include "err.h"
 #include "index.h"
+#include "learner.h" /* OML_MAX_HEADS */
 #include "snapshot.h"
 
 /* The largest k any query may ask for; the daemon's max_k (default 1024)
@@ -132,9 +133,10 @@ int oml_recommend(const oml_index *ix, const float *pos, int32_t n_pos, const fl
                   int32_t *n_out, oml_diag *diag);
 
 /* How well an index with lists answers x: of the exact k nearest rows of
- * every head (a full scan), how many the lists' search also finds; *hits
- * and *total get the counts (both 0 for an index without lists or a
- * failure). Costs a full scan: for a sample of queries. */
+ * every head (a full scan), how many the lists' search also finds; hits[h]
+ * and total[h] (OML_MAX_HEADS each) get head h's counts (all 0 for an
+ * index without lists or a failure). Costs a full scan: for a sample of
+ * queries. */
 void oml_index_recall(const oml_index *ix, const float *x, int32_t k, int32_t exclude_row,
                       int64_t *hits, int64_t *total);
 

@@ -444,6 +444,23 @@ static double metric_value(const char *http, const char *name)
     return v;
 }
 
+/* The recall sample's counters by head (the daemon labels them depth="h"):
+ * hits and checked of each, up to MAX_HEADS_SEEN; returns the heads. */
+#define MAX_HEADS_SEEN 8
+static int recall_by_head(const char *http, double *hits, double *checked)
+{
+    int h = 0;
+    for (; h < MAX_HEADS_SEEN; h++) {
+        char name[96];
+        snprintf(name, sizeof name, "omld_search_recall_head_hits_total{depth=\"%d\"}", h);
+        if ((hits[h] = metric_value(http, name)) < 0)
+            break;
+        snprintf(name, sizeof name, "omld_search_recall_head_checked_total{depth=\"%d\"}", h);
+        checked[h] = metric_value(http, name);
+    }
+    return h;
+}
+
 /* ------------------------------------------------------------ memory */
 
 /* VmRSS and VmHWM (peak) of pid, bytes. */
@@ -649,6 +666,9 @@ int omld_scale_bench(int64_t n_items, double rate, double seconds, double load_r
      * every rebuild). */
     double hits0 = metric_value(p.http, "omld_search_recall_hits_total");
     double checked0 = metric_value(p.http, "omld_search_recall_checked_total");
+    double head_hits0[MAX_HEADS_SEEN], head_checked0[MAX_HEADS_SEEN];
+    double head_hits[MAX_HEADS_SEEN], head_checked[MAX_HEADS_SEEN];
+    int heads_seen = recall_by_head(p.http, head_hits0, head_checked0);
     double c50, c99, r50, r99;
     triplet_load load;
     triplet_load_start(&load, p.rpc, &c, load_rate);
@@ -658,6 +678,8 @@ int omld_scale_bench(int64_t n_items, double rate, double seconds, double load_r
     double load_achieved = triplet_load_stop(&load);
     search_recall(p.http, &lists, &scanned, &indexed);
     double checked = metric_value(p.http, "omld_search_recall_checked_total") - checked0;
+    int heads_now = recall_by_head(p.http, head_hits, head_checked);
+    heads_seen = heads_now < heads_seen ? heads_now : heads_seen;
     double recall = checked > 0 ? (metric_value(p.http, "omld_search_recall_hits_total") - hits0) /
                                       checked
                                 : 1.0; /* no lists: every query scans every item */
@@ -669,6 +691,12 @@ int omld_scale_bench(int64_t n_items, double rate, double seconds, double load_r
            "queries, %.0f neighbours checked); the serving index held %ld items\n", c50, c99,
            r50, r99, THROUGHPUT_CLIENTS, qps, lists, scanned, recall, checked > 0 ? checked : 0,
            indexed);
+    printf("the daemon's recall sample by head:");
+    for (int h = 0; h < heads_seen; h++) {
+        double n = head_checked[h] - head_checked0[h];
+        printf(" %.3f (%.0f)", n > 0 ? (head_hits[h] - head_hits0[h]) / n : 1.0, n > 0 ? n : 0);
+    }
+    printf("\n");
 
     long long rss, peak, raw = (long long)n_items * c.dim * (long long)sizeof(float);
     rss_of(p.pid, &rss, &peak);

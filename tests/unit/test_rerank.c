@@ -238,24 +238,29 @@ static void test_candidates_from_lists(void **state)
         }
         free(e);
         free(scratch);
-        /* The recall sample of a fresh view counts exactly that: all of them. */
-        int64_t hits = -1, total = -1;
-        oml_rerank_recall(old_ix, x[q], 5, 10, q, &hits, &total);
-        assert_int_equal(total, 5 * old_ix->heads);
-        assert_int_equal(hits, total);
-        oml_rerank_recall(new_ix, x[q], 5, 10, q, &hits, &total); /* no lists: nothing */
-        assert_int_equal(total, 0);
-        assert_int_equal(hits, 0);
+        /* The recall sample of a fresh view counts exactly that, per head:
+         * all of them. */
+        int64_t hits[OML_MAX_HEADS], total[OML_MAX_HEADS];
+        oml_rerank_recall(old_ix, x[q], 5, 10, q, hits, total);
+        for (int h = 0; h < OML_MAX_HEADS; h++) {
+            assert_int_equal(total[h], h < old_ix->heads ? 5 : 0);
+            assert_int_equal(hits[h], total[h]);
+        }
+        oml_rerank_recall(new_ix, x[q], 5, 10, q, hits, total); /* no lists: nothing */
+        for (int h = 0; h < OML_MAX_HEADS; h++)
+            assert_true(total[h] == 0 && hits[h] == 0);
     }
     /* Scanning one list of 16, the sample sees what the candidates miss. */
     int64_t hits = 0, total = 0;
     for (int h = 0; h < old_ix->heads; h++)
         old_ix->hl[h].n_probe = 1;
     for (int q = 0; q < NL; q += 7) {
-        int64_t hq, tq;
-        oml_rerank_recall(old_ix, x[q], 10, 10, q, &hq, &tq);
-        hits += hq;
-        total += tq;
+        int64_t hq[OML_MAX_HEADS], tq[OML_MAX_HEADS];
+        oml_rerank_recall(old_ix, x[q], 10, 10, q, hq, tq);
+        for (int h = 0; h < old_ix->heads; h++) {
+            hits += hq[h];
+            total += tq[h];
+        }
     }
     assert_true(total > 0 && hits < total);
     oml_index_destroy(old_ix);
