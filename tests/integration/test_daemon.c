@@ -1001,6 +1001,19 @@ static void test_inverted_lists_through_the_daemon(void **state)
     printf("inverted lists: the recall sample found %.0f of %.0f exact neighbours\n", hits,
            checked);
     assert_true(hits / checked >= 0.85);
+    /* The same counts by head (depth="h"), one family each: every one of
+     * the 3 heads was checked, and none beyond. */
+    for (int h = 0; h < 4; h++) {
+        char key[96];
+        snprintf(key, sizeof key, "\nomld_search_recall_head_checked_total{depth=\"%d\"} ", h);
+        const char *at = strstr(body, key);
+        if (h == 3) {
+            assert_null(at);
+            break;
+        }
+        assert_non_null(at);
+        assert_true(atof(at + strlen(key)) >= 5); /* a sampled query's exact 5 at least */
+    }
     free(body);
     assert_int_equal(omld_proc_stop(&p, SIGTERM, TIMEOUT_MS), 0);
     omld_proc_cleanup(&p);
