@@ -296,6 +296,18 @@ static void per_head(omld_buf *b, const char *name, const char *help, const floa
     }
 }
 
+/* One counter family with a sample per head, labelled depth="0".."heads-1". */
+static void per_head_counter(omld_buf *b, const char *name, const char *help,
+                             const atomic_uint_fast64_t *v, int heads)
+{
+    char depth[16];
+    family(b, name, "counter", help);
+    for (int i = 0; i < heads; i++) {
+        snprintf(depth, sizeof depth, "%d", i);
+        sample_u(b, name, "depth", depth, omld_read(&v[i]));
+    }
+}
+
 /* The online model: updates, accuracy, rehearsal, hedge weights, views. */
 static void metrics_model(omld_buf *b, const omld_metrics *mt, const omld_model_stats *m)
 {
@@ -379,20 +391,6 @@ static void metrics_process(omld_buf *b, const omld_status_input *in)
           in->start_unix_seconds);
 }
 
-/* RPC requests and connections: responses by code, queries by kind,
- * connections, frames. */
-/* One counter family with a sample per head, labelled depth="0".."heads-1". */
-static void per_head_counter(omld_buf *b, const char *name, const char *help,
-                             const atomic_uint_fast64_t *v, int heads)
-{
-    char depth[16];
-    family(b, name, "counter", help);
-    for (int i = 0; i < heads; i++) {
-        snprintf(depth, sizeof depth, "%d", i);
-        sample_u(b, name, "depth", depth, omld_read(&v[i]));
-    }
-}
-
 /* The serving index's search: its inverted lists and the recall of the
  * sampled queries against a full scan. */
 static void metrics_search(omld_buf *b, const omld_metrics *mt, const omld_model_stats *m)
@@ -424,6 +422,8 @@ static void metrics_search(omld_buf *b, const omld_metrics *mt, const omld_model
           (double)(m->view_version - m->view_index_version));
 }
 
+/* RPC requests and connections: responses by code, queries by kind,
+ * connections, frames. */
 static void metrics_rpc(omld_buf *b, const omld_metrics *mt)
 {
     family(b, "omld_requests_total", "counter", "RPC responses sent, by status code.");

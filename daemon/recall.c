@@ -66,7 +66,7 @@ static void job_run(omld_recall_job *j)
         oml_rerank_recall(j->v->ix, j->x, j->k, j->k_c, j->row, head_hits, head_total);
     else
         oml_index_recall(j->v->ix, j->x, j->k, j->row, head_hits, head_total);
-    for (int h = 0; h < OML_MAX_HEADS; h++) { /* a head that parts from the others shows */
+    for (int h = 0; h < j->v->ix->heads; h++) { /* a head that parts from the others shows */
         omld_count(&j->m->ann_recall_head_hits[h], (uint64_t)head_hits[h]);
         omld_count(&j->m->ann_recall_head_total[h], (uint64_t)head_total[h]);
         hits += head_hits[h];

@@ -119,9 +119,9 @@ static void move_query(float *q, size_t e, double d, int32_t s)
     }
     if (!(uu > 0.0) || !(d > 0.0))
         return;
-    double ct = 1.0 - 0.5 * d * d, st = sqrt(1.0 - ct * ct), norm = 0.0;
+    double ct = 1.0 - 0.5 * d * d, st = sqrt(1.0 - ct * ct), nu = sqrt(uu), norm = 0.0;
     for (size_t j = 0; j < e; j++) {
-        q[j] = (float)(ct * q[j] + st * u[j] / sqrt(uu));
+        q[j] = (float)(ct * q[j] + st * u[j] / nu);
         norm += (double)q[j] * q[j];
     }
     for (size_t j = 0; j < e; j++)

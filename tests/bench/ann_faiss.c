@@ -46,9 +46,10 @@ static int write_head(const oml_index *ix, int h, const float *Q, int32_t n_q, c
             int32_t g = oml_index_topk(ix, h, qi, K, -1, NULL, got, scratch);
             for (int32_t j = 0; j < K; j++)
                 exact[i * K + j] = j < g ? got[j].row : -1;
-            /* a sharing head reads head 0's scan of the same query: run it first */
-            if (ix->hl && ix->hl[h].shared_from >= 0)
-                oml_index_topk_near(ix, ix->hl[h].shared_from, Q + (size_t)i * H * e, K, -1, -1,
+            /* a sharing head reads its donor's scan of the same query: run it first */
+            int donor = ix->hl ? ix->hl[h].shared_from : -1;
+            if (donor >= 0)
+                oml_index_topk_near(ix, donor, Q + ((size_t)i * H + (size_t)donor) * e, K, -1, -1,
                                     NULL, got, &w);
             g = ix->hl ? oml_index_topk_near(ix, h, qi, K, -1, -1, NULL, got, &w) : g;
             for (int32_t j = 0; j < K; j++)

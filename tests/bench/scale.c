@@ -205,6 +205,20 @@ static void triplet_batch(triplet_source *s)
     }
 }
 
+/* Batch n of a stream at `rate` triplets per second begun at t0: waits
+ * until it is due, then sends src's next batch (acknowledged on return). */
+static void send_when_due(omlc *cl, triplet_source *src, double t0, long n, double rate,
+                          const char *what)
+{
+    double wait = t0 + (double)n * TRIPLET_BATCH / rate - now_s();
+    if (wait > 0)
+        usleep((useconds_t)(wait * 1e6));
+    triplet_batch(src);
+    omlc_error err;
+    if (omlc_add_triplets(cl, src->t, TRIPLET_BATCH, NULL, NULL, &err) != 0)
+        die(what, &err);
+}
+
 /* Streams triplets at `rate` per second for `seconds`; fills the freshness
  * (ms, per batch) and publish gap (ms) quantiles. */
 static void freshness(omlc *cl, const char *server, const catalogue *c, double rate,
@@ -224,14 +238,7 @@ static void freshness(omlc *cl, const char *server, const catalogue *c, double r
     double t0 = now_s();
     int n = 0;
     while (n < max_batches - 1 && now_s() - t0 < seconds) {
-        double due = t0 + (double)n * TRIPLET_BATCH / rate;
-        double wait = due - now_s();
-        if (wait > 0)
-            usleep((useconds_t)(wait * 1e6));
-        triplet_batch(&src);
-        omlc_error err;
-        if (omlc_add_triplets(cl, src.t, TRIPLET_BATCH, NULL, NULL, &err) != 0)
-            die("triplets", &err);
+        send_when_due(cl, &src, t0, n, rate, "triplets");
         double t = now_s();
         pthread_mutex_lock(&p.mu);
         acked[n] = t;
@@ -292,12 +299,7 @@ static void *triplet_load_main(void *arg)
     triplet_source src = {.c = t->c, .rng = 0x10adull};
     double t0 = now_s();
     for (long n = 0; t->run; n++) {
-        double wait = t0 + (double)n * TRIPLET_BATCH / t->rate - now_s();
-        if (wait > 0)
-            usleep((useconds_t)(wait * 1e6));
-        triplet_batch(&src);
-        if (omlc_add_triplets(cl, src.t, TRIPLET_BATCH, NULL, NULL, &err) != 0)
-            die("triplets under the queries", &err);
+        send_when_due(cl, &src, t0, n, t->rate, "triplets under the queries");
         t->sent += TRIPLET_BATCH;
     }
     t->seconds = now_s() - t0;
@@ -428,36 +430,53 @@ static double search_recall(const char *http, long *lists, long *scanned, long *
     return recall;
 }
 
+/* A counter's sample line in a /metrics body, or -1. */
+static double metric_in(const char *body, const char *name)
+{
+    char key[128];
+    snprintf(key, sizeof key, "\n%s ", name); /* the sample, not its # HELP line */
+    const char *at = body ? strstr(body, key) : NULL;
+    return at ? atof(at + strlen(key)) : -1;
+}
+
+/* /metrics, fetched (NULL when it could not be); the caller frees it. */
+static char *metrics_body(const char *http)
+{
+    char *body = NULL;
+    size_t len = 0;
+    if (omld_http_get(http, "/metrics", &body, &len) != 200) {
+        free(body);
+        return NULL;
+    }
+    return body;
+}
+
 /* A counter of /metrics (its sample line), or -1. */
 static double metric_value(const char *http, const char *name)
 {
-    char *body = NULL, key[128];
-    size_t len = 0;
-    double v = -1;
-    snprintf(key, sizeof key, "\n%s ", name); /* the sample, not its # HELP line */
-    if (omld_http_get(http, "/metrics", &body, &len) == 200 && body) {
-        const char *at = strstr(body, key);
-        if (at)
-            v = atof(at + strlen(key));
-    }
+    char *body = metrics_body(http);
+    double v = metric_in(body, name);
     free(body);
     return v;
 }
 
 /* The recall sample's counters by head (the daemon labels them depth="h"):
- * hits and checked of each, up to MAX_HEADS_SEEN; returns the heads. */
+ * hits and checked of each, up to MAX_HEADS_SEEN, from one /metrics;
+ * returns the heads. */
 #define MAX_HEADS_SEEN 8
 static int recall_by_head(const char *http, double *hits, double *checked)
 {
+    char *body = metrics_body(http);
     int h = 0;
     for (; h < MAX_HEADS_SEEN; h++) {
         char name[96];
         snprintf(name, sizeof name, "omld_search_recall_head_hits_total{depth=\"%d\"}", h);
-        if ((hits[h] = metric_value(http, name)) < 0)
+        if ((hits[h] = metric_in(body, name)) < 0)
             break;
         snprintf(name, sizeof name, "omld_search_recall_head_checked_total{depth=\"%d\"}", h);
-        checked[h] = metric_value(http, name);
+        checked[h] = metric_in(body, name);
     }
+    free(body);
     return h;
 }
 
