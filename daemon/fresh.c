@@ -1,5 +1,6 @@
-/* fresh.c - classify and retrieve on a view that serves a newer model than
- * its index's (view.h, rerank.h).
+/* fresh.c - classify and retrieve on a view that re-ranks (view.h
+ * omld_view_reranks, rerank.h): one that serves a newer model than its
+ * index's, or whose index keeps no float columns.
  *
  * The index proposes each head's rerank_k nearest rows under its own
  * model; their features are read from the store as they are now (under the
@@ -11,6 +12,19 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Copies index row `row`'s features now into dst (dim): 1, or 0 when its
+ * item was deleted or replaced since the index was built. Read lock held. */
+static int features_now(const omld_query_ctx *q, const oml_index *ix, int32_t row, float *dst)
+{
+    uint32_t slot = ix->slots[row];
+    size_t len = 0;
+    const char *id = oml_store_is_live(q->store, slot) ? oml_store_id(q->store, slot, &len) : NULL;
+    if (id == NULL || len != ix->id_lens[row] || memcmp(id, ix->ids[row], len) != 0)
+        return 0;
+    memcpy(dst, oml_store_features(q->store, slot), (size_t)ix->snap->cfg.dim * sizeof *dst);
+    return 1;
+}
 
 /* The candidates of x and their features now (rows, feats: malloc'd, freed
  * by the caller even on an error): 0, or an oml error code. */
@@ -32,17 +46,9 @@ static int gather(const omld_query_ctx *q, const omld_view *v, const float *x, i
         return rc;
     int32_t kept = 0;
     pthread_rwlock_rdlock(&q->lock->rw);
-    for (int32_t j = 0; j < m; j++) {
-        uint32_t slot = ix->slots[rows[j]];
-        size_t len = 0;
-        const char *id = oml_store_is_live(q->store, slot) ? oml_store_id(q->store, slot, &len)
-                                                           : NULL;
-        if (id == NULL || len != ix->id_lens[rows[j]] || memcmp(id, ix->ids[rows[j]], len) != 0)
-            continue; /* deleted or replaced since the index was built */
-        memcpy(feats + (size_t)kept * dim, oml_store_features(q->store, slot),
-               dim * sizeof *feats);
-        rows[kept++] = rows[j];
-    }
+    for (int32_t j = 0; j < m; j++)
+        if (features_now(q, ix, rows[j], feats + (size_t)kept * dim))
+            rows[kept++] = rows[j];
     pthread_rwlock_unlock(&q->lock->rw);
     c->m = kept;
     return OML_OK;
@@ -61,7 +67,7 @@ int omld_fresh_classify(const omld_query_ctx *q, const omld_view *v, const float
     oml_rerank_set c;
     int rc = gather(q, v, x, candidates_per_head(q, k), exclude_row, allow, &c, d);
     if (rc == OML_OK)
-        rc = oml_classify_among(v->ix, v->fresh, x, k, &c, out, d);
+        rc = oml_classify_among(v->ix, omld_view_model(v), x, k, &c, out, d);
     free((void *)c.rows);
     free((void *)c.feats);
     return rc;
@@ -76,8 +82,45 @@ int omld_fresh_retrieve(const omld_query_ctx *q, const omld_view *v, const float
     int rc = gather(q, v, x, candidates_per_head(q, ranked), exclude_row,
                     opts ? opts->allow : NULL, &c, d);
     if (rc == OML_OK)
-        rc = oml_retrieve_among(v->ix, v->fresh, x, k, &c, opts, out, n_out, d);
+        rc = oml_retrieve_among(v->ix, omld_view_model(v), x, k, &c, opts, out, n_out, d);
     free((void *)c.rows);
     free((void *)c.feats);
     return rc;
+}
+
+/* oml_row_source.embed over the store of the omld_query_ctx in arg. */
+static int embed_rows(void *arg, const oml_index *ix, const int32_t *rows, int32_t m, float *E,
+                      uint8_t *live)
+{
+    const omld_query_ctx *q = arg;
+    size_t dim = (size_t)ix->snap->cfg.dim, e = (size_t)ix->emb, H = (size_t)ix->heads;
+    float *X = malloc((size_t)m * dim * sizeof *X), *T = malloc(H * (size_t)m * e * sizeof *T);
+    if (X == NULL || T == NULL) {
+        free(X);
+        free(T);
+        return OML_ENOMEM;
+    }
+    int32_t kept = 0;
+    pthread_rwlock_rdlock(&q->lock->rw);
+    for (int32_t j = 0; j < m; j++) {
+        live[j] = (uint8_t)features_now(q, ix, rows[j], X + (size_t)kept * dim);
+        kept += live[j];
+    }
+    pthread_rwlock_unlock(&q->lock->rw);
+    int rc = kept > 0 ? oml_snapshot_embed(ix->snap, X, kept, T) : OML_OK;
+    /* T (heads, kept, emb) -> E (heads, m, emb) at the live rows' places. */
+    for (size_t h = 0; rc == OML_OK && h < H; h++)
+        for (int32_t j = 0, t = 0; j < m; j++)
+            if (live[j])
+                memcpy(E + (h * (size_t)m + (size_t)j) * e, T + (h * (size_t)kept + (size_t)t++) * e,
+                       e * sizeof *E);
+    free(X);
+    free(T);
+    return rc;
+}
+
+void omld_fresh_rows(const omld_query_ctx *q, oml_row_source *src)
+{
+    src->embed = embed_rows;
+    src->arg = (void *)q;
 }

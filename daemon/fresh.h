@@ -1,7 +1,8 @@
-/* fresh.h - classify and retrieve on a view whose model is newer than its
- * index's (v->fresh set): the index's candidates re-ranked under the view's
- * model (rerank.h), their features read from the store as they are now.
- * Query threads; same contracts and errors as oml_classify / oml_retrieve. */
+/* fresh.h - classify and retrieve on a view that re-ranks
+ * (omld_view_reranks: a model newer than its index's, or an index without
+ * float columns): the index's candidates re-ranked under the view's model
+ * (rerank.h), their features read from the store as they are now. Query
+ * threads; same contracts and errors as oml_classify / oml_retrieve. */
 #ifndef OMLD_FRESH_H
 #define OMLD_FRESH_H
 
@@ -16,5 +17,11 @@ int omld_fresh_classify(const omld_query_ctx *q, const omld_view *v, const float
 int omld_fresh_retrieve(const omld_query_ctx *q, const omld_view *v, const float *x, int32_t k,
                         int32_t exclude_row, const oml_retrieve_opts *opts, oml_hit *out,
                         int32_t *n_out, oml_diag *d);
+
+/* A row source (index.h) over q's store: an index row's features as the
+ * store holds them now (under the read lock, while the slot still holds the
+ * item the index named), embedded under the index's model. For searches of
+ * an index without float columns; q must outlive src's use. */
+void omld_fresh_rows(const omld_query_ctx *q, oml_row_source *src);
 
 #endif

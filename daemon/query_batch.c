@@ -64,7 +64,7 @@ static int classify_all(const omld_query_ctx *q, const omld_view *v, const oml_q
                         size_t n, oml_classification *c, omld_reply *r)
 {
     oml_diag d = {0};
-    if (!v->fresh) {
+    if (!omld_view_reranks(v)) {
         int rc = oml_classify_batch(v->ix, qs, (int32_t)n, c, &d);
         return rc == OML_OK ? 0 : batch_error(r, rc, &d, CLASSIFY_OP, 0);
     }
@@ -116,7 +116,7 @@ static int run_classify_batch(const omld_query_ctx *q, omld_view *v, const Omld_
 
 int omld_query_groupable(const omld_view *v, const Omld__Request *req)
 {
-    if (v == NULL || v->fresh || v->ix->hl != NULL || req->body_case != OMLD__REQUEST__BODY_CLASSIFY)
+    if (v == NULL || omld_view_reranks(v) || v->ix->hl != NULL || req->body_case != OMLD__REQUEST__BODY_CLASSIFY)
         return 0;
     const Omld__ClassifyRequest *m = req->classify;
     return m->model_opt_case != OMLD__CLASSIFY_REQUEST__MODEL_OPT_MODEL && m->n_metadata == 0;
@@ -177,7 +177,7 @@ static int retrieve_some(const omld_query_ctx *q, const omld_view *v, const oml_
                          omld_reply *r)
 {
     oml_diag d = {0};
-    if (!v->fresh) {
+    if (!omld_view_reranks(v)) {
         int rc = oml_retrieve_batch(v->ix, qs + first, (int32_t)b, hits, n_hits, &d);
         return rc == OML_OK ? 0 : batch_error(r, rc, &d, RETRIEVE_OP, first);
     }

@@ -5,11 +5,13 @@
  * id fails the request naming its example; examples named by id are left
  * out of the answer with the request's own exclude_ids; then liboml's
  * oml_recommend searches the view's index (under a fresh view, the index
- * it re-ranks, under that index's model). */
+ * it re-ranks, under that index's model; an index without float columns
+ * embeds the rows it re-ranks from the store). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "fresh.h"
 #include "query_int.h"
 #include "serve.h"
 #include "validate.h"
@@ -72,6 +74,9 @@ static int run_recommend(const omld_query_ctx *q, omld_view *v, const Omld__Requ
     }
     int32_t n = 0;
     oml_diag d = {0};
+    oml_row_source rows; /* an index without float columns: its rows from the store */
+    omld_fresh_rows(q, &rows);
+    opts.src = &rows;
     if (rc == 0) {
         int lib = oml_recommend(v->ix, X, (int32_t)np, nn ? X + np * dim : NULL, (int32_t)nn, k,
                                 &opts, hits, &n, &d);

@@ -10,12 +10,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fresh.h"
 #include "rerank.h"
 #include "serve.h"
 
 struct omld_recall_job {
     uv_work_t work;
     omld_metrics *m;
+    const omld_query_ctx *q;
     omld_view *v;
     int32_t k, k_c, row;
     float x[]; /* (dim) */
@@ -24,9 +26,10 @@ struct omld_recall_job {
 static atomic_int busy;                 /* a job is queued or running */
 static atomic_uint_fast64_t next_ns;    /* no job starts before */
 
-omld_recall_job *omld_recall_offer(omld_metrics *m, omld_view *v, const float *x, int32_t k,
-                                   int32_t k_c, int32_t row)
+omld_recall_job *omld_recall_offer(const omld_query_ctx *q, omld_view *v, const float *x,
+                                   int32_t k, int32_t k_c, int32_t row)
 {
+    omld_metrics *m = q->metrics;
     if (m == NULL || v == NULL || v->ix->hl == NULL)
         return NULL;
     if (atomic_fetch_add(&m->ann_queries, 1) % OMLD_RECALL_EVERY != 0)
@@ -43,6 +46,7 @@ omld_recall_job *omld_recall_offer(omld_metrics *m, omld_view *v, const float *x
         return NULL;
     }
     j->m = m;
+    j->q = q;
     j->v = omld_view_retain(v);
     j->k = k;
     j->k_c = k_c;
@@ -62,10 +66,13 @@ static void job_run(omld_recall_job *j)
 {
     uint64_t t0 = omld_now_ns();
     int64_t head_hits[OML_MAX_HEADS], head_total[OML_MAX_HEADS], hits = 0, total = 0;
-    if (j->k_c > 0)
-        oml_rerank_recall(j->v->ix, j->x, j->k, j->k_c, j->row, head_hits, head_total);
-    else
+    if (j->k_c > 0) {
+        oml_row_source rows; /* an index without float columns: its rows from the store */
+        omld_fresh_rows(j->q, &rows);
+        oml_rerank_recall(j->v->ix, j->x, j->k, j->k_c, j->row, &rows, head_hits, head_total);
+    } else {
         oml_index_recall(j->v->ix, j->x, j->k, j->row, head_hits, head_total);
+    }
     for (int h = 0; h < j->v->ix->heads; h++) { /* a head that parts from the others shows */
         omld_count(&j->m->ann_recall_head_hits[h], (uint64_t)head_hits[h]);
         omld_count(&j->m->ann_recall_head_total[h], (uint64_t)head_total[h]);

@@ -18,6 +18,7 @@
 #include <uv.h>
 
 #include "metrics.h"
+#include "query.h"
 #include "view.h"
 
 #define OMLD_RECALL_EVERY 32
@@ -27,11 +28,13 @@ typedef struct omld_recall_job omld_recall_job;
 
 /* A job checking query x (the view's dimension, copied) with k neighbours
  * per head, leaving row out (-1: none), against v (retained), when this
- * query is sampled; else (no lists, declined, out of memory) NULL. k_c 0:
- * the lists' search for k (oml_index_recall); k_c >= k: the k_c candidates
- * per head a fresh view chooses its answer among (oml_rerank_recall). */
-omld_recall_job *omld_recall_offer(omld_metrics *m, omld_view *v, const float *x, int32_t k,
-                                   int32_t k_c, int32_t row);
+ * query is sampled; else (no lists, no q->metrics, declined, out of
+ * memory) NULL. k_c 0: the lists' search for k (oml_index_recall); k_c >=
+ * k: the k_c candidates per head a view that re-ranks chooses its answer
+ * among (oml_rerank_recall; an index without float columns takes its
+ * exact reference from q's store). q must outlive the job. */
+omld_recall_job *omld_recall_offer(const omld_query_ctx *q, omld_view *v, const float *x,
+                                   int32_t k, int32_t k_c, int32_t row);
 
 /* Runs the job on loop's threadpool and frees it (at once when it cannot
  * be queued). Loop thread. */

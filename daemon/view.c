@@ -328,6 +328,13 @@ static omld_view *view_build(omld_views *vs, oml_snapshot *snap, uint64_t snapsh
         oml_snapshot_release(snap);
         return NULL;
     }
+    /* Served by re-ranking from the store anyway (fresh views), an index
+     * with lists needs its float columns no longer: a third of the raw
+     * features at a million items. A shard's answers read them (shard
+     * candidates carry their similarities). */
+    uint64_t rerank_min = atomic_load(&vs->rerank_min_items);
+    if (v->ix->hl && rerank_min > 0 && (uint64_t)v->ix->n >= rerank_min && vs->shard_n <= 1)
+        oml_index_drop_columns(v->ix);
     oml_snapshot_release(snap); /* the index holds its own reference */
     atomic_init(&v->_refs, 1);
     v->version = v->ix->snap->version;

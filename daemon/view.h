@@ -49,6 +49,15 @@ static inline const oml_snapshot *omld_view_model(const omld_view *v)
     return v->fresh ? v->fresh : v->ix->snap;
 }
 
+/* Whether v answers by re-ranking its index's candidates from the store
+ * (fresh.h): it serves a newer model than its index's, or its index keeps
+ * only its lists' codes (the float columns were dropped: see
+ * omld_views_set_rerank). */
+static inline int omld_view_reranks(const omld_view *v)
+{
+    return v->fresh != NULL || (v->ix->hl != NULL && v->ix->emb_cols == NULL);
+}
+
 omld_view *omld_view_retain(omld_view *v);
 void omld_view_release(omld_view *v); /* accepts NULL; frees at zero */
 
@@ -83,7 +92,10 @@ void omld_views_set_lists(omld_views *vs, uint64_t min_items, double target_reca
  * submitted model is served at once over that index (queries re-rank its
  * candidates under the new model: rerank.h) while the indexer rebuilds
  * the index behind it; 0 (the default): a model is served only once its
- * own index is built. */
+ * own index is built. An index of at least min_items items with lists
+ * then also drops its float columns once calibrated (oml_index_drop_columns:
+ * a third of the raw features at a million items): every query on it
+ * re-ranks from the store, as a fresh view's do. */
 void omld_views_set_rerank(omld_views *vs, uint64_t min_items);
 /* A shard (option shard = i/n, n > 1): views index only the items whose id
  * hashes to shard i (src/shard.h). Before the first publish. */

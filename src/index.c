@@ -259,6 +259,7 @@ void oml_near_ws_init(oml_near_ws *w, const oml_index *ix, int32_t k, void *mem)
     w->dots = (float *)(void *)(w->lows + kk);
     w->order = (int32_t *)(void *)(w->dots + ix->n_lists);
     w->overflow = 0;
+    w->src = NULL;
 }
 
 /* The rows head's search proposes for k neighbours, in keep (hlist_keep.h):
@@ -315,25 +316,75 @@ static int32_t keep_possible(const oml_hlist_keep *keep, oml_hlist_hit *v)
  * (k), ascending by (distance, row): canonical distances, most promising
  * row first, until no row left can reach the k-th (its dot + slack, less
  * the rounding margin, under the k-th's cosine). v is reordered. */
+/* Offers row r at distance d to the k nearest so far (out: a max-heap of cnt). */
+static void heap_offer(oml_neighbor *out, int32_t k, int32_t *cnt, oml_neighbor nb)
+{
+    if (*cnt < k) {
+        out[*cnt] = nb;
+        nb_sift_up(out, (*cnt)++);
+    } else if (nb_worse(&out[0], &nb)) {
+        out[0] = nb;
+        nb_sift_down(out, *cnt, 0);
+    }
+}
+
+/* Whether no row from v's i-th on can reach the k-th of out (cnt == k). */
+static int rest_ruled_out(const oml_hlist_hit *vi, const oml_neighbor *out, float margin)
+{
+    return vi->dot + vi->slack < 1.0f - 0.5f * out[0].dist * out[0].dist - margin;
+}
+
+/* Rows embedded a block at a time from a row source (one GEMM per block). */
+#define SOURCE_BLOCK 16
+
+/* rerank_exact for an index without float columns: the rows' embeddings
+ * come from w->src a block at a time, in the same order and with the same
+ * stopping rule; a row whose item is gone is skipped. */
+static int32_t rerank_from_source(const oml_index *ix, int head, const float *q, int32_t k,
+                                  const oml_hlist_hit *v, int32_t m, oml_neighbor *out,
+                                  const oml_row_source *src)
+{
+    size_t e = (size_t)ix->emb, H = (size_t)ix->heads;
+    float *E = malloc(H * SOURCE_BLOCK * e * sizeof *E);
+    if (E == NULL)
+        return 0;
+    float margin = dot_margin(ix->emb);
+    int32_t cnt = 0, rows[SOURCE_BLOCK];
+    uint8_t live[SOURCE_BLOCK];
+    for (int32_t i = 0; i < m && !(cnt == k && rest_ruled_out(&v[i], out, margin));) {
+        int32_t b = m - i < SOURCE_BLOCK ? m - i : SOURCE_BLOCK;
+        for (int32_t j = 0; j < b; j++)
+            rows[j] = v[i + j].row;
+        if (src->embed(src->arg, ix, rows, b, E, live) != OML_OK)
+            break;
+        const float *Eh = E + (size_t)head * (size_t)b * e;
+        for (int32_t j = 0; j < b && !(cnt == k && rest_ruled_out(&v[i + j], out, margin)); j++)
+            if (live[j])
+                heap_offer(out, k, &cnt, (oml_neighbor){rows[j],
+                                                       oml_index_dist(q, Eh + (size_t)j * e,
+                                                                      ix->emb)});
+        i += b;
+    }
+    free(E);
+    oml_index_sel s = {.best = out, .k = k, .cnt = cnt};
+    return oml_index_sel_finish(&s);
+}
+
 static int32_t rerank_exact(const oml_index *ix, int head, const float *q, int32_t k,
-                            oml_hlist_hit *v, int32_t m, oml_neighbor *out)
+                            oml_hlist_hit *v, int32_t m, oml_neighbor *out,
+                            const oml_row_source *src)
 {
     qsort(v, (size_t)m, sizeof *v, by_upper_desc);
+    if (ix->emb_cols == NULL)
+        return src ? rerank_from_source(ix, head, q, k, v, m, out, src) : 0;
     const float *Et = ix->emb_cols + (size_t)head * (size_t)ix->n * (size_t)ix->emb;
     float margin = dot_margin(ix->emb);
     int32_t cnt = 0;
     for (int32_t i = 0; i < m; i++) {
-        if (cnt == k && v[i].dot + v[i].slack < 1.0f - 0.5f * out[0].dist * out[0].dist - margin)
+        if (cnt == k && rest_ruled_out(&v[i], out, margin))
             break;
         int32_t r = v[i].row;
-        oml_neighbor nb = {r, dist_strided(q, Et + r, (size_t)ix->n, ix->emb)};
-        if (cnt < k) {
-            out[cnt] = nb;
-            nb_sift_up(out, cnt++);
-        } else if (nb_worse(&out[0], &nb)) {
-            out[0] = nb;
-            nb_sift_down(out, cnt, 0);
-        }
+        heap_offer(out, k, &cnt, (oml_neighbor){r, dist_strided(q, Et + r, (size_t)ix->n, ix->emb)});
     }
     oml_index_sel s = {.best = out, .k = k, .cnt = cnt};
     return oml_index_sel_finish(&s);
@@ -349,7 +400,27 @@ int32_t oml_index_topk_near(const oml_index *ix, int head, const float *q, int32
     propose(ix, head, q, k, n_probe, exclude, allow, 1, w, &keep);
     /* (a sharing head's keep is in w->best already) */
     int32_t m = keep_possible(&keep, w->best);
-    return rerank_exact(ix, head, q, k, w->best, m, out);
+    return rerank_exact(ix, head, q, k, w->best, m, out, w->src);
+}
+
+int32_t oml_index_topk_lists(const oml_index *ix, int head, const float *q, int32_t k,
+                             int32_t exclude, const uint8_t *allow, oml_neighbor *out,
+                             oml_near_ws *w)
+{
+    if (k <= 0 || ix->hl == NULL)
+        return 0;
+    /* This head's own codes, every row by its int8 code: no first pass
+     * (hlist.h) drops a row the bound would keep. */
+    oml_hlist whole = ix->hl[head];
+    whole.pq_keep = 0;
+    int32_t lists = oml_hlist_order(&whole, q, w->order, w->dots);
+    oml_hlist_keep keep;
+    oml_hlist_keep_init(&keep, w->cand, w->cap, 0, w->lows, k);
+    oml_hlist_scan(&whole, q, w->order, w->dots, lists, exclude, allow, &keep);
+    w->overflow = keep.overflow;
+    w->n_cand = 0; /* not a scan a sharing head may take */
+    int32_t m = keep_possible(&keep, w->cand);
+    return rerank_exact(ix, head, q, k, w->cand, m, out, w->src);
 }
 
 int32_t oml_index_near_candidates(const oml_index *ix, int head, const float *q, int32_t k,
@@ -457,7 +528,7 @@ static int32_t topk_by_codes(const oml_index *ix, int head, const float *q, int3
     oml_codescan_scan(&ix->cs[head], q, exclude, allow, &keep);
     if (keep.overflow)
         return -1;
-    return rerank_exact(ix, head, q, k, hits, keep_possible(&keep, hits), out);
+    return rerank_exact(ix, head, q, k, hits, keep_possible(&keep, hits), out, NULL);
 }
 
 int32_t oml_index_topk(const oml_index *ix, int head, const float *q, int32_t k,
@@ -493,6 +564,15 @@ int oml_index_add_codes(oml_index *ix)
     }
     ix->cs = cs;
     return OML_OK;
+}
+
+void oml_index_drop_columns(oml_index *ix)
+{
+    if (ix == NULL || ix->hl == NULL)
+        return;
+    free(ix->_cols);
+    ix->_cols = NULL;
+    ix->emb_cols = NULL;
 }
 
 int32_t oml_index_row_of_slot(const oml_index *ix, uint32_t slot)

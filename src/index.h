@@ -51,6 +51,30 @@ typedef struct oml_index {
     void *_cols;             /* emb_cols' own allocation (the builder's columns) */
 } oml_index;
 
+/* Where an index without float columns (oml_index_drop_columns) gets the
+ * embeddings of the rows it must re-rank exactly: embed fills E (heads, m,
+ * emb) with rows[0..m)'s embeddings under ix->snap, from their features
+ * as the caller's store holds them now, and live[j] with 1, or with 0 for
+ * a row whose item is gone since the index was built (E's row j is then
+ * not read: the row is left out, so until the index is rebuilt, which a
+ * delete starts at once in the daemon, a search may find fewer than k).
+ * OML_OK or an error code (the search then stops there). */
+typedef struct oml_row_source {
+    int (*embed)(void *arg, const oml_index *ix, const int32_t *rows, int32_t m, float *E,
+                 uint8_t *live);
+    void *arg;
+} oml_row_source;
+
+/* Frees an index's float columns once its lists are built and calibrated
+ * (at a million rows of three 96-wide heads: 1.15 GB, a third of the raw
+ * features). Its rows are then re-ranked from a row source instead
+ * (oml_near_ws.src): oml_index_topk_near, oml_index_topk_lists and
+ * oml_recommend take one; oml_classify, oml_retrieve, the batches, shard
+ * candidates and oml_index_recall refuse such an index (OML_EINVAL, or no
+ * sample), and callers re-rank its candidates instead (rerank.h). An
+ * index without lists keeps its columns (its scan reads them). */
+void oml_index_drop_columns(oml_index *ix);
+
 /* Per-head inverted lists for an index (hlist.h), oml_hlist_lists_for(n)
  * per head; each head's n_probe then covers a quarter of its lists until
  * oml_index_calibrate measures what is needed. No store involved: call it
@@ -241,6 +265,8 @@ typedef struct oml_near_ws {
     int32_t cap;         /* OML_SHARE_MAX oml_index_rerank_rows(k) */
     int overflow;        /* the last search dropped a row its codes could not rule out
                             (more than cap of them): its answer may not be exact */
+    const oml_row_source *src; /* the exact re-rank's embeddings on an index without
+                                  float columns (NULL after init: set by the caller) */
 } oml_near_ws;
 /* Its bytes (8-aligned), and the workspace laid out in mem. */
 size_t oml_near_ws_bytes(const oml_index *ix, int32_t k);
@@ -250,7 +276,7 @@ void oml_near_ws_init(oml_near_ws *w, const oml_index *ix, int32_t k, void *mem)
  * distance, ties by row) among the rows of the head's nearest
  * hl[head].n_probe lists (n_probe: that many lists; < 0: the calibrated
  * number): every row whose code could still be among them is re-ranked on
- * the float embeddings, so scanning every list gives oml_index_topk's
+ * the float embeddings (without them: from w->src), so scanning every list gives oml_index_topk's
  * answer (unless w->overflow). For a head that shares another's scan:
  * among that scan's rows, by this head's codes and then exactly (w must
  * hold the scan: the same query's call for that head came before, with
@@ -258,6 +284,16 @@ void oml_near_ws_init(oml_near_ws *w, const oml_index *ix, int32_t k, void *mem)
 int32_t oml_index_topk_near(const oml_index *ix, int head, const float *q, int32_t k,
                             int32_t n_probe, int32_t exclude, const uint8_t *allow,
                             oml_neighbor *out, oml_near_ws *w);
+
+/* oml_index_topk's answer on an index with lists, also one without float
+ * columns (from w->src; without a source, 0 rows): every row of every
+ * list scored by this head's own int8 codes (no first pass; also for a
+ * head that shares another's scan), and every row they cannot rule out
+ * re-ranked exactly (unless w->overflow). Leaves no scan in w for
+ * sharing heads. */
+int32_t oml_index_topk_lists(const oml_index *ix, int head, const float *q, int32_t k,
+                             int32_t exclude, const uint8_t *allow, oml_neighbor *out,
+                             oml_near_ws *w);
 
 /* The rows oml_index_topk_near would re-rank for k neighbours, cut to the
  * k of them with the largest approximate dot products (the codes'), into

@@ -47,6 +47,8 @@ int oml_recommend(const oml_index *ix, const float *pos, int32_t n_pos, const fl
     int32_t offset = opts ? opts->offset : 0;
     if (rc == OML_OK)
         rc = oml__check_offset(offset, k, diag);
+    if (rc == OML_OK)
+        rc = oml__check_columns(ix, opts ? opts->src : NULL, diag);
     if (rc != OML_OK)
         return rc;
     if (ix->n == 0) {
@@ -82,6 +84,8 @@ int oml_recommend(const oml_index *ix, const float *pos, int32_t n_pos, const fl
         }
     }
     if (rc == OML_OK) {
+        if (ix->hl)
+            w.near.src = opts ? opts->src : NULL;
         oml__embedded_neighbors(ix, ranked, -1, opts ? opts->allow : NULL, &w);
         *n_out = oml__retrieve_page(ix, w.q, w.nb, w.cnt, ranked, opts, k, (pool_hit *)ex, out);
     } else {

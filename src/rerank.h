@@ -35,9 +35,13 @@ int oml_rerank_candidates(const oml_index *ix, const float *x, int32_t k_c, int3
  * scan under the index's model), how many are among that head's k_c
  * candidates (k_c >= k; on an index with lists, oml_index_near_candidates);
  * hits[h] and total[h] (OML_MAX_HEADS each) get head h's counts (all 0 for
- * an index without lists or a failure). Costs a full scan: for a sample of queries. */
+ * an index without lists or a failure). Costs a full scan: for a sample of queries.
+ * An index without float columns needs src: its exact reference is then
+ * every list's codes, each row they cannot rule out embedded from src
+ * (oml_index_topk_lists); NULL: all 0. */
 void oml_rerank_recall(const oml_index *ix, const float *x, int32_t k, int32_t k_c,
-                       int32_t exclude_row, int64_t *hits, int64_t *total);
+                       int32_t exclude_row, const oml_row_source *src, int64_t *hits,
+                       int64_t *total);
 
 /* Candidates with their features now: rows (m) index rows, feats (m, dim). */
 typedef struct oml_rerank_set {

@@ -42,6 +42,14 @@ int oml__check_query(const oml_index *ix, const float *x, int32_t k, int32_t exc
     return OML_OK;
 }
 
+int oml__check_columns(const oml_index *ix, const oml_row_source *src, oml_diag *diag)
+{
+    if (ix->emb_cols != NULL || ix->n == 0 || src != NULL)
+        return OML_OK;
+    return oml_diag_set(diag, OML_EINVAL, "index", "the index keeps no item embeddings (only "
+                        "its lists' codes): its candidates must be re-ranked from the store");
+}
+
 int oml__query_ws_init(query_ws *w, const oml_index *ix, int32_t k, size_t extra,
                        void **extra_out)
 {
@@ -98,6 +106,8 @@ int oml_classify_allowed(const oml_index *ix, const float *x, int32_t k, int32_t
                          const uint8_t *allow, oml_classification *out, oml_diag *diag)
 {
     int rc = oml__check_query(ix, x, k, exclude_row, diag);
+    if (rc == OML_OK)
+        rc = oml__check_columns(ix, NULL, diag);
     if (rc != OML_OK)
         return rc;
     if (ix->n == 0)
@@ -243,12 +253,49 @@ int32_t oml__page_hits(const float *alpha, int heads, int32_t emb, const float *
     return cnt;
 }
 
+/* Rows a page embeds at a time from a row source. */
+#define PAGE_BLOCK 16
+
+/* oml__page_hits for an index without float columns: the ranked rows
+ * embedded from opts->src a block at a time, as far as the page needs; a
+ * row whose item is gone since the index was built is left out. */
+static int32_t page_from_source(const oml_index *ix, const float *q, const pool_hit *pool,
+                                size_t nd, const oml_retrieve_opts *opts, int32_t k, oml_hit *out)
+{
+    const oml_row_source *src = opts ? opts->src : NULL;
+    size_t e = (size_t)ix->emb, offset = opts ? (size_t)opts->offset : 0;
+    float floor = opts ? opts->min_similarity : -INFINITY;
+    float *E = src ? malloc((size_t)ix->heads * PAGE_BLOCK * e * sizeof *E) : NULL;
+    int32_t cnt = 0, rows[PAGE_BLOCK];
+    uint8_t live[PAGE_BLOCK];
+    for (size_t i = offset; E != NULL && i < nd && cnt < k; i += PAGE_BLOCK) {
+        int32_t b = nd - i < PAGE_BLOCK ? (int32_t)(nd - i) : PAGE_BLOCK;
+        for (int32_t j = 0; j < b; j++)
+            rows[j] = pool[i + (size_t)j].row;
+        if (src->embed(src->arg, ix, rows, b, E, live) != OML_OK)
+            break;
+        for (int32_t j = 0; j < b && cnt < k; j++) {
+            if (!live[j])
+                continue;
+            /* Row j's head h at E + h (b, emb) + j emb. */
+            float sim = oml__pair_similarity(ix->snap->alpha, ix->heads, ix->emb, q,
+                                             E + (size_t)j * e, (size_t)b * e, 1);
+            if (sim >= floor)
+                out[cnt++] = (oml_hit){rows[j], (float)pool[i + (size_t)j].score, sim};
+        }
+    }
+    free(E);
+    return cnt;
+}
+
 int32_t oml__retrieve_page(const oml_index *ix, const float *q, const oml_neighbor *nb,
                            const int32_t *cnt, int32_t ranked, const oml_retrieve_opts *opts,
                            int32_t k, pool_hit *pool, oml_hit *out)
 {
     oml__voter vt = {ix->heads, ix->snap->alpha, ix->labels};
     size_t nd = oml__rank_pool(&vt, nb, cnt, ranked, pool);
+    if (ix->emb_cols == NULL)
+        return page_from_source(ix, q, pool, nd, opts, k, out);
     /* The index's columns: row r's head h at emb_cols + h (emb, n) + r. */
     oml__rows_emb re = {ix->emb_cols, 1, (size_t)ix->emb * (size_t)ix->n, (size_t)ix->n};
     return oml__page_hits(ix->snap->alpha, ix->heads, ix->emb, q, &re, pool, nd, opts, k, NULL,
@@ -262,7 +309,8 @@ int oml_retrieve(const oml_index *ix, const float *x, int32_t k, int32_t exclude
     if (rc != OML_OK)
         return rc;
     int32_t offset = opts ? opts->offset : 0;
-    if ((rc = oml__check_offset(offset, k, diag)) != OML_OK)
+    if ((rc = oml__check_offset(offset, k, diag)) != OML_OK ||
+        (rc = oml__check_columns(ix, opts ? opts->src : NULL, diag)) != OML_OK)
         return rc;
     if (ix->n == 0) {
         *n_out = 0; /* retrieving from nothing finds nothing */
@@ -275,6 +323,8 @@ int oml_retrieve(const oml_index *ix, const float *x, int32_t k, int32_t exclude
     if (oml__query_ws_init(&w, ix, ranked, P * sizeof(pool_hit), &ex) != OML_OK)
         return oml_diag_set(diag, OML_ENOMEM, "", "retrieve workspace");
     pool_hit *pool = ex;
+    if (ix->hl)
+        w.near.src = opts ? opts->src : NULL;
     rc = oml__query_neighbors(ix, x, ranked, exclude_row, opts ? opts->allow : NULL, &w);
     if (rc != OML_OK) {
         free(w._block);
@@ -290,7 +340,8 @@ void oml_index_recall(const oml_index *ix, const float *x, int32_t k, int32_t ex
 {
     memset(hits, 0, OML_MAX_HEADS * sizeof *hits);
     memset(total, 0, OML_MAX_HEADS * sizeof *total);
-    if (ix == NULL || ix->hl == NULL || oml__check_query(ix, x, k, exclude_row, NULL) != OML_OK)
+    if (ix == NULL || ix->hl == NULL || ix->emb_cols == NULL ||
+        oml__check_query(ix, x, k, exclude_row, NULL) != OML_OK)
         return;
     query_ws w;
     void *ex;

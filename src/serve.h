@@ -34,7 +34,9 @@ typedef struct oml_classification {
  * (k out of [1, OML_SERVE_MAX_K], field "k"; exclude_row out of [-1, n)),
  * OML_ENONFINITE (field "features"), OML_EEMPTY (empty index or no labelled
  * neighbour), OML_ENOMEM. Heads whose k neighbours are equally far
- * (d_max = d_min) score every neighbour alpha(l), the limit of Eq. 23. */
+ * (d_max = d_min) score every neighbour alpha(l), the limit of Eq. 23.
+ * An index without float columns (oml_index_drop_columns) is OML_EINVAL
+ * (field "index"): its candidates are re-ranked instead (rerank.h). */
 int oml_classify(const oml_index *ix, const float *x, int32_t k, int32_t exclude_row,
                  oml_classification *out, oml_diag *diag);
 /* oml_classify among the allowed rows only (allow (n): 1 for rows that may
@@ -67,6 +69,9 @@ typedef struct oml_retrieve_opts {
     int32_t offset;        /* skip the best `offset` hits: the ranking is that of
                               k + offset hits (offset + k <= OML_SERVE_MAX_K) */
     float min_similarity;  /* drop hits below it (-INFINITY: none) */
+    const oml_row_source *src; /* an index without float columns (oml_index_drop_columns):
+                                  where its rows' embeddings come from; NULL: none (such
+                                  an index is then refused) */
 } oml_retrieve_opts;
 
 /* Eq. 27: pools k neighbours from every head, scores them, keeps the top k
@@ -75,7 +80,8 @@ typedef struct oml_retrieve_opts {
  * which the first offset are skipped, and no hit below min_similarity.
  * out holds k hits; returns the count via *n_out (0 for an empty index).
  * Errors as for classify (offset + k out of range: field "offset"),
- * except that an empty index is not one. */
+ * except that an empty index is not one, and an index without float
+ * columns is answered when opts->src gives its rows. */
 int oml_retrieve(const oml_index *ix, const float *x, int32_t k, int32_t exclude_row,
                  const oml_retrieve_opts *opts, oml_hit *out, int32_t *n_out, oml_diag *diag);
 
@@ -107,8 +113,8 @@ typedef struct oml_query {
  * label OML_LABEL_NONE and no classes. Errors: OML_EINVAL (m < 0; a
  * query's k or exclude_row, field "queries[i].k"), OML_ENONFINITE
  * ("queries[i].features"), both found before anything is written;
- * OML_ENOMEM (the answers written so far are then unspecified). m = 0 is
- * OML_OK. */
+ * OML_ENOMEM (the answers written so far are then unspecified); an index
+ * without float columns, OML_EINVAL (field "index"). m = 0 is OML_OK. */
 int oml_classify_batch(const oml_index *ix, const oml_query *q, int32_t m,
                        oml_classification *out, oml_diag *diag);
 
@@ -127,7 +133,8 @@ int oml_retrieve_batch(const oml_index *ix, const oml_query *q, int32_t m, oml_h
  * rule: m+ + (m+ - m-)) and 1 without (one positive: a retrieve of it);
  * then retrieve's search, ranking and page with opts. A query that comes
  * out as zero on a head (the means cancel) takes m+_l there. Errors as for
- * retrieve; n_pos < 1: field "positive". */
+ * retrieve (an index without float columns needs opts->src); n_pos < 1:
+ * field "positive". */
 int oml_recommend(const oml_index *ix, const float *pos, int32_t n_pos, const float *neg,
                   int32_t n_neg, int32_t k, const oml_retrieve_opts *opts, oml_hit *out,
                   int32_t *n_out, oml_diag *diag);
@@ -135,7 +142,7 @@ int oml_recommend(const oml_index *ix, const float *pos, int32_t n_pos, const fl
 /* How well an index with lists answers x: of the exact k nearest rows of
  * every head (a full scan), how many the lists' search also finds; hits[h]
  * and total[h] (OML_MAX_HEADS each) get head h's counts (all 0 for an
- * index without lists or a failure). Costs a full scan: for a sample of
+ * index without lists or float columns, or a failure). Costs a full scan: for a sample of
  * queries. */
 void oml_index_recall(const oml_index *ix, const float *x, int32_t k, int32_t exclude_row,
                       int64_t *hits, int64_t *total);

@@ -70,6 +70,8 @@ static int check_all(const batch_job *j, oml_diag *diag)
         int rc = oml__check_query(j->ix, q->x, q->k, q->exclude_row, &d);
         if (rc == OML_OK && j->retrieve)
             rc = oml__check_offset(q->opts ? q->opts->offset : 0, q->k, &d);
+        if (rc == OML_OK)
+            rc = oml__check_columns(j->ix, j->retrieve && q->opts ? q->opts->src : NULL, &d);
         if (rc != OML_OK) {
             char field[sizeof d.field];
             snprintf(field, sizeof field, "queries[%d].%.24s", (int)i, d.field);

@@ -80,8 +80,13 @@ int32_t oml__page_hits(const float *alpha, int heads, int32_t emb, const float *
                        const oml_retrieve_opts *opts, int32_t k, const int32_t *rows,
                        oml_hit *out);
 
+/* OML_EINVAL naming the index when it keeps no float columns and src
+ * (may be NULL) gives no other way to its rows, else OML_OK. */
+int oml__check_columns(const oml_index *ix, const oml_row_source *src, oml_diag *diag);
+
 /* oml_retrieve's answer from the neighbours nb (heads, ranked) of q (heads,
- * emb) in the index: rank (pool: heads * ranked), then the page. */
+ * emb) in the index: rank (pool: heads * ranked), then the page (an index
+ * without float columns: the page's rows embedded from opts->src). */
 int32_t oml__retrieve_page(const oml_index *ix, const float *q, const oml_neighbor *nb,
                            const int32_t *cnt, int32_t ranked, const oml_retrieve_opts *opts,
                            int32_t k, pool_hit *pool, oml_hit *out);

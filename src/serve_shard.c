@@ -13,6 +13,8 @@ int oml_retrieve_candidates(const oml_index *ix, const float *x, int32_t ranked,
 {
     memset(out, 0, sizeof *out);
     int rc = oml__check_query(ix, x, ranked, exclude_row, diag);
+    if (rc == OML_OK)
+        rc = oml__check_columns(ix, NULL, diag);
     if (rc != OML_OK)
         return rc;
     out->heads = ix->heads;

@@ -517,7 +517,7 @@ static void test_retrieve_filtered(void **state)
         run(f, &req, &r);
         assert_ok(&r, OMLD__RESPONSE__BODY_RETRIEVE);
         oml_retrieve_opts o = {allow, (int32_t)rr.offset,
-                               cases[c].floor > -2.0f ? cases[c].floor : -INFINITY};
+                               cases[c].floor > -2.0f ? cases[c].floor : -INFINITY, NULL};
         oml_hit want[N_ITEMS];
         int32_t n = -1;
         assert_int_equal(oml_retrieve(ix, feat(f, "a0"), (int32_t)rr.k, row(f, "a0"), &o, want,

@@ -134,14 +134,14 @@ static void test_negatives_build_the_query(void **state)
     uint8_t *allow = malloc((size_t)ix->n);
     memset(allow, 1, (size_t)ix->n);
     allow[best] = 0;
-    oml_retrieve_opts opts = {allow, 0, -INFINITY};
+    oml_retrieve_opts opts = {allow, 0, -INFINITY, NULL};
     oml_hit other[8];
     int32_t m = 0;
     assert_int_equal(oml_recommend(ix, &pos[0][0], 2, &neg[0][0], 1, 8, &opts, other, &m, NULL),
                      OML_OK);
     for (int i = 0; i < m; i++)
         assert_int_not_equal(other[i].row, best);
-    opts = (oml_retrieve_opts){NULL, 2, -INFINITY};
+    opts = (oml_retrieve_opts){NULL, 2, -INFINITY, NULL};
     assert_int_equal(oml_recommend(ix, &pos[0][0], 2, &neg[0][0], 1, 6, &opts, other, &m, NULL),
                      OML_OK);
     assert_int_equal(m, 6);

@@ -136,7 +136,7 @@ static void test_answers_come_from_the_candidates(void **state)
     assert_int_equal(n, m);
     for (int32_t i = 0; i < n; i++)
         assert_true(allow[h[i].row]);
-    oml_retrieve_opts o = {NULL, 2, -INFINITY};
+    oml_retrieve_opts o = {NULL, 2, -INFINITY, NULL};
     assert_int_equal(oml_retrieve_among(f->old_ix, f->new_snap, x, 2, &c, &o, page, &np, NULL),
                      OML_OK);
     assert_int_equal(np, 2);
@@ -241,12 +241,12 @@ static void test_candidates_from_lists(void **state)
         /* The recall sample of a fresh view counts exactly that, per head:
          * all of them. */
         int64_t hits[OML_MAX_HEADS], total[OML_MAX_HEADS];
-        oml_rerank_recall(old_ix, x[q], 5, 10, q, hits, total);
+        oml_rerank_recall(old_ix, x[q], 5, 10, q, NULL, hits, total);
         for (int h = 0; h < OML_MAX_HEADS; h++) {
             assert_int_equal(total[h], h < old_ix->heads ? 5 : 0);
             assert_int_equal(hits[h], total[h]);
         }
-        oml_rerank_recall(new_ix, x[q], 5, 10, q, hits, total); /* no lists: nothing */
+        oml_rerank_recall(new_ix, x[q], 5, 10, q, NULL, hits, total); /* no lists: nothing */
         for (int h = 0; h < OML_MAX_HEADS; h++)
             assert_true(total[h] == 0 && hits[h] == 0);
     }
@@ -256,7 +256,7 @@ static void test_candidates_from_lists(void **state)
         old_ix->hl[h].n_probe = 1;
     for (int q = 0; q < NL; q += 7) {
         int64_t hq[OML_MAX_HEADS], tq[OML_MAX_HEADS];
-        oml_rerank_recall(old_ix, x[q], 10, 10, q, hq, tq);
+        oml_rerank_recall(old_ix, x[q], 10, 10, q, NULL, hq, tq);
         for (int h = 0; h < old_ix->heads; h++) {
             hits += hq[h];
             total += tq[h];

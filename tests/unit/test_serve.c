@@ -369,7 +369,7 @@ static void test_retrieve_filters_and_similarity(void **state)
     /* Only blue (rows b, c): the search runs over them. head 0: c D_AC, b
      * sqrt 2 -> c .75, b .75/e; head 1: c 0, b sqrt 2 -> c .25, b .25/e. */
     uint8_t blue[4] = {0, 1, 1, 0};
-    oml_retrieve_opts o = {blue, 0, -INFINITY};
+    oml_retrieve_opts o = {blue, 0, -INFINITY, NULL};
     assert_int_equal(oml_retrieve(ix, x, 3, -1, &o, h, &n, NULL), OML_OK);
     assert_int_equal(n, 2);
     assert_int_equal(h[0].row, 2);
@@ -387,7 +387,7 @@ static void test_retrieve_filters_and_similarity(void **state)
 
     /* Page 2 of 1: offset 1, k 2 is hits 1-2 of the k = 3 ranking a, e, c,
      * with that ranking's scores. */
-    o = (oml_retrieve_opts){NULL, 1, -INFINITY};
+    o = (oml_retrieve_opts){NULL, 1, -INFINITY, NULL};
     assert_int_equal(oml_retrieve(ix, x, 2, -1, &o, h, &n, NULL), OML_OK);
     assert_int_equal(n, 2);
     assert_int_equal(h[0].row, 3);
@@ -395,7 +395,7 @@ static void test_retrieve_filters_and_similarity(void **state)
     assert_float_equal(h[1].score, E1 * 0.75, 1e-6);
 
     /* A similarity floor of .9 drops c: fewer than k come back. */
-    o = (oml_retrieve_opts){NULL, 0, 0.9f};
+    o = (oml_retrieve_opts){NULL, 0, 0.9f, NULL};
     assert_int_equal(oml_retrieve(ix, x, 3, -1, &o, h, &n, NULL), OML_OK);
     assert_int_equal(n, 2);
     assert_int_equal(h[0].row, 0);
@@ -404,7 +404,7 @@ static void test_retrieve_filters_and_similarity(void **state)
     /* A page beyond the largest ranking is refused, naming offset. */
     oml_diag d;
     memset(&d, 0, sizeof d);
-    o = (oml_retrieve_opts){NULL, OML_SERVE_MAX_K, -INFINITY};
+    o = (oml_retrieve_opts){NULL, OML_SERVE_MAX_K, -INFINITY, NULL};
     assert_int_equal(oml_retrieve(ix, x, 1, -1, &o, h, &n, &d), OML_EINVAL);
     assert_string_equal(d.field, "offset");
     oml_index_destroy(ix);

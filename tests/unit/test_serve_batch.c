@@ -241,8 +241,8 @@ static void test_retrieve_hand(void **state)
     oml_index *ix = hand_index(s);
     const float x[2] = {1, 0};
     uint8_t blue[4] = {0, 1, 1, 0};
-    oml_retrieve_opts only_blue = {blue, 0, -INFINITY}, page = {NULL, 1, -INFINITY},
-                      floor9 = {NULL, 0, 0.9f};
+    oml_retrieve_opts only_blue = {blue, 0, -INFINITY, NULL}, page = {NULL, 1, -INFINITY, NULL},
+                      floor9 = {NULL, 0, 0.9f, NULL};
     const oml_query q[5] = {{x, 3, -1, NULL}, {x, 3, -1, &only_blue}, {x, 2, -1, &page},
                             {x, 3, -1, &floor9}, {x, 8, -1, NULL}};
     oml_hit h[5][8];
@@ -292,8 +292,8 @@ static void test_equals_single_random(void **state)
     assert_non_null(allow);
     for (int32_t i = 0; i < rs.ix->n; i++)
         allow[i] = oml_rng_below(&r, 3) == 0;
-    oml_retrieve_opts opts[4] = {{allow, 0, -INFINITY}, {NULL, 7, -INFINITY},
-                                 {NULL, 0, 0.2f}, {allow, 3, 0.0f}};
+    oml_retrieve_opts opts[4] = {{allow, 0, -INFINITY, NULL}, {NULL, 7, -INFINITY, NULL},
+                                 {NULL, 0, 0.2f, NULL}, {allow, 3, 0.0f, NULL}};
     for (int i = 0; i < M; i++) {
         q[i].k = i % 5 == 4 ? 300 : 1 + i % 17;
         q[i].opts = i % 5 < 4 ? &opts[i % 4] : NULL;
@@ -434,7 +434,7 @@ static void test_validation(void **state)
     assert_int_equal(oml_classify_batch(ix, q, -1, c, &d), OML_EINVAL);
     assert_int_equal(oml_classify_batch(NULL, q, 4, c, &d), OML_EINVAL);
 
-    oml_retrieve_opts far = {NULL, OML_SERVE_MAX_K, -INFINITY};
+    oml_retrieve_opts far = {NULL, OML_SERVE_MAX_K, -INFINITY, NULL};
     q[2].opts = &far;
     oml_hit h[4][3];
     oml_hit *out[4] = {h[0], h[1], h[2], h[3]};
