@@ -270,6 +270,7 @@ void omld_engine_stats(omld_engine *e, omld_model_stats *out)
                 out->view_lists_scanned += (uint32_t)v->ix->hl[h].n_probe;
         omld_view *b = v->base ? v->base : v;
         out->view_index_version = b->version; /* older than view_version when it re-ranks */
+        out->view_float_columns = (uint8_t)omld_view_floats(v);
         out->view_recall_hits = atomic_load(&b->recall_hits);
         out->view_recall_total = atomic_load(&b->recall_total);
         omld_view_release(v);

@@ -72,6 +72,8 @@ typedef struct omld_model_stats {
                                          a head re-ranking another's scan adds none) */
     uint64_t view_index_version;      /* the model its index was built under (< view_version:
                                          queries re-rank the index's candidates) */
+    uint8_t view_float_columns;       /* its index keeps its items' float embeddings (0:
+                                         only its lists' codes, oml_index_drop_columns) */
     uint64_t view_recall_hits, view_recall_total; /* its sampled recall (query.c) */
     /* persistence (persist.c), as of the last group the learner took */
     uint64_t wal_bytes;               /* write-ahead log segments on disk */

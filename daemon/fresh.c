@@ -1,6 +1,6 @@
-/* fresh.c - classify and retrieve on a view that re-ranks (view.h
- * omld_view_reranks, rerank.h): one that serves a newer model than its
- * index's, or whose index keeps no float columns.
+/* fresh.c - classify and retrieve on a view that serves a newer model than
+ * its index's (view.h, rerank.h); the store's rows for an index that keeps
+ * no float columns (omld_fresh_rows).
  *
  * The index proposes each head's rerank_k nearest rows under its own
  * model; their features are read from the store as they are now (under the
@@ -67,7 +67,7 @@ int omld_fresh_classify(const omld_query_ctx *q, const omld_view *v, const float
     oml_rerank_set c;
     int rc = gather(q, v, x, candidates_per_head(q, k), exclude_row, allow, &c, d);
     if (rc == OML_OK)
-        rc = oml_classify_among(v->ix, omld_view_model(v), x, k, &c, out, d);
+        rc = oml_classify_among(v->ix, v->fresh, x, k, &c, out, d);
     free((void *)c.rows);
     free((void *)c.feats);
     return rc;
@@ -82,7 +82,7 @@ int omld_fresh_retrieve(const omld_query_ctx *q, const omld_view *v, const float
     int rc = gather(q, v, x, candidates_per_head(q, ranked), exclude_row,
                     opts ? opts->allow : NULL, &c, d);
     if (rc == OML_OK)
-        rc = oml_retrieve_among(v->ix, omld_view_model(v), x, k, &c, opts, out, n_out, d);
+        rc = oml_retrieve_among(v->ix, v->fresh, x, k, &c, opts, out, n_out, d);
     free((void *)c.rows);
     free((void *)c.feats);
     return rc;

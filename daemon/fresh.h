@@ -1,8 +1,8 @@
-/* fresh.h - classify and retrieve on a view that re-ranks
- * (omld_view_reranks: a model newer than its index's, or an index without
- * float columns): the index's candidates re-ranked under the view's model
- * (rerank.h), their features read from the store as they are now. Query
- * threads; same contracts and errors as oml_classify / oml_retrieve. */
+/* fresh.h - classify and retrieve on a view whose model is newer than its
+ * index's (v->fresh set): the index's candidates re-ranked under the view's
+ * model (rerank.h), their features read from the store as they are now.
+ * Query threads; same contracts and errors as oml_classify / oml_retrieve.
+ * And the store's rows for an index without float columns. */
 #ifndef OMLD_FRESH_H
 #define OMLD_FRESH_H
 

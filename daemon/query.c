@@ -107,10 +107,10 @@ void omld__query_sample_recall(const omld_query_ctx *q, omld_view *v, const floa
 {
     if (r->after != NULL) /* one per reply (a batch offers each of its queries) */
         return;
-    /* A view that re-ranks answers among k_c candidates per head
-     * (fresh.c): that set's recall is the index's share of its answers. */
+    /* A fresh view answers among k_c candidates per head (fresh.c): that
+     * set's recall is the index's share of its answers. */
     int32_t k_c = (int32_t)q->lim->rerank_k > k ? (int32_t)q->lim->rerank_k : k;
-    omld_recall_job *j = omld_recall_offer(q, v, x, k, omld_view_reranks(v) ? k_c : 0, row);
+    omld_recall_job *j = omld_recall_offer(q, v, x, k, v->fresh ? k_c : 0, row);
     if (j) {
         r->after = j;
         r->after_free = omld_recall_drop;
@@ -160,8 +160,10 @@ static int run_classify(const omld_query_ctx *q, omld_view *v, const Omld__Reque
         return omld__query_oom(r, "classify");
     oml_classification c;
     oml_diag d = {0};
-    rc = omld_view_reranks(v) ? omld_fresh_classify(q, v, qi.x, k, qi.row, allow, &c, &d)
-                              : oml_classify_allowed(v->ix, qi.x, k, qi.row, allow, &c, &d);
+    oml_row_source rows; /* an index without float columns: its rows from the store */
+    omld_fresh_rows(q, &rows);
+    rc = v->fresh ? omld_fresh_classify(q, v, qi.x, k, qi.row, allow, &c, &d)
+                  : oml_classify_from(v->ix, qi.x, k, qi.row, allow, &rows, &c, &d);
     free(allow);
     if (rc != OML_OK && rc != OML_EEMPTY)
         return omld__query_lib_error(r, rc, &d, "classify");
@@ -343,8 +345,11 @@ static int run_retrieve(const omld_query_ctx *q, omld_view *v, const Omld__Reque
         return omld__query_oom(r, "retrieve");
     int32_t n = 0;
     oml_diag d = {0};
-    rc = omld_view_reranks(v) ? omld_fresh_retrieve(q, v, qi.x, k, qi.row, &opts, hits, &n, &d)
-                              : oml_retrieve(v->ix, qi.x, k, qi.row, &opts, hits, &n, &d);
+    oml_row_source rows; /* an index without float columns: its rows from the store */
+    omld_fresh_rows(q, &rows);
+    opts.src = &rows;
+    rc = v->fresh ? omld_fresh_retrieve(q, v, qi.x, k, qi.row, &opts, hits, &n, &d)
+                  : oml_retrieve(v->ix, qi.x, k, qi.row, &opts, hits, &n, &d);
     int filtered = opts.allow != NULL || opts.offset > 0;
     free((void *)opts.allow);
     if (rc != OML_OK)

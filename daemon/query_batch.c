@@ -64,12 +64,17 @@ static int classify_all(const omld_query_ctx *q, const omld_view *v, const oml_q
                         size_t n, oml_classification *c, omld_reply *r)
 {
     oml_diag d = {0};
-    if (!omld_view_reranks(v)) {
+    if (!v->fresh && omld_view_floats(v)) {
         int rc = oml_classify_batch(v->ix, qs, (int32_t)n, c, &d);
         return rc == OML_OK ? 0 : batch_error(r, rc, &d, CLASSIFY_OP, 0);
     }
-    for (size_t i = 0; i < n; i++) {
-        int rc = omld_fresh_classify(q, v, qs[i].x, qs[i].k, qs[i].exclude_row, NULL, &c[i], &d);
+    oml_row_source rows; /* an index without float columns: its rows from the store */
+    omld_fresh_rows(q, &rows);
+    for (size_t i = 0; i < n; i++) { /* one at a time, as a batch on lists answers anyway */
+        int rc = v->fresh ? omld_fresh_classify(q, v, qs[i].x, qs[i].k, qs[i].exclude_row, NULL,
+                                                &c[i], &d)
+                          : oml_classify_from(v->ix, qs[i].x, qs[i].k, qs[i].exclude_row, NULL,
+                                              &rows, &c[i], &d);
         if (rc == OML_EEMPTY)
             c[i] = (oml_classification){.label = OML_LABEL_NONE};
         else if (rc != OML_OK)
@@ -116,7 +121,7 @@ static int run_classify_batch(const omld_query_ctx *q, omld_view *v, const Omld_
 
 int omld_query_groupable(const omld_view *v, const Omld__Request *req)
 {
-    if (v == NULL || omld_view_reranks(v) || v->ix->hl != NULL || req->body_case != OMLD__REQUEST__BODY_CLASSIFY)
+    if (v == NULL || v->fresh || v->ix->hl != NULL || req->body_case != OMLD__REQUEST__BODY_CLASSIFY)
         return 0;
     const Omld__ClassifyRequest *m = req->classify;
     return m->model_opt_case != OMLD__CLASSIFY_REQUEST__MODEL_OPT_MODEL && m->n_metadata == 0;
@@ -177,7 +182,7 @@ static int retrieve_some(const omld_query_ctx *q, const omld_view *v, const oml_
                          omld_reply *r)
 {
     oml_diag d = {0};
-    if (!omld_view_reranks(v)) {
+    if (!v->fresh) { /* (their opts carry the store's rows for an index without floats) */
         int rc = oml_retrieve_batch(v->ix, qs + first, (int32_t)b, hits, n_hits, &d);
         return rc == OML_OK ? 0 : batch_error(r, rc, &d, RETRIEVE_OP, first);
     }
@@ -206,8 +211,11 @@ static int retrieve_block(const omld_query_ctx *q, omld_view *v,
                           omld_reply *r)
 {
     int rc = 0;
+    oml_row_source rows; /* an index without float columns: its rows from the store */
+    omld_fresh_rows(q, &rows);
     for (size_t i = first; i < first + b; i++) {
         omld__query_retrieve_opts(m->queries[i], &opts[i]);
+        opts[i].src = &rows;
         if (rc == 0 && omld__query_retrieve_filter(q, v, m->queries[i], &opts[i]) != 0)
             rc = omld__query_oom(r, RETRIEVE_OP);
         qs[i].opts = &opts[i];

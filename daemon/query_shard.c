@@ -76,7 +76,7 @@ static int run_shard_retrieve(const omld_query_ctx *q, omld_view *v, const Omld_
                               omld_reply *r)
 {
     const Omld__RetrieveRequest *m = req->shard_retrieve->retrieve;
-    if (omld_view_reranks(v)) /* its answers re-rank the index's candidates from the store */
+    if (v->fresh || !omld_view_floats(v)) /* candidates re-ranked, or no floats to read */
         return omld_reply_error(r, OMLD__STATUS__CODE__UNAVAILABLE, "shard_retrieve",
                                 "shard_retrieve is answered from a built index only, and this "
                                 "view re-ranks (rerank_min_items): set rerank_min_items above "

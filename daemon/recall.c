@@ -66,13 +66,12 @@ static void job_run(omld_recall_job *j)
 {
     uint64_t t0 = omld_now_ns();
     int64_t head_hits[OML_MAX_HEADS], head_total[OML_MAX_HEADS], hits = 0, total = 0;
-    if (j->k_c > 0) {
-        oml_row_source rows; /* an index without float columns: its rows from the store */
-        omld_fresh_rows(j->q, &rows);
+    oml_row_source rows; /* an index without float columns: its rows from the store */
+    omld_fresh_rows(j->q, &rows);
+    if (j->k_c > 0)
         oml_rerank_recall(j->v->ix, j->x, j->k, j->k_c, j->row, &rows, head_hits, head_total);
-    } else {
-        oml_index_recall(j->v->ix, j->x, j->k, j->row, head_hits, head_total);
-    }
+    else
+        oml_index_recall(j->v->ix, j->x, j->k, j->row, &rows, head_hits, head_total);
     for (int h = 0; h < j->v->ix->heads; h++) { /* a head that parts from the others shows */
         omld_count(&j->m->ann_recall_head_hits[h], (uint64_t)head_hits[h]);
         omld_count(&j->m->ann_recall_head_total[h], (uint64_t)head_total[h]);

@@ -208,7 +208,13 @@ static int build_in_gathers(omld_views *vs, oml_index_builder *b, oml_snapshot *
         rc = store_swapped(lock, gen) ? OML_ECANCELED : oml_index_builder_finish(b, vs->store, out);
         store_unlock(lock);
     }
-    if (b != &vs->builder || rc != OML_OK || oml_index_builder_bytes(b) > vs->keep_builder)
+    /* From rerank_min_items items, rebuilds are seconds apart (fresh views
+     * serve meanwhile) and the buffers' pages not worth keeping: 40 MB at
+     * a million items, held through the lists' build too. */
+    uint64_t rerank_min = atomic_load(&vs->rerank_min_items);
+    int rare = rc == OML_OK && rerank_min > 0 && (uint64_t)(*out)->n >= rerank_min;
+    if (b != &vs->builder || rc != OML_OK || rare ||
+        oml_index_builder_bytes(b) > vs->keep_builder)
         oml_index_builder_free(b);
     else
         oml_index_builder_release_snapshot(b);

@@ -49,13 +49,12 @@ static inline const oml_snapshot *omld_view_model(const omld_view *v)
     return v->fresh ? v->fresh : v->ix->snap;
 }
 
-/* Whether v answers by re-ranking its index's candidates from the store
- * (fresh.h): it serves a newer model than its index's, or its index keeps
- * only its lists' codes (the float columns were dropped: see
- * omld_views_set_rerank). */
-static inline int omld_view_reranks(const omld_view *v)
+/* Whether v's index keeps its items' float embeddings; 0: only its
+ * lists' codes (omld_views_set_rerank), and what re-ranks exactly takes
+ * its rows from the store (fresh.h omld_fresh_rows). */
+static inline int omld_view_floats(const omld_view *v)
 {
-    return v->fresh != NULL || (v->ix->hl != NULL && v->ix->emb_cols == NULL);
+    return v->ix->emb_cols != NULL || v->ix->hl == NULL;
 }
 
 omld_view *omld_view_retain(omld_view *v);
@@ -94,8 +93,8 @@ void omld_views_set_lists(omld_views *vs, uint64_t min_items, double target_reca
  * the index behind it; 0 (the default): a model is served only once its
  * own index is built. An index of at least min_items items with lists
  * then also drops its float columns once calibrated (oml_index_drop_columns:
- * a third of the raw features at a million items): every query on it
- * re-ranks from the store, as a fresh view's do. */
+ * a third of the raw features at a million items): what re-ranks exactly
+ * on it takes its rows from the store. */
 void omld_views_set_rerank(omld_views *vs, uint64_t min_items);
 /* A shard (option shard = i/n, n > 1): views index only the items whose id
  * hashes to shard i (src/shard.h). Before the first publish. */
@@ -112,7 +111,8 @@ void omld_views_set_duty(omld_views *vs, double duty);
 
 /* The indexer keeps its builder's buffers (features, embeddings, ids) for
  * the next build while they hold at most `bytes` (0, the default: freed
- * after each build). For views rebuilt every publish: at 35,000 items
+ * after each build), and only for indexes below the re-ranking bound
+ * (omld_views_set_rerank: above it rebuilds are seconds apart). For views rebuilt every publish: at 35,000 items
  * realloc copies and fresh pages were about a quarter of a build. Before the first
  * publish. */
 void omld_views_keep_builder(omld_views *vs, size_t bytes);

@@ -105,9 +105,16 @@ int oml_classify(const oml_index *ix, const float *x, int32_t k, int32_t exclude
 int oml_classify_allowed(const oml_index *ix, const float *x, int32_t k, int32_t exclude_row,
                          const uint8_t *allow, oml_classification *out, oml_diag *diag)
 {
+    return oml_classify_from(ix, x, k, exclude_row, allow, NULL, out, diag);
+}
+
+int oml_classify_from(const oml_index *ix, const float *x, int32_t k, int32_t exclude_row,
+                      const uint8_t *allow, const oml_row_source *src, oml_classification *out,
+                      oml_diag *diag)
+{
     int rc = oml__check_query(ix, x, k, exclude_row, diag);
     if (rc == OML_OK)
-        rc = oml__check_columns(ix, NULL, diag);
+        rc = oml__check_columns(ix, src, diag);
     if (rc != OML_OK)
         return rc;
     if (ix->n == 0)
@@ -119,7 +126,8 @@ int oml_classify_allowed(const oml_index *ix, const float *x, int32_t k, int32_t
         return oml_diag_set(diag, OML_ENOMEM, "", "classify workspace");
     vote_ws vw;
     oml__vote_ws_init(&vw, ex, nl, nt);
-
+    if (ix->hl)
+        w.near.src = src;
     rc = oml__query_neighbors(ix, x, k, exclude_row, allow, &w);
     if (rc == OML_OK) {
         oml_classification res;
@@ -336,24 +344,34 @@ int oml_retrieve(const oml_index *ix, const float *x, int32_t k, int32_t exclude
 }
 
 void oml_index_recall(const oml_index *ix, const float *x, int32_t k, int32_t exclude_row,
-                      int64_t *hits, int64_t *total)
+                      const oml_row_source *src, int64_t *hits, int64_t *total)
 {
     memset(hits, 0, OML_MAX_HEADS * sizeof *hits);
     memset(total, 0, OML_MAX_HEADS * sizeof *total);
-    if (ix == NULL || ix->hl == NULL || ix->emb_cols == NULL ||
+    if (ix == NULL || ix->hl == NULL || (ix->emb_cols == NULL && src == NULL) ||
         oml__check_query(ix, x, k, exclude_row, NULL) != OML_OK)
         return;
     query_ws w;
     void *ex;
-    size_t extra = (size_t)k * sizeof(oml_neighbor) + (size_t)ix->n * sizeof(float);
-    if (oml__query_ws_init(&w, ix, k, extra, &ex) != OML_OK)
+    /* The reference: a full scan of the floats (n floats of scratch), or
+     * without them every row's code by a workspace of its own. */
+    size_t ref = ix->emb_cols ? (size_t)ix->n * sizeof(float) : oml_near_ws_bytes(ix, k);
+    if (oml__query_ws_init(&w, ix, k, (size_t)k * sizeof(oml_neighbor) + ref, &ex) != OML_OK)
         return;
     oml_neighbor *exact = ex;
-    float *scratch = (float *)(void *)(exact + k); /* the full scan's (n) */
+    float *scratch = (float *)(void *)(exact + k);
+    oml_near_ws all;
+    if (ix->emb_cols == NULL) {
+        oml_near_ws_init(&all, ix, k, scratch);
+        all.src = src;
+    }
+    w.near.src = src;
     if (oml__query_neighbors(ix, x, k, exclude_row, NULL, &w) == OML_OK) { /* the lists' answer */
         for (int h = 0; h < ix->heads; h++) {
-            int32_t n = oml_index_topk(ix, h, w.q + (size_t)h * (size_t)ix->emb, k, exclude_row,
-                                       NULL, exact, scratch);
+            const float *qh = w.q + (size_t)h * (size_t)ix->emb;
+            int32_t n = ix->emb_cols
+                            ? oml_index_topk(ix, h, qh, k, exclude_row, NULL, exact, scratch)
+                            : oml_index_topk_lists(ix, h, qh, k, exclude_row, NULL, exact, &all);
             const oml_neighbor *got = w.nb + (size_t)h * (size_t)k;
             for (int32_t i = 0; i < w.cnt[h]; i++)
                 for (int32_t j = 0; j < n; j++)

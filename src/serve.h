@@ -36,13 +36,18 @@ typedef struct oml_classification {
  * neighbour), OML_ENOMEM. Heads whose k neighbours are equally far
  * (d_max = d_min) score every neighbour alpha(l), the limit of Eq. 23.
  * An index without float columns (oml_index_drop_columns) is OML_EINVAL
- * (field "index"): its candidates are re-ranked instead (rerank.h). */
+ * (field "index"): oml_classify_from takes a row source for it. */
 int oml_classify(const oml_index *ix, const float *x, int32_t k, int32_t exclude_row,
                  oml_classification *out, oml_diag *diag);
 /* oml_classify among the allowed rows only (allow (n): 1 for rows that may
  * be neighbours; NULL: every row), e.g. a metadata filter's. */
 int oml_classify_allowed(const oml_index *ix, const float *x, int32_t k, int32_t exclude_row,
                          const uint8_t *allow, oml_classification *out, oml_diag *diag);
+/* oml_classify_allowed on an index that may keep no float columns: src
+ * (NULL: none) embeds the rows its exact re-rank needs (index.h). */
+int oml_classify_from(const oml_index *ix, const float *x, int32_t k, int32_t exclude_row,
+                      const uint8_t *allow, const oml_row_source *src, oml_classification *out,
+                      oml_diag *diag);
 
 typedef struct oml_verification {
     float probability;   /* Eq. 26 */
@@ -142,9 +147,12 @@ int oml_recommend(const oml_index *ix, const float *pos, int32_t n_pos, const fl
 /* How well an index with lists answers x: of the exact k nearest rows of
  * every head (a full scan), how many the lists' search also finds; hits[h]
  * and total[h] (OML_MAX_HEADS each) get head h's counts (all 0 for an
- * index without lists or float columns, or a failure). Costs a full scan: for a sample of
- * queries. */
+ * index without lists, or a failure). Costs a full scan: for a sample of
+ * queries. An index without float columns needs src (NULL: all 0): its
+ * search re-ranks from it, and its reference is every row's int8 code
+ * with the rows they cannot rule out embedded from it
+ * (oml_index_topk_lists). */
 void oml_index_recall(const oml_index *ix, const float *x, int32_t k, int32_t exclude_row,
-                      int64_t *hits, int64_t *total);
+                      const oml_row_source *src, int64_t *hits, int64_t *total);
 
 #endif

@@ -907,10 +907,12 @@ static void test_status_and_metrics_endpoints(void **state)
 
 /* A store past ann_min_items is searched through inverted lists: queries
  * still answer with the stored classes, /status says "lists", and the
- * recall of the sampled queries against a full scan is on /metrics. */
-static void test_inverted_lists_through_the_daemon(void **state)
+ * recall of the sampled queries against a full scan is on /metrics.
+ * rerank_arg NULL: the index keeps its float columns (the store is below
+ * rerank_min_items); else (past it) they are dropped, every query
+ * re-ranks from the store, and so does the sample's exact reference. */
+static void lists_round_trip(const char *rerank_arg)
 {
-    (void)state;
     enum { N = 3000 };
     static float x[N][DIM];
     static char ids[N][16], labels[N][8];
@@ -923,7 +925,7 @@ static void test_inverted_lists_through_the_daemon(void **state)
     }
     const char *args[] = {"--dim=16", "--preset=default", "--layers=2", "--hidden=32",
                           "--emb=8", "--publish_ms=50", "--max_batch=1000",
-                          "--ann_min_items=1000", NULL};
+                          "--ann_min_items=1000", rerank_arg, NULL};
     omld_proc p;
     assert_int_equal(omld_proc_start(&p, args, TIMEOUT_MS), 0);
     omlc *c = dial(&p);
@@ -976,7 +978,8 @@ static void test_inverted_lists_through_the_daemon(void **state)
              "assert s[\"mode\"]==\"lists\", s; assert s[\"lists\"]>=16, s; "
              "assert s[\"lists_from_items\"]==1000, s; "
              "r=s[\"recall\"]; assert r is None or 0<=r<=1, s; "
-             "assert r is None or s[\"recall_checked\"]<100 or r>=0.85, s'", path);
+             "assert r is None or s[\"recall_checked\"]<100 or r>=0.85, s; "
+             "assert s[\"float_columns\"]==%s, s'", path, rerank_arg ? "False" : "True");
     assert_int_equal(system(cmd), 0);
     /* Recall is held to 0.85, under the calibration's 0.95 on the index's
      * own rows: this data's items are noisy copies of a few class centres,
@@ -1017,6 +1020,19 @@ static void test_inverted_lists_through_the_daemon(void **state)
     free(body);
     assert_int_equal(omld_proc_stop(&p, SIGTERM, TIMEOUT_MS), 0);
     omld_proc_cleanup(&p);
+}
+
+static void test_inverted_lists_through_the_daemon(void **state)
+{
+    (void)state;
+    lists_round_trip(NULL);
+}
+
+/* Past rerank_min_items the index keeps only its lists' codes. */
+static void test_lists_without_float_columns(void **state)
+{
+    (void)state;
+    lists_round_trip("--rerank_min_items=1000");
 }
 
 /* A partial click batch keeps its good triplets and names each bad one
@@ -1344,6 +1360,7 @@ int main(void)
     const struct CMUnitTest own[] = {
         cmocka_unit_test(test_backpressure_bounds_memory),
         cmocka_unit_test(test_inverted_lists_through_the_daemon),
+        cmocka_unit_test(test_lists_without_float_columns),
         cmocka_unit_test(test_partial_triplet_batch),
         cmocka_unit_test(test_k_above_1024),
         cmocka_unit_test(test_sigterm_under_load_exits_cleanly),

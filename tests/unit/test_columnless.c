@@ -171,8 +171,8 @@ static void same_hits(const oml_hit *a, int32_t na, const oml_hit *b, int32_t nb
     }
 }
 
-/* Retrieve and recommend given the source: the answers of the index with
- * its columns, pages and similarity floors included. */
+/* Classify, retrieve and recommend given the source: the answers of the
+ * index with its columns, pages and similarity floors included. */
 static void test_retrieve_and_recommend(void **state)
 {
     fx *f = *state;
@@ -189,6 +189,14 @@ static void test_retrieve_and_recommend(void **state)
         assert_int_equal(oml_retrieve(f->full, f->x[s], 5, s, &paged, want, &nw, NULL), OML_OK);
         assert_int_equal(oml_retrieve(f->bare, f->x[s], 5, s, &paged_src, got, &ng, NULL), OML_OK);
         same_hits(want, nw, got, ng);
+        oml_classification cw, cg;
+        assert_int_equal(oml_classify(f->full, f->x[s], 5, s, &cw, NULL), OML_OK);
+        assert_int_equal(oml_classify_from(f->bare, f->x[s], 5, s, NULL, &f->src, &cg, NULL),
+                         OML_OK);
+        assert_int_equal(cg.label, cw.label);
+        assert_int_equal(cg.n_classes, cw.n_classes);
+        for (int32_t c = 0; c < cw.n_classes; c++)
+            assert_float_equal(cg.classes[c].score, cw.classes[c].score, 1e-5);
         assert_int_equal(oml_recommend(f->full, f->x[s], 1, f->x[s - 1], 1, 8, &plain, want, &nw,
                                        NULL),
                          OML_OK);
@@ -225,7 +233,7 @@ static void test_refused_without_a_source(void **state)
     assert_string_equal(d.field, "index");
     oml_candidates_free(&cand);
     int64_t hits_h[OML_MAX_HEADS], total_h[OML_MAX_HEADS];
-    oml_index_recall(f->bare, f->x[0], 5, 0, hits_h, total_h);
+    oml_index_recall(f->bare, f->x[0], 5, 0, NULL, hits_h, total_h);
     for (int h = 0; h < OML_MAX_HEADS; h++)
         assert_true(hits_h[h] == 0 && total_h[h] == 0);
     oml_rerank_recall(f->bare, f->x[0], 5, 10, 0, NULL, hits_h, total_h);
@@ -233,8 +241,9 @@ static void test_refused_without_a_source(void **state)
         assert_true(hits_h[h] == 0 && total_h[h] == 0);
 }
 
-/* The candidates' recall sample with its exact reference from the store
- * counts what the same sample counts on the floats, head by head. */
+/* Both recall samples (the candidates' and the lists' own search) with
+ * their exact reference from the store count what the same samples count
+ * on the floats, head by head. */
 static void test_recall_reference_from_the_store(void **state)
 {
     fx *f = *state;
@@ -248,6 +257,13 @@ static void test_recall_reference_from_the_store(void **state)
             assert_int_equal(hg[h], hw[h]);
             assert_int_equal(tg[h], h < f->full->heads ? 5 : 0);
             sum += tw[h] - hw[h];
+        }
+        oml_index_recall(f->full, f->x[s], 5, s, NULL, hw, tw);
+        oml_index_recall(f->bare, f->x[s], 5, s, &f->src, hg, tg);
+        for (int h = 0; h < OML_MAX_HEADS; h++) {
+            assert_int_equal(tg[h], tw[h]);
+            assert_int_equal(hg[h], hw[h]);
+            assert_int_equal(tg[h], h < f->full->heads ? 5 : 0);
         }
     }
     assert_true(sum > 0); /* 3 lists and 6 candidates miss some: the test can tell */
@@ -294,7 +310,7 @@ static void test_views_drop_where_they_rerank(void **state)
     omld_view *v = omld_views_acquire(vs);
     assert_non_null(v->ix->hl);
     assert_non_null(v->ix->emb_cols); /* below the bound */
-    assert_int_equal(omld_view_reranks(v), 0);
+    assert_int_equal(omld_view_floats(v), 1);
     omld_view_release(v);
 
     omld_views_set_rerank(vs, 64);
@@ -302,7 +318,7 @@ static void test_views_drop_where_they_rerank(void **state)
     v = omld_views_acquire(vs);
     assert_non_null(v->ix->hl);
     assert_null(v->ix->emb_cols);
-    assert_int_equal(omld_view_reranks(v), 1);
+    assert_int_equal(omld_view_floats(v), 0);
     for (int h = 0; h < v->ix->heads; h++) {
         v->ix->hl[h].n_probe = v->ix->n_lists;
         f->full->hl[h].n_probe = f->full->n_lists;
