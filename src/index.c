@@ -21,6 +21,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "parallel.h"
 
@@ -570,7 +571,8 @@ void oml_index_drop_columns(oml_index *ix)
 {
     if (ix == NULL || ix->hl == NULL)
         return;
-    free(ix->_cols);
+    if (ix->_cols)
+        munmap(ix->_cols, ix->_cols_len);
     ix->_cols = NULL;
     ix->emb_cols = NULL;
 }
@@ -597,7 +599,8 @@ void oml_index_destroy(oml_index *ix)
         oml_hlist_free(&ix->hl[h]);
     free(ix->hl);
     drop_codes(ix->cs, ix->heads);
-    free(ix->_cols);
+    if (ix->_cols)
+        munmap(ix->_cols, ix->_cols_len);
     free(ix->_arena);
     free(ix);
 }

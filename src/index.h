@@ -48,7 +48,8 @@ typedef struct oml_index {
      * reads the float columns. */
     oml_codescan *cs;        /* (heads) or NULL; owned */
     void *_arena;
-    void *_cols;             /* emb_cols' own allocation (the builder's columns) */
+    void *_cols;             /* emb_cols' own mapping (the builder's columns), */
+    size_t _cols_len;        /* of this many bytes */
 } oml_index;
 
 /* Where an index without float columns (oml_index_drop_columns) gets the
@@ -168,6 +169,7 @@ typedef struct oml_index_builder {
                                  index, so no second copy of them exists at any time
                                  (at 1M, 96-d heads: 1.15 GB each) */
     size_t cap_cols;          /* rows cols has room for */
+    size_t cols_len;          /* bytes of cols' mapping */
     size_t expect;            /* live items when the build began (the first gather) */
     size_t cap_rows, cap_labels, cap_off, cap_chars;
     uint32_t shard_i, shard_n; /* shard_n > 1: keep only the items of shard shard_i

@@ -25,6 +25,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "bigmem.h"
 #include "net.h"
@@ -124,7 +126,8 @@ void oml_index_builder_free(oml_index_builder *b)
     free(b->labels);
     free(b->id_off);
     free(b->chars);
-    free(b->cols);
+    if (b->cols)
+        munmap(b->cols, b->cols_len);
     free(b->H0);
     free(b->P);
     free(b->new_row);
@@ -244,11 +247,26 @@ static void keep_shard(oml_index_builder *b, size_t first)
     b->n_chars = wc;
 }
 
+/* Bytes of a mapping of rows x c floats: whole pages, at least one. */
+static size_t cols_len(size_t rows, size_t c)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), bytes = rows * c * sizeof(float);
+    return bytes ? (bytes + page - 1) / page * page : page;
+}
+
 /* Room in b->cols for need rows. The first time for the live items the
  * build began with, a 32nd more and a gather (items put meanwhile), not a
  * doubling: with huge pages a column's untouched tail is not free. More
- * puts than that move the columns to a larger buffer (both exist for the
- * copy). */
+ * puts than that (a store filling while it is indexed) grow the mapping:
+ * the kernel moves its pages, not their bytes, so the old columns and the
+ * new never both take memory (a malloc and copy held 2 x 1 GB at a
+ * million items for the seconds the copy's page faults took). Then each
+ * column moves up to its new place, the last first: each lands at or above
+ * where it was and above every column still to move. Not advised for huge
+ * pages: so mapped and advised, at a million items the learner stalled
+ * (omld-bench freshness p50 0.4-2.0 s, max 8.5-11.9 s in 3 runs; 255 / 503
+ * ms unadvised; the cause not found: malloc'd and advised, as before, it
+ * did not). The columns are transient there (dropped once calibrated). */
 static int cols_room(oml_index_builder *b, size_t need)
 {
     if (need <= b->cap_cols)
@@ -256,15 +274,18 @@ static int cols_room(oml_index_builder *b, size_t need)
     size_t base = b->cap_cols ? need + need / 8 : b->expect + b->expect / 32;
     size_t cap = base + OML_INDEX_GATHER_ROWS, c = (size_t)b->heads * (size_t)b->emb;
     cap = cap > need ? cap : need;
-    float *p = malloc(cap * c * sizeof(float));
-    if (p == NULL)
+    size_t len = cols_len(cap, c);
+    void *p = b->cols ? mremap(b->cols, b->cols_len, len, MREMAP_MAYMOVE)
+                      : mmap(NULL, len, PROT_READ | PROT_WRITE,
+                             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
         return OML_ENOMEM;
-    oml_bigmem_advise(p, cap * c * sizeof(float));
+    float *cols = p;
     size_t have = b->n - (size_t)b->pending; /* rows embedded so far */
-    for (size_t j = 0; have > 0 && j < c; j++)
-        memcpy(p + j * cap, b->cols + j * b->cap_cols, have * sizeof(float));
-    free(b->cols);
-    b->cols = p;
+    for (size_t j = c; have > 0 && j-- > 1;)
+        memmove(cols + j * cap, cols + j * b->cap_cols, have * sizeof(float));
+    b->cols = cols;
+    b->cols_len = len;
     b->cap_cols = cap;
     return OML_OK;
 }
@@ -351,14 +372,15 @@ static void lay_out_rows(oml_index *ix, const oml_index_builder *b, char *p)
 }
 
 /* The builder's columns, closed up from row stride cap_cols to n, to the
- * index (emb_cols, owned as _cols). Column c moves to c n from c cap_cols:
- * never past where a later one still is, so in place, first to last; the
- * tail is given back. */
+ * index (emb_cols, owned as _cols, a mapping of _cols_len bytes). Column c
+ * moves to c n from c cap_cols: never past where a later one still is, so
+ * in place, first to last; the tail is given back. */
 static void hand_over_cols(oml_index *ix, oml_index_builder *b)
 {
     size_t n = b->n, c = (size_t)b->heads * (size_t)b->emb;
     if (b->cols == NULL || n == 0) {
-        free(b->cols);
+        if (b->cols)
+            munmap(b->cols, b->cols_len);
         b->cols = NULL;
         b->cap_cols = 0;
         ix->emb_cols = NULL;
@@ -366,9 +388,12 @@ static void hand_over_cols(oml_index *ix, oml_index_builder *b)
     }
     for (size_t j = 1; n < b->cap_cols && j < c; j++)
         memmove(b->cols + j * n, b->cols + j * b->cap_cols, n * sizeof(float));
-    float *p = realloc(b->cols, n * c * sizeof(float)); /* smaller: in place or moved */
-    ix->emb_cols = p ? p : b->cols;
-    ix->_cols = ix->emb_cols;
+    size_t len = cols_len(n, c);
+    if (len < b->cols_len && munmap((char *)b->cols + len, b->cols_len - len) == 0)
+        b->cols_len = len;
+    ix->emb_cols = b->cols;
+    ix->_cols = b->cols;
+    ix->_cols_len = b->cols_len;
     b->cols = NULL;
     b->cap_cols = 0;
 }
