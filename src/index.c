@@ -313,11 +313,7 @@ static int32_t keep_possible(const oml_hlist_keep *keep, oml_hlist_hit *v)
     return m;
 }
 
-/* The exact re-rank of the m rows v (their codes' dot and slack) into out
- * (k), ascending by (distance, row): canonical distances, most promising
- * row first, until no row left can reach the k-th (its dot + slack, less
- * the rounding margin, under the k-th's cosine). v is reordered. */
-/* Offers row r at distance d to the k nearest so far (out: a max-heap of cnt). */
+/* Offers nb to the k nearest so far (out: a max-heap of *cnt). */
 static void heap_offer(oml_neighbor *out, int32_t k, int32_t *cnt, oml_neighbor nb)
 {
     if (*cnt < k) {
@@ -339,7 +335,7 @@ static int rest_ruled_out(const oml_hlist_hit *vi, const oml_neighbor *out, floa
 #define SOURCE_BLOCK 16
 
 /* rerank_exact for an index without float columns: the rows' embeddings
- * come from w->src a block at a time, in the same order and with the same
+ * come from src a block at a time, in the same order and with the same
  * stopping rule; a row whose item is gone is skipped. */
 static int32_t rerank_from_source(const oml_index *ix, int head, const float *q, int32_t k,
                                   const oml_hlist_hit *v, int32_t m, oml_neighbor *out,
@@ -371,6 +367,10 @@ static int32_t rerank_from_source(const oml_index *ix, int head, const float *q,
     return oml_index_sel_finish(&s);
 }
 
+/* The exact re-rank of the m rows v (their codes' dot and slack) into out
+ * (k), ascending by (distance, row): canonical distances, most promising
+ * row first, until no row left can reach the k-th (its dot + slack, less
+ * the rounding margin, under the k-th's cosine). v is reordered. */
 static int32_t rerank_exact(const oml_index *ix, int head, const float *q, int32_t k,
                             oml_hlist_hit *v, int32_t m, oml_neighbor *out,
                             const oml_row_source *src)
@@ -536,7 +536,7 @@ int32_t oml_index_topk(const oml_index *ix, int head, const float *q, int32_t k,
                        int32_t exclude, const uint8_t *allow, oml_neighbor *out, float *scratch)
 {
     int32_t n = ix->n, e = ix->emb;
-    if (k <= 0 || n <= 0)
+    if (k <= 0 || n <= 0 || ix->emb_cols == NULL)
         return 0;
     if (ix->cs != NULL) {
         int32_t cnt = topk_by_codes(ix, head, q, k, exclude, allow, out, scratch);

@@ -239,7 +239,8 @@ void oml_index_destroy(oml_index *ix); /* accepts NULL; releases the snapshot re
  * floats. Returns how many were written (min(k, available)). Scans every
  * row, lists or not: by the codes first where the index has them
  * (oml_index_add_codes), else (or when more rows than an eighth tie within
- * the codes' error) on the floats; the answer is the same. */
+ * the codes' error) on the floats; the answer is the same. An index
+ * without float columns: 0 (oml_index_topk_lists answers from a source). */
 int32_t oml_index_topk(const oml_index *ix, int head, const float *q, int32_t k,
                        int32_t exclude, const uint8_t *allow, oml_neighbor *out, float *scratch);
 

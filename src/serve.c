@@ -47,7 +47,7 @@ int oml__check_columns(const oml_index *ix, const oml_row_source *src, oml_diag 
     if (ix->emb_cols != NULL || ix->n == 0 || src != NULL)
         return OML_OK;
     return oml_diag_set(diag, OML_EINVAL, "index", "the index keeps no item embeddings (only "
-                        "its lists' codes): its candidates must be re-ranked from the store");
+                        "its lists' codes): a row source must embed the rows it re-ranks");
 }
 
 int oml__query_ws_init(query_ws *w, const oml_index *ix, int32_t k, size_t extra,
