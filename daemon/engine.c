@@ -271,6 +271,8 @@ void omld_engine_stats(omld_engine *e, omld_model_stats *out)
         omld_view *b = v->base ? v->base : v;
         out->view_index_version = b->version; /* older than view_version when it re-ranks */
         out->view_float_columns = (uint8_t)omld_view_floats(v);
+        out->view_float_bytes = oml_index_float_bytes(v->ix);
+        out->view_code_bytes = oml_index_code_bytes(v->ix);
         out->view_recall_hits = atomic_load(&b->recall_hits);
         out->view_recall_total = atomic_load(&b->recall_total);
         omld_view_release(v);

@@ -416,6 +416,11 @@ static void metrics_search(omld_buf *b, const omld_metrics *mt, const omld_model
             omld_read(&mt->query_groups));
     counter(b, "omld_queries_grouped_total", "Single classify requests answered in those "
             "groups.", omld_read(&mt->queries_grouped));
+    gauge(b, "omld_search_index_float_bytes", "Bytes of the serving index's float embeddings "
+          "(0: it keeps only its lists' codes, from rerank_min_items).",
+          (double)m->view_float_bytes);
+    gauge(b, "omld_search_index_code_bytes", "Bytes of the serving index's codes (its inverted "
+          "lists', or the exact scan's).", (double)m->view_code_bytes);
     gauge(b, "omld_search_index_versions_behind", "Model versions between the serving model "
           "and the one its index was built under (> 0: queries re-rank the index's candidates "
           "under the serving model while the next index is built).",

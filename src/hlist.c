@@ -69,6 +69,22 @@ void oml_hlist_free(oml_hlist *hl)
     memset(hl, 0, sizeof *hl);
 }
 
+size_t oml_hlist_bytes(const oml_hlist *hl)
+{
+    size_t n = (size_t)hl->n, L = (size_t)hl->n_lists, e = (size_t)hl->emb;
+    size_t bytes = L * e * sizeof(float)                         /* centroids */
+                   + (L + 1) * sizeof(int32_t)                    /* list_start */
+                   + n * (2 * sizeof(int32_t) + 3 * sizeof(float)) /* rows, pos_of, scale,
+                                                                     res_norm, code_err */
+                   + n * e                                        /* int8 codes */
+                   + 2 * L * sizeof(float);                       /* list_res_max, _err_max */
+    if (hl->pq.m > 0 && hl->blk_start)
+        bytes += (size_t)hl->pq.m * OML_PQ4_K * OML_PQ4_DSUB * sizeof(float) +
+                 (L + 1) * sizeof(int32_t) +
+                 (size_t)hl->blk_start[L] * oml_pq4_block_bytes(&hl->pq);
+    return bytes;
+}
+
 /* Centroids trained on every (n / s)-th row, copied out of the columns. */
 static int train(oml_hlist *hl, const float *cols)
 {

@@ -87,6 +87,8 @@ int32_t oml_hlist_lists_for(size_t n);
  * own scan. OML_OK, OML_EINVAL, OML_ENOMEM (hl is then empty). */
 int oml_hlist_build(oml_hlist *hl, const float *cols, int32_t n, int32_t emb, int32_t n_lists);
 void oml_hlist_free(oml_hlist *hl); /* accepts a zeroed one */
+/* The bytes its arrays hold (centroids, codes, product codes, rows, bounds). */
+size_t oml_hlist_bytes(const oml_hlist *hl);
 
 /* The lists' centroid dot products with q (emb) into dots (n_lists). */
 void oml_hlist_dots(const oml_hlist *hl, const float *q, float *dots);

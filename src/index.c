@@ -577,6 +577,20 @@ void oml_index_drop_columns(oml_index *ix)
     ix->emb_cols = NULL;
 }
 
+size_t oml_index_float_bytes(const oml_index *ix)
+{
+    return ix->emb_cols ? (size_t)ix->heads * (size_t)ix->emb * (size_t)ix->n * sizeof(float) : 0;
+}
+
+size_t oml_index_code_bytes(const oml_index *ix)
+{
+    size_t bytes = 0;
+    for (int h = 0; h < ix->heads; h++)
+        bytes += ix->hl ? oml_hlist_bytes(&ix->hl[h])
+                        : ix->cs ? oml_codescan_bytes(ix->n, ix->emb) : 0;
+    return bytes;
+}
+
 int32_t oml_index_row_of_slot(const oml_index *ix, uint32_t slot)
 {
     int32_t lo = 0, hi = ix->n; /* rows are in ascending slot order */

@@ -76,6 +76,12 @@ typedef struct oml_row_source {
  * index without lists keeps its columns (its scan reads them). */
 void oml_index_drop_columns(oml_index *ix);
 
+/* The bytes of an index's float columns (0 once dropped), and of its
+ * codes: the lists' (hlist.h) or the exact scan's (codescan.h). Its ids,
+ * slots and labels are not counted. */
+size_t oml_index_float_bytes(const oml_index *ix);
+size_t oml_index_code_bytes(const oml_index *ix);
+
 /* Per-head inverted lists for an index (hlist.h), oml_hlist_lists_for(n)
  * per head; each head's n_probe then covers a quarter of its lists until
  * oml_index_calibrate measures what is needed. No store involved: call it

@@ -994,6 +994,15 @@ static void lists_round_trip(const char *rerank_arg)
      * 256 queries, 1 in 32 checked. */
     assert_int_equal(omld_http_get(p.http, "/metrics", &body, &len), 200);
     assert_null(strstr(body, "\nomld_search_lists 0\n"));
+    /* The index's bytes: codes always, floats only below rerank_min_items
+     * (3,000 items of 3 heads of 8: 288,000 bytes of floats). */
+    const char *fb = strstr(body, "\nomld_search_index_float_bytes ");
+    const char *cb = strstr(body, "\nomld_search_index_code_bytes ");
+    assert_non_null(fb);
+    assert_non_null(cb);
+    assert_true(atof(cb + strlen("\nomld_search_index_code_bytes ")) >= 3 * 8 * N);
+    assert_true(atof(fb + strlen("\nomld_search_index_float_bytes ")) ==
+                (rerank_arg ? 0.0 : 3.0 * 8 * N * 4));
     const char *hp = strstr(body, "\nomld_search_recall_hits_total ");
     const char *cp = strstr(body, "\nomld_search_recall_checked_total ");
     assert_non_null(hp);

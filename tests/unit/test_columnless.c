@@ -125,6 +125,12 @@ static void same_neighbours(const oml_neighbor *a, int32_t na, const oml_neighbo
 static void test_search_from_the_store(void **state)
 {
     fx *f = *state;
+    /* What the index holds: its floats gone, its codes the same. */
+    size_t floats = (size_t)f->full->heads * (size_t)f->full->emb * NL * sizeof(float);
+    assert_int_equal(oml_index_float_bytes(f->full), floats);
+    assert_int_equal(oml_index_float_bytes(f->bare), 0);
+    assert_int_equal(oml_index_code_bytes(f->bare), oml_index_code_bytes(f->full));
+    assert_true(oml_index_code_bytes(f->bare) >= (size_t)f->full->heads * f->full->emb * NL);
     size_t ws = oml_near_ws_bytes(f->full, K);
     void *m1 = malloc(ws), *m2 = malloc(ws);
     float *scratch = malloc(NL * sizeof *scratch);
