@@ -925,7 +925,8 @@ static void lists_round_trip(const char *rerank_arg)
     }
     const char *args[] = {"--dim=16", "--preset=default", "--layers=2", "--hidden=32",
                           "--emb=8", "--publish_ms=50", "--max_batch=1000",
-                          "--ann_min_items=1000", rerank_arg, NULL};
+                          "--ann_min_items=1000", rerank_arg,
+                          rerank_arg ? "--rerank_candidates=64" : NULL, NULL};
     omld_proc p;
     assert_int_equal(omld_proc_start(&p, args, TIMEOUT_MS), 0);
     omlc *c = dial(&p);
@@ -1037,7 +1038,11 @@ static void test_inverted_lists_through_the_daemon(void **state)
     lists_round_trip(NULL);
 }
 
-/* Past rerank_min_items the index keeps only its lists' codes. */
+/* Past rerank_min_items the index keeps only its lists' codes. Fresh
+ * views serve there too, answering among rerank_candidates per head by
+ * the codes' order, and the sample counts those: on these nearly
+ * equidistant neighbours 32 of them held 0.75-0.90 of the exact 5 (a run
+ * in three under 0.85), 64 held 0.88-1.00 in 14 runs. */
 static void test_lists_without_float_columns(void **state)
 {
     (void)state;
