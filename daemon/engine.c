@@ -270,7 +270,6 @@ void omld_engine_stats(omld_engine *e, omld_model_stats *out)
                 out->view_lists_scanned += (uint32_t)v->ix->hl[h].n_probe;
         omld_view *b = v->base ? v->base : v;
         out->view_index_version = b->version; /* older than view_version when it re-ranks */
-        out->view_float_columns = (uint8_t)omld_view_floats(v);
         out->view_float_bytes = oml_index_float_bytes(v->ix);
         out->view_code_bytes = oml_index_code_bytes(v->ix);
         out->view_recall_hits = atomic_load(&b->recall_hits);

@@ -72,9 +72,8 @@ typedef struct omld_model_stats {
                                          a head re-ranking another's scan adds none) */
     uint64_t view_index_version;      /* the model its index was built under (< view_version:
                                          queries re-rank the index's candidates) */
-    uint8_t view_float_columns;       /* its index keeps its items' float embeddings (0:
-                                         only its lists' codes, oml_index_drop_columns) */
-    uint64_t view_float_bytes;        /* its index's float embeddings (oml_index_float_bytes) */
+    uint64_t view_float_bytes;        /* its index's float embeddings (oml_index_float_bytes;
+                                         0 with lists: only their codes) */
     uint64_t view_code_bytes;         /* its index's codes (oml_index_code_bytes) */
     uint64_t view_recall_hits, view_recall_total; /* its sampled recall (query.c) */
     /* persistence (persist.c), as of the last group the learner took */

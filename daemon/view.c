@@ -162,6 +162,15 @@ static int store_swapped(const omld_store_lock *lock, uint64_t gen)
     return lock != NULL && lock->generation != gen;
 }
 
+/* Whether an index of n items is past the re-ranking bound
+ * (omld_views_set_rerank): new models serve over it at once, and it keeps
+ * only its lists' codes. */
+static int past_rerank_bound(omld_views *vs, uint64_t n)
+{
+    uint64_t min = atomic_load(&vs->rerank_min_items);
+    return min > 0 && n >= min;
+}
+
 /* "; lists scanned per head: 307 (recall 0.989), 307, head 0's (recall
  * 0.964), 136 (recall 0.828; its first pass keeps 2048); head 0 keeps x16
  * for the others" for an index with lists (the calibration's outcome, which
@@ -211,8 +220,7 @@ static int build_in_gathers(omld_views *vs, oml_index_builder *b, oml_snapshot *
     /* From rerank_min_items items, rebuilds are seconds apart (fresh views
      * serve meanwhile) and the buffers' pages not worth keeping: 40 MB at
      * a million items, held through the lists' build too. */
-    uint64_t rerank_min = atomic_load(&vs->rerank_min_items);
-    int rare = rc == OML_OK && rerank_min > 0 && (uint64_t)(*out)->n >= rerank_min;
+    int rare = rc == OML_OK && past_rerank_bound(vs, (uint64_t)(*out)->n);
     if (b != &vs->builder || rc != OML_OK || rare ||
         oml_index_builder_bytes(b) > vs->keep_builder)
         oml_index_builder_free(b);
@@ -338,8 +346,7 @@ static omld_view *view_build(omld_views *vs, oml_snapshot *snap, uint64_t snapsh
      * with lists needs its float columns no longer: a third of the raw
      * features at a million items. A shard's answers read them (shard
      * candidates carry their similarities). */
-    uint64_t rerank_min = atomic_load(&vs->rerank_min_items);
-    if (v->ix->hl && rerank_min > 0 && (uint64_t)v->ix->n >= rerank_min && vs->shard_n <= 1)
+    if (v->ix->hl && past_rerank_bound(vs, (uint64_t)v->ix->n) && vs->shard_n <= 1)
         oml_index_drop_columns(v->ix);
     oml_snapshot_release(snap); /* the index holds its own reference */
     atomic_init(&v->_refs, 1);
@@ -398,11 +405,11 @@ static void view_swap(omld_views *vs, omld_view *v)
 static int model_only_can_wait(omld_views *vs)
 {
     double duty = atomic_load(&vs->duty);
-    uint64_t min = atomic_load(&vs->rerank_min_items);
     const omld_view *cur = vs->current;
     const omld_view *base = cur ? (cur->base ? cur->base : cur) : NULL;
-    if (!(duty < 1.0) || min == 0 || !vs->have_built || base == NULL ||
-        (uint64_t)base->ix->n < min || omld_now_ns() >= vs->next_build_ns || vs->lock == NULL)
+    if (!(duty < 1.0) || !vs->have_built || base == NULL ||
+        !past_rerank_bound(vs, (uint64_t)base->ix->n) || omld_now_ns() >= vs->next_build_ns ||
+        vs->lock == NULL)
         return 0;
     pthread_mutex_unlock(&vs->mu); /* the store's lock is never taken under mu */
     store_rdlock(vs->lock);

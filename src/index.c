@@ -331,9 +331,6 @@ static int rest_ruled_out(const oml_hlist_hit *vi, const oml_neighbor *out, floa
     return vi->dot + vi->slack < 1.0f - 0.5f * out[0].dist * out[0].dist - margin;
 }
 
-/* Rows embedded a block at a time from a row source (one GEMM per block). */
-#define SOURCE_BLOCK 16
-
 /* rerank_exact for an index without float columns: the rows' embeddings
  * come from src a block at a time, in the same order and with the same
  * stopping rule; a row whose item is gone is skipped. */
@@ -342,14 +339,14 @@ static int32_t rerank_from_source(const oml_index *ix, int head, const float *q,
                                   const oml_row_source *src)
 {
     size_t e = (size_t)ix->emb, H = (size_t)ix->heads;
-    float *E = malloc(H * SOURCE_BLOCK * e * sizeof *E);
+    float *E = malloc(H * OML_ROW_SOURCE_BLOCK * e * sizeof *E);
     if (E == NULL)
         return 0;
     float margin = dot_margin(ix->emb);
-    int32_t cnt = 0, rows[SOURCE_BLOCK];
-    uint8_t live[SOURCE_BLOCK];
+    int32_t cnt = 0, rows[OML_ROW_SOURCE_BLOCK];
+    uint8_t live[OML_ROW_SOURCE_BLOCK];
     for (int32_t i = 0; i < m && !(cnt == k && rest_ruled_out(&v[i], out, margin));) {
-        int32_t b = m - i < SOURCE_BLOCK ? m - i : SOURCE_BLOCK;
+        int32_t b = m - i < OML_ROW_SOURCE_BLOCK ? m - i : OML_ROW_SOURCE_BLOCK;
         for (int32_t j = 0; j < b; j++)
             rows[j] = v[i + j].row;
         if (src->embed(src->arg, ix, rows, b, E, live) != OML_OK)
@@ -385,7 +382,8 @@ static int32_t rerank_exact(const oml_index *ix, int head, const float *q, int32
         if (cnt == k && rest_ruled_out(&v[i], out, margin))
             break;
         int32_t r = v[i].row;
-        heap_offer(out, k, &cnt, (oml_neighbor){r, dist_strided(q, Et + r, (size_t)ix->n, ix->emb)});
+        float d = dist_strided(q, Et + r, (size_t)ix->n, ix->emb);
+        heap_offer(out, k, &cnt, (oml_neighbor){r, d});
     }
     oml_index_sel s = {.best = out, .k = k, .cnt = cnt};
     return oml_index_sel_finish(&s);

@@ -65,6 +65,8 @@ typedef struct oml_row_source {
                  uint8_t *live);
     void *arg;
 } oml_row_source;
+/* Rows a search asks a source for at a time (one GEMM a block). */
+#define OML_ROW_SOURCE_BLOCK 16
 
 /* Frees an index's float columns once its lists are built and calibrated
  * (at a million rows of three 96-wide heads: 1.15 GB, a third of the raw

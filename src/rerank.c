@@ -71,28 +71,18 @@ void oml_rerank_recall(const oml_index *ix, const float *x, int32_t k, int32_t k
         return;
     query_ws w;
     void *ex;
-    /* The reference: a full scan of the floats (n floats of scratch), or
-     * without them every list by a workspace of its own (the candidates'
-     * keeps a donor's scan for the heads that share it). */
-    size_t ref = ix->emb_cols ? (size_t)ix->n * sizeof(float) : oml_near_ws_bytes(ix, k);
-    size_t extra = ((size_t)k + (size_t)k_c) * sizeof(oml_neighbor) + ref;
+    size_t extra = ((size_t)k + (size_t)k_c) * sizeof(oml_neighbor) + oml__reference_bytes(ix, k);
     if (oml__query_ws_init(&w, ix, k_c, extra, &ex) != OML_OK)
         return;
     oml_neighbor *exact = ex;
     int32_t *rows = (int32_t *)(void *)(exact + k);
-    float *scratch = (float *)(void *)((oml_neighbor *)(void *)rows + k_c);
-    oml_near_ws all;
-    if (ix->emb_cols == NULL) {
-        oml_near_ws_init(&all, ix, k, scratch);
-        all.src = src;
-    }
+    oml__reference ref; /* after rows' k_c slots of an oml_neighbor each: 8-aligned */
+    oml__reference_init(&ref, ix, k, src, (oml_neighbor *)(void *)rows + k_c);
     if (oml_snapshot_embed(ix->snap, x, 1, w.q) == OML_OK) {
         for (int h = 0; h < ix->heads; h++) { /* ascending: a donor's scan comes first */
             const float *qh = w.q + (size_t)h * (size_t)ix->emb;
             int32_t m = oml_index_near_candidates(ix, h, qh, k_c, exclude_row, NULL, rows, &w.near);
-            int32_t n = ix->emb_cols
-                            ? oml_index_topk(ix, h, qh, k, exclude_row, NULL, exact, scratch)
-                            : oml_index_topk_lists(ix, h, qh, k, exclude_row, NULL, exact, &all);
+            int32_t n = oml__reference_topk(ix, &ref, h, qh, k, exclude_row, exact);
             for (int32_t i = 0; i < n; i++)
                 for (int32_t j = 0; j < m; j++)
                     hits[h] += exact[i].row == rows[j];

@@ -261,9 +261,6 @@ int32_t oml__page_hits(const float *alpha, int heads, int32_t emb, const float *
     return cnt;
 }
 
-/* Rows a page embeds at a time from a row source. */
-#define PAGE_BLOCK 16
-
 /* oml__page_hits for an index without float columns: the ranked rows
  * embedded from opts->src a block at a time, as far as the page needs; a
  * row whose item is gone since the index was built is left out. */
@@ -273,11 +270,11 @@ static int32_t page_from_source(const oml_index *ix, const float *q, const pool_
     const oml_row_source *src = opts ? opts->src : NULL;
     size_t e = (size_t)ix->emb, offset = opts ? (size_t)opts->offset : 0;
     float floor = opts ? opts->min_similarity : -INFINITY;
-    float *E = src ? malloc((size_t)ix->heads * PAGE_BLOCK * e * sizeof *E) : NULL;
-    int32_t cnt = 0, rows[PAGE_BLOCK];
-    uint8_t live[PAGE_BLOCK];
-    for (size_t i = offset; E != NULL && i < nd && cnt < k; i += PAGE_BLOCK) {
-        int32_t b = nd - i < PAGE_BLOCK ? (int32_t)(nd - i) : PAGE_BLOCK;
+    float *E = src ? malloc((size_t)ix->heads * OML_ROW_SOURCE_BLOCK * e * sizeof *E) : NULL;
+    int32_t cnt = 0, rows[OML_ROW_SOURCE_BLOCK];
+    uint8_t live[OML_ROW_SOURCE_BLOCK];
+    for (size_t i = offset; E != NULL && i < nd && cnt < k; i += OML_ROW_SOURCE_BLOCK) {
+        int32_t b = nd - i < OML_ROW_SOURCE_BLOCK ? (int32_t)(nd - i) : OML_ROW_SOURCE_BLOCK;
         for (int32_t j = 0; j < b; j++)
             rows[j] = pool[i + (size_t)j].row;
         if (src->embed(src->arg, ix, rows, b, E, live) != OML_OK)
@@ -343,6 +340,29 @@ int oml_retrieve(const oml_index *ix, const float *x, int32_t k, int32_t exclude
     return OML_OK;
 }
 
+size_t oml__reference_bytes(const oml_index *ix, int32_t k)
+{
+    return ix->emb_cols ? ((size_t)ix->n * sizeof(float) + 7) & ~(size_t)7
+                        : oml_near_ws_bytes(ix, k);
+}
+
+void oml__reference_init(oml__reference *r, const oml_index *ix, int32_t k,
+                         const oml_row_source *src, void *mem)
+{
+    r->scratch = mem;
+    if (ix->emb_cols == NULL) {
+        oml_near_ws_init(&r->all, ix, k, mem);
+        r->all.src = src;
+    }
+}
+
+int32_t oml__reference_topk(const oml_index *ix, oml__reference *r, int head, const float *q,
+                            int32_t k, int32_t exclude, oml_neighbor *out)
+{
+    return ix->emb_cols ? oml_index_topk(ix, head, q, k, exclude, NULL, out, r->scratch)
+                        : oml_index_topk_lists(ix, head, q, k, exclude, NULL, out, &r->all);
+}
+
 void oml_index_recall(const oml_index *ix, const float *x, int32_t k, int32_t exclude_row,
                       const oml_row_source *src, int64_t *hits, int64_t *total)
 {
@@ -353,25 +373,17 @@ void oml_index_recall(const oml_index *ix, const float *x, int32_t k, int32_t ex
         return;
     query_ws w;
     void *ex;
-    /* The reference: a full scan of the floats (n floats of scratch), or
-     * without them every row's code by a workspace of its own. */
-    size_t ref = ix->emb_cols ? (size_t)ix->n * sizeof(float) : oml_near_ws_bytes(ix, k);
-    if (oml__query_ws_init(&w, ix, k, (size_t)k * sizeof(oml_neighbor) + ref, &ex) != OML_OK)
+    size_t extra = (size_t)k * sizeof(oml_neighbor) + oml__reference_bytes(ix, k);
+    if (oml__query_ws_init(&w, ix, k, extra, &ex) != OML_OK)
         return;
     oml_neighbor *exact = ex;
-    float *scratch = (float *)(void *)(exact + k);
-    oml_near_ws all;
-    if (ix->emb_cols == NULL) {
-        oml_near_ws_init(&all, ix, k, scratch);
-        all.src = src;
-    }
+    oml__reference ref;
+    oml__reference_init(&ref, ix, k, src, exact + k);
     w.near.src = src;
     if (oml__query_neighbors(ix, x, k, exclude_row, NULL, &w) == OML_OK) { /* the lists' answer */
         for (int h = 0; h < ix->heads; h++) {
-            const float *qh = w.q + (size_t)h * (size_t)ix->emb;
-            int32_t n = ix->emb_cols
-                            ? oml_index_topk(ix, h, qh, k, exclude_row, NULL, exact, scratch)
-                            : oml_index_topk_lists(ix, h, qh, k, exclude_row, NULL, exact, &all);
+            int32_t n = oml__reference_topk(ix, &ref, h, w.q + (size_t)h * (size_t)ix->emb, k,
+                                            exclude_row, exact);
             const oml_neighbor *got = w.nb + (size_t)h * (size_t)k;
             for (int32_t i = 0; i < w.cnt[h]; i++)
                 for (int32_t j = 0; j < n; j++)

@@ -80,6 +80,23 @@ int32_t oml__page_hits(const float *alpha, int heads, int32_t emb, const float *
                        const oml_retrieve_opts *opts, int32_t k, const int32_t *rows,
                        oml_hit *out);
 
+/* The recall samples' exact reference for k neighbours, a full scan: of
+ * the floats (oml_index_topk, n floats of scratch) or, for an index
+ * without them, of every row's int8 code, the rows the codes cannot rule
+ * out embedded from src (oml_index_topk_lists, in a workspace of its own:
+ * a query's keeps a donor's scan for the heads that share it). */
+typedef struct oml__reference {
+    float *scratch;
+    oml_near_ws all;
+} oml__reference;
+/* Its bytes (8-aligned), and the reference laid out in mem. */
+size_t oml__reference_bytes(const oml_index *ix, int32_t k);
+void oml__reference_init(oml__reference *r, const oml_index *ix, int32_t k,
+                         const oml_row_source *src, void *mem);
+/* The exact k nearest of head to q (emb), leaving exclude out, into out. */
+int32_t oml__reference_topk(const oml_index *ix, oml__reference *r, int head, const float *q,
+                            int32_t k, int32_t exclude, oml_neighbor *out);
+
 /* OML_EINVAL naming the index when it keeps no float columns and src
  * (may be NULL) gives no other way to its rows, else OML_OK. */
 int oml__check_columns(const oml_index *ix, const oml_row_source *src, oml_diag *diag);
