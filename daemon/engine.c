@@ -272,6 +272,7 @@ void omld_engine_stats(omld_engine *e, omld_model_stats *out)
         out->view_index_version = b->version; /* older than view_version when it re-ranks */
         out->view_float_bytes = oml_index_float_bytes(v->ix);
         out->view_code_bytes = oml_index_code_bytes(v->ix);
+        out->view_coded_lists = v->ix->coded;
         out->view_recall_hits = atomic_load(&b->recall_hits);
         out->view_recall_total = atomic_load(&b->recall_total);
         omld_view_release(v);

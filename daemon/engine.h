@@ -75,6 +75,8 @@ typedef struct omld_model_stats {
     uint64_t view_float_bytes;        /* its index's float embeddings (oml_index_float_bytes;
                                          0 with lists: only their codes) */
     uint64_t view_code_bytes;         /* its index's codes (oml_index_code_bytes) */
+    int view_coded_lists;             /* its lists were coded as its items were embedded
+                                         (oml_index_builder_code_lists: no float columns ever) */
     uint64_t view_recall_hits, view_recall_total; /* its sampled recall (query.c) */
     /* persistence (persist.c), as of the last group the learner took */
     uint64_t wal_bytes;               /* write-ahead log segments on disk */

@@ -101,12 +101,14 @@ static int embed_rows(void *arg, const oml_index *ix, const int32_t *rows, int32
         return OML_ENOMEM;
     }
     int32_t kept = 0;
-    pthread_rwlock_rdlock(&q->lock->rw);
+    if (q->lock) /* (none: a store only this thread uses, as at a start's first view) */
+        pthread_rwlock_rdlock(&q->lock->rw);
     for (int32_t j = 0; j < m; j++) {
         live[j] = (uint8_t)features_now(q, ix, rows[j], X + (size_t)kept * dim);
         kept += live[j];
     }
-    pthread_rwlock_unlock(&q->lock->rw);
+    if (q->lock)
+        pthread_rwlock_unlock(&q->lock->rw);
     int rc = kept > 0 ? oml_snapshot_embed(ix->snap, X, kept, T) : OML_OK;
     /* T (heads, kept, emb) -> E (heads, m, emb) at the live rows' places. */
     for (size_t h = 0; rc == OML_OK && h < H; h++)

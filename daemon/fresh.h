@@ -21,7 +21,8 @@ int omld_fresh_retrieve(const omld_query_ctx *q, const omld_view *v, const float
 /* A row source (index.h) over q's store: an index row's features as the
  * store holds them now (under the read lock, while the slot still holds the
  * item the index named), embedded under the index's model. For searches of
- * an index without float columns; q must outlive src's use. */
+ * an index without float columns and their calibration; q must outlive
+ * src's use. q->lock NULL: a store nothing else uses meanwhile. */
 void omld_fresh_rows(const omld_query_ctx *q, oml_row_source *src);
 
 #endif

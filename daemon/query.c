@@ -12,7 +12,7 @@
  * the computation are malloc'd and freed here.
  *
  * A query by id uses the store's current features and leaves the item's own
- * row of the view (omld_view_row; -1 if the view predates the item) out of
+ * row of the view (omld_view_row_at; -1 if the view predates the item) out of
  * its neighbours. Every answer, errors included, carries the view's version. */
 #include "query.h"
 
@@ -98,7 +98,7 @@ int omld__query_resolve(const omld_query_ctx *q, const omld_view *v, const Omld_
                                 omld_reply_quote(qid, sizeof qid, ref->id, len));
     }
     qi->x = buf;
-    qi->row = omld_view_row(v, ref->id, len);
+    qi->row = omld_view_row_at(v, slot, ref->id, len);
     return 0;
 }
 
@@ -267,7 +267,8 @@ int omld__query_retrieve_filter(const omld_query_ctx *q, const omld_view *v,
         allow[row] = m->n_labels == 0 ||
                      (ix->labels[row] != OML_LABEL_NONE && label_ok[ix->labels[row]]);
     for (size_t i = 0; i < m->n_exclude_ids; i++) {
-        int32_t row = omld_view_row(v, m->exclude_ids[i], strlen(m->exclude_ids[i]));
+        int32_t row = omld_view_row(v, q->store, q->lock, m->exclude_ids[i],
+                                    strlen(m->exclude_ids[i]));
         if (row >= 0)
             allow[row] = 0;
     }

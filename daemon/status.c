@@ -322,6 +322,7 @@ static void json_search(omld_json *j, const omld_status_input *in, const omld_mo
     omld_json_kv_bool(j, "rerank", m->view_index_version < m->view_version);
     /* (an index with lists has 64 rows or more: no floats means dropped) */
     omld_json_kv_bool(j, "float_columns", m->view_lists == 0 || m->view_float_bytes > 0);
+    omld_json_kv_bool(j, "coded_lists", m->view_coded_lists);
     omld_json_kv_uint(j, "index_version", m->view_index_version);
     omld_json_kv_uint(j, "rerank_from_items",
                       in->cfg ? (uint64_t)in->cfg->rerank_min_items : 0);

@@ -15,6 +15,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <malloc.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fresh.h"
 #include "log.h"
 #include "reply.h"
 
@@ -62,11 +64,23 @@ struct omld_views {
     pthread_t thread;
 };
 
-int32_t omld_view_row(const omld_view *v, const char *id, size_t len)
+int32_t omld_view_row_at(const omld_view *v, uint32_t slot, const char *id, size_t len)
 {
-    uint32_t row;
-    const omld_view *b = v->base ? v->base : v;
-    return oml_idmap_get(&b->by_id, id, len, &row) == OML_OK ? (int32_t)row : -1;
+    const oml_index *ix = v->ix;
+    int32_t row = oml_index_row_of_slot(ix, slot);
+    return row >= 0 && ix->id_lens[row] == len && memcmp(ix->ids[row], id, len) == 0 ? row : -1;
+}
+
+int32_t omld_view_row(const omld_view *v, const oml_store *store, omld_store_lock *lock,
+                      const char *id, size_t len)
+{
+    uint32_t slot;
+    if (lock)
+        pthread_rwlock_rdlock(&lock->rw);
+    int found = oml_store_find(store, id, len, &slot) == OML_OK;
+    if (lock)
+        pthread_rwlock_unlock(&lock->rw);
+    return found ? omld_view_row_at(v, slot, id, len) : -1;
 }
 
 omld_view *omld_view_retain(omld_view *v)
@@ -89,7 +103,6 @@ void omld_view_release(omld_view *v)
         free(v);
         return;
     }
-    oml_idmap_free(&v->by_id);
     oml_index_destroy(v->ix);
     free(v);
 }
@@ -194,15 +207,33 @@ static void describe_lists(const oml_index *ix, char *buf, size_t cap)
         snprintf(buf + at, cap - at, "; head 0 keeps x%d for the others", ix->hl[0].donor);
 }
 
+/* Whether a build of `live` items codes its lists as it embeds them
+ * (index.h, oml_index_builder_code_lists): an index that gets lists and,
+ * past the re-ranking bound, would drop its float columns once built; on
+ * one node (a shard's answers read its columns). It never holds them, so
+ * a rebuild holds the new lists beside the serving index, not 1.15 GB of
+ * columns too at a million items. */
+static int codes_lists(omld_views *vs, uint64_t live)
+{
+    uint64_t lists_min = atomic_load(&vs->lists_min_items);
+    return lists_min > 0 && live >= lists_min && past_rerank_bound(vs, live) &&
+           live >= OML_INDEX_CODE_LISTS_MIN && vs->shard_n <= 1;
+}
+
 /* The index in gathers, the store's read lock (if any) held for each
  * gather only; the indexer's builder keeps its buffers between builds. */
 static int build_in_gathers(omld_views *vs, oml_index_builder *b, oml_snapshot *snap,
-                            omld_store_lock *lock, uint64_t gen, int32_t dim, oml_index **out)
+                            omld_store_lock *lock, uint64_t gen, int32_t dim, int coded,
+                            oml_index **out)
 {
     int rc = oml_index_builder_restart(b, snap, dim);
     b->shard_i = vs->shard_i;
     b->shard_n = vs->shard_n;
-    b->cache = lock ? &vs->projections : NULL;
+    b->cache = lock && !coded ? &vs->projections : NULL;
+    if (coded && lock) /* a coded build projects every row anew: 40 MB freed */
+        oml_projcache_free(&vs->projections);
+    if (rc == OML_OK && coded)
+        rc = oml_index_builder_code_lists(b);
     int more = 1;
     /* A swap between two gathers ends the build: the engine publishes
      * again after one, and that build starts on the new store. */
@@ -238,6 +269,7 @@ static int index_build(omld_views *vs, oml_snapshot *snap, omld_store_lock *lock
     store_rdlock(lock); /* a rollback swaps the whole store struct in under the write lock */
     int32_t dim = oml_store_dim(vs->store);
     uint64_t gen = lock ? lock->generation : 0;
+    int coded = codes_lists(vs, oml_store_count(vs->store));
     if (lock) { /* the indexer's build: what a model-only rebuild is judged against */
         vs->built_changes = oml_store_changes(vs->store);
         vs->built_gen = gen;
@@ -248,32 +280,48 @@ static int index_build(omld_views *vs, oml_snapshot *snap, omld_store_lock *lock
     int embed_threads = lock == NULL && vs->shard_n <= 1 ? threads : 1;
     uint64_t t0 = omld_now_ns();
     int rc;
-    if (embed_threads > 1) {
+    if (embed_threads > 1 && !coded) {
         /* The caller's store, nothing else running (a start's first view):
          * one run, its blocks on every thread, the same bits as in gathers. */
         rc = oml_index_builder_run_threads(b, snap, vs->store, threads, out);
         oml_index_builder_free(b);
     } else {
-        rc = build_in_gathers(vs, b, snap, lock, gen, dim, out);
+        rc = build_in_gathers(vs, b, snap, lock, gen, dim, coded, out);
     }
     /* Lists and their calibration need the index only: no lock. Out of
      * memory for them, the index scans every row. */
     uint64_t lists_min = atomic_load(&vs->lists_min_items), t1 = omld_now_ns(), t2 = t1;
-    if (rc == OML_OK && lists_min > 0 && (uint64_t)(*out)->n >= lists_min &&
-        oml_index_add_lists_threads(*out, threads) == OML_OK) {
+    if (rc == OML_OK && (*out)->hl == NULL && lists_min > 0 &&
+        (uint64_t)(*out)->n >= lists_min)
+        oml_index_add_lists_threads(*out, threads);
+    if (rc == OML_OK && (*out)->hl != NULL) {
         t2 = omld_now_ns();
-        oml_index_calibrate_threads(*out, atomic_load(&vs->target_recall), threads);
+        /* Coded lists re-rank the calibration's rows from the store. */
+        omld_query_ctx q = {.store = vs->store, .lock = lock};
+        oml_row_source src;
+        omld_fresh_rows(&q, &src);
+        oml_index_calibrate_from(*out, atomic_load(&vs->target_recall), threads, &src);
     } else if (rc == OML_OK) {
         oml_index_add_codes(*out); /* the exact scan's first pass (codescan.h) */
     }
-    if (rc == OML_OK && lock == NULL && (*out)->n_lists > 0) { /* a start's first view: its parts */
-        char probes[320];
+    if (rc == OML_OK && (*out)->n_lists > 0) { /* its parts: a start's first view's at info */
+        char probes[320], parts[160];
         describe_lists(*out, probes, sizeof probes);
-        LOG_INFO("indexer", "view %llu built on %d thread(s): %d items embedded in %.1f s, "
-                 "%d lists a head in %.1f s, calibrated in %.1f s%s",
-                 (unsigned long long)snap->version, embed_threads,
-                 (*out)->n, (double)(t1 - t0) / 1e9, (*out)->n_lists, (double)(t2 - t1) / 1e9,
-                 (double)(omld_now_ns() - t2) / 1e9, probes);
+        if (coded)
+            snprintf(parts, sizeof parts, "%d items embedded and coded into %d lists a head "
+                     "in %.1f s", (*out)->n, (*out)->n_lists, (double)(t1 - t0) / 1e9);
+        else
+            snprintf(parts, sizeof parts, "%d items embedded in %.1f s, %d lists a head in "
+                     "%.1f s", (*out)->n, (double)(t1 - t0) / 1e9, (*out)->n_lists,
+                     (double)(t2 - t1) / 1e9);
+        if (lock == NULL)
+            LOG_INFO("indexer", "view %llu built on %d thread(s): %s, calibrated in %.1f s%s",
+                     (unsigned long long)snap->version, coded ? 1 : embed_threads, parts,
+                     (double)(omld_now_ns() - t2) / 1e9, probes);
+        else
+            LOG_DEBUG("indexer", "view %llu: %s, calibrated in %.1f s",
+                      (unsigned long long)snap->version, parts,
+                      (double)(omld_now_ns() - t2) / 1e9);
     }
     return rc;
 }
@@ -293,10 +341,6 @@ static omld_view *view_build(omld_views *vs, oml_snapshot *snap, uint64_t snapsh
     if (rc == OML_OK) {
         v->shard_i = vs->shard_i;
         v->shard_n = vs->shard_n;
-        oml_idmap_init(&v->by_id);
-        rc = oml_idmap_reserve(&v->by_id, (uint32_t)v->ix->n);
-        for (int32_t i = 0; rc == OML_OK && i < v->ix->n; i++)
-            rc = oml_idmap_put(&v->by_id, v->ix->ids[i], v->ix->id_lens[i], (uint32_t)i);
     }
     if (rc != OML_OK) {
         if (rc == OML_ECANCELED)
@@ -307,7 +351,6 @@ static omld_view *view_build(omld_views *vs, oml_snapshot *snap, uint64_t snapsh
             LOG_ERROR("indexer", "cannot build view %llu: %s", (unsigned long long)snap->version,
                       oml_strerror(rc));
         if (v) {
-            oml_idmap_free(&v->by_id);
             oml_index_destroy(v->ix);
             free(v);
         }
@@ -315,8 +358,8 @@ static omld_view *view_build(omld_views *vs, oml_snapshot *snap, uint64_t snapsh
         return NULL;
     }
     size_t bad_params = count_non_finite(snap->params, snap->lay.count);
-    size_t n_emb = (size_t)v->ix->heads * (size_t)v->ix->n * (size_t)v->ix->emb;
-    size_t bad_emb = count_non_finite(v->ix->emb_cols, n_emb);
+    int32_t row = -1;
+    size_t bad_emb = oml_index_nonfinite(v->ix, &row);
     if (bad_params > 0 || bad_emb > 0) {
         char why[256];
         if (bad_params > 0) {
@@ -325,10 +368,6 @@ static omld_view *view_build(omld_views *vs, oml_snapshot *snap, uint64_t snapsh
         } else {
             /* A finite model, but some item embeds to NaN / Inf: its features
              * are too large for the network's sums (see max_feature_abs). */
-            size_t row = (size_t)-1, n = (size_t)v->ix->n; /* (heads, emb, n) */
-            for (size_t i = 0; i < n_emb && row == (size_t)-1; i++)
-                if (!isfinite(v->ix->emb_cols[i]))
-                    row = i % n;
             char q[80];
             snprintf(why, sizeof why, "item embeddings are not finite: %zu value(s), the first "
                      "of item %s, whose features are too large for the model (max_feature_abs)",
@@ -336,7 +375,6 @@ static omld_view *view_build(omld_views *vs, oml_snapshot *snap, uint64_t snapsh
         }
         view_refuse(vs, snap->version, why);
         *refused = 1;
-        oml_idmap_free(&v->by_id);
         oml_index_destroy(v->ix);
         free(v);
         oml_snapshot_release(snap);
@@ -496,7 +534,14 @@ static void *indexer_main(void *arg)
             LOG_DEBUG("indexer", "view %llu: %d items, built in %.1f ms%s",
                       (unsigned long long)v->version, v->ix->n,
                       (double)(omld_now_ns() - ns) / 1e6, probes);
+            int rare = past_rerank_bound(vs, (uint64_t)v->ix->n);
             view_swap(vs, v);
+            /* A rebuild past the bound let go of a whole index, much of it
+             * in blocks under glibc's mmap threshold (which rises as large
+             * blocks are freed), whose pages its arenas keep: give them
+             * back (at 1M items, 0.03x of the raw features between builds). */
+            if (rare)
+                malloc_trim(0);
         }
         pthread_mutex_lock(&vs->mu);
     }

@@ -15,7 +15,6 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "idmap.h"
 #include "index.h"
 #include "metrics.h"
 #include "snapshot.h"
@@ -24,7 +23,6 @@
 typedef struct omld_view {
     atomic_int _refs;
     oml_index *ix;          /* owns a reference on ix->snap; borrowed from base if set */
-    oml_idmap by_id;        /* id -> index row; keys borrowed from ix->ids (unused if base) */
     /* A view that serves a newer model than its index's (rerank.h): the
      * view whose index it uses (a reference) and that model (a reference).
      * Both NULL: the index's own model serves. */
@@ -40,8 +38,12 @@ typedef struct omld_view {
     uint32_t shard_i, shard_n; /* its index holds shard shard_i of shard_n (n <= 1: all) */
 } omld_view;
 
-/* Row of a stored id in this view, or -1. */
-int32_t omld_view_row(const omld_view *v, const char *id, size_t len);
+/* The row of the item `id`, stored now at `slot`, in the view's index: -1
+ * when the index does not hold that slot for that id (the view predates
+ * the item, or it moved since). A view has no map of ids of its own (at 1M
+ * items that was 50 MB a view, two of them while a rebuild swaps in): its
+ * rows are in ascending slot order, and the store names the slot. */
+int32_t omld_view_row_at(const omld_view *v, uint32_t slot, const char *id, size_t len);
 
 /* The model the view serves: the fresh one, else the index's. */
 static inline const oml_snapshot *omld_view_model(const omld_view *v)
@@ -71,6 +73,12 @@ typedef struct omld_store_lock {
      * gathered across a swap would mix two stores' rows and label ids. */
     uint64_t generation;
 } omld_store_lock;
+
+/* omld_view_row_at with the id's slot looked up in store under lock's read
+ * lock (lock NULL: a store no other thread changes); -1 when the store
+ * does not hold the id either. */
+int32_t omld_view_row(const omld_view *v, const oml_store *store, omld_store_lock *lock,
+                      const char *id, size_t len);
 
 /* Starts the indexer thread. store and lock are borrowed (the engine owns
  * them and outlives the views). on_publish (may be NULL) is called on the

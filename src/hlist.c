@@ -36,11 +36,12 @@
 
 #include "code8.h"
 #include "err.h"
+#include "hlist_int.h"
 #include "ivf.h"
 
 #define CHUNK 4096       /* rows per assignment GEMM */
-#define SAMPLE_PER_LIST 32
-#define PQ_SAMPLE 16384  /* residuals the product codes are trained on */
+#define SAMPLE_PER_LIST OML__HLIST_SAMPLE_PER_LIST
+#define PQ_SAMPLE OML__HLIST_PQ_SAMPLE
 #define PQ_STEP 8        /* blocks the first pass scores before its threshold rises */
 #define RESCORE 32       /* kept rows whose int8 codes are gathered at once */
 #define SCAN_BLOCK OML_CODE8_BLOCK /* positions whose dot products a scan computes at once */
@@ -123,21 +124,17 @@ static int assign(const oml_hlist *hl, const float *cols, int32_t *list_of)
 }
 
 /* The product codes' codebooks, trained on the residuals of a strided
- * sample of rows from their lists' centroids, and room for the codes: a
- * list of c positions takes ceil(c / 32) blocks. Nothing (pq.m 0) where
- * the head's width does not fit them. */
+ * sample of rows from their lists' centroids. Nothing (pq.m 0) where the
+ * head's width does not fit them. */
 static int train_pq(oml_hlist *hl, const float *cols, const int32_t *list_of)
 {
-    size_t n = (size_t)hl->n, e = (size_t)hl->emb, L = (size_t)hl->n_lists;
+    size_t n = (size_t)hl->n, e = (size_t)hl->emb;
     if (!oml_pq4_fits(hl->emb))
         return OML_OK;
     size_t s = n < PQ_SAMPLE ? n : PQ_SAMPLE;
     float *sample = malloc(s * e * sizeof *sample);
-    hl->blk_start = calloc(L + 1, sizeof *hl->blk_start);
-    if (sample == NULL || hl->blk_start == NULL) {
-        free(sample);
+    if (sample == NULL)
         return OML_ENOMEM;
-    }
     for (size_t i = 0; i < s; i++) {
         size_t r = i * n / s;
         const float *c = hl->centroids + (size_t)list_of[r] * e;
@@ -146,64 +143,53 @@ static int train_pq(oml_hlist *hl, const float *cols, const int32_t *list_of)
     }
     int rc = oml_pq4_train(&hl->pq, sample, s, hl->emb);
     free(sample);
-    if (rc != OML_OK)
-        return rc;
-    for (size_t r = 0; r < n; r++)
-        hl->blk_start[list_of[r] + 1]++;
-    for (size_t l = 0; l < L; l++)
-        hl->blk_start[l + 1] = hl->blk_start[l] + (hl->blk_start[l + 1] + OML_PQ4_BLOCK - 1) /
-                                                      OML_PQ4_BLOCK;
-    hl->pq_codes = calloc((size_t)hl->blk_start[L], oml_pq4_block_bytes(&hl->pq));
-    hl->pq_keep = OML_HLIST_PQ_KEEP;
-    return hl->pq_codes ? OML_OK : OML_ENOMEM;
+    return rc;
 }
 
-/* Positions grouped by list (a stable counting sort: ascending rows within
- * a list), then the code of each row's residual from its centroid, CHUNK
- * rows at a time: the chunk's columns are read in order into rows (t),
- * and each row's code is written whole to its position; its product codes
- * likewise into pq_rows (two a byte, by position), then into their blocks
- * in the blocks' order (written straight into them in rows' order, each
- * row touched a dozen cache lines of a block far from the last one's). */
-static void lay_out(oml_hlist *hl, const float *cols, const int32_t *list_of, float *t,
-                    uint8_t *pq_rows)
+void oml__hlist_encode(oml_hlist *hl, const float *v, size_t p, uint8_t *pq_rows)
 {
-    int32_t *pos_of = hl->pos_of;
-    size_t n = (size_t)hl->n, e = (size_t)hl->emb;
-    int32_t *at = hl->list_start;
-    memset(at, 0, ((size_t)hl->n_lists + 1) * sizeof *at);
+    hl->scale[p] = oml_code8_encode(v, hl->emb, hl->codes + p * (size_t)hl->emb, &hl->res_norm[p],
+                                    &hl->code_err[p]);
+    if (pq_rows == NULL)
+        return;
+    uint8_t pc[OML_PQ4_MAX_EMB / OML_PQ4_DSUB];
+    oml_pq4_codes(&hl->pq, v, pc);
+    for (int32_t j = 0; j < hl->pq.m; j += 2)
+        pq_rows[p * (size_t)(hl->pq.m / 2) + (size_t)(j / 2)] = (uint8_t)(pc[j] | pc[j + 1] << 4);
+}
+
+int oml__hlist_group(oml_hlist *hl, const int32_t *list_of)
+{
+    int32_t *pos_of = hl->pos_of, *at = hl->list_start;
+    size_t n = (size_t)hl->n, L = (size_t)hl->n_lists;
+    memset(at, 0, (L + 1) * sizeof *at);
     for (size_t r = 0; r < n; r++)
         at[list_of[r] + 1]++;
-    for (int32_t l = 0; l < hl->n_lists; l++)
+    if (hl->pq.m > 0) {
+        if ((hl->blk_start = calloc(L + 1, sizeof *hl->blk_start)) == NULL)
+            return OML_ENOMEM;
+        for (size_t l = 0; l < L; l++)
+            hl->blk_start[l + 1] = hl->blk_start[l] + (at[l + 1] + OML_PQ4_BLOCK - 1) /
+                                                          OML_PQ4_BLOCK;
+        hl->pq_codes = calloc((size_t)hl->blk_start[L], oml_pq4_block_bytes(&hl->pq));
+        hl->pq_keep = OML_HLIST_PQ_KEEP;
+        if (hl->pq_codes == NULL)
+            return OML_ENOMEM;
+    }
+    for (size_t l = 0; l < L; l++)
         at[l + 1] += at[l];
     for (size_t r = 0; r < n; r++) { /* at[l] walks list l; shifted back below */
         pos_of[r] = at[list_of[r]]++;
         hl->rows[pos_of[r]] = (int32_t)r;
     }
-    memmove(at + 1, at, (size_t)hl->n_lists * sizeof *at);
+    memmove(at + 1, at, L * sizeof *at);
     at[0] = 0;
-    for (size_t r0 = 0; r0 < n; r0 += CHUNK) {
-        size_t m = n - r0 < CHUNK ? n - r0 : CHUNK;
-        for (size_t j = 0; j < e; j++)
-            for (size_t i = 0; i < m; i++)
-                t[i * e + j] = cols[j * n + r0 + i];
-        for (size_t i = 0; i < m; i++) {
-            float *v = t + i * e;
-            const float *c = hl->centroids + (size_t)list_of[r0 + i] * e;
-            for (size_t j = 0; j < e; j++)
-                v[j] -= c[j];
-            size_t p = (size_t)pos_of[r0 + i];
-            hl->scale[p] = oml_code8_encode(v, hl->emb, hl->codes + p * e, &hl->res_norm[p],
-                                            &hl->code_err[p]);
-            if (pq_rows) {
-                uint8_t pc[OML_PQ4_MAX_EMB / OML_PQ4_DSUB];
-                oml_pq4_codes(&hl->pq, v, pc);
-                for (int32_t j = 0; j < hl->pq.m; j += 2)
-                    pq_rows[p * (size_t)(hl->pq.m / 2) + (size_t)(j / 2)] =
-                        (uint8_t)(pc[j] | pc[j + 1] << 4);
-            }
-        }
-    }
+    return OML_OK;
+}
+
+void oml__hlist_finish_lists(oml_hlist *hl, const uint8_t *pq_rows)
+{
+    const int32_t *at = hl->list_start;
     for (int32_t l = 0; pq_rows && l < hl->n_lists; l++)
         for (int32_t p = at[l]; p < at[l + 1]; p++) {
             uint8_t c[OML_PQ4_MAX_EMB / OML_PQ4_DSUB];
@@ -225,6 +211,35 @@ static void lay_out(oml_hlist *hl, const float *cols, const int32_t *list_of, fl
         hl->list_res_max[l] = rm;
         hl->list_err_max[l] = em;
     }
+}
+
+/* Positions grouped by list, then the code of each row's residual from
+ * its centroid, CHUNK rows at a time: the chunk's columns are read in
+ * order into rows (t), and each row's code is written whole to its
+ * position; its product codes likewise into pq_rows (by position), then
+ * into their blocks. */
+static int lay_out(oml_hlist *hl, const float *cols, const int32_t *list_of, float *t,
+                   uint8_t *pq_rows)
+{
+    int rc = oml__hlist_group(hl, list_of);
+    if (rc != OML_OK)
+        return rc;
+    size_t n = (size_t)hl->n, e = (size_t)hl->emb;
+    for (size_t r0 = 0; r0 < n; r0 += CHUNK) {
+        size_t m = n - r0 < CHUNK ? n - r0 : CHUNK;
+        for (size_t j = 0; j < e; j++)
+            for (size_t i = 0; i < m; i++)
+                t[i * e + j] = cols[j * n + r0 + i];
+        for (size_t i = 0; i < m; i++) {
+            float *v = t + i * e;
+            const float *c = hl->centroids + (size_t)list_of[r0 + i] * e;
+            for (size_t j = 0; j < e; j++)
+                v[j] -= c[j];
+            oml__hlist_encode(hl, v, (size_t)hl->pos_of[r0 + i], pq_rows);
+        }
+    }
+    oml__hlist_finish_lists(hl, pq_rows);
+    return OML_OK;
 }
 
 int oml_hlist_build(oml_hlist *hl, const float *cols, int32_t n, int32_t emb, int32_t n_lists)
@@ -262,7 +277,7 @@ int oml_hlist_build(oml_hlist *hl, const float *cols, int32_t n, int32_t emb, in
     if (rc == OML_OK && hl->pq.m > 0 && (pq_rows = malloc(N * (size_t)(hl->pq.m / 2))) == NULL)
         rc = OML_ENOMEM;
     if (rc == OML_OK)
-        lay_out(hl, cols, list_of, t, pq_rows);
+        rc = lay_out(hl, cols, list_of, t, pq_rows);
     free(pq_rows);
     free(list_of);
     free(t);

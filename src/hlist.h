@@ -87,6 +87,32 @@ int32_t oml_hlist_lists_for(size_t n);
  * own scan. OML_OK, OML_EINVAL, OML_ENOMEM (hl is then empty). */
 int oml_hlist_build(oml_hlist *hl, const float *cols, int32_t n, int32_t emb, int32_t n_lists);
 void oml_hlist_free(oml_hlist *hl); /* accepts a zeroed one */
+
+/* The same lists without the head's columns (hlist_coder.c): centroids and
+ * codebooks from an embedded sample of the rows, then the rows coded in
+ * order, a block at a time as they are embedded, and grouped by list at
+ * the end. Given the rows the build samples, the same centroids, lists
+ * and int8 codes (its product codebooks come from the sample's residuals,
+ * not the rows': test_hlist_coder). Memory: the lists' own bytes, and 16
+ * bytes a row more while coding. */
+typedef struct oml_hlist_coder {
+    oml_hlist hl;       /* centroids and codebooks; codes, scales and norms by row */
+    int32_t *list_of;   /* (cap) each row's list */
+    uint8_t *pq_rows;   /* (cap, pq.m / 2) each row's product codes */
+    size_t cap;         /* rows the arrays have room for */
+} oml_hlist_coder;
+/* Trains on sample (s unit rows of emb, row-major; s >= n_lists), with
+ * room for about `expect` rows. OML_OK, OML_EINVAL, OML_ENOMEM (then
+ * freed). */
+int oml_hlist_coder_init(oml_hlist_coder *c, const float *sample, size_t s, int32_t emb,
+                         int32_t n_lists, size_t expect);
+/* Codes the next m rows (m, emb), row-major: the row numbers go on from
+ * the last call's. OML_OK, OML_EINVAL (past INT32_MAX rows), OML_ENOMEM. */
+int oml_hlist_coder_add(oml_hlist_coder *c, const float *rows, int32_t m);
+/* The lists of every row added, into out; the coder is then empty.
+ * OML_OK or OML_ENOMEM (the coder stays to be freed). */
+int oml_hlist_coder_finish(oml_hlist_coder *c, oml_hlist *out);
+void oml_hlist_coder_free(oml_hlist_coder *c); /* accepts a zeroed one */
 /* The bytes its arrays hold (centroids, codes, product codes, rows, bounds). */
 size_t oml_hlist_bytes(const oml_hlist *hl);
 

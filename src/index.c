@@ -474,13 +474,37 @@ static int build_head_lists(void *ctx, int worker, int32_t h)
                            ix->n, ix->emb, k->lists);
 }
 
+int32_t oml_index_lists_for(size_t n)
+{
+    if (n < 64)
+        return 0;
+    int32_t L = oml_hlist_lists_for(n);
+    return (size_t)L > n / 4 ? (int32_t)(n / 4) : L;
+}
+
+size_t oml_index_nonfinite(const oml_index *ix, int32_t *row)
+{
+    *row = -1;
+    if (ix->emb_cols == NULL) {
+        *row = ix->_nonfinite ? ix->_nonfinite_row : -1;
+        return ix->_nonfinite;
+    }
+    size_t count = 0, n = (size_t)ix->n, all = (size_t)ix->heads * (size_t)ix->emb * n;
+    for (size_t i = 0; i < all; i++) /* (heads, emb, n): value i is of row i % n */
+        if (!isfinite(ix->emb_cols[i])) {
+            if (*row < 0 || (int32_t)(i % n) < *row)
+                *row = (int32_t)(i % n);
+            count++;
+        }
+    return count;
+}
+
 int oml_index_add_lists_threads(oml_index *ix, int threads)
 {
-    if (ix == NULL || ix->hl != NULL || ix->n < 64 || ix->emb > OML_HLIST_MAX_EMB)
+    if (ix == NULL || ix->hl != NULL || ix->emb_cols == NULL || ix->n < 64 ||
+        ix->emb > OML_HLIST_MAX_EMB)
         return OML_OK;
-    int32_t L = oml_hlist_lists_for((size_t)ix->n);
-    if (L > ix->n / 4)
-        L = ix->n / 4;
+    int32_t L = oml_index_lists_for((size_t)ix->n);
     head_lists k = {.ix = ix, .hl = calloc((size_t)ix->heads, sizeof *k.hl), .lists = L};
     int rc = k.hl ? OML_OK : OML_ENOMEM;
     if (rc == OML_OK) /* each head's lists alone: the same for any thread count */

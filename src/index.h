@@ -50,6 +50,10 @@ typedef struct oml_index {
     void *_arena;
     void *_cols;             /* emb_cols' own mapping (the builder's columns), */
     size_t _cols_len;        /* of this many bytes */
+    int coded;               /* its lists were coded as its rows were embedded
+                                (oml_index_builder_code_lists): it never had float columns */
+    size_t _nonfinite;       /* such a build's count of NaN / infinite values, */
+    int32_t _nonfinite_row;  /* and its first row (oml_index_nonfinite) */
 } oml_index;
 
 /* Where an index without float columns (oml_index_drop_columns) gets the
@@ -132,6 +136,13 @@ int oml_index_calibrate(oml_index *ix, double target);
 /* The same with the heads' exact scans and the sample's searches on up to
  * `threads` threads: the same lists scanned for any count. */
 int oml_index_calibrate_threads(oml_index *ix, double target, int threads);
+/* The same for an index with or without float columns: without, the
+ * sample's rows are embedded from src and their exact neighbours are
+ * oml_index_topk_lists' (every row's code, the rows it cannot rule out
+ * from src); a sample row whose item is gone asks nothing. OML_EINVAL: no
+ * columns and no source. */
+int oml_index_calibrate_from(oml_index *ix, double target, int threads,
+                             const oml_row_source *src);
 
 /* Builds an index of all live items of store under snap (takes its own
  * reference on snap), with the exact scan's codes (oml_index_add_codes).
@@ -199,7 +210,44 @@ typedef struct oml_index_builder {
     uint64_t *new_stamp;      /* (OML_INDEX_GATHER_ROWS) their store stamps */
     int defer;                /* gathers take no inputs: a threaded run reads them from
                                  the store block by block (oml_index_builder_run_threads) */
+    /* Lists coded as the rows are embedded (oml_index_builder_code_lists). */
+    int code_lists;           /* the rows go into each head's coder, not into columns */
+    int sampling;             /* gathers copy the sample's items first */
+    size_t sample_want, sample_next, sample_got; /* items of the sample: asked, visited,
+                                                    embedded */
+    uint32_t sample_slots;    /* the store's slots when the sample began */
+    int32_t n_lists;          /* lists a head (from the live items then) */
+    float *sample;            /* (heads, sample_want, emb) their embeddings */
+    oml_hlist_coder *coders;  /* (heads) */
+    size_t nonfinite;         /* embedded values that were NaN or infinite (coded as 0), */
+    int64_t nonfinite_row;    /* the first row with one (-1: none) */
 } oml_index_builder;
+
+/* Codes this build's rows into inverted lists a head (hlist.h, oml_hlist_coder)
+ * as they are embedded, so the index never has float columns (as after
+ * oml_index_drop_columns; at 1M items of three 96-wide heads the columns
+ * are 1.15 GB that a rebuild held beside the serving index). The same
+ * gather and embed calls first take a strided sample of the store's live
+ * items (OML_INDEX_SAMPLE_PER_LIST a list), whose embeddings set each
+ * head's centroids and codebooks; then the rows, each coded as embedded.
+ * As many lists as oml_index_add_lists gives the live items then. Call
+ * after restart; not with a shard, a projection cache or run_threads (the
+ * gathers feed it). Calibrate with a row source
+ * (oml_index_calibrate_from). OML_OK, OML_EINVAL (a shard; or, from a
+ * gather, fewer live items than OML_INDEX_CODE_LISTS_MIN). A row with a
+ * value that embeds to NaN or infinity is coded as zeros and counted. */
+#define OML_INDEX_SAMPLE_PER_LIST 32
+#define OML_INDEX_CODE_LISTS_MIN 256
+int oml_index_builder_code_lists(oml_index_builder *b);
+
+/* Lists a head for an index of n rows (oml_index_add_lists, and a build
+ * that codes them); 0 below 64 rows (an exact scan). */
+int32_t oml_index_lists_for(size_t n);
+
+/* The embedded values of ix that are NaN or infinite, and *row the first
+ * row with one (-1: none): counted on its float columns, or as its build
+ * coded them. */
+size_t oml_index_nonfinite(const oml_index *ix, int32_t *row);
 
 /* OML_OK, OML_EDIM (dim is not the snapshot's), OML_ENOMEM. Takes its own
  * reference on snap. */

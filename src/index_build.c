@@ -22,6 +22,7 @@
 #include "index.h"
 #include "shard.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +79,21 @@ int oml_index_builder_init(oml_index_builder *b, oml_snapshot *snap, int32_t dim
     return OML_OK;
 }
 
+/* A coded build's sample and coders, and its mode (restart ends it). */
+static void drop_coding(oml_index_builder *b)
+{
+    free(b->sample);
+    for (int h = 0; b->coders && h < b->heads; h++)
+        oml_hlist_coder_free(&b->coders[h]);
+    free(b->coders);
+    b->sample = NULL;
+    b->coders = NULL;
+    b->code_lists = 0;
+    b->sampling = 0;
+    b->nonfinite = 0;
+    b->nonfinite_row = -1;
+}
+
 int oml_index_builder_restart(oml_index_builder *b, oml_snapshot *snap, int32_t dim)
 {
     if (b->X == NULL || snap == NULL || dim != b->dim ||
@@ -98,6 +114,18 @@ int oml_index_builder_restart(oml_index_builder *b, oml_snapshot *snap, int32_t 
     b->shard_i = 0;
     b->shard_n = 0;
     b->use_cache = 0;
+    drop_coding(b);
+    return OML_OK;
+}
+
+int oml_index_builder_code_lists(oml_index_builder *b)
+{
+    if (b->shard_n > 1 || b->X == NULL)
+        return OML_EINVAL;
+    drop_coding(b);
+    b->code_lists = 1;
+    b->sampling = 1;
+    b->sample_want = b->sample_next = b->sample_got = 0;
     return OML_OK;
 }
 
@@ -133,6 +161,7 @@ void oml_index_builder_free(oml_index_builder *b)
     free(b->new_row);
     free(b->new_slot);
     free(b->new_stamp);
+    drop_coding(b);
     memset(b, 0, sizeof *b);
 }
 
@@ -173,10 +202,52 @@ static void project_new(oml_index_builder *b)
     }
 }
 
+/* The sample's first gather: how many items, and room for their
+ * embeddings. Item i is the first live one from slot i x slots / want. */
+static int begin_sample(oml_index_builder *b, const oml_store *store)
+{
+    size_t live = oml_store_count(store);
+    b->n_lists = oml_index_lists_for(live);
+    if (live < OML_INDEX_CODE_LISTS_MIN || b->n_lists == 0)
+        return OML_EINVAL;
+    size_t want = (size_t)b->n_lists * OML_INDEX_SAMPLE_PER_LIST;
+    b->sample_want = want < live ? want : live;
+    b->sample_slots = oml_store_slots(store);
+    b->sample = malloc((size_t)b->heads * b->sample_want * (size_t)b->emb * sizeof(float));
+    b->coders = calloc((size_t)b->heads, sizeof *b->coders);
+    b->expect = live;
+    return b->sample && b->coders ? OML_OK : OML_ENOMEM;
+}
+
+/* The sample's next items into the gather buffers (pending); 1: the
+ * build's rows come after it. */
+static int gather_sample(oml_index_builder *b, const oml_store *store)
+{
+    int rc = b->sample == NULL ? begin_sample(b, store) : OML_OK;
+    if (rc != OML_OK)
+        return rc;
+    uint32_t slots = oml_store_slots(store);
+    int32_t m = 0;
+    b->n_new = 0;
+    for (; b->sample_next < b->sample_want && m < OML_INDEX_GATHER_ROWS; b->sample_next++) {
+        size_t i = b->sample_next, s0 = i * b->sample_slots / b->sample_want,
+               s1 = (i + 1) * b->sample_slots / b->sample_want;
+        for (size_t s = s0; s < s1 && s < slots; s++)
+            if (oml_store_is_live(store, (uint32_t)s)) {
+                gather_input(b, store, (uint32_t)s, m++);
+                break;
+            }
+    }
+    b->pending = m;
+    return 1;
+}
+
 int oml_index_builder_gather(oml_index_builder *b, const oml_store *store)
 {
     if (b->pending > 0)
         return OML_EINVAL; /* embed what was gathered first */
+    if (b->sampling)
+        return gather_sample(b, store);
     uint32_t slots = oml_store_slots(store);
     size_t want = b->n + OML_INDEX_GATHER_ROWS;
     if (b->n == 0) { /* every live item at once: no doubling, no copy of what grew */
@@ -194,7 +265,7 @@ int oml_index_builder_gather(oml_index_builder *b, const oml_store *store)
         return OML_ENOMEM;
     b->cap_off = cap;
     if (b->n == 0 && b->next_slot == 0) /* the build's first gather */
-        b->use_cache = b->in > 0 && b->cache != NULL &&
+        b->use_cache = b->in > 0 && b->cache != NULL && !b->code_lists &&
                        oml_projcache_begin(b->cache, b->snap, slots) == OML_OK;
     int32_t m = 0;
     b->n_new = 0;
@@ -304,23 +375,98 @@ static void to_columns(oml_index_builder *b, const float *out, size_t first, int
         }
 }
 
+/* The m gathered rows' embeddings into out (heads, m, emb). */
+static int embed_gathered(oml_index_builder *b, int32_t m)
+{
+    if (b->in > 0) {
+        project_new(b);
+        return oml_snapshot_embed_h0(b->snap, b->H0, m, b->out);
+    }
+    return oml_snapshot_embed(b->snap, b->X, m, b->out);
+}
+
+/* Zeroes each of the m rows of e values that holds a NaN or an infinity;
+ * returns how many such values there were. */
+static size_t zero_nonfinite_rows(float *rows, int32_t m, size_t e)
+{
+    size_t bad = 0;
+    for (int32_t i = 0; i < m; i++) {
+        float *v = rows + (size_t)i * e;
+        size_t here = 0;
+        for (size_t j = 0; j < e; j++)
+            here += !isfinite(v[j]);
+        if (here > 0)
+            memset(v, 0, e * sizeof *v);
+        bad += here;
+    }
+    return bad;
+}
+
+/* The sample's gathered items embedded into it; once it is whole, each
+ * head's coder trained on it, and the rows' gathers begin. */
+static int embed_sample(oml_index_builder *b)
+{
+    int32_t m = b->pending;
+    size_t e = (size_t)b->emb, want = b->sample_want;
+    int rc = m > 0 ? embed_gathered(b, m) : OML_OK;
+    for (int h = 0; rc == OML_OK && h < b->heads; h++) {
+        float *dst = b->sample + ((size_t)h * want + b->sample_got) * e;
+        memcpy(dst, b->out + (size_t)h * (size_t)m * e, (size_t)m * e * sizeof(float));
+        zero_nonfinite_rows(dst, m, e); /* (counted when the rows are coded) */
+    }
+    if (rc != OML_OK)
+        return rc;
+    b->sample_got += (size_t)m;
+    b->pending = 0;
+    if (b->sample_next < want)
+        return OML_OK;
+    for (int h = 0; rc == OML_OK && h < b->heads; h++) /* (a NaN row: a centroid of NaN) */
+        rc = oml_hlist_coder_init(&b->coders[h], b->sample + (size_t)h * want * e, b->sample_got,
+                                  b->emb, b->n_lists, b->expect);
+    free(b->sample);
+    b->sample = NULL;
+    b->sampling = 0;
+    return rc;
+}
+
+/* Rows first .. first + m of out coded into each head's lists; a row with
+ * a value that is not finite is counted and coded as zeros. */
+static int code_rows(oml_index_builder *b, size_t first, int32_t m)
+{
+    size_t e = (size_t)b->emb;
+    for (int h = 0; h < b->heads; h++)
+        for (int32_t i = 0; i < m; i++) {
+            size_t bad = zero_nonfinite_rows(b->out + ((size_t)h * (size_t)m + (size_t)i) * e, 1, e);
+            if (bad == 0)
+                continue;
+            if (b->nonfinite_row < 0 || (int64_t)(first + (size_t)i) < b->nonfinite_row)
+                b->nonfinite_row = (int64_t)(first + (size_t)i);
+            b->nonfinite += bad;
+        }
+    int rc = OML_OK;
+    for (int h = 0; rc == OML_OK && h < b->heads; h++)
+        rc = oml_hlist_coder_add(&b->coders[h], b->out + (size_t)h * (size_t)m * e, m);
+    return rc;
+}
+
 int oml_index_builder_embed(oml_index_builder *b)
 {
+    if (b->sampling)
+        return embed_sample(b);
     int32_t m = b->pending;
     if (m == 0)
         return OML_OK;
     size_t first = b->n - (size_t)m;
-    if (cols_room(b, b->n) != OML_OK)
+    if (!b->code_lists && cols_room(b, b->n) != OML_OK)
         return OML_ENOMEM;
-    int rc;
-    if (b->in > 0) {
-        project_new(b);
-        rc = oml_snapshot_embed_h0(b->snap, b->H0, m, b->out);
-    } else {
-        rc = oml_snapshot_embed(b->snap, b->X, m, b->out);
-    }
+    int rc = embed_gathered(b, m);
+    if (rc == OML_OK && b->code_lists)
+        rc = code_rows(b, first, m);
     if (rc != OML_OK)
         return rc;
+    b->pending = 0;
+    if (b->code_lists)
+        return OML_OK;
     to_columns(b, b->out, first, m);
     b->pending = 0;
     if (b->shard_n > 1)
@@ -398,9 +544,24 @@ static void hand_over_cols(oml_index *ix, oml_index_builder *b)
     b->cap_cols = 0;
 }
 
+/* A coded build's lists to the index, with its count of values that were
+ * not finite. */
+static int hand_over_lists(oml_index *ix, oml_index_builder *b)
+{
+    ix->hl = calloc((size_t)b->heads, sizeof *ix->hl);
+    int rc = ix->hl ? OML_OK : OML_ENOMEM;
+    for (int h = 0; rc == OML_OK && h < b->heads; h++)
+        rc = oml_hlist_coder_finish(&b->coders[h], &ix->hl[h]);
+    ix->n_lists = b->n_lists;
+    ix->coded = 1;
+    ix->_nonfinite = b->nonfinite;
+    ix->_nonfinite_row = (int32_t)b->nonfinite_row;
+    return rc;
+}
+
 int oml_index_builder_finish(oml_index_builder *b, const oml_store *store, oml_index **out)
 {
-    if (b->pending > 0)
+    if (b->pending > 0 || b->sampling)
         return OML_EINVAL;
     if (b->n > INT32_MAX)
         return OML_EINVAL;
@@ -426,6 +587,10 @@ int oml_index_builder_finish(oml_index_builder *b, const oml_store *store, oml_i
     }
     lay_out_rows(ix, b, p);
     hand_over_cols(ix, b);
+    if (b->code_lists && hand_over_lists(ix, b) != OML_OK) {
+        oml_index_destroy(ix);
+        return OML_ENOMEM;
+    }
     p += b->n_chars;
     for (int32_t l = 0; l < ix->n_labels; l++) {
         size_t len;

@@ -47,6 +47,7 @@ typedef struct cal {
     oml_neighbor *approx[OML_PARALLEL_MAX];   /* (S, CAL_K) each */
     oml_near_ws ws[OML_PARALLEL_MAX];
     void *wmem[OML_PARALLEL_MAX];
+    uint8_t *gone;        /* (S) without columns: the sample row's item is gone */
 } cal;
 
 /* Query s's embedding, exact neighbours and their count in head h. */
@@ -63,6 +64,19 @@ static oml_neighbor *exact_of(const cal *c, int h, int32_t s)
 static int32_t *n_exact_of(const cal *c, int h, int32_t s)
 {
     return c->n_exact + (size_t)h * (size_t)c->S + (size_t)s;
+}
+
+/* exact_neighbors for an index without float columns: oml_index_topk_lists
+ * per query (every row's code; the rows it cannot rule out embedded from
+ * the workspace's source). A query whose row is gone asks nothing. */
+static int exact_from_source(cal *c, int h, int leave_out, oml_near_ws *w)
+{
+    for (int32_t s = 0; s < c->S; s++)
+        *n_exact_of(c, h, s) = c->gone[s] ? 0
+                                          : oml_index_topk_lists(c->ix, h, q_of(c, h, s), CAL_K,
+                                                                 leave_out ? c->qrow[s] : -1,
+                                                                 NULL, exact_of(c, h, s), w);
+    return OML_OK;
 }
 
 /* The exact CAL_K nearest rows of every sample query in head h, each
@@ -145,16 +159,44 @@ static int exact_task(void *ctx, int worker, int32_t h)
     cal *c = ctx;
     const oml_index *ix = c->ix;
     size_t S = (size_t)c->S, e = (size_t)ix->emb;
-    for (int32_t s = 0; s < c->S; s++)
+    int cols = ix->emb_cols != NULL;
+    for (int32_t s = 0; cols && s < c->S; s++) /* (without: embedded from the source) */
         for (size_t j = 0; j < e; j++)
             c->Q[((size_t)h * S + (size_t)s) * e + j] = oml_index_emb(ix, h, c->qrow[s], (int32_t)j);
-    int rc = exact_neighbors(c, h, 1, c->dots[worker], c->approx[worker]);
+    int rc = cols ? exact_neighbors(c, h, 1, c->dots[worker], c->approx[worker])
+                  : exact_from_source(c, h, 1, &c->ws[worker]);
     for (int32_t s = 0; rc == OML_OK && s < c->S; s++)
         if (*n_exact_of(c, h, s) > 0) {
             double d = exact_of(c, h, s)[0].dist;
             move_query((float *)q_of(c, h, s), e, d < MOVE_MAX ? d : MOVE_MAX, s);
         }
-    return rc == OML_OK ? exact_neighbors(c, h, 0, c->dots[worker], c->approx[worker]) : rc;
+    if (rc != OML_OK)
+        return rc;
+    return cols ? exact_neighbors(c, h, 0, c->dots[worker], c->approx[worker])
+                : exact_from_source(c, h, 0, &c->ws[worker]);
+}
+
+/* Without float columns: the sample rows' embeddings (every head) from
+ * src, a block at a time; a row whose item is gone is marked. */
+static int sample_from_source(cal *c, const oml_row_source *src)
+{
+    const oml_index *ix = c->ix;
+    size_t S = (size_t)c->S, e = (size_t)ix->emb, H = (size_t)ix->heads;
+    float *E = malloc(H * OML_ROW_SOURCE_BLOCK * e * sizeof *E);
+    uint8_t live[OML_ROW_SOURCE_BLOCK];
+    int rc = E ? OML_OK : OML_ENOMEM;
+    for (size_t s0 = 0; rc == OML_OK && s0 < S; s0 += OML_ROW_SOURCE_BLOCK) {
+        int32_t m = (int32_t)(S - s0 < OML_ROW_SOURCE_BLOCK ? S - s0 : OML_ROW_SOURCE_BLOCK);
+        rc = src->embed(src->arg, ix, c->qrow + s0, m, E, live);
+        for (int32_t j = 0; rc == OML_OK && j < m; j++) {
+            c->gone[s0 + (size_t)j] = !live[j];
+            for (size_t h = 0; h < H; h++)
+                memcpy(c->Q + (h * S + s0 + (size_t)j) * e, E + (h * (size_t)m + (size_t)j) * e,
+                       e * sizeof *E);
+        }
+    }
+    free(E);
+    return rc;
 }
 
 /* The first guess: the target quantile of the lists a query scans before
@@ -343,10 +385,13 @@ static int share_wider(cal *c, int h, double target)
     return 0;
 }
 
-int oml_index_calibrate_threads(oml_index *ix, double target, int threads)
+int oml_index_calibrate_from(oml_index *ix, double target, int threads,
+                             const oml_row_source *src)
 {
     if (ix == NULL || ix->hl == NULL || ix->n <= CAL_K || !(target > 0.0))
         return OML_OK;
+    if (ix->emb_cols == NULL && (src == NULL || src->embed == NULL))
+        return OML_EINVAL;
     if (target > 1.0)
         target = 1.0;
     /* 64 queries made from rows are not the queries the index will serve
@@ -363,11 +408,13 @@ int oml_index_calibrate_threads(oml_index *ix, double target, int threads)
     c.Q = malloc(H * S * e * sizeof *c.Q);
     c.exact = malloc(H * S * CAL_K * sizeof *c.exact);
     c.n_exact = malloc(H * S * sizeof *c.n_exact);
+    c.gone = calloc(S, 1);
     int32_t *rank = malloc(L * sizeof *rank);
     int32_t *list_of = malloc((size_t)ix->n * sizeof *list_of);
     int32_t *need = malloc(S * CAL_K * sizeof *need);
-    int rc = c.qrow && c.Q && c.exact && c.n_exact && rank && list_of && need ? OML_OK
-                                                                              : OML_ENOMEM;
+    int rc = c.qrow && c.Q && c.exact && c.n_exact && c.gone && rank && list_of && need
+                 ? OML_OK
+                 : OML_ENOMEM;
     for (int t = 0; rc == OML_OK && t < c.threads; t++) {
         c.dots[t] = malloc(S * RB * sizeof *c.dots[t]);
         c.approx[t] = malloc(S * CAL_K * sizeof *c.approx[t]);
@@ -376,9 +423,12 @@ int oml_index_calibrate_threads(oml_index *ix, double target, int threads)
             rc = OML_ENOMEM;
         else
             oml_near_ws_init(&c.ws[t], ix, CAL_K, c.wmem[t]);
+        c.ws[t].src = src;
     }
     for (int32_t s = 0; rc == OML_OK && s < c.S; s++)
         c.qrow[s] = (int32_t)((int64_t)s * ix->n / c.S);
+    if (rc == OML_OK && ix->emb_cols == NULL)
+        rc = sample_from_source(&c, src);
     if (rc == OML_OK) /* each head's exact neighbours on its own worker */
         rc = oml_parallel_run(c.threads, ix->heads, exact_task, &c);
     if (rc == OML_OK) { /* a second calibration starts afresh */
@@ -400,6 +450,7 @@ int oml_index_calibrate_threads(oml_index *ix, double target, int threads)
     free(c.Q);
     free(c.exact);
     free(c.n_exact);
+    free(c.gone);
     for (int t = 0; t < c.threads; t++) {
         free(c.dots[t]);
         free(c.approx[t]);
@@ -411,7 +462,12 @@ int oml_index_calibrate_threads(oml_index *ix, double target, int threads)
     return rc;
 }
 
+int oml_index_calibrate_threads(oml_index *ix, double target, int threads)
+{
+    return oml_index_calibrate_from(ix, target, threads, NULL);
+}
+
 int oml_index_calibrate(oml_index *ix, double target)
 {
-    return oml_index_calibrate_threads(ix, target, 1);
+    return oml_index_calibrate_from(ix, target, 1, NULL);
 }

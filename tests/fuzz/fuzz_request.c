@@ -126,9 +126,6 @@ static void query_fixture(void)
     omld_view *v = &Q.view;
     atomic_init(&v->_refs, 1);
     CHECK(oml_index_build(&v->ix, Q.snap, Q.store) == OML_OK);
-    oml_idmap_init(&v->by_id);
-    for (int32_t i = 0; i < v->ix->n; i++)
-        CHECK(oml_idmap_put(&v->by_id, v->ix->ids[i], v->ix->id_lens[i], (uint32_t)i) == OML_OK);
     v->version = VIEW_VERSION;
     /* The store moves on after the view was built. */
     float x[DIM];
@@ -524,7 +521,6 @@ int main(int argc, char **argv)
     printf("fuzz_request: replayed %d inputs\n", argc - 1);
     /* The fixture lives for the process; freed here so LeakSanitizer sees
      * only what a request leaked. */
-    oml_idmap_free(&Q.view.by_id);
     oml_index_destroy(Q.view.ix);
     oml_snapshot_release(Q.snap);
     oml_store_destroy(Q.store);

@@ -1001,7 +1001,8 @@ static void lists_round_trip(const char *rerank_arg)
              "assert s[\"lists_from_items\"]==1000, s; "
              "r=s[\"recall\"]; assert r is None or 0<=r<=1, s; "
              "assert r is None or s[\"recall_checked\"]<100 or r>=0.85, s; "
-             "assert s[\"float_columns\"]==%s, s'", path, rerank_arg ? "False" : "True");
+             "assert s[\"float_columns\"]==%s, s; assert s[\"coded_lists\"]==%s, s'", path,
+             rerank_arg ? "False" : "True", rerank_arg ? "True" : "False");
     assert_int_equal(system(cmd), 0);
     /* Recall is held to 0.85, under the calibration's 0.95 on the index's
      * own rows: this data's items are noisy copies of a few class centres,

@@ -352,7 +352,10 @@ static void test_triplets_unknown_id_changes_nothing(void **state)
     assert_non_null(v);
     assert_int_equal(v->ix->n, N_ITEMS);
     assert_int_equal(v->updates, 5);
-    assert_int_equal(omld_view_row(v, "item-7", 6) >= 0, 1);
+    const oml_store *store;
+    omld_store_lock *lock;
+    omld_engine_store_ref(f.e, &store, &lock);
+    assert_int_equal(omld_view_row(v, store, lock, "item-7", 6) >= 0, 1);
     omld_view_release(v);
     stop(&f);
 }

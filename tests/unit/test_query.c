@@ -56,16 +56,11 @@ static void view_build(omld_view *v, oml_snapshot *snap, const oml_store *st)
     memset(v, 0, sizeof *v);
     atomic_init(&v->_refs, 1);
     assert_int_equal(oml_index_build(&v->ix, snap, st), OML_OK);
-    oml_idmap_init(&v->by_id);
-    for (int32_t i = 0; i < v->ix->n; i++)
-        assert_int_equal(oml_idmap_put(&v->by_id, v->ix->ids[i], v->ix->id_lens[i], (uint32_t)i),
-                         OML_OK);
     v->version = VERSION;
 }
 
 static void view_free(omld_view *v)
 {
-    oml_idmap_free(&v->by_id);
     oml_index_destroy(v->ix);
 }
 
@@ -117,9 +112,9 @@ static const float *feat(const fx *f, const char *id)
     return oml_store_features(f->store, slot);
 }
 
-static int32_t row(const fx *f, const char *id)
+static int32_t row(fx *f, const char *id)
 {
-    return omld_view_row(&f->v, id, strlen(id));
+    return omld_view_row(&f->v, f->store, &f->lock, id, strlen(id));
 }
 
 static void ref_id(Omld__ItemRef *ref, const char *id)

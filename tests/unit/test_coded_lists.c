@@ -1,0 +1,346 @@
+/* test_coded_lists.c - lists coded as the rows are embedded (issue 14's
+ * memory: a rebuild that never holds float columns).
+ *
+ * The coder (hlist.h, oml_hlist_coder) given the rows the build samples
+ * gives the build's lists, byte for byte but for the product codes; an
+ * index built that way (oml_index_builder_code_lists) has no columns and,
+ * through a row source over the store, gives an exact scan's neighbours;
+ * it calibrates from that source, grows with items put while it is built,
+ * and counts what embeds to NaN. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fresh.h"
+#include "hlist.h"
+#include "query.h"
+#include "rng.h"
+#include "store.h"
+#include "testutil.h"
+
+#define DIM 6
+#define NL 1500
+#define K 7
+
+typedef struct fx {
+    oml_store *store;
+    omld_store_lock lock;
+    omld_query_ctx q;
+    oml_row_source src;
+    oml_snapshot *snap;
+    float x[NL][DIM];
+} fx;
+
+static void put(fx *f, int i, const float *x)
+{
+    char id[16], lab[8];
+    snprintf(id, sizeof id, "i%d", i);
+    snprintf(lab, sizeof lab, "c%d", i % 3);
+    assert_int_equal(oml_store_put(f->store, id, strlen(id), x, lab, strlen(lab), NULL, NULL),
+                     OML_OK);
+}
+
+static int setup(void **state)
+{
+    fx *f = calloc(1, sizeof *f);
+    assert_non_null(f);
+    assert_int_equal(oml_store_create(&f->store, DIM, 2 * NL), OML_OK);
+    oml_rng r;
+    oml_rng_seed(&r, 5);
+    for (int i = 0; i < NL; i++) {
+        for (int j = 0; j < DIM; j++)
+            f->x[i][j] = (float)(i % 3 == j % 3) + 0.6f * oml_rng_normal(&r);
+        if (i < NL / 2) /* the rest: put while an index is built */
+            put(f, i, f->x[i]);
+    }
+    const float alpha[2] = {0.6f, 0.4f};
+    f->snap = oml_test_snapshot(1, DIM, 8, 4, NULL, alpha, 12);
+    assert_non_null(f->snap);
+    assert_int_equal(pthread_rwlock_init(&f->lock.rw, NULL), 0);
+    f->q = (omld_query_ctx){.store = f->store, .lock = &f->lock};
+    omld_fresh_rows(&f->q, &f->src);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fx *f = *state;
+    oml_snapshot_release(f->snap);
+    oml_store_destroy(f->store);
+    pthread_rwlock_destroy(&f->lock.rw);
+    free(f);
+    return 0;
+}
+
+/* An index whose build codes its lists; between its gathers, before the
+ * first and from put_from on, the items put_from .. NL are put. */
+static oml_index *coded_index(fx *f, int put_from)
+{
+    oml_index_builder b = {0};
+    assert_int_equal(oml_index_builder_init(&b, f->snap, DIM), OML_OK);
+    assert_int_equal(oml_index_builder_code_lists(&b), OML_OK);
+    int more = 1, gathers = 0;
+    while (more > 0) {
+        more = oml_index_builder_gather(&b, f->store);
+        assert_true(more >= 0);
+        assert_int_equal(oml_index_builder_embed(&b), OML_OK);
+        if (++gathers == 1 && put_from < NL) { /* after the sample: past what it expects */
+            for (int i = put_from; i < NL; i++)
+                put(f, i, f->x[i]);
+        }
+    }
+    oml_index *ix = NULL;
+    assert_int_equal(oml_index_builder_finish(&b, f->store, &ix), OML_OK);
+    oml_index_builder_free(&b);
+    return ix;
+}
+
+static oml_index *column_index(const fx *f)
+{
+    oml_index *ix = NULL;
+    assert_int_equal(oml_index_build(&ix, f->snap, f->store), OML_OK);
+    return ix;
+}
+
+/* Given the rows oml_hlist_build trains on, the coder's lists are the
+ * build's: centroids, grouping, int8 codes, norms and bounds, bit for bit,
+ * whatever the blocks the rows come in. */
+static void test_coder_matches_build(void **state)
+{
+    (void)state;
+    enum { N = 4000, E = 16, L = 24 };
+    float *cols = malloc((size_t)N * E * sizeof *cols), *rows = malloc((size_t)N * E * sizeof *rows);
+    assert_non_null(cols);
+    assert_non_null(rows);
+    oml_rng r;
+    oml_rng_seed(&r, 3);
+    for (int i = 0; i < N; i++) {
+        double norm = 0.0;
+        for (int j = 0; j < E; j++) {
+            rows[i * E + j] = (float)(j == i % 5) + 0.5f * oml_rng_normal(&r);
+            norm += (double)rows[i * E + j] * rows[i * E + j];
+        }
+        for (int j = 0; j < E; j++) {
+            rows[i * E + j] = (float)(rows[i * E + j] / sqrt(norm));
+            cols[(size_t)j * N + (size_t)i] = rows[i * E + j];
+        }
+    }
+    oml_hlist built;
+    assert_int_equal(oml_hlist_build(&built, cols, N, E, L), OML_OK);
+    size_t s = (size_t)L * 32; /* hlist.c's strided training rows */
+    float *sample = malloc(s * E * sizeof *sample);
+    assert_non_null(sample);
+    for (size_t i = 0; i < s; i++)
+        memcpy(sample + i * E, rows + i * N / s * E, E * sizeof *sample);
+    oml_hlist_coder c;
+    assert_int_equal(oml_hlist_coder_init(&c, sample, s, E, L, 100), OML_OK);
+    const int32_t blocks[] = {1, 1000, 7, 2991, 1};
+    for (int i = 0, at = 0; i < 5; at += blocks[i++])
+        assert_int_equal(oml_hlist_coder_add(&c, rows + (size_t)at * E, blocks[i]), OML_OK);
+    oml_hlist coded;
+    assert_int_equal(oml_hlist_coder_finish(&c, &coded), OML_OK);
+    assert_int_equal(coded.n, N);
+    assert_int_equal(coded.n_lists, L);
+    assert_int_equal(coded.n_probe, built.n_probe);
+    assert_memory_equal(coded.centroids, built.centroids, (size_t)L * E * sizeof(float));
+    assert_memory_equal(coded.list_start, built.list_start, (L + 1) * sizeof(int32_t));
+    assert_memory_equal(coded.rows, built.rows, N * sizeof(int32_t));
+    assert_memory_equal(coded.pos_of, built.pos_of, N * sizeof(int32_t));
+    assert_memory_equal(coded.codes, built.codes, (size_t)N * E);
+    assert_memory_equal(coded.scale, built.scale, N * sizeof(float));
+    assert_memory_equal(coded.res_norm, built.res_norm, N * sizeof(float));
+    assert_memory_equal(coded.code_err, built.code_err, N * sizeof(float));
+    assert_memory_equal(coded.list_res_max, built.list_res_max, L * sizeof(float));
+    assert_memory_equal(coded.list_err_max, built.list_err_max, L * sizeof(float));
+    assert_int_equal(coded.pq.m, built.pq.m);
+    assert_true(coded.pq.m > 0);
+    assert_memory_equal(coded.blk_start, built.blk_start, (L + 1) * sizeof(int32_t));
+    assert_int_equal(coded.pq_keep, built.pq_keep);
+    assert_true(oml_hlist_bytes(&coded) == oml_hlist_bytes(&built));
+    oml_hlist_free(&coded);
+    oml_hlist_free(&built);
+    oml_hlist_coder_free(&c); /* emptied by finish: a no-op */
+    free(sample);
+    free(cols);
+    free(rows);
+}
+
+/* A sample smaller than the lists, or a bad width, is refused. */
+static void test_coder_refuses_a_short_sample(void **state)
+{
+    (void)state;
+    float sample[8 * 4] = {0};
+    oml_hlist_coder c;
+    assert_int_equal(oml_hlist_coder_init(&c, sample, 8, 4, 9, 100), OML_EINVAL);
+    assert_int_equal(oml_hlist_coder_init(&c, sample, 8, 0, 2, 100), OML_EINVAL);
+    assert_int_equal(oml_hlist_coder_init(&c, NULL, 8, 4, 2, 100), OML_EINVAL);
+}
+
+/* Every row's exact k nearest in every head, as the column index's exact
+ * scan gives them: the coded lists, their bounds and the row source's
+ * re-rank together miss nothing (and take items put while it was built). */
+static void check_exact(const fx *f, const oml_index *coded)
+{
+    oml_index *full = column_index(f);
+    assert_false(full->coded);
+    assert_int_equal(coded->n, full->n);
+    for (int32_t i = 0; i < full->n; i++) {
+        assert_int_equal(coded->slots[i], full->slots[i]);
+        assert_string_equal(coded->ids[i], full->ids[i]);
+    }
+    void *mem = malloc(oml_near_ws_bytes(coded, K));
+    float *scratch = malloc((size_t)full->n * sizeof *scratch);
+    float *q = malloc((size_t)full->heads * (size_t)full->emb * sizeof *q);
+    assert_non_null(mem);
+    assert_non_null(scratch);
+    assert_non_null(q);
+    oml_near_ws w;
+    oml_near_ws_init(&w, coded, K, mem);
+    w.src = &f->src;
+    for (int s = 0; s < NL; s += 37) {
+        assert_int_equal(oml_snapshot_embed(f->snap, f->x[s], 1, q), OML_OK);
+        for (int h = 0; h < full->heads; h++) {
+            const float *qh = q + (size_t)h * (size_t)full->emb;
+            oml_neighbor want[K], got[K];
+            int32_t nw = oml_index_topk(full, h, qh, K, -1, NULL, want, scratch);
+            int32_t ng = oml_index_topk_lists(coded, h, qh, K, -1, NULL, got, &w);
+            assert_false(w.overflow);
+            assert_int_equal(ng, nw);
+            for (int32_t i = 0; i < nw; i++) {
+                assert_int_equal(got[i].row, want[i].row);
+                assert_float_equal(got[i].dist, want[i].dist, 1e-5);
+            }
+        }
+    }
+    free(mem);
+    free(scratch);
+    free(q);
+    oml_index_destroy(full);
+}
+
+static void test_coded_index_is_exact_through_the_store(void **state)
+{
+    fx *f = *state;
+    oml_index *coded = coded_index(f, NL / 2); /* 750 items expected, 1,500 coded */
+    assert_null(coded->emb_cols);
+    assert_true(coded->coded);
+    assert_int_equal(oml_index_float_bytes(coded), 0);
+    assert_non_null(coded->hl);
+    assert_int_equal(coded->n, NL);
+    assert_int_equal(coded->n_lists, oml_index_lists_for(NL / 2));
+    int32_t row;
+    assert_int_equal(oml_index_nonfinite(coded, &row), 0);
+    assert_int_equal(row, -1);
+    check_exact(f, coded);
+    oml_index_destroy(coded);
+}
+
+/* Without columns the calibration needs a source; with one it sets every
+ * head's lists from what its sample found. */
+static void test_coded_index_calibrates_from_the_store(void **state)
+{
+    fx *f = *state;
+    oml_index *coded = coded_index(f, NL);
+    assert_int_equal(oml_index_calibrate_from(coded, 0.95, 1, NULL), OML_EINVAL);
+    assert_int_equal(oml_index_calibrate_from(coded, 0.95, 2, &f->src), OML_OK);
+    for (int h = 0; h < coded->heads; h++) {
+        const oml_hlist *hl = &coded->hl[h];
+        assert_true(hl->n_probe >= 1 && hl->n_probe <= hl->n_lists);
+        assert_true(hl->shared_from >= 0 || hl->recall > 0.5f);
+    }
+    /* What it measured holds: scanning that many lists finds the exact
+     * neighbours of rows as often as the calibration said, near enough. */
+    oml_index *full = column_index(f);
+    void *mem = malloc(oml_near_ws_bytes(coded, 10));
+    float *scratch = malloc((size_t)full->n * sizeof *scratch);
+    float *q = malloc((size_t)full->heads * (size_t)full->emb * sizeof *q);
+    oml_near_ws w;
+    oml_near_ws_init(&w, coded, 10, mem);
+    w.src = &f->src;
+    long hits = 0, total = 0;
+    for (int s = 0; s < NL / 2; s += 7) {
+        assert_int_equal(oml_snapshot_embed(f->snap, f->x[s], 1, q), OML_OK);
+        oml_neighbor want[10], got[10];
+        int32_t nw = oml_index_topk(full, 0, q, 10, -1, NULL, want, scratch);
+        int32_t ng = oml_index_topk_near(coded, 0, q, 10, -1, -1, NULL, got, &w);
+        for (int32_t i = 0; i < ng; i++)
+            for (int32_t j = 0; j < nw; j++)
+                hits += got[i].row == want[j].row;
+        total += nw;
+    }
+    assert_true(total > 0);
+    assert_true((double)hits / (double)total >= 0.85);
+    free(mem);
+    free(scratch);
+    free(q);
+    oml_index_destroy(full);
+    oml_index_destroy(coded);
+}
+
+/* A row that embeds to NaN is counted with its row and coded as zeros:
+ * the lists stay finite, and the view refuses the index by that count. */
+static void test_coded_build_counts_what_is_not_finite(void **state)
+{
+    fx *f = *state;
+    float huge[DIM];
+    for (int j = 0; j < DIM; j++)
+        huge[j] = 3e38f;
+    put(f, NL / 2 + 10, huge); /* after 750 good rows */
+    oml_index *coded = coded_index(f, NL);
+    int32_t row;
+    size_t bad = oml_index_nonfinite(coded, &row);
+    assert_true(bad > 0);
+    assert_int_equal(row, oml_index_row_of_slot(coded, (uint32_t)(NL / 2)));
+    assert_string_equal(coded->ids[row], "i760");
+    for (int h = 0; h < coded->heads; h++)
+        for (int32_t p = 0; p < coded->n; p++)
+            assert_true(isfinite(coded->hl[h].scale[p]) && isfinite(coded->hl[h].code_err[p]));
+    oml_index_destroy(coded);
+}
+
+/* A store under OML_INDEX_CODE_LISTS_MIN items gets no coded lists: the
+ * first gather says so; a shard never does. */
+static void test_code_lists_refusals(void **state)
+{
+    fx *f = *state;
+    oml_store *small = NULL;
+    assert_int_equal(oml_store_create(&small, DIM, 100), OML_OK);
+    for (int i = 0; i < 100; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "s%d", i);
+        assert_int_equal(oml_store_put(small, id, strlen(id), f->x[i], NULL, 0, NULL, NULL), OML_OK);
+    }
+    oml_index_builder b = {0};
+    assert_int_equal(oml_index_builder_init(&b, f->snap, DIM), OML_OK);
+    assert_int_equal(oml_index_builder_code_lists(&b), OML_OK);
+    assert_int_equal(oml_index_builder_gather(&b, small), OML_EINVAL);
+    assert_int_equal(oml_index_builder_restart(&b, f->snap, DIM), OML_OK);
+    b.shard_n = 2;
+    assert_int_equal(oml_index_builder_code_lists(&b), OML_EINVAL);
+    oml_index_builder_free(&b);
+    oml_store_destroy(small);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_coder_matches_build),
+        cmocka_unit_test(test_coder_refuses_a_short_sample),
+        cmocka_unit_test_setup_teardown(test_coded_index_is_exact_through_the_store, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_coded_index_calibrates_from_the_store, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_coded_build_counts_what_is_not_finite, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_code_lists_refusals, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
