@@ -280,10 +280,11 @@ static int index_build(omld_views *vs, oml_snapshot *snap, omld_store_lock *lock
     int embed_threads = lock == NULL && vs->shard_n <= 1 ? threads : 1;
     uint64_t t0 = omld_now_ns();
     int rc;
-    if (embed_threads > 1 && !coded) {
+    if (embed_threads > 1) {
         /* The caller's store, nothing else running (a start's first view):
          * one run, its blocks on every thread, the same bits as in gathers. */
-        rc = oml_index_builder_run_threads(b, snap, vs->store, threads, out);
+        rc = coded ? oml_index_builder_run_coded_threads(b, snap, vs->store, threads, out)
+                   : oml_index_builder_run_threads(b, snap, vs->store, threads, out);
         oml_index_builder_free(b);
     } else {
         rc = build_in_gathers(vs, b, snap, lock, gen, dim, coded, out);
@@ -316,7 +317,7 @@ static int index_build(omld_views *vs, oml_snapshot *snap, omld_store_lock *lock
                      (double)(t2 - t1) / 1e9);
         if (lock == NULL)
             LOG_INFO("indexer", "view %llu built on %d thread(s): %s, calibrated in %.1f s%s",
-                     (unsigned long long)snap->version, coded ? 1 : embed_threads, parts,
+                     (unsigned long long)snap->version, embed_threads, parts,
                      (double)(omld_now_ns() - t2) / 1e9, probes);
         else
             LOG_DEBUG("indexer", "view %llu: %s, calibrated in %.1f s",

@@ -272,6 +272,13 @@ int oml_index_builder_run(oml_index_builder *b, oml_snapshot *snap, const oml_st
  * a store nothing else uses meanwhile, as at a restart's first view. */
 int oml_index_builder_run_threads(oml_index_builder *b, oml_snapshot *snap,
                                   const oml_store *store, int threads, oml_index **out);
+/* A build that codes its lists (oml_index_builder_code_lists), every step
+ * at once for a store nothing changes meanwhile: the sample on this
+ * thread, then the blocks embedded on up to `threads` threads and coded in
+ * order as each is done. The same index, bit for bit, for any count (and
+ * as the gathers give). */
+int oml_index_builder_run_coded_threads(oml_index_builder *b, oml_snapshot *snap,
+                                        const oml_store *store, int threads, oml_index **out);
 /* Lets go of the snapshot and keeps the buffers, until restart or free. */
 void oml_index_builder_release_snapshot(oml_index_builder *b);
 /* The bytes its buffers hold (what restart keeps). */

@@ -23,6 +23,7 @@
 #include "shard.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -429,14 +430,15 @@ static int embed_sample(oml_index_builder *b)
     return rc;
 }
 
-/* Rows first .. first + m of out coded into each head's lists; a row with
- * a value that is not finite is counted and coded as zeros. */
-static int code_rows(oml_index_builder *b, size_t first, int32_t m)
+/* Rows first .. first + m, embedded in out (heads, m, emb), coded into
+ * each head's lists (the next rows of its coder); a row with a value that
+ * is not finite is counted and coded as zeros. */
+static int code_rows(oml_index_builder *b, float *out, size_t first, int32_t m)
 {
     size_t e = (size_t)b->emb;
     for (int h = 0; h < b->heads; h++)
         for (int32_t i = 0; i < m; i++) {
-            size_t bad = zero_nonfinite_rows(b->out + ((size_t)h * (size_t)m + (size_t)i) * e, 1, e);
+            size_t bad = zero_nonfinite_rows(out + ((size_t)h * (size_t)m + (size_t)i) * e, 1, e);
             if (bad == 0)
                 continue;
             if (b->nonfinite_row < 0 || (int64_t)(first + (size_t)i) < b->nonfinite_row)
@@ -445,7 +447,7 @@ static int code_rows(oml_index_builder *b, size_t first, int32_t m)
         }
     int rc = OML_OK;
     for (int h = 0; rc == OML_OK && h < b->heads; h++)
-        rc = oml_hlist_coder_add(&b->coders[h], b->out + (size_t)h * (size_t)m * e, m);
+        rc = oml_hlist_coder_add(&b->coders[h], out + (size_t)h * (size_t)m * e, m);
     return rc;
 }
 
@@ -461,7 +463,7 @@ int oml_index_builder_embed(oml_index_builder *b)
         return OML_ENOMEM;
     int rc = embed_gathered(b, m);
     if (rc == OML_OK && b->code_lists)
-        rc = code_rows(b, first, m);
+        rc = code_rows(b, b->out, first, m);
     if (rc != OML_OK)
         return rc;
     b->pending = 0;
@@ -614,7 +616,27 @@ typedef struct blocks {
     oml_index_builder *b;
     const oml_store *store;
     lane lanes[OML_PARALLEL_MAX];
+    /* A coded build codes its blocks in order: block `coding` is next. */
+    pthread_mutex_t mu;
+    pthread_cond_t turn;
+    int32_t coding;
 } blocks;
+
+/* Block i's rows, embedded in out, coded once every block before it is
+ * (each head's coder takes its rows in order); embedding overlaps. */
+static int code_in_turn(blocks *k, int32_t i, float *out, size_t first, int32_t m)
+{
+    pthread_mutex_lock(&k->mu);
+    while (k->coding != i) /* blocks are handed out in order: i - 1 is running */
+        pthread_cond_wait(&k->turn, &k->mu);
+    pthread_mutex_unlock(&k->mu);
+    int rc = code_rows(k->b, out, first, m);
+    pthread_mutex_lock(&k->mu);
+    k->coding = i + 1;
+    pthread_cond_broadcast(&k->turn);
+    pthread_mutex_unlock(&k->mu);
+    return rc;
+}
 
 /* Block i of a run's rows, as a serial build embeds it: its gather's rows
  * (every gather but the last holds OML_INDEX_GATHER_ROWS), projected row
@@ -636,6 +658,10 @@ static int embed_block(void *ctx, int worker, int32_t i)
         rc = oml_snapshot_embed_h0(b->snap, ln->H0, m, ln->out);
     } else {
         rc = oml_snapshot_embed(b->snap, ln->X, m, ln->out);
+    }
+    if (b->code_lists) { /* in turn even when it failed: the next block waits for it */
+        int coded = code_in_turn(k, i, ln->out, first, rc == OML_OK ? m : 0);
+        return rc != OML_OK ? rc : coded;
     }
     if (rc == OML_OK)
         to_columns(b, ln->out, first, m);
@@ -659,11 +685,12 @@ static int run_blocks(oml_index_builder *b, const oml_store *store, int threads)
     if (more < 0)
         return more;
     b->pending = (int32_t)(b->n < INT32_MAX ? b->n : INT32_MAX); /* none embedded: no copy */
-    rc = cols_room(b, b->n);
+    rc = b->code_lists ? OML_OK : cols_room(b, b->n);
     b->pending = 0;
     if (rc != OML_OK)
         return rc;
-    blocks k = {.b = b, .store = store};
+    blocks k = {.b = b, .store = store, .mu = PTHREAD_MUTEX_INITIALIZER,
+                .turn = PTHREAD_COND_INITIALIZER};
     if (threads > OML_PARALLEL_MAX)
         threads = OML_PARALLEL_MAX;
     size_t g = OML_INDEX_GATHER_ROWS, in = (size_t)(b->in > 0 ? b->in : 1);
@@ -696,6 +723,25 @@ int oml_index_builder_run_threads(oml_index_builder *b, oml_snapshot *snap,
                    : rc;
     int more = 1;
     while (rc == OML_OK && more) {
+        more = oml_index_builder_gather(b, store);
+        rc = more < 0 ? more : oml_index_builder_embed(b);
+    }
+    return rc == OML_OK ? oml_index_builder_finish(b, store, out) : rc;
+}
+
+int oml_index_builder_run_coded_threads(oml_index_builder *b, oml_snapshot *snap,
+                                        const oml_store *store, int threads, oml_index **out)
+{
+    int rc = oml_index_builder_restart(b, snap, oml_store_dim(store));
+    if (rc == OML_OK)
+        rc = oml_index_builder_code_lists(b);
+    while (rc == OML_OK && b->sampling) { /* the sample, on this thread */
+        int more = oml_index_builder_gather(b, store);
+        rc = more < 0 ? more : oml_index_builder_embed(b);
+    }
+    if (rc == OML_OK && threads > 1)
+        rc = run_blocks(b, store, threads);
+    for (int more = threads > 1 ? 0 : 1; rc == OML_OK && more;) {
         more = oml_index_builder_gather(b, store);
         rc = more < 0 ? more : oml_index_builder_embed(b);
     }

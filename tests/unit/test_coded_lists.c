@@ -306,6 +306,64 @@ static void test_coded_build_counts_what_is_not_finite(void **state)
     oml_index_destroy(coded);
 }
 
+static void same_lists(const oml_index *a, const oml_index *b)
+{
+    assert_int_equal(a->n, b->n);
+    assert_int_equal(a->n_lists, b->n_lists);
+    for (int h = 0; h < a->heads; h++) {
+        const oml_hlist *x = &a->hl[h], *y = &b->hl[h];
+        size_t n = (size_t)x->n, L = (size_t)x->n_lists, e = (size_t)x->emb;
+        assert_int_equal(x->n, y->n);
+        assert_memory_equal(x->centroids, y->centroids, L * e * sizeof(float));
+        assert_memory_equal(x->list_start, y->list_start, (L + 1) * sizeof(int32_t));
+        assert_memory_equal(x->rows, y->rows, n * sizeof(int32_t));
+        assert_memory_equal(x->codes, y->codes, n * e);
+        assert_memory_equal(x->scale, y->scale, n * sizeof(float));
+        assert_memory_equal(x->code_err, y->code_err, n * sizeof(float));
+        assert_memory_equal(x->blk_start, y->blk_start, (L + 1) * sizeof(int32_t));
+        assert_memory_equal(x->pq_codes, y->pq_codes,
+                            (size_t)x->blk_start[L] * oml_pq4_block_bytes(&x->pq));
+    }
+}
+
+/* A start's first view codes its blocks on threads, in order: the same
+ * lists, bit for bit, as one thread and as the gathers (three blocks of
+ * OML_INDEX_GATHER_ROWS items here). */
+static void test_coded_threads_give_the_same_bits(void **state)
+{
+    fx *f = *state;
+    enum { N = 2 * OML_INDEX_GATHER_ROWS + 900 };
+    oml_store *big = NULL;
+    assert_int_equal(oml_store_create(&big, DIM, N), OML_OK);
+    oml_rng r;
+    oml_rng_seed(&r, 8);
+    for (int i = 0; i < N; i++) {
+        char id[16];
+        float x[DIM];
+        snprintf(id, sizeof id, "b%d", i);
+        for (int j = 0; j < DIM; j++)
+            x[j] = (float)(i % 4 == j % 4) + 0.5f * oml_rng_normal(&r);
+        assert_int_equal(oml_store_put(big, id, strlen(id), x, NULL, 0, NULL, NULL), OML_OK);
+    }
+    oml_store *mine = f->store;
+    f->store = big;
+    oml_index *gathered = coded_index(f, NL);
+    f->store = mine;
+    oml_index *one = NULL, *two = NULL;
+    oml_index_builder b = {0};
+    assert_int_equal(oml_index_builder_run_coded_threads(&b, f->snap, big, 1, &one), OML_OK);
+    assert_int_equal(oml_index_builder_run_coded_threads(&b, f->snap, big, 2, &two), OML_OK);
+    oml_index_builder_free(&b);
+    assert_int_equal(gathered->n, N);
+    assert_true(two->coded);
+    same_lists(gathered, one);
+    same_lists(gathered, two);
+    oml_index_destroy(gathered);
+    oml_index_destroy(one);
+    oml_index_destroy(two);
+    oml_store_destroy(big);
+}
+
 /* A store under OML_INDEX_CODE_LISTS_MIN items gets no coded lists: the
  * first gather says so; a shard never does. */
 static void test_code_lists_refusals(void **state)
@@ -341,6 +399,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_coded_build_counts_what_is_not_finite, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_code_lists_refusals, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_coded_threads_give_the_same_bits, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
