@@ -16,7 +16,10 @@
  *               index's inverted lists and the recall the daemon measured
  *               on its sample of these queries (its /metrics counters over
  *               the phase);
- *   memory      RSS now and at peak (VmHWM) against the raw features;
+ *   memory      RSS now and at peak (VmHWM) against the raw features; from
+ *               once every item is indexed to the restart, RSS sampled
+ *               every 100 ms (lowest, highest) and the peak through the
+ *               checkpoint (the JSON's peak_rss_bytes);
  *   checkpoint  one Checkpoint request while triplets stream: its time and
  *               the slowest triplet acknowledgement meanwhile;
  *   restart     SIGTERM, then start on the same data directory: seconds
@@ -25,6 +28,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -501,6 +505,47 @@ static void rss_of(pid_t pid, long long *rss, long long *peak)
     fclose(f);
 }
 
+/* RSS sampled every 100 ms on a thread of its own, from once the serving
+ * index holds every item until the restart: its lowest (between rebuilds)
+ * and highest (a rebuild holds the new index beside the serving one), so
+ * the figures do not hang on where a rebuild was when one line is read. */
+typedef struct rss_sampler {
+    pid_t pid;
+    atomic_int stop;
+    long long low, high;
+    pthread_t thread;
+} rss_sampler;
+
+static void *rss_sample(void *arg)
+{
+    rss_sampler *s = arg;
+    while (!atomic_load(&s->stop)) {
+        long long rss, peak;
+        rss_of(s->pid, &rss, &peak);
+        if (rss > 0 && (s->low < 0 || rss < s->low))
+            s->low = rss;
+        if (rss > s->high)
+            s->high = rss;
+        usleep(100000);
+    }
+    return NULL;
+}
+
+static void rss_sampler_start(rss_sampler *s, pid_t pid)
+{
+    *s = (rss_sampler){.pid = pid, .low = -1, .high = -1};
+    if (pthread_create(&s->thread, NULL, rss_sample, s) != 0) {
+        fprintf(stderr, "omld-bench: cannot start the RSS sampler\n");
+        exit(1);
+    }
+}
+
+static void rss_sampler_stop(rss_sampler *s)
+{
+    atomic_store(&s->stop, 1);
+    pthread_join(s->thread, NULL);
+}
+
 /* ------------------------------------------------------------ checkpoint */
 
 typedef struct ckpt {
@@ -680,6 +725,8 @@ int omld_scale_bench(int64_t n_items, double rate, double seconds, double load_r
     }
     printf("the serving index held all %lld items after another %.1f s\n", (long long)indexed,
            now_s() - w0);
+    rss_sampler sampler;
+    rss_sampler_start(&sampler, p.pid);
     /* The recall of the daemon's sample of these queries: its counters
      * over the query phase (the current view's own figure starts afresh at
      * every rebuild). */
@@ -727,6 +774,13 @@ int omld_scale_bench(int64_t n_items, double rate, double seconds, double load_r
     printf("checkpoint: %.2f s; the slowest triplet acknowledgement meanwhile %.0f ms\n", ckpt_s,
            max_ack);
     omlc_close(cl);
+    rss_sampler_stop(&sampler);
+    long long rss_end;
+    rss_of(p.pid, &rss_end, &peak); /* the peak through the checkpoint too */
+    printf("memory once every item was indexed, sampled every 100 ms through the queries and the "
+           "checkpoint: RSS lowest %.2f GB (%.2fx), highest %.2f GB (%.2fx); peak of the run %.2f "
+           "GB (%.2fx)\n", sampler.low / 1e9, (double)sampler.low / raw, sampler.high / 1e9,
+           (double)sampler.high / raw, peak / 1e9, (double)peak / raw);
 
     double listen_s, ready_s;
     restart(&p, args, &listen_s, &ready_s);
@@ -742,10 +796,12 @@ int omld_scale_bench(int64_t n_items, double rate, double seconds, double load_r
            "\"freshness_max_ms\":%.0f,\"classify_p50_ms\":%.3f,\"classify_p99_ms\":%.3f,"
            "\"retrieve_p50_ms\":%.3f,\"retrieve_p99_ms\":%.3f,\"classify_8_clients_per_s\":%.0f,\"query_load_triplets_per_s\":%.0f,"
            "\"lists\":%ld,\"lists_scanned\":%ld,\"indexed_items\":%ld,\"recall\":%.4f,\"rss_bytes\":%lld,\"peak_rss_bytes\":%lld,"
+           "\"rss_low_bytes\":%lld,\"rss_high_bytes\":%lld,"
            "\"raw_feature_bytes\":%lld,\"checkpoint_s\":%.3f,\"checkpoint_max_ack_ms\":%.0f,"
            "\"restart_listen_s\":%.3f,\"restart_ready_s\":%.3f}\n",
            catalogue_name(kind), (long long)n_items, ingest_rate, first_rate, last_rate, start_s, achieved, publish_p50,
-           fresh_p50, fresh_max, c50, c99, r50, r99, qps, load_achieved, lists, scanned, indexed, recall, rss, peak, raw, ckpt_s, max_ack,
+           fresh_p50, fresh_max, c50, c99, r50, r99, qps, load_achieved, lists, scanned, indexed, recall, rss, peak,
+           sampler.low, sampler.high, raw, ckpt_s, max_ack,
            listen_s, ready_s);
     free(c.images);
     free(c.labels);
