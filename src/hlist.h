@@ -23,8 +23,10 @@
  * 258 to make up for the rows the first pass drops). Memory: 24 bytes a
  * row and head more.
  *
- * Built from an index's column layout (emb, n) without a copy of it; pure
- * functions of their inputs (no random seed: samples are strided). */
+ * Built from an index's column layout (emb, n) without a copy of it, or
+ * coded from the rows as they are embedded (oml_hlist_coder: an index
+ * that never has columns); pure functions of their inputs (no random
+ * seed: samples are strided). */
 #ifndef OML_HLIST_H
 #define OML_HLIST_H
 

@@ -18,7 +18,11 @@
  * the index: the embeddings never exist twice (they used to be gathered
  * row by row and copied into columns at the end, 2 x 1.15 GB at 1M items
  * of three 96-d heads). The rest goes into the index's arena (index.c).
- * Lists (hlist.h) come after, without the store (oml_index_add_lists). */
+ * Lists (hlist.h) come after, without the store (oml_index_add_lists);
+ * or, for an index that will keep only its lists' codes, the rows are
+ * coded into them as they are embedded and never go into columns
+ * (oml_index_builder_code_lists: the gathers take a strided sample of the
+ * store's items first, whose embeddings train each head's coder). */
 #include "index.h"
 #include "shard.h"
 
