@@ -128,6 +128,11 @@ int oml_index_builder_code_lists(oml_index_builder *b)
     if (b->shard_n > 1 || b->X == NULL)
         return OML_EINVAL;
     drop_coding(b);
+    if (b->cols) /* a builder kept from a build with columns: this one has none */
+        munmap(b->cols, b->cols_len);
+    b->cols = NULL;
+    b->cols_len = 0;
+    b->cap_cols = 0;
     b->code_lists = 1;
     b->sampling = 1;
     b->sample_want = b->sample_next = b->sample_got = 0;
