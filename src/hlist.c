@@ -304,12 +304,41 @@ void oml_hlist_dots(const oml_hlist *hl, const float *q, float *dots)
 
 int32_t oml_hlist_order(const oml_hlist *hl, const float *q, int32_t *order, float *dots)
 {
+    return oml_hlist_order_first(hl, q, hl->n_lists, order, dots);
+}
+
+/* Past this many of the lists, oml_hlist_order_first sorts them all. */
+#define ORDER_FIRST_MAX 64
+
+int32_t oml_hlist_order_first(const oml_hlist *hl, const float *q, int32_t want, int32_t *order,
+                              float *dots)
+{
     oml_hlist_dots(hl, q, dots);
     int32_t m = 0;
     for (int32_t l = 0; l < hl->n_lists; l++)
         if (isfinite(dots[l]))
             order[m++] = l;
-    qsort_r(order, (size_t)m, sizeof *order, by_dot_desc, dots);
+    if (want >= m || want > ORDER_FIRST_MAX) {
+        qsort_r(order, (size_t)m, sizeof *order, by_dot_desc, dots);
+        return m;
+    }
+    /* order[0 .. want) kept sorted by insertion; a list that does not
+     * beat the last of them is swapped behind them. */
+    want = want > 0 ? want : 0;
+    if (want > 0)
+        qsort_r(order, (size_t)want, sizeof *order, by_dot_desc, dots);
+    for (int32_t i = want; want > 0 && i < m; i++) {
+        int32_t l = order[i];
+        if (by_dot_desc(&l, &order[want - 1], dots) >= 0)
+            continue;
+        order[i] = order[want - 1];
+        int32_t j = want - 1;
+        while (j > 0 && by_dot_desc(&l, &order[j - 1], dots) < 0) {
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = l;
+    }
     return m;
 }
 

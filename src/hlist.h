@@ -125,6 +125,12 @@ void oml_hlist_dots(const oml_hlist *hl, const float *q, float *dots);
  * (n_lists); dots (n_lists) gets oml_hlist_dots. Returns how many (all
  * finite). */
 int32_t oml_hlist_order(const oml_hlist *hl, const float *q, int32_t *order, float *dots);
+/* The same with only the first `want` in order (the rest of order[0 ..
+ * return) holds the other finite lists, unordered): the same first `want`
+ * as oml_hlist_order, for a scan of that many lists (a query scans 9 of
+ * 500 at 1M; sorting all 500 per head was ~6% of a query's CPU). */
+int32_t oml_hlist_order_first(const oml_hlist *hl, const float *q, int32_t want, int32_t *order,
+                              float *dots);
 
 /* The rows in lists order[0 .. n_probe), skipping `exclude` and the rows
  * allow (NULL: all) refuses, offered to keep (hlist_keep.h) with their

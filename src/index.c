@@ -277,8 +277,8 @@ static void propose(const oml_index *ix, int head, const float *q, int32_t k, in
     const oml_hlist *hl = &ix->hl[head];
     int32_t kb = by_bound ? k : 0, by_dot = by_bound ? 0 : k;
     if (hl->shared_from < 0) {
-        int32_t lists = oml_hlist_order(hl, q, w->order, w->dots);
         int32_t np = n_probe >= 0 ? n_probe : hl->n_probe;
+        int32_t lists = oml_hlist_order_first(hl, q, np, w->order, w->dots);
         np = np < lists ? np : lists;
         int32_t for_sharers = hl->donor > 1 ? oml_index_rerank_rows(k) * hl->donor : 0;
         oml_hlist_keep_init(keep, w->cand, w->cap, for_sharers > by_dot ? for_sharers : by_dot,

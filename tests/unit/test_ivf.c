@@ -701,6 +701,45 @@ static int by_row(const void *pa, const void *pb)
     return (a->row > b->row) - (a->row < b->row);
 }
 
+/* The first `want` lists in order are the full order's, the rest the
+ * other lists: for every want from none to all (insertion up to 64, a
+ * sort past it), on lists with ties (two centroids alike). */
+static void test_order_first_is_the_orders_prefix(void **state)
+{
+    (void)state;
+    enum { N = 4000, E = 8, L = 100 };
+    oml_rng r;
+    oml_rng_seed(&r, 33);
+    float *rows = clustered(&r, N, E, 40);
+    float *cols = malloc((size_t)N * E * sizeof *cols);
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < E; j++)
+            cols[(size_t)j * N + (size_t)i] = rows[(size_t)i * E + (size_t)j];
+    oml_hlist hl;
+    assert_int_equal(oml_hlist_build(&hl, cols, N, E, L), OML_OK);
+    memcpy(hl.centroids + 7 * E, hl.centroids + 3 * E, E * sizeof(float)); /* a tie */
+    int32_t full[L], first[L];
+    float dots[L];
+    const int32_t wants[] = {0, 1, 2, 9, 63, 64, 65, 99, 100, 500};
+    for (int qi = 0; qi < 30; qi++) {
+        const float *q = qi == 0 ? hl.centroids + 3 * E : rows + (size_t)(qi * 131) * E;
+        assert_int_equal(oml_hlist_order(&hl, q, full, dots), L);
+        for (size_t w = 0; w < sizeof wants / sizeof *wants; w++) {
+            assert_int_equal(oml_hlist_order_first(&hl, q, wants[w], first, dots), L);
+            int32_t n = wants[w] < L ? wants[w] : L;
+            assert_memory_equal(first, full, (size_t)n * sizeof *first);
+            int seen[L] = {0};
+            for (int i = 0; i < L; i++)
+                seen[first[i]]++;
+            for (int l = 0; l < L; l++)
+                assert_int_equal(seen[l], 1);
+        }
+    }
+    oml_hlist_free(&hl);
+    free(cols);
+    free(rows);
+}
+
 /* A scan skips the rows it cannot keep (blocks of scores against the
  * keep's threshold, 8 rows at a time where AVX2 runs): what it keeps for
  * k neighbours is every row whose dot + slack reaches the k-th largest
@@ -798,6 +837,7 @@ int main(void)
         cmocka_unit_test(test_calibration_widens_first_pass),
         cmocka_unit_test(test_calibration_stops_at_plateau),
         cmocka_unit_test(test_lists_bad_input),
+        cmocka_unit_test(test_order_first_is_the_orders_prefix),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
