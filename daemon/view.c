@@ -95,8 +95,11 @@ static atomic_int trim_due;
  * after each swap (one run each). */
 static void trim_if_due(void)
 {
-    if (atomic_exchange(&trim_due, 0))
-        malloc_trim(0);
+    if (!atomic_exchange(&trim_due, 0))
+        return;
+    uint64_t t0 = omld_now_ns();
+    malloc_trim(0);
+    LOG_DEBUG("indexer", "malloc_trim took %.1f ms", (double)(omld_now_ns() - t0) / 1e6);
 }
 
 omld_view *omld_view_retain(omld_view *v)
