@@ -40,8 +40,6 @@
 #include "ivf.h"
 
 #define CHUNK 4096       /* rows per assignment GEMM */
-#define SAMPLE_PER_LIST OML__HLIST_SAMPLE_PER_LIST
-#define PQ_SAMPLE OML__HLIST_PQ_SAMPLE
 #define PQ_STEP 8        /* blocks the first pass scores before its threshold rises */
 #define RESCORE 32       /* kept rows whose int8 codes are gathered at once */
 #define SCAN_BLOCK OML_CODE8_BLOCK /* positions whose dot products a scan computes at once */
@@ -90,7 +88,7 @@ size_t oml_hlist_bytes(const oml_hlist *hl)
 static int train(oml_hlist *hl, const float *cols)
 {
     size_t n = (size_t)hl->n, e = (size_t)hl->emb;
-    size_t s = (size_t)hl->n_lists * SAMPLE_PER_LIST;
+    size_t s = (size_t)hl->n_lists * OML_HLIST_SAMPLE_PER_LIST;
     if (s > n)
         s = n;
     float *sample = malloc(s * e * sizeof *sample);
@@ -131,7 +129,7 @@ static int train_pq(oml_hlist *hl, const float *cols, const int32_t *list_of)
     size_t n = (size_t)hl->n, e = (size_t)hl->emb;
     if (!oml_pq4_fits(hl->emb))
         return OML_OK;
-    size_t s = n < PQ_SAMPLE ? n : PQ_SAMPLE;
+    size_t s = n < OML__HLIST_PQ_SAMPLE ? n : OML__HLIST_PQ_SAMPLE;
     float *sample = malloc(s * e * sizeof *sample);
     if (sample == NULL)
         return OML_ENOMEM;
@@ -322,12 +320,12 @@ int32_t oml_hlist_order_first(const oml_hlist *hl, const float *q, int32_t want,
         qsort_r(order, (size_t)m, sizeof *order, by_dot_desc, dots);
         return m;
     }
+    if (want <= 0)
+        return m;
     /* order[0 .. want) kept sorted by insertion; a list that does not
-     * beat the last of them is swapped behind them. */
-    want = want > 0 ? want : 0;
-    if (want > 0)
-        qsort_r(order, (size_t)want, sizeof *order, by_dot_desc, dots);
-    for (int32_t i = want; want > 0 && i < m; i++) {
+     * beat the last of them stays behind them. */
+    qsort_r(order, (size_t)want, sizeof *order, by_dot_desc, dots);
+    for (int32_t i = want; i < m; i++) {
         int32_t l = order[i];
         if (by_dot_desc(&l, &order[want - 1], dots) >= 0)
             continue;

@@ -118,6 +118,10 @@ void oml_hlist_coder_free(oml_hlist_coder *c); /* accepts a zeroed one */
 /* The bytes its arrays hold (centroids, codes, product codes, rows, bounds). */
 size_t oml_hlist_bytes(const oml_hlist *hl);
 
+/* Rows a list the centroids are trained on (a strided sample of the
+ * head's; a coder's sample of this many a list trains as the build does). */
+#define OML_HLIST_SAMPLE_PER_LIST 32
+
 /* The lists' centroid dot products with q (emb) into dots (n_lists). */
 void oml_hlist_dots(const oml_hlist *hl, const float *q, float *dots);
 

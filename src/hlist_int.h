@@ -22,9 +22,7 @@ int oml__hlist_group(oml_hlist *hl, const int32_t *list_of);
  * code error. */
 void oml__hlist_finish_lists(oml_hlist *hl, const uint8_t *pq_rows);
 
-/* Rows of a head's sample the centroids are trained on (each list gets
- * about this many), and residuals the product codes are trained on. */
-#define OML__HLIST_SAMPLE_PER_LIST 32
+/* Residuals the product codes are trained on. */
 #define OML__HLIST_PQ_SAMPLE 16384
 
 #endif

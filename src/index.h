@@ -228,15 +228,15 @@ typedef struct oml_index_builder {
  * oml_index_drop_columns; at 1M items of three 96-wide heads the columns
  * are 1.15 GB that a rebuild held beside the serving index). The same
  * gather and embed calls first take a strided sample of the store's live
- * items (OML_INDEX_SAMPLE_PER_LIST a list), whose embeddings set each
- * head's centroids and codebooks; then the rows, each coded as embedded.
+ * items (OML_HLIST_SAMPLE_PER_LIST a list, as oml_hlist_build samples),
+ * whose embeddings set each head's centroids and codebooks; then the rows,
+ * each coded as embedded.
  * As many lists as oml_index_add_lists gives the live items then. Call
  * after restart; not with a shard, a projection cache or run_threads (the
  * gathers feed it). Calibrate with a row source
  * (oml_index_calibrate_from). OML_OK, OML_EINVAL (a shard; or, from a
  * gather, fewer live items than OML_INDEX_CODE_LISTS_MIN). A row with a
  * value that embeds to NaN or infinity is coded as zeros and counted. */
-#define OML_INDEX_SAMPLE_PER_LIST 32
 #define OML_INDEX_CODE_LISTS_MIN 256
 int oml_index_builder_code_lists(oml_index_builder *b);
 

@@ -220,7 +220,7 @@ static int begin_sample(oml_index_builder *b, const oml_store *store)
     b->n_lists = oml_index_lists_for(live);
     if (live < OML_INDEX_CODE_LISTS_MIN || b->n_lists == 0)
         return OML_EINVAL;
-    size_t want = (size_t)b->n_lists * OML_INDEX_SAMPLE_PER_LIST;
+    size_t want = (size_t)b->n_lists * OML_HLIST_SAMPLE_PER_LIST;
     b->sample_want = want < live ? want : live;
     b->sample_slots = oml_store_slots(store);
     b->sample = malloc((size_t)b->heads * b->sample_want * (size_t)b->emb * sizeof(float));

@@ -135,7 +135,7 @@ static void test_coder_matches_build(void **state)
     }
     oml_hlist built;
     assert_int_equal(oml_hlist_build(&built, cols, N, E, L), OML_OK);
-    size_t s = (size_t)L * 32; /* hlist.c's strided training rows */
+    size_t s = (size_t)L * OML_HLIST_SAMPLE_PER_LIST; /* hlist.c's strided training rows */
     float *sample = malloc(s * E * sizeof *sample);
     assert_non_null(sample);
     for (size_t i = 0; i < s; i++)
