@@ -144,14 +144,15 @@ static oml_snapshot *provisional_snapshot(omld_engine *e, uint64_t version)
         return oml_snapshot_create(&e->provisional->cfg, e->provisional->params,
                                    e->provisional->alpha, version, 0);
     uint32_t m = n < PROVISIONAL_ROWS ? n : PROVISIONAL_ROWS, k = 0;
-    float *X = malloc((size_t)m * (size_t)oml_store_dim(e->store) * sizeof(float));
+    int32_t *at = malloc((size_t)m * sizeof(int32_t));
     int32_t *labels = malloc((size_t)m * sizeof(int32_t));
     oml_learner *l = NULL;
     oml_snapshot *s = NULL;
-    if (X == NULL || labels == NULL || oml_learner_create(&l, &live->cfg, NULL) != OML_OK)
+    if (at == NULL || labels == NULL || oml_learner_create(&l, &live->cfg, NULL) != OML_OK)
         goto done;
-    k = omld_start_items(e, m, X, labels);
-    if (k >= 2 && oml_learner_prepare(l, X, labels, (int32_t)k) == OML_OK)
+    k = omld_start_items(e, m, at, labels);
+    if (k >= 2 &&
+        oml_learner_prepare_at(l, oml_store_matrix(e->store), at, labels, (int32_t)k) == OML_OK)
         s = oml_learner_snapshot(l, version);
     if (s) {
         oml_snapshot_release(e->provisional);
@@ -159,7 +160,7 @@ static oml_snapshot *provisional_snapshot(omld_engine *e, uint64_t version)
         e->provisional_items = n;
     }
 done:
-    free(X);
+    free(at);
     free(labels);
     oml_learner_destroy(l);
     return s;

@@ -158,11 +158,13 @@ struct omld_engine {
 int omld_apply(omld_engine *e, const Omld__Request *q, omld_reply *r);
 
 /* apply.c: the stored items the model's data-dependent start is taken
- * from, into X (m, dim): the live ones within max_feature_abs in slot
- * order, every (count/m)-th when m is below their count. Returns how many.
- * The start takes at most OMLD_START_SAMPLE of them. */
+ * from, their slots into at (m) and labels into labels (m): the live ones
+ * within max_feature_abs in slot order, every (count/m)-th when m is below
+ * their count. Returns how many. The start reads their rows in place
+ * (oml_learner_prepare_at over oml_store_matrix) and takes at most
+ * OMLD_START_SAMPLE of them. */
 #define OMLD_START_SAMPLE 65536
-uint32_t omld_start_items(omld_engine *e, uint32_t m, float *X, int32_t *labels);
+uint32_t omld_start_items(omld_engine *e, uint32_t m, int32_t *at, int32_t *labels);
 
 /* apply.c: `steps` rehearsal steps from the ring (live, and on replay of
  * their log record). */

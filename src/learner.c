@@ -265,17 +265,20 @@ int oml__learner_ref_alloc(oml_learner *l, int32_t ref_n)
 }
 
 
-/* Samples the reference from the stored items X (n, dim) and records where
- * it sits at the start. */
-int oml__learner_ref_prepare(oml_learner *l, const float *X, int32_t n)
+/* Samples the reference from the stored items (rows at[0 .. n) of X, or
+ * its rows 0 .. n - 1 with at NULL) and records where it sits at the
+ * start. */
+int oml__learner_ref_prepare(oml_learner *l, const float *X, const int32_t *at, int32_t n)
 {
     const oml_net_layout *lay = &l->lay;
     int32_t d = lay->dim, e = lay->emb, m = n < REF_ITEMS ? n : REF_ITEMS;
     if (oml__learner_ref_alloc(l, m) != OML_OK)
         return OML_ENOMEM;
-    for (int32_t i = 0; i < m; i++)
-        memcpy(l->ref_x + (size_t)i * d, X + oml_rng_below(&l->rng, (uint64_t)n) * d,
+    for (int32_t i = 0; i < m; i++) {
+        uint64_t r = oml_rng_below(&l->rng, (uint64_t)n);
+        memcpy(l->ref_x + (size_t)i * d, X + (size_t)(at ? (uint64_t)at[r] : r) * d,
                (size_t)d * sizeof(float));
+    }
     memcpy(l->theta0_start, l->params + lay->theta[0], (size_t)e * d * sizeof(float));
     if (lay->has_bias)
         memcpy(l->bias0_start, l->params + lay->bias[0], (size_t)e * sizeof(float));

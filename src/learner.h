@@ -100,6 +100,12 @@ void oml_learner_destroy(oml_learner *l); /* accepts NULL */
  * candidate starts by leave-one-out kNN error; they are never learned from.
  * OML_EEMPTY if n < 2 (PCA needs data), OML_ENOMEM, OML_EIO (LAPACK failed). */
 int oml_learner_prepare(oml_learner *l, const float *X, const int32_t *labels, int32_t n);
+/* The same from rows at[0 .. n) of X (row stride dim; at NULL: rows 0 ..
+ * n - 1), labels[i] of row at[i]: the start of a store's sample read in
+ * place (its matrix and the sample's slots), the same parameters as from
+ * a copy of those rows. */
+int oml_learner_prepare_at(oml_learner *l, const float *X, const int32_t *at,
+                           const int32_t *labels, int32_t n);
 
 /* Applies one triplet (anchor, positive, negative; dim floats each, borrowed).
  * The caller validates inputs (finite, right dimension). report may be NULL. */

@@ -16,6 +16,6 @@ static inline void oml__learner_input_row(const oml_learner *l, const float *x, 
 
 /* OML_HEDGE_LOCAL: samples the reference from the stored items X (n, dim)
  * and records where it sits at the start. OML_ENOMEM. */
-int oml__learner_ref_prepare(oml_learner *l, const float *X, int32_t n);
+int oml__learner_ref_prepare(oml_learner *l, const float *X, const int32_t *at, int32_t n);
 
 #endif

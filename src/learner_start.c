@@ -104,17 +104,35 @@ static int init_pca_heads(oml_learner *l, const float *P_in, int32_t ncomp)
     return OML_OK;
 }
 
-/* Each feature's sd over the n rows X (d), 1 where it has no spread. */
-static int column_sd(const float *X, int32_t n, int32_t d, const float *mean, float *sd)
+/* The rows a start is taken from: rows at[0 .. n) of X (row stride d),
+ * or its rows 0 .. n - 1 (at NULL). The daemon passes the store's matrix
+ * and a sample's slots: 65,536 items of 784 features were a 205 MB copy at
+ * the first triplet, beside whatever index was being built. */
+typedef struct start_rows {
+    const float *X;
+    const int32_t *at;
+    int32_t n, d;
+} start_rows;
+
+static inline const float *row_of(const start_rows *R, int32_t i)
 {
+    return R->X + (size_t)(R->at ? R->at[i] : i) * (size_t)R->d;
+}
+
+/* Each feature's sd over the rows R (d), 1 where it has no spread. */
+static int column_sd(const start_rows *R, const float *mean, float *sd)
+{
+    int32_t n = R->n, d = R->d;
     double *acc = calloc((size_t)d, sizeof(double));
     if (acc == NULL)
         return OML_ENOMEM;
-    for (int32_t i = 0; i < n; i++)
+    for (int32_t i = 0; i < n; i++) {
+        const float *x = row_of(R, i);
         for (int32_t j = 0; j < d; j++) {
-            double t = X[(size_t)i * d + j] - mean[j];
+            double t = x[j] - mean[j];
             acc[j] += t * t;
         }
+    }
     for (int32_t j = 0; j < d; j++) {
         double v = sqrt(acc[j] / n);
         sd[j] = v > 1e-12 ? (float)v : 1.0f;
@@ -166,9 +184,10 @@ static int holds_new_rows(const float *Z, int32_t m, int32_t d, int32_t emb, int
  * (`scaled`), each row is then scaled by 1/sd so that P applies to the
  * centred raw input. *holds: whether new items sit in P as the stored ones
  * do (holds_new_rows; always with the identity). */
-static int std_projection(const float *X, int32_t n, int32_t d, int32_t emb, const float *mean,
-                          const float *sd, int scaled, float *P, int32_t *k_out, int *holds)
+static int std_projection(const start_rows *R, int32_t emb, const float *mean, const float *sd,
+                          int scaled, float *P, int32_t *k_out, int *holds)
 {
+    int32_t n = R->n, d = R->d;
     *holds = 1;
     if (d <= emb) {
         memset(P, 0, (size_t)d * d * sizeof(float));
@@ -182,7 +201,7 @@ static int std_projection(const float *X, int32_t n, int32_t d, int32_t emb, con
     if (Z == NULL)
         return OML_ENOMEM;
     for (int32_t i = 0; i < m; i++) {
-        const float *x = X + (size_t)((int64_t)i * n / m) * d;
+        const float *x = row_of(R, (int32_t)((int64_t)i * n / m));
         for (int32_t j = 0; j < d; j++)
             Z[(size_t)i * d + j] = (x[j] - mean[j]) / sd[j];
     }
@@ -215,14 +234,14 @@ static void zero_offsets(oml_learner *l)
  * neighbours of the start are the Euclidean ones of the standardised
  * features (to about 1/offset^2), where without the offset they are those
  * of the angle, which discards the norm. */
-static void set_offsets(oml_learner *l, const float *X, int32_t n, const float *P, int32_t k)
+static void set_offsets(oml_learner *l, const start_rows *R, const float *P, int32_t k)
 {
     const oml_net_layout *lay = &l->lay;
-    int32_t d = lay->dim, m = n < STD_PCA_ROWS ? n : STD_PCA_ROWS;
+    int32_t d = lay->dim, n = R->n, m = n < STD_PCA_ROWS ? n : STD_PCA_ROWS;
     float *xc = malloc((size_t)(d + k) * sizeof(float));
     double sum = 0;
     for (int32_t i = 0; xc && i < m; i++) {
-        oml__learner_input_row(l, X + (size_t)((int64_t)i * n / m) * d, xc);
+        oml__learner_input_row(l, row_of(R, (int32_t)((int64_t)i * n / m)), xc);
         cblas_sgemv(CblasRowMajor, CblasNoTrans, k, d, 1.0f, P, d, xc, 1, 0.0f, xc + d, 1);
         float r = cblas_snrm2(k, xc + d, 1);
         sum += (double)r * r;
@@ -237,10 +256,10 @@ static void set_offsets(oml_learner *l, const float *X, int32_t n, const float *
 #define PCA_ROWS 40000
 /* The PCA starts (plain or whitened) on the centred raw input: the scale a
  * standardising layout holds is 1 under them, and the offsets 0. */
-static int take_pca_start(oml_learner *l, const float *X, int32_t n, const float *mean, int white)
+static int take_pca_start(oml_learner *l, const start_rows *R, const float *mean, int white)
 {
     const oml_net_layout *lay = &l->lay;
-    int32_t d = lay->dim;
+    int32_t d = lay->dim, n = R->n;
     for (int32_t j = 0; lay->has_scale && j < d; j++)
         l->params[lay->scale + j] = 1.0f;
     zero_offsets(l);
@@ -254,11 +273,13 @@ static int take_pca_start(oml_learner *l, const float *X, int32_t n, const float
      * directions and the noise level settle late). */
     int32_t m = n < PCA_ROWS ? n : PCA_ROWS;
     int32_t *rows = m < n ? malloc((size_t)m * sizeof *rows) : NULL;
-    for (int32_t i = 0; rows && i < m; i++)
-        rows[i] = (int32_t)((int64_t)i * n / m);
-    int rc = P && (rows || m == n)
-                 ? oml_pca_components(X, rows, m, d, mean, e, P, P + (size_t)e * d, &noise)
-                 : OML_ENOMEM;
+    for (int32_t i = 0; rows && i < m; i++) {
+        int32_t r = (int32_t)((int64_t)i * n / m);
+        rows[i] = R->at ? R->at[r] : r;
+    }
+    int rc = P && (rows || m == n) ? oml_pca_components(R->X, rows ? rows : R->at, m, d, mean, e,
+                                                        P, P + (size_t)e * d, &noise)
+                                   : OML_ENOMEM;
     free(rows);
     if (rc == OML_OK && white)
         whiten_rows(P, P + (size_t)e * d, noise, e, d);
@@ -271,7 +292,7 @@ static int take_pca_start(oml_learner *l, const float *X, int32_t n, const float
 /* The standardised start: every head (head 0 only when `head0_only`, the
  * mixed start) the standardised features' projection, with the Euclidean
  * offsets when the layout has them. */
-static int take_std_start(oml_learner *l, const float *X, int32_t n, const float *mean,
+static int take_std_start(oml_learner *l, const start_rows *R, const float *mean,
                           const float *sd, int head0_only)
 {
     const oml_net_layout *lay = &l->lay;
@@ -283,13 +304,12 @@ static int take_std_start(oml_learner *l, const float *X, int32_t n, const float
     int32_t e = room < d ? room : d, k = 0;
     int holds = 1;
     float *P = malloc((size_t)e * d * sizeof(float));
-    int rc = P ? std_projection(X, n, d, room, mean, sd, lay->has_scale, P, &k, &holds)
-               : OML_ENOMEM;
+    int rc = P ? std_projection(R, room, mean, sd, lay->has_scale, P, &k, &holds) : OML_ENOMEM;
     if (rc == OML_OK && head0_only) {
         set_head0(l, P, k);
     } else if (rc == OML_OK && (rc = init_pca_heads(l, P, k)) == OML_OK) {
         if (lay->has_bias && holds)
-            set_offsets(l, X, n, P, k);
+            set_offsets(l, R, P, k);
         else
             zero_offsets(l);
     }
@@ -297,19 +317,19 @@ static int take_std_start(oml_learner *l, const float *X, int32_t n, const float
     return rc;
 }
 
-static int take_start(oml_learner *l, int32_t init, const float *X, int32_t n,
-                      const float *mean, const float *sd)
+static int take_start(oml_learner *l, int32_t init, const start_rows *R, const float *mean,
+                      const float *sd)
 {
     switch (init) {
     case OML_INIT_PCA:
-        return take_pca_start(l, X, n, mean, 0);
+        return take_pca_start(l, R, mean, 0);
     case OML_INIT_PCA_WHITE:
-        return take_pca_start(l, X, n, mean, 1);
+        return take_pca_start(l, R, mean, 1);
     case OML_INIT_STD:
-        return take_std_start(l, X, n, mean, sd, 0);
+        return take_std_start(l, R, mean, sd, 0);
     case OML_INIT_MIXED: { /* head 0 standardised, the trunk and deeper heads whitened */
-        int rc = take_pca_start(l, X, n, mean, 1);
-        return rc == OML_OK ? take_std_start(l, X, n, mean, sd, 1) : rc;
+        int rc = take_pca_start(l, R, mean, 1);
+        return rc == OML_OK ? take_std_start(l, R, mean, sd, 1) : rc;
     }
     default: /* OML_INIT_RANDOM: the random weights stay */
         for (int32_t j = 0; l->lay.has_scale && j < l->lay.dim; j++)
@@ -368,9 +388,9 @@ static int32_t labelled_sample(const int32_t *labels, int32_t n, int32_t **idx_o
 }
 
 /* The leave-one-out kNN error of the current weights on the m rows idx of
- * X: head 0 stands for all heads, since every start makes them equal.
+ * R: head 0 stands for all heads, since every start makes them equal.
  * wrong (LOO_QUERIES bytes) gets each query's miss. */
-static float start_error(const oml_learner *l, const float *X, const int32_t *idx,
+static float start_error(const oml_learner *l, const start_rows *R, const int32_t *idx,
                          const int32_t *labs, int32_t m, uint8_t *wrong)
 {
     const oml_net_layout *lay = &l->lay;
@@ -385,7 +405,7 @@ static float start_error(const oml_learner *l, const float *X, const int32_t *id
     for (int32_t i = 0; i < m; i += FORWARD_ROWS) {
         int32_t b = m - i < FORWARD_ROWS ? m - i : FORWARD_ROWS;
         for (int32_t r = 0; r < b; r++)
-            rows[r] = X + (size_t)idx[i + r] * lay->dim;
+            rows[r] = row_of(R, idx[i + r]);
         oml_net_forward_rows(lay, l->params, rows, b, &a);
         memcpy(E + (size_t)i * e, a.f[0], (size_t)b * e * sizeof(float));
     }
@@ -416,11 +436,12 @@ static int whitened_wins(const uint8_t *wrong_std, const uint8_t *wrong_white, i
  * lower leave-one-out kNN error on the labelled items, beyond chance
  * (labels NULL, or fewer than two classes: the standardised start,
  * unjudged). */
-static int choose_start(oml_learner *l, const float *X, const int32_t *labels, int32_t n,
+static int choose_start(oml_learner *l, const start_rows *R, const int32_t *labels,
                         const float *mean, const float *sd)
 {
+    int32_t n = R->n;
     l->start_init = OML_INIT_STD;
-    int rc = take_start(l, OML_INIT_STD, X, n, mean, sd);
+    int rc = take_start(l, OML_INIT_STD, R, mean, sd);
     int32_t *idx = NULL, *labs = NULL;
     int32_t m = rc == OML_OK && labels ? labelled_sample(labels, n, &idx, &labs) : 0;
     if (m <= 0)
@@ -436,10 +457,10 @@ static int choose_start(oml_learner *l, const float *X, const int32_t *labels, i
         return OML_ENOMEM;
     }
     memcpy(std_params, l->params, bytes);
-    l->start_error[0] = start_error(l, X, idx, labs, m, wrong);
-    rc = take_start(l, OML_INIT_PCA_WHITE, X, n, mean, sd);
+    l->start_error[0] = start_error(l, R, idx, labs, m, wrong);
+    rc = take_start(l, OML_INIT_PCA_WHITE, R, mean, sd);
     if (rc == OML_OK)
-        l->start_error[1] = start_error(l, X, idx, labs, m, wrong + LOO_QUERIES);
+        l->start_error[1] = start_error(l, R, idx, labs, m, wrong + LOO_QUERIES);
     if (rc == OML_OK && isfinite(l->start_error[0]) && isfinite(l->start_error[1]) &&
         whitened_wins(wrong, wrong + LOO_QUERIES, m < LOO_QUERIES ? m : LOO_QUERIES))
         l->start_init = OML_INIT_PCA_WHITE;
@@ -452,41 +473,51 @@ static int choose_start(oml_learner *l, const float *X, const int32_t *labels, i
     return OML_OK; /* a whitening that failed left the standardised start */
 }
 
-/* Mean and sd of every feature over the n rows X (mean, sd: dim each). */
-static int feature_moments(const float *X, int32_t n, int32_t d, float *mean, float *sd)
+/* Mean and sd of every feature over the rows R (mean, sd: dim each). */
+static int feature_moments(const start_rows *R, float *mean, float *sd)
 {
+    int32_t n = R->n, d = R->d;
     double *acc = calloc((size_t)d, sizeof(double));
     if (acc == NULL)
         return OML_ENOMEM;
-    for (int32_t i = 0; i < n; i++)
+    for (int32_t i = 0; i < n; i++) {
+        const float *x = row_of(R, i);
         for (int32_t j = 0; j < d; j++)
-            acc[j] += X[(size_t)i * d + j];
+            acc[j] += x[j];
+    }
     for (int32_t j = 0; j < d; j++)
         mean[j] = (float)(acc[j] / n);
     free(acc);
-    return column_sd(X, n, d, mean, sd);
+    return column_sd(R, mean, sd);
 }
 
 int oml_learner_prepare(oml_learner *l, const float *X, const int32_t *labels, int32_t n)
+{
+    return oml_learner_prepare_at(l, X, NULL, labels, n);
+}
+
+int oml_learner_prepare_at(oml_learner *l, const float *X, const int32_t *at,
+                           const int32_t *labels, int32_t n)
 {
     const oml_net_layout *lay = &l->lay;
     int32_t d = lay->dim;
     if (n < 2)
         return OML_EEMPTY;
+    const start_rows R = {X, at, n, d};
     float *mean = malloc((size_t)d * sizeof(float));
     float *sd = malloc((size_t)d * sizeof(float));
-    int rc = mean && sd ? feature_moments(X, n, d, mean, sd) : OML_ENOMEM;
+    int rc = mean && sd ? feature_moments(&R, mean, sd) : OML_ENOMEM;
     /* The input's fixed transform first: the starts below read it. */
     if (rc == OML_OK && l->cfg.center)
         memcpy(l->params + lay->mu, mean, (size_t)d * sizeof(float));
     if (rc == OML_OK) {
         l->start_init = l->cfg.init;
         l->start_error[0] = l->start_error[1] = NAN;
-        rc = l->cfg.init == OML_INIT_AUTO ? choose_start(l, X, labels, n, mean, sd)
-                                          : take_start(l, l->cfg.init, X, n, mean, sd);
+        rc = l->cfg.init == OML_INIT_AUTO ? choose_start(l, &R, labels, mean, sd)
+                                          : take_start(l, l->cfg.init, &R, mean, sd);
     }
     if (rc == OML_OK && l->cfg.hedge_signal == OML_HEDGE_LOCAL)
-        rc = oml__learner_ref_prepare(l, X, n);
+        rc = oml__learner_ref_prepare(l, X, at, n);
     if (rc == OML_OK) {
         if (l->start)
             memcpy(l->start, l->params, lay->count * sizeof(float));

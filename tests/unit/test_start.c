@@ -205,6 +205,61 @@ static void test_auto_is_deterministic(void **state)
     free(X);
 }
 
+/* A start read in place from scattered rows of a larger matrix (the
+ * store's, at the sample's slots) is the start of a copy of those rows,
+ * bit for bit, for every start and with the local hedge's reference;
+ * past 40,000 rows too, where the PCA and the offsets take strided rows
+ * of the sample. */
+static void test_start_in_place_is_the_start_of_a_copy(void **state)
+{
+    (void)state;
+    enum { BIG = 41000 };
+    const int32_t sizes[2] = {N, BIG};
+    const int32_t inits[3] = {OML_INIT_AUTO, OML_INIT_STD, OML_INIT_PCA_WHITE};
+    float *X = malloc((size_t)BIG * D * sizeof *X), *M = malloc((size_t)3 * BIG * D * sizeof *M);
+    int32_t *y = malloc((size_t)BIG * sizeof *y), *at = malloc((size_t)BIG * sizeof *at);
+    assert_non_null(X);
+    assert_non_null(M);
+    assert_non_null(y);
+    assert_non_null(at);
+    oml_rng r;
+    oml_rng_seed(&r, 3);
+    for (size_t i = 0; i < (size_t)3 * BIG * D; i++)
+        M[i] = 100.0f + oml_rng_normal(&r); /* rows no start may read */
+    for (int32_t s = 0; s < 2; s++) {
+        int32_t n = sizes[s];
+        for (int32_t i = 0; i < n; i++) {
+            y[i] = i % 3;
+            at[i] = 3 * (n - 1 - i) + 1; /* reversed and spread */
+            for (int j = 0; j < D; j++)
+                X[(size_t)i * D + j] = (float)(y[i] == j % 3) + 0.7f * oml_rng_normal(&r);
+            memcpy(M + (size_t)at[i] * D, X + (size_t)i * D, D * sizeof *X);
+        }
+        for (int k = 0; k < 3; k++) {
+            oml_config c = small_default(inits[k]);
+            c.hedge_signal = OML_HEDGE_LOCAL;
+            c.standardize = inits[k] == OML_INIT_AUTO || inits[k] == OML_INIT_STD;
+            oml_learner *a = NULL, *b = NULL;
+            assert_int_equal(oml_learner_create(&a, &c, NULL), OML_OK);
+            assert_int_equal(oml_learner_create(&b, &c, NULL), OML_OK);
+            assert_int_equal(oml_learner_prepare(a, X, y, n), OML_OK);
+            assert_int_equal(oml_learner_prepare_at(b, M, at, y, n), OML_OK);
+            assert_int_equal(a->start_init, b->start_init);
+            assert_memory_equal(a->params, b->params, a->lay.count * sizeof(float));
+            assert_memory_equal(a->start_error, b->start_error, sizeof a->start_error);
+            assert_true(a->ref_n > 0);
+            assert_int_equal(a->ref_n, b->ref_n);
+            assert_memory_equal(a->ref_x, b->ref_x, (size_t)a->ref_n * D * sizeof(float));
+            oml_learner_destroy(a);
+            oml_learner_destroy(b);
+        }
+    }
+    free(X);
+    free(M);
+    free(y);
+    free(at);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -213,6 +268,7 @@ int main(void)
         cmocka_unit_test(test_auto_takes_standardised_where_it_is_better),
         cmocka_unit_test(test_auto_without_labels_is_standardised),
         cmocka_unit_test(test_auto_is_deterministic),
+        cmocka_unit_test(test_start_in_place_is_the_start_of_a_copy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
