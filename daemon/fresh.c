@@ -20,7 +20,7 @@ static int features_now(const omld_query_ctx *q, const oml_index *ix, int32_t ro
     uint32_t slot = ix->slots[row];
     size_t len = 0;
     const char *id = oml_store_is_live(q->store, slot) ? oml_store_id(q->store, slot, &len) : NULL;
-    if (id == NULL || len != ix->id_lens[row] || memcmp(id, ix->ids[row], len) != 0)
+    if (!oml_index_id_is(ix, row, id, len))
         return 0;
     memcpy(dst, oml_store_features(q->store, slot), (size_t)ix->snap->cfg.dim * sizeof *dst);
     return 1;

@@ -69,7 +69,7 @@ int omld_item_row_current(const oml_store *store, const oml_index *ix, int32_t r
         return 1;
     size_t len = 0;
     const char *id = oml_store_is_live(store, slot) ? oml_store_id(store, slot, &len) : NULL;
-    return id != NULL && len == ix->id_lens[row] && memcmp(id, ix->ids[row], len) == 0;
+    return oml_index_id_is(ix, row, id, len);
 }
 
 int omld_meta_pack_item(const Omld__Item *it, uint8_t **blob, size_t *len, oml_diag *d)

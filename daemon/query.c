@@ -290,7 +290,9 @@ Omld__RetrieveResponse *omld__query_retrieve_response(const oml_index *ix, const
     for (int32_t i = 0; i < n; i++) {
         int32_t row = hits[i].row;
         omld__hit__init(&h[i]);
-        if ((h[i].id = omld_reply_strdup(r, ix->ids[row], ix->id_lens[row])) == NULL)
+        size_t len;
+        const char *id = oml_index_id(ix, row, &len);
+        if ((h[i].id = omld_reply_strdup(r, id, len)) == NULL)
             return NULL;
         h[i].score = hits[i].score;
         h[i].similarity = hits[i].similarity;

@@ -30,7 +30,9 @@ static Omld__ShardRetrieveResponse *answer(const omld_view *v, const oml_candida
     for (int32_t i = 0; i < c->n_rows; i++) {
         int32_t row = c->rows[i];
         omld__shard_candidate__init(&cs[i]);
-        if ((cs[i].id = omld_reply_strdup(r, ix->ids[row], ix->id_lens[row])) == NULL)
+        size_t len;
+        const char *id = oml_index_id(ix, row, &len);
+        if ((cs[i].id = omld_reply_strdup(r, id, len)) == NULL)
             return NULL;
         if (ix->labels[row] != OML_LABEL_NONE) {
             const char *name = ix->label_names[ix->labels[row]];

@@ -68,6 +68,18 @@ void oml_hlist_free(oml_hlist *hl)
     memset(hl, 0, sizeof *hl);
 }
 
+size_t oml_hlist_drop_pq(oml_hlist *hl)
+{
+    size_t before = oml_hlist_bytes(hl);
+    oml_pq4_free(&hl->pq);
+    free(hl->blk_start);
+    free(hl->pq_codes);
+    hl->blk_start = NULL;
+    hl->pq_codes = NULL;
+    hl->pq_keep = 0;
+    return before - oml_hlist_bytes(hl);
+}
+
 size_t oml_hlist_bytes(const oml_hlist *hl)
 {
     size_t n = (size_t)hl->n, L = (size_t)hl->n_lists, e = (size_t)hl->emb;

@@ -104,10 +104,11 @@ typedef struct oml_hlist_coder {
     size_t cap;         /* rows the arrays have room for */
 } oml_hlist_coder;
 /* Trains on sample (s unit rows of emb, row-major; s >= n_lists), with
- * room for about `expect` rows. OML_OK, OML_EINVAL, OML_ENOMEM (then
- * freed). */
+ * room for about `expect` rows. with_pq 0: no product codes (the lists
+ * of a head expected to share another's scan, which never reads them:
+ * oml_hlist_drop_pq). OML_OK, OML_EINVAL, OML_ENOMEM (then freed). */
 int oml_hlist_coder_init(oml_hlist_coder *c, const float *sample, size_t s, int32_t emb,
-                         int32_t n_lists, size_t expect);
+                         int32_t n_lists, size_t expect, int with_pq);
 /* Codes the next m rows (m, emb), row-major: the row numbers go on from
  * the last call's. OML_OK, OML_EINVAL (past INT32_MAX rows), OML_ENOMEM. */
 int oml_hlist_coder_add(oml_hlist_coder *c, const float *rows, int32_t m);
@@ -117,6 +118,14 @@ int oml_hlist_coder_finish(oml_hlist_coder *c, oml_hlist *out);
 void oml_hlist_coder_free(oml_hlist_coder *c); /* accepts a zeroed one */
 /* The bytes its arrays hold (centroids, codes, product codes, rows, bounds). */
 size_t oml_hlist_bytes(const oml_hlist *hl);
+
+/* Frees the scan's first pass (its product codes and codebooks): a head
+ * that shares another's scan (shared_from >= 0) rescores that scan's rows
+ * by its int8 codes and never reads them (24 bytes a row at emb 96, 48 MB
+ * at a million rows for the two heads that share head 0's). Should the
+ * head scan its own lists again, it scans their int8 codes whole.
+ * Returns the bytes freed. */
+size_t oml_hlist_drop_pq(oml_hlist *hl);
 
 /* Rows a list the centroids are trained on (a strided sample of the
  * head's; a coder's sample of this many a list trains as the build does). */

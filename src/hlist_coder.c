@@ -96,7 +96,7 @@ static int train_pq(oml_hlist *hl, const float *sample, size_t s)
 }
 
 int oml_hlist_coder_init(oml_hlist_coder *c, const float *sample, size_t s, int32_t emb,
-                         int32_t n_lists, size_t expect)
+                         int32_t n_lists, size_t expect, int with_pq)
 {
     memset(c, 0, sizeof *c);
     if (sample == NULL || emb < 1 || emb > OML_HLIST_MAX_EMB || n_lists < 1 ||
@@ -115,7 +115,7 @@ int oml_hlist_coder_init(oml_hlist_coder *c, const float *sample, size_t s, int3
                  : OML_ENOMEM;
     if (rc == OML_OK)
         rc = oml_ivf_train(sample, s, emb, n_lists, hl->centroids);
-    if (rc == OML_OK)
+    if (rc == OML_OK && with_pq)
         rc = train_pq(hl, sample, s);
     if (rc == OML_OK)
         rc = room(c, expect + expect / 32 + 1024);

@@ -613,6 +613,15 @@ size_t oml_index_code_bytes(const oml_index *ix)
     return bytes;
 }
 
+size_t oml_index_drop_shared_pq(oml_index *ix)
+{
+    size_t freed = 0;
+    for (int h = 0; ix->hl && h < ix->heads; h++)
+        if (ix->hl[h].shared_from >= 0)
+            freed += oml_hlist_drop_pq(&ix->hl[h]);
+    return freed;
+}
+
 int32_t oml_index_row_of_slot(const oml_index *ix, uint32_t slot)
 {
     int32_t lo = 0, hi = ix->n; /* rows are in ascending slot order */
@@ -638,5 +647,9 @@ void oml_index_destroy(oml_index *ix)
     if (ix->_cols)
         munmap(ix->_cols, ix->_cols_len);
     free(ix->_arena);
+    free(ix->slots);
+    free(ix->labels);
+    free(ix->id_off);
+    free(ix->id_chars);
     free(ix);
 }

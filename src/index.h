@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "codescan.h"
 #include "err.h"
@@ -32,8 +33,9 @@ typedef struct oml_index {
                                 row's value) */
     uint32_t *slots;         /* (n) store slot of each row */
     int32_t *labels;         /* (n) label id or OML_LABEL_NONE */
-    const char **ids;        /* (n) NUL-terminated ids (copied) */
-    size_t *id_lens;         /* (n) */
+    size_t *id_off;          /* (n + 1) where each row's id starts in id_chars, and the
+                                end: ids are read with oml_index_id */
+    char *id_chars;          /* the ids, copied, each NUL-terminated */
     int32_t n_labels;
     const char **label_names;/* (n_labels) copied */
     /* Inverted lists per head (hlist.h), for indexes of at least the
@@ -144,6 +146,12 @@ int oml_index_calibrate_threads(oml_index *ix, double target, int threads);
 int oml_index_calibrate_from(oml_index *ix, double target, int threads,
                              const oml_row_source *src);
 
+/* After the calibration: frees the product codes of every head that
+ * shares another's scan (oml_hlist_drop_pq), and returns the bytes freed.
+ * A later calibration that parts the heads leaves such a head scanning
+ * its lists' int8 codes whole. */
+size_t oml_index_drop_shared_pq(oml_index *ix);
+
 /* Builds an index of all live items of store under snap (takes its own
  * reference on snap), with the exact scan's codes (oml_index_add_codes).
  * OML_ENOMEM; an empty store gives an empty index. The store must not
@@ -219,6 +227,9 @@ typedef struct oml_index_builder {
     int32_t n_lists;          /* lists a head (from the live items then) */
     float *sample;            /* (heads, sample_want, emb) their embeddings */
     oml_hlist_coder *coders;  /* (heads) */
+    uint32_t pq_skip;         /* bit h: head h's lists get no product codes (the caller
+                                 expects it to share head 0's scan: oml_hlist_drop_pq);
+                                 set after oml_index_builder_code_lists */
     size_t nonfinite;         /* embedded values that were NaN or infinite (coded as 0), */
     int64_t nonfinite_row;    /* the first row with one (-1: none) */
 } oml_index_builder;
@@ -414,6 +425,25 @@ static inline float oml_index_emb(const oml_index *ix, int head, int32_t row, in
 {
     return ix->emb_cols[((size_t)head * (size_t)ix->emb + (size_t)j) * (size_t)ix->n +
                         (size_t)row];
+}
+
+/* The id of row `row` (NUL-terminated), and its length in *len (may be
+ * NULL). 8 bytes a row besides the characters: at a million rows a
+ * pointer and a length a row were 16 MB more in each of the two indexes a
+ * rebuild holds. */
+static inline const char *oml_index_id(const oml_index *ix, int32_t row, size_t *len)
+{
+    if (len)
+        *len = ix->id_off[row + 1] - ix->id_off[row] - 1;
+    return ix->id_chars + ix->id_off[row];
+}
+
+/* Whether row `row`'s id is id (len bytes). */
+static inline int oml_index_id_is(const oml_index *ix, int32_t row, const char *id, size_t len)
+{
+    size_t have;
+    const char *mine = oml_index_id(ix, row, &have);
+    return id != NULL && have == len && memcmp(mine, id, len) == 0;
 }
 
 /* Row of a store slot, or -1 if the slot is not in this index (a binary

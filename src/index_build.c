@@ -94,6 +94,7 @@ static void drop_coding(oml_index_builder *b)
     b->sample = NULL;
     b->coders = NULL;
     b->code_lists = 0;
+    b->pq_skip = 0;
     b->sampling = 0;
     b->nonfinite = 0;
     b->nonfinite_row = -1;
@@ -432,7 +433,7 @@ static int embed_sample(oml_index_builder *b)
         return OML_OK;
     for (int h = 0; rc == OML_OK && h < b->heads; h++) /* (a NaN row: a centroid of NaN) */
         rc = oml_hlist_coder_init(&b->coders[h], b->sample + (size_t)h * want * e, b->sample_got,
-                                  b->emb, b->n_lists, b->expect);
+                                  b->emb, b->n_lists, b->expect, !(b->pq_skip >> h & 1));
     free(b->sample);
     b->sample = NULL;
     b->sampling = 0;
@@ -485,47 +486,84 @@ int oml_index_builder_embed(oml_index_builder *b)
     return OML_OK;
 }
 
-/* Allocates the arena for ix->n items and `bytes` characters and points
- * the columns into it; returns where the characters go, NULL on OOM. */
-static char *alloc_arena(oml_index *ix, size_t bytes)
+/* The store's label names into one arena: their pointers, then their
+ * characters (label names only grow, so they name every label a gathered
+ * row carries). OML_OK or OML_ENOMEM. */
+static int copy_label_names(oml_index *ix, const oml_store *store)
 {
-    size_t n = (size_t)ix->n, nl = (size_t)ix->n_labels;
-    /* Arena, largest alignment first: ids, label_names, id_lens, slots,
-     * labels, then the characters. */
-    size_t total = (n + nl) * sizeof(char *) + n * sizeof(size_t)
-                   + n * (sizeof(uint32_t) + sizeof(int32_t)) + bytes + 1;
-    char *p = malloc(total);
+    size_t nl = (size_t)ix->n_labels, bytes = 0;
+    for (int32_t l = 0; l < ix->n_labels; l++) {
+        size_t len;
+        oml_store_label_name(store, l, &len);
+        bytes += len + 1;
+    }
+    char *p = malloc(nl * sizeof(char *) + bytes + 1);
     if (p == NULL)
-        return NULL;
-    oml_bigmem_advise(p, total);
+        return OML_ENOMEM;
     ix->_arena = p;
-    ix->ids = (const char **)(void *)p;
-    p += n * sizeof(char *);
     ix->label_names = (const char **)(void *)p;
     p += nl * sizeof(char *);
-    ix->id_lens = (size_t *)(void *)p;
-    p += n * sizeof(size_t);
-    ix->slots = (uint32_t *)(void *)p;
-    p += n * sizeof(uint32_t);
-    ix->labels = (int32_t *)(void *)p;
-    p += n * sizeof(int32_t);
+    for (int32_t l = 0; l < ix->n_labels; l++) {
+        size_t len;
+        const char *name = oml_store_label_name(store, l, &len);
+        memcpy(p, name, len);
+        p[len] = '\0';
+        ix->label_names[l] = p;
+        p += len + 1;
+    }
+    return OML_OK;
+}
+
+/* A buffer of the builder's to the index, shrunk to `bytes` (a large
+ * block's realloc moves pages, not bytes); *from is left NULL. */
+static void *hand_over(void **from, size_t bytes)
+{
+    void *p = realloc(*from, bytes > 0 ? bytes : 1);
+    if (p == NULL) /* a shrink that failed: the block as it was */
+        p = *from;
+    *from = NULL;
     return p;
 }
 
-/* The gathered rows into the arena in gathering (slot) order: ids, slots,
- * labels. */
-static void lay_out_rows(oml_index *ix, const oml_index_builder *b, char *p)
+static void *copy_of(const void *src, size_t bytes)
+{
+    void *p = malloc(bytes > 0 ? bytes : 1);
+    if (p && bytes > 0)
+        memcpy(p, src, bytes);
+    return p;
+}
+
+/* The gathered rows' slots, labels and ids, in gathering (slot) order, to
+ * the index. A coded build's builder is freed after it (its rebuilds are
+ * seconds apart), so its buffers are handed over, not copied: at a
+ * million rows the copies were 30 MB more while the new index is
+ * finished beside the serving one. Any other builder keeps its buffers
+ * for the next build, and the index gets copies. OML_OK or OML_ENOMEM. */
+static int take_rows(oml_index *ix, oml_index_builder *b)
 {
     size_t n = (size_t)ix->n;
-    if (b->n_chars > 0) /* an empty store gathered no characters (chars NULL) */
-        memcpy(p, b->chars, b->n_chars);
-    for (size_t i = 0; i < n; i++) {
-        size_t end = i + 1 < n ? b->id_off[i + 1] : b->n_chars;
-        ix->ids[i] = p + b->id_off[i];
-        ix->id_lens[i] = end - b->id_off[i] - 1;
-        ix->slots[i] = b->slots[i];
-        ix->labels[i] = b->labels[i];
+    if (b->id_off == NULL || b->cap_off < n + 1) { /* nothing gathered: room for the end */
+        size_t cap = b->cap_off;
+        if (grow((void **)&b->id_off, &cap, n + 1, sizeof *b->id_off) != OML_OK)
+            return OML_ENOMEM;
+        b->cap_off = cap;
     }
+    b->id_off[n] = b->n_chars;
+    if (b->code_lists) {
+        ix->slots = hand_over((void **)&b->slots, n * sizeof *ix->slots);
+        ix->labels = hand_over((void **)&b->labels, n * sizeof *ix->labels);
+        ix->id_off = hand_over((void **)&b->id_off, (n + 1) * sizeof *ix->id_off);
+        ix->id_chars = hand_over((void **)&b->chars, b->n_chars);
+        b->cap_rows = b->cap_labels = b->cap_off = b->cap_chars = 0;
+        b->n = 0;
+        b->n_chars = 0;
+    } else {
+        ix->slots = copy_of(b->slots, n * sizeof *ix->slots);
+        ix->labels = copy_of(b->labels, n * sizeof *ix->labels);
+        ix->id_off = copy_of(b->id_off, (n + 1) * sizeof *ix->id_off);
+        ix->id_chars = copy_of(b->chars, b->n_chars);
+    }
+    return ix->slots && ix->labels && ix->id_off && ix->id_chars ? OML_OK : OML_ENOMEM;
 }
 
 /* The builder's columns, closed up from row stride cap_cols to n, to the
@@ -582,34 +620,17 @@ int oml_index_builder_finish(oml_index_builder *b, const oml_store *store, oml_i
     ix->n = (int32_t)b->n;
     ix->heads = b->heads;
     ix->emb = b->emb;
-    /* Label names only grow, so the store's table now names every label a
-     * gathered row carries. */
     ix->n_labels = oml_store_label_count(store);
-    size_t names = 0;
-    for (int32_t l = 0; l < ix->n_labels; l++) {
-        size_t len;
-        oml_store_label_name(store, l, &len);
-        names += len + 1;
-    }
-    char *p = alloc_arena(ix, b->n_chars + names);
-    if (p == NULL) {
-        free(ix);
-        return OML_ENOMEM;
-    }
-    lay_out_rows(ix, b, p);
-    hand_over_cols(ix, b);
-    if (b->code_lists && hand_over_lists(ix, b) != OML_OK) {
+    int rc = copy_label_names(ix, store);
+    if (rc == OML_OK && b->code_lists)
+        rc = hand_over_lists(ix, b);
+    else if (rc == OML_OK)
+        hand_over_cols(ix, b);
+    if (rc == OML_OK)
+        rc = take_rows(ix, b);
+    if (rc != OML_OK) {
         oml_index_destroy(ix);
-        return OML_ENOMEM;
-    }
-    p += b->n_chars;
-    for (int32_t l = 0; l < ix->n_labels; l++) {
-        size_t len;
-        const char *name = oml_store_label_name(store, l, &len);
-        memcpy(p, name, len);
-        p[len] = '\0';
-        ix->label_names[l] = p;
-        p += len + 1;
+        return rc;
     }
     ix->snap = oml_snapshot_retain(b->snap);
     *out = ix;

@@ -82,11 +82,12 @@ static int teardown(void **state)
 
 /* An index whose build codes its lists; between its gathers, before the
  * first and from put_from on, the items put_from .. NL are put. */
-static oml_index *coded_index(fx *f, int put_from)
+static oml_index *coded_index_skipping(fx *f, int put_from, uint32_t pq_skip)
 {
     oml_index_builder b = {0};
     assert_int_equal(oml_index_builder_init(&b, f->snap, DIM), OML_OK);
     assert_int_equal(oml_index_builder_code_lists(&b), OML_OK);
+    b.pq_skip = pq_skip;
     int more = 1, gathers = 0;
     while (more > 0) {
         more = oml_index_builder_gather(&b, f->store);
@@ -99,8 +100,18 @@ static oml_index *coded_index(fx *f, int put_from)
     }
     oml_index *ix = NULL;
     assert_int_equal(oml_index_builder_finish(&b, f->store, &ix), OML_OK);
+    /* A coded build's builder is freed after it: it handed its rows over */
+    assert_null(b.slots);
+    assert_null(b.labels);
+    assert_null(b.id_off);
+    assert_null(b.chars);
     oml_index_builder_free(&b);
     return ix;
+}
+
+static oml_index *coded_index(fx *f, int put_from)
+{
+    return coded_index_skipping(f, put_from, 0);
 }
 
 static oml_index *column_index(const fx *f)
@@ -141,7 +152,7 @@ static void test_coder_matches_build(void **state)
     for (size_t i = 0; i < s; i++)
         memcpy(sample + i * E, rows + i * N / s * E, E * sizeof *sample);
     oml_hlist_coder c;
-    assert_int_equal(oml_hlist_coder_init(&c, sample, s, E, L, 100), OML_OK);
+    assert_int_equal(oml_hlist_coder_init(&c, sample, s, E, L, 100, 1), OML_OK);
     const int32_t blocks[] = {1, 1000, 7, 2991, 1};
     for (int i = 0, at = 0; i < 5; at += blocks[i++])
         assert_int_equal(oml_hlist_coder_add(&c, rows + (size_t)at * E, blocks[i]), OML_OK);
@@ -179,9 +190,9 @@ static void test_coder_refuses_a_short_sample(void **state)
     (void)state;
     float sample[8 * 4] = {0};
     oml_hlist_coder c;
-    assert_int_equal(oml_hlist_coder_init(&c, sample, 8, 4, 9, 100), OML_EINVAL);
-    assert_int_equal(oml_hlist_coder_init(&c, sample, 8, 0, 2, 100), OML_EINVAL);
-    assert_int_equal(oml_hlist_coder_init(&c, NULL, 8, 4, 2, 100), OML_EINVAL);
+    assert_int_equal(oml_hlist_coder_init(&c, sample, 8, 4, 9, 100, 1), OML_EINVAL);
+    assert_int_equal(oml_hlist_coder_init(&c, sample, 8, 0, 2, 100, 1), OML_EINVAL);
+    assert_int_equal(oml_hlist_coder_init(&c, NULL, 8, 4, 2, 100, 1), OML_EINVAL);
 }
 
 /* Every row's exact k nearest in every head, as the column index's exact
@@ -194,7 +205,10 @@ static void check_exact(const fx *f, const oml_index *coded)
     assert_int_equal(coded->n, full->n);
     for (int32_t i = 0; i < full->n; i++) {
         assert_int_equal(coded->slots[i], full->slots[i]);
-        assert_string_equal(coded->ids[i], full->ids[i]);
+        size_t len;
+        assert_string_equal(oml_index_id(coded, i, &len), oml_index_id(full, i, NULL));
+        assert_int_equal(len, strlen(oml_index_id(full, i, NULL)));
+        assert_int_equal(coded->labels[i], full->labels[i]);
     }
     void *mem = malloc(oml_near_ws_bytes(coded, K));
     float *scratch = malloc((size_t)full->n * sizeof *scratch);
@@ -299,7 +313,7 @@ static void test_coded_build_counts_what_is_not_finite(void **state)
     size_t bad = oml_index_nonfinite(coded, &row);
     assert_true(bad > 0);
     assert_int_equal(row, oml_index_row_of_slot(coded, (uint32_t)(NL / 2)));
-    assert_string_equal(coded->ids[row], "i760");
+    assert_string_equal(oml_index_id(coded, row, NULL), "i760");
     for (int h = 0; h < coded->heads; h++)
         for (int32_t p = 0; p < coded->n; p++)
             assert_true(isfinite(coded->hl[h].scale[p]) && isfinite(coded->hl[h].code_err[p]));
@@ -372,6 +386,99 @@ static void test_coded_threads_give_the_same_bits(void **state)
     oml_store_destroy(big);
 }
 
+/* Head h's k nearest to every 29th item through w (heads in ascending
+ * order, as a query searches them), into got (rows of K each). */
+static void search_all(const fx *f, const oml_index *ix, oml_near_ws *w, oml_neighbor *got)
+{
+    float q[2 * 4];
+    for (int s = 0, at = 0; s < NL; s += 29, at++) {
+        assert_int_equal(oml_snapshot_embed(f->snap, f->x[s], 1, q), OML_OK);
+        for (int h = 0; h < ix->heads; h++)
+            oml_index_topk_near(ix, h, q + h * ix->emb, K, -1, -1, NULL,
+                                got + ((size_t)at * ix->heads + (size_t)h) * K, w);
+    }
+}
+
+/* A head that shares head 0's scan never reads its product codes: once
+ * they are dropped its answers are the same, bit for bit; a head that
+ * scans its own lists keeps them. Should it part again, it scans its int8
+ * codes whole and still finds the exact neighbours over every list. */
+static void test_shared_heads_drop_their_product_codes(void **state)
+{
+    fx *f = *state;
+    oml_index *coded = coded_index(f, NL);
+    assert_int_equal(coded->heads, 2);
+    assert_int_equal(oml_index_calibrate_from(coded, 0.95, 1, &f->src), OML_OK);
+    coded->hl[0].donor = 4; /* head 1 shares head 0's scan, whatever the sample said */
+    coded->hl[1].shared_from = 0;
+    coded->hl[1].n_probe = coded->hl[0].n_probe;
+    assert_true(coded->hl[0].pq.m > 0 && coded->hl[1].pq.m > 0);
+    enum { Q = (NL + 28) / 29 };
+    oml_neighbor *before = calloc((size_t)Q * 2 * K, sizeof *before);
+    oml_neighbor *after = calloc((size_t)Q * 2 * K, sizeof *after);
+    void *mem = malloc(oml_near_ws_bytes(coded, K));
+    assert_non_null(before);
+    assert_non_null(after);
+    assert_non_null(mem);
+    oml_near_ws w;
+    oml_near_ws_init(&w, coded, K, mem);
+    w.src = &f->src;
+    search_all(f, coded, &w, before);
+    size_t bytes = oml_index_code_bytes(coded), head0 = oml_hlist_bytes(&coded->hl[0]);
+    size_t freed = oml_index_drop_shared_pq(coded);
+    assert_true(freed > 0);
+    assert_int_equal(oml_index_code_bytes(coded), bytes - freed);
+    assert_int_equal(oml_hlist_bytes(&coded->hl[0]), head0);
+    assert_int_equal(coded->hl[1].pq.m, 0);
+    assert_null(coded->hl[1].pq_codes);
+    assert_int_equal(coded->hl[1].pq_keep, 0);
+    search_all(f, coded, &w, after);
+    assert_memory_equal(before, after, (size_t)Q * 2 * K * sizeof *before);
+    assert_int_equal(oml_index_drop_shared_pq(coded), 0); /* nothing left to free */
+    coded->hl[1].shared_from = -1; /* parted: its own scan of every list, int8 codes whole */
+    coded->hl[1].n_probe = coded->n_lists;
+    for (int s = 0; s < NL; s += 29) {
+        float q[2 * 4];
+        oml_neighbor own[K], all[K];
+        assert_int_equal(oml_snapshot_embed(f->snap, f->x[s], 1, q), OML_OK);
+        int32_t n_own = oml_index_topk_near(coded, 1, q + 4, K, -1, -1, NULL, own, &w);
+        int32_t n_all = oml_index_topk_lists(coded, 1, q + 4, K, -1, NULL, all, &w);
+        assert_int_equal(n_own, n_all);
+        assert_memory_equal(own, all, (size_t)n_all * sizeof *own);
+    }
+    free(before);
+    free(after);
+    free(mem);
+    oml_index_destroy(coded);
+}
+
+/* A build told a head will share gives it no product codes, and the same
+ * lists otherwise; the index still finds the exact neighbours. */
+static void test_coded_build_skips_product_codes(void **state)
+{
+    fx *f = *state;
+    oml_index *all = coded_index(f, NL);
+    oml_index *skip = coded_index_skipping(f, NL, 1u << 1);
+    assert_true(skip->hl[0].pq.m > 0);
+    assert_int_equal(skip->hl[1].pq.m, 0);
+    assert_null(skip->hl[1].pq_codes);
+    assert_null(skip->hl[1].blk_start);
+    assert_int_equal(skip->hl[1].pq_keep, 0);
+    assert_true(oml_index_code_bytes(skip) < oml_index_code_bytes(all));
+    for (int h = 0; h < 2; h++) {
+        const oml_hlist *x = &all->hl[h], *y = &skip->hl[h];
+        size_t n = (size_t)x->n, L = (size_t)x->n_lists, e = (size_t)x->emb;
+        assert_int_equal(x->n, y->n);
+        assert_memory_equal(x->centroids, y->centroids, L * e * sizeof(float));
+        assert_memory_equal(x->rows, y->rows, n * sizeof(int32_t));
+        assert_memory_equal(x->codes, y->codes, n * e);
+        assert_memory_equal(x->scale, y->scale, n * sizeof(float));
+    }
+    check_exact(f, skip);
+    oml_index_destroy(all);
+    oml_index_destroy(skip);
+}
+
 /* A store under OML_INDEX_CODE_LISTS_MIN items gets no coded lists: the
  * first gather says so; a shard never does. */
 static void test_code_lists_refusals(void **state)
@@ -408,6 +515,9 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_code_lists_refusals, setup, teardown),
         cmocka_unit_test_setup_teardown(test_coded_threads_give_the_same_bits, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_shared_heads_drop_their_product_codes, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_coded_build_skips_product_codes, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

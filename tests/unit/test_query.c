@@ -443,7 +443,7 @@ static void test_retrieve(void **state)
                 const Omld__Hit *h = res->hits[j];
                 if (!by_vec)
                     assert_string_not_equal(h->id, id); /* never itself */
-                assert_string_equal(h->id, ix->ids[want[j].row]);
+                assert_string_equal(h->id, oml_index_id(ix, want[j].row, NULL));
                 assert_true(h->score == want[j].score);
                 int32_t lab = ix->labels[want[j].row];
                 if (lab == OML_LABEL_NONE) {
@@ -523,7 +523,7 @@ static void test_retrieve_filtered(void **state)
         if (c == 0)
             assert_int_equal(n, 5); /* b0 b2 b3 c0 c1 */
         for (int32_t j = 0; j < n; j++) {
-            assert_string_equal(res->hits[j]->id, ix->ids[want[j].row]);
+            assert_string_equal(res->hits[j]->id, oml_index_id(ix, want[j].row, NULL));
             assert_true(allow[want[j].row]);
             assert_true(res->hits[j]->similarity == want[j].similarity);
             assert_true(res->hits[j]->similarity >= cases[c].floor);
@@ -585,7 +585,7 @@ static void test_fresh_view_reranks(void **state)
                      OML_OK);
     assert_int_equal(r.msg.retrieve->n_hits, n);
     for (int32_t j = 0; j < n; j++) {
-        assert_string_equal(r.msg.retrieve->hits[j]->id, exact->ids[want[j].row]);
+        assert_string_equal(r.msg.retrieve->hits[j]->id, oml_index_id(exact, want[j].row, NULL));
         assert_float_equal(r.msg.retrieve->hits[j]->similarity, want[j].similarity, 1e-4);
     }
     omld_reply_free(&r);
