@@ -168,7 +168,7 @@ void oml__hlist_encode(oml_hlist *hl, const float *v, size_t p, uint8_t *pq_rows
         pq_rows[p * (size_t)(hl->pq.m / 2) + (size_t)(j / 2)] = (uint8_t)(pc[j] | pc[j + 1] << 4);
 }
 
-int oml__hlist_group(oml_hlist *hl, const int32_t *list_of)
+int oml__hlist_group(oml_hlist *hl, const int32_t *list_of, int blocks)
 {
     int32_t *pos_of = hl->pos_of, *at = hl->list_start;
     size_t n = (size_t)hl->n, L = (size_t)hl->n_lists;
@@ -181,9 +181,9 @@ int oml__hlist_group(oml_hlist *hl, const int32_t *list_of)
         for (size_t l = 0; l < L; l++)
             hl->blk_start[l + 1] = hl->blk_start[l] + (at[l + 1] + OML_PQ4_BLOCK - 1) /
                                                           OML_PQ4_BLOCK;
-        hl->pq_codes = calloc((size_t)hl->blk_start[L], oml_pq4_block_bytes(&hl->pq));
         hl->pq_keep = OML_HLIST_PQ_KEEP;
-        if (hl->pq_codes == NULL)
+        if (blocks && (hl->pq_codes = calloc((size_t)hl->blk_start[L],
+                                             oml_pq4_block_bytes(&hl->pq))) == NULL)
             return OML_ENOMEM;
     }
     for (size_t l = 0; l < L; l++)
@@ -203,11 +203,7 @@ void oml__hlist_finish_lists(oml_hlist *hl, const uint8_t *pq_rows)
     for (int32_t l = 0; pq_rows && l < hl->n_lists; l++)
         for (int32_t p = at[l]; p < at[l + 1]; p++) {
             uint8_t c[OML_PQ4_MAX_EMB / OML_PQ4_DSUB];
-            for (int32_t j = 0; j < hl->pq.m; j += 2) {
-                uint8_t two = pq_rows[(size_t)p * (size_t)(hl->pq.m / 2) + (size_t)(j / 2)];
-                c[j] = two & 15;
-                c[j + 1] = two >> 4;
-            }
+            oml__hlist_pq_unpack(pq_rows + (size_t)p * (size_t)(hl->pq.m / 2), hl->pq.m, c);
             size_t b = (size_t)(hl->blk_start[l] + (p - at[l]) / OML_PQ4_BLOCK);
             oml_pq4_put(&hl->pq, c, hl->pq_codes + b * oml_pq4_block_bytes(&hl->pq),
                         (p - at[l]) % OML_PQ4_BLOCK);
@@ -231,7 +227,7 @@ void oml__hlist_finish_lists(oml_hlist *hl, const uint8_t *pq_rows)
 static int lay_out(oml_hlist *hl, const float *cols, const int32_t *list_of, float *t,
                    uint8_t *pq_rows)
 {
-    int rc = oml__hlist_group(hl, list_of);
+    int rc = oml__hlist_group(hl, list_of, 1);
     if (rc != OML_OK)
         return rc;
     size_t n = (size_t)hl->n, e = (size_t)hl->emb;

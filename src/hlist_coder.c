@@ -177,6 +177,44 @@ static void to_positions(void *a, size_t elem, const int32_t *pos_of, size_t n, 
     }
 }
 
+/* The product codes by position (c->pq_rows) into their lists' blocks in
+ * the same buffer, which grows by the blocks' padding only (under 32 rows
+ * a list): a second buffer beside it was 24 MB a head at a million rows.
+ * A list's blocks start at or past where its rows did (the padding of the
+ * lists before it only adds), so the lists move last first, each through
+ * a copy of its own rows. The buffer becomes hl->pq_codes. */
+static int blocks_in_place(oml_hlist_coder *c)
+{
+    oml_hlist *hl = &c->hl;
+    const int32_t *at = hl->list_start;
+    size_t pq = pq_bytes(c), bb = oml_pq4_block_bytes(&hl->pq), widest = 0;
+    for (int32_t l = 0; l < hl->n_lists; l++)
+        widest = (size_t)(at[l + 1] - at[l]) > widest ? (size_t)(at[l + 1] - at[l]) : widest;
+    size_t total = (size_t)hl->blk_start[hl->n_lists] * bb;
+    uint8_t *buf = realloc(c->pq_rows, total > 0 ? total : 1);
+    uint8_t *rows = malloc(widest * pq + 1);
+    if (buf == NULL || rows == NULL) {
+        c->pq_rows = buf ? buf : c->pq_rows;
+        free(rows);
+        return OML_ENOMEM;
+    }
+    for (int32_t l = hl->n_lists - 1; l >= 0; l--) {
+        size_t cnt = (size_t)(at[l + 1] - at[l]);
+        memcpy(rows, buf + (size_t)at[l] * pq, cnt * pq);
+        uint8_t *blk = buf + (size_t)hl->blk_start[l] * bb;
+        memset(blk, 0, (size_t)(hl->blk_start[l + 1] - hl->blk_start[l]) * bb);
+        for (size_t i = 0; i < cnt; i++) {
+            uint8_t codes[OML_PQ4_MAX_EMB / OML_PQ4_DSUB];
+            oml__hlist_pq_unpack(rows + i * pq, hl->pq.m, codes);
+            oml_pq4_put(&hl->pq, codes, blk + i / OML_PQ4_BLOCK * bb, (int32_t)(i % OML_PQ4_BLOCK));
+        }
+    }
+    free(rows);
+    hl->pq_codes = buf;
+    c->pq_rows = NULL;
+    return OML_OK;
+}
+
 int oml_hlist_coder_finish(oml_hlist_coder *c, oml_hlist *out)
 {
     oml_hlist *hl = &c->hl;
@@ -188,15 +226,21 @@ int oml_hlist_coder_finish(oml_hlist_coder *c, oml_hlist *out)
     uint8_t *seen = malloc(n / 8 + 1), *t = malloc(2 * widest);
     int rc = hl->rows && hl->pos_of && seen && t ? OML_OK : OML_ENOMEM;
     if (rc == OML_OK)
-        rc = oml__hlist_group(hl, c->list_of);
+        rc = oml__hlist_group(hl, c->list_of, 0);
     if (rc == OML_OK) {
+        free(c->list_of); /* grouped: no longer needed */
+        c->list_of = NULL;
         to_positions(hl->codes, e, hl->pos_of, n, seen, t);
         to_positions(hl->scale, sizeof *hl->scale, hl->pos_of, n, seen, t);
         to_positions(hl->res_norm, sizeof *hl->res_norm, hl->pos_of, n, seen, t);
         to_positions(hl->code_err, sizeof *hl->code_err, hl->pos_of, n, seen, t);
-        if (pq > 0)
+        if (pq > 0) {
             to_positions(c->pq_rows, pq, hl->pos_of, n, seen, t);
-        oml__hlist_finish_lists(hl, pq > 0 ? c->pq_rows : NULL);
+            rc = blocks_in_place(c);
+        }
+    }
+    if (rc == OML_OK) {
+        oml__hlist_finish_lists(hl, NULL); /* each list's bounds */
         (void)room_codes(hl, n); /* a shrink: failing, they keep their room */
     }
     free(seen);

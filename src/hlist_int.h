@@ -11,9 +11,21 @@ void oml__hlist_encode(oml_hlist *hl, const float *v, size_t p, uint8_t *pq_rows
 
 /* Positions grouped by list_of (n rows; a stable counting sort: ascending
  * rows within a list) into list_start, rows and pos_of (room for n each),
- * and the product codes' blocks (allocated here) (a list of c positions takes ceil(c / 32))
- * when hl has codebooks. OML_OK or OML_ENOMEM. */
-int oml__hlist_group(oml_hlist *hl, const int32_t *list_of);
+ * and, when hl has codebooks, where each list's blocks of product codes
+ * start (blk_start: a list of c positions takes ceil(c / 32)), with the
+ * blocks themselves allocated (zeroed) when `blocks`. OML_OK or
+ * OML_ENOMEM. */
+int oml__hlist_group(oml_hlist *hl, const int32_t *list_of, int blocks);
+
+/* The product codes (m, one a subspace) of a position packed two a byte
+ * (row: m / 2 bytes), as oml__hlist_encode packs them. */
+static inline void oml__hlist_pq_unpack(const uint8_t *row, int32_t m, uint8_t *c)
+{
+    for (int32_t j = 0; j < m; j += 2) {
+        c[j] = row[j / 2] & 15;
+        c[j + 1] = row[j / 2] >> 4;
+    }
+}
 
 /* The product codes of every position (pq_rows by position; NULL: none)
  * into their lists' blocks, in the blocks' order (written straight into

@@ -176,6 +176,31 @@ static void test_coder_matches_build(void **state)
     assert_memory_equal(coded.blk_start, built.blk_start, (L + 1) * sizeof(int32_t));
     assert_int_equal(coded.pq_keep, built.pq_keep);
     assert_true(oml_hlist_bytes(&coded) == oml_hlist_bytes(&built));
+    /* Its blocks, laid out in the buffer the product codes were coded
+     * into, hold each row's codes of its residual at its position, and
+     * zeros where a list's last block is padded. */
+    size_t bb = oml_pq4_block_bytes(&coded.pq);
+    for (int32_t l = 0; l < L; l++) {
+        int32_t first = coded.list_start[l], cnt = coded.list_start[l + 1] - first;
+        const uint8_t *blk = coded.pq_codes + (size_t)coded.blk_start[l] * bb;
+        for (int32_t i = 0; i < cnt; i++) {
+            int32_t row = coded.rows[first + i];
+            float v[E];
+            uint8_t want[E / OML_PQ4_DSUB];
+            for (int j = 0; j < E; j++)
+                v[j] = rows[row * E + j] - coded.centroids[l * E + j];
+            oml_pq4_codes(&coded.pq, v, want);
+            for (int32_t j = 0; j < coded.pq.m; j++)
+                assert_int_equal(oml_pq4_code(blk + (size_t)(i / OML_PQ4_BLOCK) * bb, j,
+                                              i % OML_PQ4_BLOCK),
+                                 want[j]);
+        }
+        for (int32_t i = cnt; i % OML_PQ4_BLOCK != 0; i++)
+            for (int32_t j = 0; j < coded.pq.m; j++)
+                assert_int_equal(oml_pq4_code(blk + (size_t)(i / OML_PQ4_BLOCK) * bb, j,
+                                              i % OML_PQ4_BLOCK),
+                                 0);
+    }
     oml_hlist_free(&coded);
     oml_hlist_free(&built);
     oml_hlist_coder_free(&c); /* emptied by finish: a no-op */
