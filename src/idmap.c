@@ -162,7 +162,7 @@ static uint32_t idmap_probe(const oml_idmap *m, const char *key, uint32_t len, u
         const oml_idmap_entry *e = &m->_tab[i];
         if (e->key == NULL)
             return i;
-        if (e->hash == h && e->len == len && memcmp(e->key, key, len) == 0)
+        if (e->len == len && memcmp(e->key, key, len) == 0)
             return i;
         i = (i + 1) & mask;
     }
@@ -178,7 +178,7 @@ static int idmap_rehash(oml_idmap *m, uint32_t cap)
         const oml_idmap_entry *e = &m->_tab[j];
         if (e->key == NULL)
             continue;
-        uint32_t i = e->hash & mask;
+        uint32_t i = idmap_hash(e->key, e->len) & mask;
         while (tab[i].key != NULL)
             i = (i + 1) & mask;
         tab[i] = *e;
@@ -238,7 +238,7 @@ int oml_idmap_put(oml_idmap *m, const char *key, size_t len, uint32_t value)
     if (rc != OML_OK)
         return rc;
     uint32_t i = idmap_probe(m, key, (uint32_t)len, h);
-    m->_tab[i] = (oml_idmap_entry){key, (uint32_t)len, h, value};
+    m->_tab[i] = (oml_idmap_entry){key, (uint32_t)len, value};
     m->_count++;
     return OML_OK;
 }
@@ -259,7 +259,7 @@ int oml_idmap_del(oml_idmap *m, const char *key, size_t len)
         oml_idmap_entry *e = &m->_tab[j];
         if (e->key == NULL)
             break;
-        uint32_t home = e->hash & mask;
+        uint32_t home = idmap_hash(e->key, e->len) & mask;
         if (((j - home) & mask) >= ((j - hole) & mask)) {
             m->_tab[hole] = *e;
             hole = j;
