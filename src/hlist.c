@@ -60,6 +60,8 @@ void oml_hlist_free(oml_hlist *hl)
     free(hl->codes);
     free(hl->res_norm);
     free(hl->code_err);
+    free(hl->res_q);
+    free(hl->err_q);
     free(hl->list_res_max);
     free(hl->list_err_max);
     oml_pq4_free(&hl->pq);
@@ -85,8 +87,8 @@ size_t oml_hlist_bytes(const oml_hlist *hl)
     size_t n = (size_t)hl->n, L = (size_t)hl->n_lists, e = (size_t)hl->emb;
     size_t bytes = L * e * sizeof(float)                         /* centroids */
                    + (L + 1) * sizeof(int32_t)                    /* list_start */
-                   + n * (2 * sizeof(int32_t) + 3 * sizeof(float)) /* rows, pos_of, scale,
-                                                                     res_norm, code_err */
+                   + n * (2 * sizeof(int32_t) + sizeof(float) + 2) /* rows, pos_of, scale,
+                                                                     res_q, err_q */
                    + n * e                                        /* int8 codes */
                    + 2 * L * sizeof(float);                       /* list_res_max, _err_max */
     if (hl->pq.m > 0 && hl->blk_start)
@@ -197,7 +199,30 @@ int oml__hlist_group(oml_hlist *hl, const int32_t *list_of, int blocks)
     return OML_OK;
 }
 
-void oml__hlist_finish_lists(oml_hlist *hl, const uint8_t *pq_rows)
+/* The fewest steps of `step` (at most 255) that reach x: the product is
+ * taken as slack_of takes it, so the bound it gives is never below x. */
+static uint8_t steps_up(float x, float step)
+{
+    if (!(x > 0.0f) || !(step > 0.0f))
+        return 0;
+    float q = ceilf(x / step);
+    q = q > 255.0f ? 255.0f : q;
+    while (q < 255.0f && q * step < x)
+        q += 1.0f;
+    return (uint8_t)q;
+}
+
+/* A list's largest bound, raised so that 255 of its steps reach it
+ * (255 * (max / 255) can round below max). */
+static float reachable(float max)
+{
+    float m = max;
+    while (255.0f * oml_hlist_step(m) < max)
+        m = nextafterf(m, INFINITY);
+    return m;
+}
+
+int oml__hlist_finish_lists(oml_hlist *hl, const uint8_t *pq_rows)
 {
     const int32_t *at = hl->list_start;
     for (int32_t l = 0; pq_rows && l < hl->n_lists; l++)
@@ -208,15 +233,30 @@ void oml__hlist_finish_lists(oml_hlist *hl, const uint8_t *pq_rows)
             oml_pq4_put(&hl->pq, c, hl->pq_codes + b * oml_pq4_block_bytes(&hl->pq),
                         (p - at[l]) % OML_PQ4_BLOCK);
         }
+    size_t n = (size_t)hl->n;
+    hl->res_q = malloc(n ? n : 1);
+    hl->err_q = malloc(n ? n : 1);
+    if (hl->res_q == NULL || hl->err_q == NULL)
+        return OML_ENOMEM; /* (oml_hlist_free frees them) */
     for (int32_t l = 0; l < hl->n_lists; l++) {
         float rm = 0.0f, em = 0.0f;
         for (int32_t p = at[l]; p < at[l + 1]; p++) {
             rm = hl->res_norm[p] > rm ? hl->res_norm[p] : rm;
             em = hl->code_err[p] > em ? hl->code_err[p] : em;
         }
-        hl->list_res_max[l] = rm;
-        hl->list_err_max[l] = em;
+        hl->list_res_max[l] = reachable(rm);
+        hl->list_err_max[l] = reachable(em);
+        float rs = oml_hlist_step(hl->list_res_max[l]), es = oml_hlist_step(hl->list_err_max[l]);
+        for (int32_t p = at[l]; p < at[l + 1]; p++) {
+            hl->res_q[p] = steps_up(hl->res_norm[p], rs);
+            hl->err_q[p] = steps_up(hl->code_err[p], es);
+        }
     }
+    free(hl->res_norm);
+    free(hl->code_err);
+    hl->res_norm = NULL;
+    hl->code_err = NULL;
+    return OML_OK;
 }
 
 /* Positions grouped by list, then the code of each row's residual from
@@ -244,8 +284,7 @@ static int lay_out(oml_hlist *hl, const float *cols, const int32_t *list_of, flo
             oml__hlist_encode(hl, v, (size_t)hl->pos_of[r0 + i], pq_rows);
         }
     }
-    oml__hlist_finish_lists(hl, pq_rows);
-    return OML_OK;
+    return oml__hlist_finish_lists(hl, pq_rows);
 }
 
 int oml_hlist_build(oml_hlist *hl, const float *cols, int32_t n, int32_t emb, int32_t n_lists)
@@ -348,10 +387,19 @@ int32_t oml_hlist_order_first(const oml_hlist *hl, const float *q, int32_t want,
     return m;
 }
 
-/* Row p's slack: bound of |its code's dot - q . row| (file comment). */
-static float slack_of(const oml_hlist *hl, const oml_code8_query *qc, int32_t p)
+/* Position p's slack, p in list l: bound of |its code's dot - q . row|
+ * (file comment), from its norms' steps. */
+static float slack_of(const oml_hlist *hl, const oml_code8_query *qc, int32_t p, int32_t l)
 {
-    return qc->err * hl->res_norm[p] + qc->norm * hl->code_err[p] + qc->margin;
+    return qc->err * ((float)hl->res_q[p] * oml_hlist_step(hl->list_res_max[l])) +
+           qc->norm * ((float)hl->err_q[p] * oml_hlist_step(hl->list_err_max[l])) + qc->margin;
+}
+
+/* The largest slack of any position of list l. */
+static float slack_max(const oml_hlist *hl, const oml_code8_query *qc, int32_t l)
+{
+    return qc->err * (255.0f * oml_hlist_step(hl->list_res_max[l])) +
+           qc->norm * (255.0f * oml_hlist_step(hl->list_err_max[l])) + qc->margin;
 }
 
 /* The list holding position p (list_start ascending). */
@@ -377,11 +425,10 @@ int32_t oml_hlist_rescore(const oml_hlist *hl, const float *q, const float *dots
     oml_code8_query qc;
     oml_code8_query_init(&qc, q, e);
     for (int32_t i = 0; i < m; i++) {
-        int32_t p = hl->pos_of[cand[i].row], dot;
+        int32_t p = hl->pos_of[cand[i].row], l = list_of_pos(hl, p), dot;
         oml_code8_dots(hl->codes + (size_t)p * (size_t)e, 1, e, qc.c, &dot);
-        oml_hlist_keep_offer(keep, cand[i].row,
-                             dots_c[list_of_pos(hl, p)] + (float)dot * hl->scale[p] * qc.qs,
-                             slack_of(hl, &qc, p));
+        oml_hlist_keep_offer(keep, cand[i].row, dots_c[l] + (float)dot * hl->scale[p] * qc.qs,
+                             slack_of(hl, &qc, p, l));
     }
     return keep->cnt;
 }
@@ -500,18 +547,17 @@ static void rescore_positions(const oml_hlist *hl, const oml_code8_query *qc,
                 __builtin_prefetch(hl->codes + p * e + off);
             __builtin_prefetch(hl->codes + p * e + e - 1);
             __builtin_prefetch(hl->scale + p);
-            __builtin_prefetch(hl->res_norm + p);
-            __builtin_prefetch(hl->code_err + p);
+            __builtin_prefetch(hl->res_q + p);
+            __builtin_prefetch(hl->err_q + p);
             __builtin_prefetch(hl->rows + p);
         }
         for (int32_t i = 0; i < g; i++)
             memcpy(codes + (size_t)i * e, hl->codes + (size_t)best[i0 + i].row * e, e);
         oml_code8_dots(codes, g, hl->emb, qc->c, dot);
         for (int32_t i = 0; i < g; i++) {
-            int32_t p = best[i0 + i].row;
-            oml_hlist_keep_offer(keep, hl->rows[p],
-                                 dots_c[list_of_pos(hl, p)] + (float)dot[i] * hl->scale[p] * qc->qs,
-                                 slack_of(hl, qc, p));
+            int32_t p = best[i0 + i].row, l = list_of_pos(hl, p);
+            oml_hlist_keep_offer(keep, hl->rows[p], dots_c[l] + (float)dot[i] * hl->scale[p] * qc->qs,
+                                 slack_of(hl, qc, p, l));
         }
     }
 }
@@ -539,7 +585,7 @@ int32_t oml_hlist_scan(const oml_hlist *hl, const float *q, const int32_t *order
         int32_t l = order[i], a = hl->list_start[l], b = hl->list_start[l + 1];
         float base = dots_c[l]; /* q . centroid, exact up to float */
         /* No row of this list has more slack. */
-        float smax = qc.err * hl->list_res_max[l] + qc.norm * hl->list_err_max[l] + qc.margin;
+        float smax = slack_max(hl, &qc, l);
         for (int32_t p0 = a; p0 < b; p0 += SCAN_BLOCK) {
             int32_t m = b - p0 < SCAN_BLOCK ? b - p0 : SCAN_BLOCK;
             /* every position whose score exceeds the threshold (a superset of
@@ -555,7 +601,7 @@ int32_t oml_hlist_scan(const oml_hlist *hl, const float *q, const int32_t *order
                     int32_t row = hl->rows[p0 + t];
                     if (row == exclude || (allow && !allow[row]))
                         continue;
-                    oml_hlist_keep_offer(keep, row, d[t], slack_of(hl, &qc, p0 + t));
+                    oml_hlist_keep_offer(keep, row, d[t], slack_of(hl, &qc, p0 + t, l));
                 }
         }
     }

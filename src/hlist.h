@@ -56,11 +56,18 @@ typedef struct oml_hlist {
     float *scale;         /* (n) value j of position p in list l is about
                              centroids[l, j] + codes[p, j] * scale[p] */
     int8_t *codes;        /* (n, emb) */
-    float *res_norm;      /* (n) ||residual|| of position p, and */
-    float *code_err;      /* (n) ||residual - codes[p] * scale[p]||: with the query's
-                             own code error they bound a code's dot error (slack) */
-    float *list_res_max;  /* (n_lists) the largest res_norm and code_err of each list */
-    float *list_err_max;
+    /* ||residual|| of position p and ||residual - codes[p] * scale[p]||,
+     * which with the query's own code error bound a code's dot error
+     * (slack): at most res_q[p] and err_q[p] steps of their list
+     * (oml_hlist_step: a 255th of the list's largest, rounded up). A
+     * byte each where floats took four: 18 MB an index at a million rows
+     * of three heads, and a rebuild holds two. */
+    uint8_t *res_q;       /* (n) */
+    uint8_t *err_q;       /* (n) */
+    float *list_res_max;  /* (n_lists) each list's largest ||residual|| and code error, */
+    float *list_err_max;  /* rounded up so that 255 steps reach it */
+    float *res_norm;      /* (n) while built only (NULL after): the floats the bytes */
+    float *code_err;      /* above are rounded up from */
     /* The scan's first pass (pq4.h): the same residuals as 4-bit product
      * codes, each list's positions in blocks of OML_PQ4_BLOCK (its last
      * one padded). pq.m 0: none (emb not a multiple of 4, or above
@@ -73,6 +80,13 @@ typedef struct oml_hlist {
     float recall;         /* the calibration's sample found this share of its exact
                              10 nearest with n_probe (oml_index_calibrate; 0 before) */
 } oml_hlist;
+
+/* One step of a list's bound whose largest is max (list_res_max,
+ * list_err_max): 255 of them reach max. */
+static inline float oml_hlist_step(float max)
+{
+    return max / 255.0f;
+}
 
 /* The first pass's rows by default, and at most (its heap is on the stack). */
 #define OML_HLIST_PQ_KEEP 1024

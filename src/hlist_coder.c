@@ -240,8 +240,8 @@ int oml_hlist_coder_finish(oml_hlist_coder *c, oml_hlist *out)
         }
     }
     if (rc == OML_OK) {
-        oml__hlist_finish_lists(hl, NULL); /* each list's bounds */
         (void)room_codes(hl, n); /* a shrink: failing, they keep their room */
+        rc = oml__hlist_finish_lists(hl, NULL); /* each list's bounds, the norms as steps */
     }
     free(seen);
     free(t);

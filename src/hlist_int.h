@@ -31,8 +31,9 @@ static inline void oml__hlist_pq_unpack(const uint8_t *row, int32_t m, uint8_t *
  * into their lists' blocks, in the blocks' order (written straight into
  * them in rows' order, each row touched a dozen cache lines of a block
  * far from the last one's); then each list's largest residual norm and
- * code error. */
-void oml__hlist_finish_lists(oml_hlist *hl, const uint8_t *pq_rows);
+ * code error, and every position's as steps of them (res_q, err_q), the
+ * floats freed. OML_OK or OML_ENOMEM (the floats stay). */
+int oml__hlist_finish_lists(oml_hlist *hl, const uint8_t *pq_rows);
 
 /* Residuals the product codes are trained on. */
 #define OML__HLIST_PQ_SAMPLE 16384

@@ -300,7 +300,10 @@ int oml_index_builder_gather(oml_index_builder *b, const oml_store *store);
 /* Embeds what the last gather copied; touches no store. */
 int oml_index_builder_embed(oml_index_builder *b);
 /* The index of every gathered row, with the store's label names (held
- * still by the caller). The builder stays to be freed. */
+ * still by the caller). The builder stays to be freed; a coded build's
+ * (oml_index_builder_code_lists) gives the index its rows' buffers and
+ * frees its gather buffers first, so the lists are finished without them
+ * (a restart allocates them again). */
 int oml_index_builder_finish(oml_index_builder *b, const oml_store *store, oml_index **out);
 /* (then, without the store, for lists: oml_index_add_lists, oml_index_calibrate;
  * without lists: oml_index_add_codes) */

@@ -100,7 +100,10 @@ static oml_index *coded_index_skipping(fx *f, int put_from, uint32_t pq_skip)
     }
     oml_index *ix = NULL;
     assert_int_equal(oml_index_builder_finish(&b, f->store, &ix), OML_OK);
-    /* A coded build's builder is freed after it: it handed its rows over */
+    /* A coded build's builder is freed after it: it handed its rows over,
+     * and its gather buffers went before the lists were finished */
+    assert_null(b.X);
+    assert_null(b.out);
     assert_null(b.slots);
     assert_null(b.labels);
     assert_null(b.id_off);
@@ -167,8 +170,10 @@ static void test_coder_matches_build(void **state)
     assert_memory_equal(coded.pos_of, built.pos_of, N * sizeof(int32_t));
     assert_memory_equal(coded.codes, built.codes, (size_t)N * E);
     assert_memory_equal(coded.scale, built.scale, N * sizeof(float));
-    assert_memory_equal(coded.res_norm, built.res_norm, N * sizeof(float));
-    assert_memory_equal(coded.code_err, built.code_err, N * sizeof(float));
+    assert_memory_equal(coded.res_q, built.res_q, N);
+    assert_memory_equal(coded.err_q, built.err_q, N);
+    assert_null(coded.res_norm); /* the floats are gone once they are steps */
+    assert_null(coded.code_err);
     assert_memory_equal(coded.list_res_max, built.list_res_max, L * sizeof(float));
     assert_memory_equal(coded.list_err_max, built.list_err_max, L * sizeof(float));
     assert_int_equal(coded.pq.m, built.pq.m);
@@ -176,6 +181,30 @@ static void test_coder_matches_build(void **state)
     assert_memory_equal(coded.blk_start, built.blk_start, (L + 1) * sizeof(int32_t));
     assert_int_equal(coded.pq_keep, built.pq_keep);
     assert_true(oml_hlist_bytes(&coded) == oml_hlist_bytes(&built));
+    /* Each position's norms are kept as the fewest steps of its list that
+     * reach them (the slack they give is never below the float's), and
+     * 255 steps reach the list's largest. */
+    for (int32_t l = 0; l < L; l++) {
+        float rs = oml_hlist_step(coded.list_res_max[l]), es = oml_hlist_step(coded.list_err_max[l]);
+        for (int32_t p = coded.list_start[l]; p < coded.list_start[l + 1]; p++) {
+            int32_t row = coded.rows[p];
+            double res = 0.0, err = 0.0;
+            for (int j = 0; j < E; j++) {
+                double v = (double)rows[row * E + j] - coded.centroids[l * E + j];
+                double d = v - (double)coded.codes[(size_t)p * E + j] * coded.scale[p];
+                res += v * v;
+                err += d * d;
+            }
+            /* (the encoder's floats: within rounding of these) */
+            float fr = (float)sqrt(res) * (1.0f - 1e-5f) - 1e-7f;
+            float fe = (float)sqrt(err) * (1.0f - 1e-5f) - 1e-7f;
+            assert_true((float)coded.res_q[p] * rs >= fr);
+            assert_true((float)coded.err_q[p] * es >= fe);
+            assert_true((float)coded.res_q[p] * rs <= fr + rs * 1.01f + 1e-6f);
+            assert_true((float)coded.err_q[p] * es <= fe + es * 1.01f + 1e-6f);
+            assert_true(255.0f * rs >= fr && 255.0f * es >= fe);
+        }
+    }
     /* Its blocks, laid out in the buffer the product codes were coded
      * into, hold each row's codes of its residual at its position, and
      * zeros where a list's last block is padded. */
@@ -341,7 +370,10 @@ static void test_coded_build_counts_what_is_not_finite(void **state)
     assert_string_equal(oml_index_id(coded, row, NULL), "i760");
     for (int h = 0; h < coded->heads; h++)
         for (int32_t p = 0; p < coded->n; p++)
-            assert_true(isfinite(coded->hl[h].scale[p]) && isfinite(coded->hl[h].code_err[p]));
+            assert_true(isfinite(coded->hl[h].scale[p]));
+    for (int h = 0; h < coded->heads; h++)
+        for (int32_t l = 0; l < coded->n_lists; l++)
+            assert_true(isfinite(coded->hl[h].list_err_max[l]));
     oml_index_destroy(coded);
 }
 
@@ -358,7 +390,8 @@ static void same_lists(const oml_index *a, const oml_index *b)
         assert_memory_equal(x->rows, y->rows, n * sizeof(int32_t));
         assert_memory_equal(x->codes, y->codes, n * e);
         assert_memory_equal(x->scale, y->scale, n * sizeof(float));
-        assert_memory_equal(x->code_err, y->code_err, n * sizeof(float));
+        assert_memory_equal(x->err_q, y->err_q, n);
+        assert_memory_equal(x->res_q, y->res_q, n);
         assert_memory_equal(x->blk_start, y->blk_start, (L + 1) * sizeof(int32_t));
         assert_memory_equal(x->pq_codes, y->pq_codes,
                             (size_t)x->blk_start[L] * oml_pq4_block_bytes(&x->pq));
