@@ -60,6 +60,9 @@ struct omld_views {
     int nice_set;               /* indexer thread only: the nice it last applied */
     uint64_t pending_ns;
     int stop;
+    atomic_int stopping;        /* set first by omld_views_destroy: a build in progress ends
+                                   at its next gather (at 1M a build takes seconds, and
+                                   stopping omld waited for it) */
     int started;
     pthread_t thread;
 };
@@ -280,7 +283,9 @@ static int build_in_gathers(omld_views *vs, oml_index_builder *b, oml_snapshot *
      * again after one, and that build starts on the new store. */
     while (rc == OML_OK && more > 0) {
         store_rdlock(lock);
-        more = store_swapped(lock, gen) ? OML_ECANCELED : oml_index_builder_gather(b, vs->store);
+        more = store_swapped(lock, gen) || atomic_load(&vs->stopping)
+                   ? OML_ECANCELED
+                   : oml_index_builder_gather(b, vs->store);
         store_unlock(lock);
         rc = more < 0 ? more : oml_index_builder_embed(b);
     }
@@ -329,6 +334,11 @@ static int index_build(omld_views *vs, oml_snapshot *snap, omld_store_lock *lock
         oml_index_builder_free(b);
     } else {
         rc = build_in_gathers(vs, b, snap, lock, gen, dim, coded, out);
+    }
+    if (rc == OML_OK && atomic_load(&vs->stopping)) { /* its lists and calibration too */
+        oml_index_destroy(*out);
+        *out = NULL;
+        rc = OML_ECANCELED;
     }
     /* Lists and their calibration need the index only: no lock. Out of
      * memory for them, the index scans every row. */
@@ -386,7 +396,10 @@ static omld_view *view_build(omld_views *vs, oml_snapshot *snap, uint64_t snapsh
         v->shard_n = vs->shard_n;
     }
     if (rc != OML_OK) {
-        if (rc == OML_ECANCELED)
+        if (rc == OML_ECANCELED && atomic_load(&vs->stopping))
+            LOG_INFO("indexer", "view %llu not built: omld is stopping",
+                     (unsigned long long)snap->version);
+        else if (rc == OML_ECANCELED)
             LOG_INFO("indexer", "view %llu not built: the store was reloaded while it was "
                      "gathered (the next view is built on the reloaded one)",
                      (unsigned long long)snap->version);
@@ -628,6 +641,7 @@ void omld_views_destroy(omld_views *vs)
 {
     if (vs == NULL)
         return;
+    atomic_store(&vs->stopping, 1);
     pthread_mutex_lock(&vs->mu);
     vs->stop = 1;
     pthread_cond_broadcast(&vs->cv);

@@ -23,7 +23,9 @@
  *   checkpoint  one Checkpoint request while triplets stream: its time and
  *               the slowest triplet acknowledgement meanwhile;
  *   restart     SIGTERM, then start on the same data directory: seconds
- *               until listening (the address file) and until /readyz is 200.
+ *               until the old process exited (an index build in progress
+ *               is abandoned), until listening (the address file) and until
+ *               /readyz is 200.
  * Prints a readable report and, last, one JSON line. */
 #include <math.h>
 #include <pthread.h>
@@ -638,9 +640,12 @@ static double last_listening_line(const char *log)
     return t;
 }
 
-static void restart(omld_proc *p, const char *const *args, double *listen_s, double *ready_s)
+static void restart(omld_proc *p, const char *const *args, double *stop_s, double *listen_s,
+                    double *ready_s)
 {
+    double s0 = now_s();
     omld_proc_stop(p, SIGTERM, 600000);
+    *stop_s = now_s() - s0;
     double t0 = now_s(), w0 = wall_s();
     if (omld_proc_restart(p, args, 600000) != 0) {
         fprintf(stderr, "omld-bench --items: restart failed\n");
@@ -785,11 +790,11 @@ int omld_scale_bench(int64_t n_items, double rate, double seconds, double load_r
            "peak of the run %.2f GB (%.2fx)\n", sampler.low / 1e9, (double)sampler.low / raw, sampler.high / 1e9,
            (double)sampler.high / raw, peak / 1e9, (double)peak / raw);
 
-    double listen_s, ready_s;
-    restart(&p, args, &listen_s, &ready_s);
-    printf("restart (SIGTERM, then start): listening after %.2f s (its log), ready (/readyz) "
-           "after %.2f s\n",
-           listen_s, ready_s);
+    double stop_s, listen_s, ready_s;
+    restart(&p, args, &stop_s, &listen_s, &ready_s);
+    printf("restart (SIGTERM, then start): stopped after %.2f s; listening after %.2f s (its "
+           "log), ready (/readyz) after %.2f s\n",
+           stop_s, listen_s, ready_s);
     omld_proc_stop(&p, SIGTERM, 600000);
     omld_proc_cleanup(&p);
 
@@ -801,11 +806,11 @@ int omld_scale_bench(int64_t n_items, double rate, double seconds, double load_r
            "\"lists\":%ld,\"lists_scanned\":%ld,\"indexed_items\":%ld,\"recall\":%.4f,\"rss_bytes\":%lld,\"peak_rss_bytes\":%lld,"
            "\"rss_low_bytes\":%lld,\"rss_high_bytes\":%lld,"
            "\"raw_feature_bytes\":%lld,\"checkpoint_s\":%.3f,\"checkpoint_max_ack_ms\":%.0f,"
-           "\"restart_listen_s\":%.3f,\"restart_ready_s\":%.3f}\n",
+           "\"restart_stop_s\":%.3f,\"restart_listen_s\":%.3f,\"restart_ready_s\":%.3f}\n",
            catalogue_name(kind), (long long)n_items, ingest_rate, first_rate, last_rate, start_s, achieved, publish_p50,
            fresh_p50, fresh_max, c50, c99, r50, r99, qps, load_achieved, lists, scanned, indexed, recall, rss, peak,
            sampler.low, sampler.high, raw, ckpt_s, max_ack,
-           listen_s, ready_s);
+           stop_s, listen_s, ready_s);
     free(c.images);
     free(c.labels);
     return 0;

@@ -17,6 +17,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -255,12 +256,54 @@ static void test_model_only_rebuild_waits(void **state)
     fx_free(&f);
 }
 
+static void count_publish(void *arg, const omld_view *v)
+{
+    (void)v;
+    atomic_fetch_add((atomic_int *)arg, 1);
+}
+
+static void *destroy_views(void *arg)
+{
+    omld_views_destroy(arg);
+    return NULL;
+}
+
+/* Stopping abandons a build in progress: once omld_views_destroy began,
+ * the build waiting for its next gather ends there and publishes nothing
+ * (at a million items a build takes seconds, and stopping omld waited for
+ * it). */
+static void test_stop_abandons_a_build(void **state)
+{
+    (void)state;
+    fx f;
+    fx_init(&f);
+    omld_views_destroy(f.vs); /* one that counts its publishes instead */
+    atomic_int published = 0;
+    assert_int_equal(omld_views_create(&f.vs, f.store, &f.lock, &f.metrics, count_publish,
+                                       &published), 0);
+    assert_int_equal(omld_views_publish_now(f.vs, snap(1, 0), 0, 1), 0);
+    int before = atomic_load(&published);
+    assert_true(before >= 1);
+    pthread_rwlock_wrlock(&f.lock.rw);
+    omld_views_submit(f.vs, snap(2, 0), 0); /* the indexer's build waits for the store */
+    sleep_ms(100);
+    pthread_t stopper;
+    assert_int_equal(pthread_create(&stopper, NULL, destroy_views, f.vs), 0);
+    sleep_ms(200); /* the stop has begun: it waits for the indexer */
+    pthread_rwlock_unlock(&f.lock.rw);
+    assert_int_equal(pthread_join(stopper, NULL), 0);
+    assert_int_equal(atomic_load(&published), before); /* view 2 was never swapped in */
+    f.vs = NULL;
+    fx_free(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_non_finite_view_not_served),
         cmocka_unit_test(test_fresh_model_served_at_once),
         cmocka_unit_test(test_model_only_rebuild_waits),
+        cmocka_unit_test(test_stop_abandons_a_build),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
