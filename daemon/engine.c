@@ -1158,6 +1158,9 @@ void omld_engine_stop(omld_engine *e)
 {
     if (e == NULL)
         return;
+    /* Queries are drained (main.c): a view built now would serve none,
+     * and at 1M the final checkpoint below would run beside its build. */
+    omld_views_stop_building(e->views);
     pthread_mutex_lock(&e->mu);
     e->stopping = 1;
     pthread_cond_signal(&e->cv);

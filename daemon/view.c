@@ -60,9 +60,9 @@ struct omld_views {
     int nice_set;               /* indexer thread only: the nice it last applied */
     uint64_t pending_ns;
     int stop;
-    atomic_int stopping;        /* set first by omld_views_destroy: a build in progress ends
-                                   at its next gather (at 1M a build takes seconds, and
-                                   stopping omld waited for it) */
+    atomic_int stopping;        /* omld_views_stop_building, and first in omld_views_destroy:
+                                   a build in progress ends at its next gather (at 1M a
+                                   build takes seconds, and stopping omld waited for it) */
     int started;
     pthread_t thread;
 };
@@ -635,6 +635,12 @@ int omld_views_create(omld_views **out, const oml_store *store, omld_store_lock 
     vs->started = 1;
     *out = vs;
     return 0;
+}
+
+void omld_views_stop_building(omld_views *vs)
+{
+    if (vs)
+        atomic_store(&vs->stopping, 1);
 }
 
 void omld_views_destroy(omld_views *vs)

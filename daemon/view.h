@@ -88,6 +88,11 @@ int omld_views_create(omld_views **out, const oml_store *store, omld_store_lock 
                       void *arg);
 /* Stops and joins the indexer, releases the current view. Accepts NULL. */
 void omld_views_destroy(omld_views *vs);
+/* omld is stopping: a build in progress ends at its next gather (at 1M
+ * items a build takes seconds, and the final checkpoint ran beside it)
+ * and every later one at its first; the current view stays. Accepts
+ * NULL. */
+void omld_views_stop_building(omld_views *vs);
 
 /* From views built after this call, an index of at least min_items items
  * has inverted lists (index.h); 0 (the default): never. Its queries probe
