@@ -17,6 +17,12 @@
 #define KMEANS_ITERS 6
 #define SAMPLE_PER_LIST 64
 #define CHUNK 4096
+/* The dot products of a chunk stay under this many bytes: an assignment
+ * runs once a block of rows at every rebuild (three heads, 244 blocks at
+ * a million rows), and a larger scratch is a fresh mapping, zeroed by the
+ * kernel, every time once glibc's mmap threshold is fixed (omld fixes it:
+ * daemon/main.c), which cost the indexer ~2 ms a call at 500 lists. */
+#define DOTS_BYTES (1u << 20)
 
 static void normalise(float *v, int32_t d)
 {
@@ -104,7 +110,9 @@ static void argmax_rows(const float *dots, size_t m, int32_t n_lists, int32_t *o
 int oml_ivf_assign(const float *rows, size_t n, int32_t d, const float *centroids,
                    int32_t n_lists, int32_t *list_of)
 {
-    size_t chunk = n < CHUNK ? (n ? n : 1) : CHUNK;
+    size_t fit = DOTS_BYTES / ((size_t)(n_lists > 0 ? n_lists : 1) * sizeof(float));
+    size_t most = fit < 64 ? 64 : fit < CHUNK ? fit : CHUNK;
+    size_t chunk = n < most ? (n ? n : 1) : most;
     float *dots = malloc(chunk * (size_t)n_lists * sizeof *dots);
     if (dots == NULL)
         return OML_ENOMEM;
