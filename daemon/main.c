@@ -33,7 +33,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -809,25 +808,8 @@ static void teardown(omld_main *m)
     }
 }
 
-/* glibc raises its mmap threshold to the size of each large block freed
- * (up to 32 MB): once the first index is freed, an index's arrays of a few
- * MB come from the arenas, where what a rebuild frees fragments them and
- * stays resident until a trim. A fixed threshold keeps every block of 2
- * MB or more in a mapping of its own, given back when it is freed: at 1M
- * items the peak RSS of omld-bench fell 1.32x -> 1.30x. Per-call scratch
- * on a hot path stays under it (ivf.c's DOTS_BYTES). Fixing it also fixes
- * the trim threshold at 128 kB, where each query's free trimmed its
- * arena's top and the next one faulted the pages in again (classify p50
- * 0.49-0.55 -> 0.65-0.67 ms at 1M): it is set to what glibc's own
- * adjustment would reach, and the indexer's malloc_trim after each swap
- * gives back the rest. */
-#define MMAP_THRESHOLD_BYTES (2 << 20)
-#define TRIM_THRESHOLD_BYTES (64 << 20)
-
 int main(int argc, char **argv)
 {
-    mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES);
-    mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES);
     omld_main *m = calloc(1, sizeof *m);
     if (m == NULL) {
         fprintf(stderr, "omld: out of memory\n");

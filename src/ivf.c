@@ -21,7 +21,7 @@
  * runs once a block of rows at every rebuild (three heads, 244 blocks at
  * a million rows), and a larger scratch is a fresh mapping, zeroed by the
  * kernel, every time once glibc's mmap threshold is fixed (omld fixes it:
- * daemon/main.c), which cost the indexer ~2 ms a call at 500 lists. */
+ * daemon/view.c), which cost the indexer ~2 ms a call at 500 lists. */
 #define DOTS_BYTES (1u << 20)
 
 static void normalise(float *v, int32_t d)
