@@ -674,7 +674,7 @@ void omld_views_destroy(omld_views *vs)
 {
     if (vs == NULL)
         return;
-    atomic_store(&vs->stopping, 1);
+    omld_views_stop_building(vs);
     pthread_mutex_lock(&vs->mu);
     vs->stop = 1;
     pthread_cond_broadcast(&vs->cv);

@@ -64,9 +64,7 @@ void oml_hlist_free(oml_hlist *hl)
     free(hl->err_q);
     free(hl->list_res_max);
     free(hl->list_err_max);
-    oml_pq4_free(&hl->pq);
-    free(hl->blk_start);
-    free(hl->pq_codes);
+    (void)oml_hlist_drop_pq(hl);
     memset(hl, 0, sizeof *hl);
 }
 

@@ -45,12 +45,19 @@ static int resize(void **p, size_t cap, size_t elem)
     return OML_OK;
 }
 
-/* The lists' own arrays of codes and norms sized to cap rows. */
-static int room_codes(oml_hlist *hl, size_t cap)
+/* The lists' own arrays of int8 codes and scales sized to cap rows. */
+static int room_code_rows(oml_hlist *hl, size_t cap)
 {
     int rc = resize((void **)&hl->codes, cap, (size_t)hl->emb);
     if (rc == OML_OK)
         rc = resize((void **)&hl->scale, cap, sizeof *hl->scale);
+    return rc;
+}
+
+/* Those and the norms (floats until the lists are finished) sized to cap rows. */
+static int room_codes(oml_hlist *hl, size_t cap)
+{
+    int rc = room_code_rows(hl, cap);
     if (rc == OML_OK)
         rc = resize((void **)&hl->res_norm, cap, sizeof *hl->res_norm);
     if (rc == OML_OK)
@@ -239,10 +246,10 @@ int oml_hlist_coder_finish(oml_hlist_coder *c, oml_hlist *out)
             rc = blocks_in_place(c);
         }
     }
-    if (rc == OML_OK) {
-        (void)room_codes(hl, n); /* a shrink: failing, they keep their room */
-        rc = oml__hlist_finish_lists(hl, NULL); /* each list's bounds, the norms as steps */
-    }
+    if (rc == OML_OK) /* each list's bounds, the norms as steps (their floats freed) */
+        rc = oml__hlist_finish_lists(hl, NULL);
+    if (rc == OML_OK)
+        (void)room_code_rows(hl, n); /* a shrink: failing, they keep their room */
     free(seen);
     free(t);
     if (rc != OML_OK)
