@@ -484,6 +484,7 @@ int main(int argc, char **argv)
     const char *job_method = NULL;
     long long items = 0;
     double rate = 2000, seconds = 20, load_rate = 5000;
+    int load_connections = 2;
     int kind = CATALOGUE_SHIFTED;
     const char *omld_args[9] = {NULL};
     int n_omld_args = 0;
@@ -517,6 +518,8 @@ int main(int argc, char **argv)
             rate = atof(argv[i + 1]);
         else if (strcmp(argv[i], "--load") == 0)
             load_rate = atof(argv[i + 1]);
+        else if (strcmp(argv[i], "--load-connections") == 0 && atoi(argv[i + 1]) > 0)
+            load_connections = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--catalogue") == 0 && catalogue_kind(argv[i + 1]) >= 0)
             kind = catalogue_kind(argv[i + 1]);
         else if (strcmp(argv[i], "--seconds") == 0)
@@ -533,12 +536,14 @@ int main(int argc, char **argv)
             fprintf(stderr, "usage: omld-bench [--triplets N] [--queries M] [--preset P] [--durability] [--job METHOD] [--http] [--tls]\n"
                             "       omld-bench --batch-queries [--batch B] [--rounds R] [--preset P]\n"
                             "       omld-bench --items N [--catalogue shifted|copies|noise] [--rate TRIPLETS_PER_S]\n"
-                            "                  [--seconds S] [--load TRIPLETS_PER_S] [--omld --NAME=VALUE]...\n"
+                            "                  [--seconds S] [--load TRIPLETS_PER_S] [--load-connections C]\n"
+                            "                  [--omld --NAME=VALUE]...\n"
                             "  --items N: omld at N stored items (ingest, start, freshness, queries,\n"
                             "             memory, checkpoint, restart; see tests/bench/scale.c) of the\n"
                             "             catalogue named (tests/bench/catalogue.h; shifted), with\n"
                             "             triplets at --rate (2000) for --seconds (20) for freshness\n"
-                            "             and at --load (5000; 0: none) while the queries are timed\n"
+                            "             and at --load (5000; 0: none) over --load-connections (2)\n"
+                            "             while the queries are timed\n"
                             "  --omld --NAME=VALUE: an option for the omld started (repeatable, up to 8;\n"
                             "             the default run's too, whose in-process figure stays the preset's)\n"
                             "  --durability: ingest per fsync policy and recovery time instead\n"
@@ -555,7 +560,8 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     openblas_set_num_threads(1);
     if (items > 0)
-        return omld_scale_bench(items, rate, seconds, load_rate, kind, omld_args);
+        return omld_scale_bench(items, rate, seconds, load_rate, load_connections, kind,
+                                omld_args);
     data d = {0};
     load(&d, n_triplets);
     printf("omld-bench: %d dev items, %d triplets, preset %s\n", d.split.n_dev, d.stream.n, preset);

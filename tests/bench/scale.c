@@ -282,29 +282,43 @@ static void freshness(omlc *cl, const char *server, const catalogue *c, double r
 
 /* ------------------------------------------------------------ the learner's load */
 
-/* Triplets at a steady `rate` per second on their own connection until
- * stopped: the issue's targets hold queries "with the learner taking a
- * steady 5,000 triplets/s". */
-typedef struct triplet_load {
+/* Triplets at a steady `rate` per second until stopped, over
+ * `connections` connections of an equal share each (2 by default): the
+ * issue's targets hold queries "with the learner taking a steady 5,000
+ * triplets/s", and a web service's many users send them side by side. One
+ * connection that waits for each acknowledgement before its next batch
+ * measures the round trip through two busy cores as much as the learner:
+ * its rate is printed too. */
+#define LOAD_CONNECTIONS_MAX 8
+
+typedef struct load_sender {
     const char *server;
     const catalogue *c;
     double rate;
-    volatile int run;
+    uint64_t seed;
+    volatile int *run;
     long sent;
     double seconds;
     pthread_t th;
+} load_sender;
+
+typedef struct triplet_load {
+    double rate;
+    volatile int run;
+    int n;
+    load_sender s[LOAD_CONNECTIONS_MAX];
 } triplet_load;
 
-static void *triplet_load_main(void *arg)
+static void *load_sender_main(void *arg)
 {
-    triplet_load *t = arg;
+    load_sender *t = arg;
     omlc *cl = NULL;
     omlc_error err;
     if (omlc_connect(&cl, t->server, 60000, &err) != 0)
         die("connect", &err);
-    triplet_source src = {.c = t->c, .rng = 0x10adull};
+    triplet_source src = {.c = t->c, .rng = t->seed};
     double t0 = now_s();
-    for (long n = 0; t->run; n++) {
+    for (long n = 0; *t->run; n++) {
         send_when_due(cl, &src, t0, n, t->rate, "triplets under the queries");
         t->sent += TRIPLET_BATCH;
     }
@@ -314,21 +328,32 @@ static void *triplet_load_main(void *arg)
 }
 
 static void triplet_load_start(triplet_load *t, const char *server, const catalogue *c,
-                               double rate)
+                               double rate, int connections)
 {
-    *t = (triplet_load){.server = server, .c = c, .rate = rate, .run = 1};
-    if (rate > 0)
-        pthread_create(&t->th, NULL, triplet_load_main, t);
+    if (connections < 1)
+        connections = 1;
+    if (connections > LOAD_CONNECTIONS_MAX)
+        connections = LOAD_CONNECTIONS_MAX;
+    *t = (triplet_load){.rate = rate, .run = 1, .n = rate > 0 ? connections : 0};
+    for (int i = 0; i < t->n; i++) {
+        t->s[i] = (load_sender){.server = server, .c = c, .rate = rate / connections,
+                                .seed = 0x10adull + (uint64_t)i, .run = &t->run};
+        pthread_create(&t->s[i].th, NULL, load_sender_main, &t->s[i]);
+    }
 }
 
-/* Stops the stream; returns the triplets per second it achieved. */
+/* Stops the stream; returns the triplets per second its connections
+ * achieved together. */
 static double triplet_load_stop(triplet_load *t)
 {
-    if (t->rate <= 0)
-        return 0;
     t->run = 0;
-    pthread_join(t->th, NULL);
-    return t->seconds > 0 ? (double)t->sent / t->seconds : 0;
+    double per_s = 0;
+    for (int i = 0; i < t->n; i++) {
+        pthread_join(t->s[i].th, NULL);
+        if (t->s[i].seconds > 0)
+            per_s += (double)t->s[i].sent / t->s[i].seconds;
+    }
+    return per_s;
 }
 
 /* ------------------------------------------------------------ queries */
@@ -669,7 +694,7 @@ static void restart(omld_proc *p, const char *const *args, double *stop_s, doubl
 /* ------------------------------------------------------------ the run */
 
 int omld_scale_bench(int64_t n_items, double rate, double seconds, double load_rate,
-                     int kind, const char *const *omld_args)
+                     int load_connections, int kind, const char *const *omld_args)
 {
     catalogue c = {.n = n_items, .kind = kind};
     oml_diag diag = {0};
@@ -745,11 +770,14 @@ int omld_scale_bench(int64_t n_items, double rate, double seconds, double load_r
     int heads_seen = recall_by_head(p.http, head_hits0, head_checked0);
     double c50, c99, r50, r99;
     triplet_load load;
-    triplet_load_start(&load, p.rpc, &c, load_rate);
+    double learned0 = metric_value(p.http, "omld_triplets_applied_total"), load_t0 = now_s();
+    triplet_load_start(&load, p.rpc, &c, load_rate, load_connections);
     query_latency(cl, &c, 0, &c50, &c99);
     query_latency(cl, &c, 1, &r50, &r99);
     double qps = classify_throughput(p.rpc, &c);
     double load_achieved = triplet_load_stop(&load);
+    double learned = (metric_value(p.http, "omld_triplets_applied_total") - learned0) /
+                     (now_s() - load_t0);
     search_recall(p.http, &lists, &scanned, &indexed);
     double checked = metric_value(p.http, "omld_search_recall_checked_total") - checked0;
     int heads_now = recall_by_head(p.http, head_hits, head_checked);
@@ -757,8 +785,9 @@ int omld_scale_bench(int64_t n_items, double rate, double seconds, double load_r
     double recall = checked > 0 ? (metric_value(p.http, "omld_search_recall_hits_total") - hits0) /
                                       checked
                                 : 1.0; /* no lists: every query scans every item */
-    printf("queries while the learner takes %.0f triplets/s (asked %.0f)\n", load_achieved,
-           load_rate);
+    printf("queries while the learner takes %.0f triplets/s (asked %.0f, over %d connection%s; "
+           "it learned %.0f/s)\n", load_achieved, load_rate, load.n, load.n == 1 ? "" : "s",
+           learned);
     printf("classify k=5, one client: p50 %.2f ms, p99 %.2f ms; retrieve k=10: p50 %.2f "
            "ms, p99 %.2f ms; classify with %d clients: %.0f/s; search: %ld inverted lists per "
            "head, %ld scanned, recall %.3f of the exact neighbours (the daemon's sample of these "
@@ -803,12 +832,13 @@ int omld_scale_bench(int64_t n_items, double rate, double seconds, double load_r
            "\"triplets_per_s\":%.0f,\"publish_ms\":%.0f,\"freshness_p50_ms\":%.0f,"
            "\"freshness_max_ms\":%.0f,\"classify_p50_ms\":%.3f,\"classify_p99_ms\":%.3f,"
            "\"retrieve_p50_ms\":%.3f,\"retrieve_p99_ms\":%.3f,\"classify_8_clients_per_s\":%.0f,\"query_load_triplets_per_s\":%.0f,"
+           "\"query_load_connections\":%d,\"query_load_learned_per_s\":%.0f,"
            "\"lists\":%ld,\"lists_scanned\":%ld,\"indexed_items\":%ld,\"recall\":%.4f,\"rss_bytes\":%lld,\"peak_rss_bytes\":%lld,"
            "\"rss_low_bytes\":%lld,\"rss_high_bytes\":%lld,"
            "\"raw_feature_bytes\":%lld,\"checkpoint_s\":%.3f,\"checkpoint_max_ack_ms\":%.0f,"
            "\"restart_stop_s\":%.3f,\"restart_listen_s\":%.3f,\"restart_ready_s\":%.3f}\n",
            catalogue_name(kind), (long long)n_items, ingest_rate, first_rate, last_rate, start_s, achieved, publish_p50,
-           fresh_p50, fresh_max, c50, c99, r50, r99, qps, load_achieved, lists, scanned, indexed, recall, rss, peak,
+           fresh_p50, fresh_max, c50, c99, r50, r99, qps, load_achieved, load.n, learned, lists, scanned, indexed, recall, rss, peak,
            sampler.low, sampler.high, raw, ckpt_s, max_ack,
            stop_s, listen_s, ready_s);
     free(c.images);
