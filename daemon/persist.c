@@ -22,6 +22,7 @@
 #include <string.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -54,6 +55,7 @@ enum { SEC_MODEL = 1, SEC_STORE = 2, SEC_CLOSURE = 3, SEC_META = 4, SEC_ROLLBACK
        SEC_COUNTERS = 6, SEC_REPLAY = 7, SEC_IDEM = 8 };
 #define META_BYTES 16     /* u64 view version, u64 reserved */
 #define RETRY_NS 5000000000ull
+#define CHECKPOINT_NICE 10 /* a background checkpoint's nice above the learner's */
 
 static int fsync_policy(const char *name)
 {
@@ -722,6 +724,13 @@ int omld_persist_bg_start(omld_engine *e, oml_diag *d)
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent)
             _exit(1); /* the parent is already gone */
+        /* Encoding and writing the image takes a core for seconds (10 s
+         * at a million items): the learner, the connections and the
+         * queries come first, so that no acknowledgement waits on it. */
+        errno = 0;
+        int nice_now = getpriority(PRIO_PROCESS, 0);
+        if (errno == 0)
+            (void)setpriority(PRIO_PROCESS, 0, nice_now + CHECKPOINT_NICE);
         oml_diag cd = {0};
         char path[512];
         uint64_t bytes = 0;
