@@ -17,12 +17,9 @@
  * item was deleted or replaced since the index was built. Read lock held. */
 static int features_now(const omld_query_ctx *q, const oml_index *ix, int32_t row, float *dst)
 {
-    uint32_t slot = ix->slots[row];
-    size_t len = 0;
-    const char *id = oml_store_is_live(q->store, slot) ? oml_store_id(q->store, slot, &len) : NULL;
-    if (!oml_index_id_is(ix, row, id, len))
+    if (!oml_index_row_current(ix, q->store, row))
         return 0;
-    memcpy(dst, oml_store_features(q->store, slot), (size_t)ix->snap->cfg.dim * sizeof *dst);
+    memcpy(dst, oml_store_features(q->store, ix->slots[row]), (size_t)ix->snap->cfg.dim * sizeof *dst);
     return 1;
 }
 

@@ -54,22 +54,10 @@ int omld_item_filter_meta_row(omld_item_filter *f, const oml_store *store, const
 {
     uint32_t slot = ix->slots[row];
     /* The metadata first: blobs are shared and few, so this rarely misses
-     * the cache; the id (its own allocation) is read only for a match. */
+     * the cache; the slot's generation is read only for a match. */
     return oml_store_is_live(store, slot) &&
            oml_meta_filter_match(&f->meta, oml_store_meta(store, slot)) &&
-           omld_item_row_current(store, ix, row);
-}
-
-int omld_item_row_current(const oml_store *store, const oml_index *ix, int32_t row)
-{
-    uint32_t slot = ix->slots[row];
-    /* A slot never deleted from (generation 0) still holds the item it got
-     * first, the one the index saw: no need to read the id (a cache miss). */
-    if (oml_store_is_live(store, slot) && oml_store_generation(store, slot) == 0)
-        return 1;
-    size_t len = 0;
-    const char *id = oml_store_is_live(store, slot) ? oml_store_id(store, slot, &len) : NULL;
-    return oml_index_id_is(ix, row, id, len);
+           oml_index_row_current(ix, store, row);
 }
 
 int omld_meta_pack_item(const Omld__Item *it, uint8_t **blob, size_t *len, oml_diag *d)

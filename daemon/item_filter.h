@@ -40,10 +40,6 @@ void omld_item_filter_free(omld_item_filter *f);
 /* 1 if the live slot passes f. */
 int omld_item_filter_match(omld_item_filter *f, const oml_store *store, uint32_t slot);
 
-/* 1 if row `row` of ix is still the item in its store slot (not deleted or
- * replaced by another id since the index was built). */
-int omld_item_row_current(const oml_store *store, const oml_index *ix, int32_t row);
-
 /* 1 if row `row` of ix is still the item in its store slot and that item's
  * metadata passes f's conditions (labels are the index's business). */
 int omld_item_filter_meta_row(omld_item_filter *f, const oml_store *store, const oml_index *ix,

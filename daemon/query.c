@@ -85,11 +85,13 @@ int omld__query_resolve(const omld_query_ctx *q, const omld_view *v, const Omld_
     float *buf = omld_reply_alloc(r, dim * sizeof *buf);
     if (buf == NULL)
         return omld__query_oom(r, field);
-    uint32_t slot;
+    uint32_t slot, gen = 0;
     pthread_rwlock_rdlock(&q->lock->rw);
     int rc = oml_store_find(q->store, ref->id, len, &slot);
-    if (rc == OML_OK)
+    if (rc == OML_OK) {
         memcpy(buf, oml_store_features(q->store, slot), dim * sizeof *buf);
+        gen = oml_store_generation(q->store, slot);
+    }
     pthread_rwlock_unlock(&q->lock->rw);
     if (rc != OML_OK) {
         char qid[200];
@@ -98,7 +100,7 @@ int omld__query_resolve(const omld_query_ctx *q, const omld_view *v, const Omld_
                                 omld_reply_quote(qid, sizeof qid, ref->id, len));
     }
     qi->x = buf;
-    qi->row = omld_view_row_at(v, slot, ref->id, len);
+    qi->row = omld_view_row_at(v, slot, gen);
     return 0;
 }
 
@@ -278,8 +280,9 @@ int omld__query_retrieve_filter(const omld_query_ctx *q, const omld_view *v,
     return 0;
 }
 
-Omld__RetrieveResponse *omld__query_retrieve_response(const oml_index *ix, const oml_hit *hits,
-                                                      int32_t n, omld_reply *r)
+Omld__RetrieveResponse *omld__query_retrieve_response(const omld_query_ctx *q, const oml_index *ix,
+                                                      const oml_hit *hits, int32_t n,
+                                                      int with_metadata, omld_reply *r)
 {
     Omld__RetrieveResponse *resp = omld_reply_alloc(r, sizeof *resp);
     Omld__Hit *h = omld_reply_alloc(r, (size_t)n * sizeof *h);
@@ -287,41 +290,56 @@ Omld__RetrieveResponse *omld__query_retrieve_response(const oml_index *ix, const
     if (resp == NULL || h == NULL || hp == NULL)
         return NULL;
     omld__retrieve_response__init(resp);
-    for (int32_t i = 0; i < n; i++) {
+    int32_t m = 0, oom = 0;
+    pthread_rwlock_rdlock(&q->lock->rw);
+    for (int32_t i = 0; i < n && !oom; i++) {
         int32_t row = hits[i].row;
-        omld__hit__init(&h[i]);
         size_t len;
-        const char *id = oml_index_id(ix, row, &len);
-        if ((h[i].id = omld_reply_strdup(r, id, len)) == NULL)
-            return NULL;
-        h[i].score = hits[i].score;
-        h[i].similarity = hits[i].similarity;
-        if (ix->labels[row] != OML_LABEL_NONE) {
+        const char *id = oml_index_row_id(ix, q->store, row, &len);
+        if (id == NULL)
+            continue; /* deleted or replaced since the index was built: no id to give */
+        omld__hit__init(&h[m]);
+        oom = (h[m].id = omld_reply_strdup(r, id, len)) == NULL;
+        h[m].score = hits[i].score;
+        h[m].similarity = hits[i].similarity;
+        if (!oom && ix->labels[row] != OML_LABEL_NONE) {
             const char *name = ix->label_names[ix->labels[row]];
-            h[i].label_opt_case = OMLD__HIT__LABEL_OPT_LABEL;
-            if ((h[i].label = omld_reply_strdup(r, name, strlen(name))) == NULL)
-                return NULL;
+            h[m].label_opt_case = OMLD__HIT__LABEL_OPT_LABEL;
+            oom = (h[m].label = omld_reply_strdup(r, name, strlen(name))) == NULL;
         }
-        hp[i] = &h[i];
+        if (!oom && with_metadata)
+            oom = omld_meta_to_wire(oml_store_meta(q->store, ix->slots[row]), &h[m].metadata,
+                                    &h[m].n_metadata, r) != 0;
+        hp[m] = &h[m];
+        m++;
     }
-    resp->n_hits = (size_t)n;
+    pthread_rwlock_unlock(&q->lock->rw);
+    if (oom)
+        return NULL;
+    resp->n_hits = (size_t)m;
     resp->hits = hp;
     return resp;
 }
 
-int omld__query_hits_metadata(const omld_query_ctx *q, const oml_index *ix, const oml_hit *hits,
-                              Omld__RetrieveResponse *resp, omld_reply *r)
+int omld__query_exclude_gone(const omld_query_ctx *q, const oml_index *ix, const oml_hit *hits,
+                             int32_t n, oml_retrieve_opts *opts)
 {
-    int rc = 0;
+    int gone = 0;
     pthread_rwlock_rdlock(&q->lock->rw);
-    for (size_t i = 0; i < resp->n_hits && rc == 0; i++) {
-        Omld__Hit *h = resp->hits[i];
-        if (omld_item_row_current(q->store, ix, hits[i].row))
-            rc = omld_meta_to_wire(oml_store_meta(q->store, ix->slots[hits[i].row]), &h->metadata,
-                                   &h->n_metadata, r);
-    }
+    for (int32_t i = 0; i < n && !gone; i++)
+        gone = !oml_index_row_current(ix, q->store, hits[i].row);
+    uint8_t *allow = gone ? malloc((size_t)ix->n + 1) : NULL;
+    for (int32_t row = 0; allow && row < ix->n; row++)
+        allow[row] = (opts->allow == NULL || opts->allow[row]) &&
+                     oml_index_row_current(ix, q->store, row);
     pthread_rwlock_unlock(&q->lock->rw);
-    return rc;
+    if (!gone)
+        return 0;
+    if (allow == NULL)
+        return -1;
+    free((void *)opts->allow);
+    opts->allow = allow;
+    return 1;
 }
 
 void omld__query_retrieve_opts(const Omld__RetrieveRequest *m, oml_retrieve_opts *opts)
@@ -351,16 +369,21 @@ static int run_retrieve(const omld_query_ctx *q, omld_view *v, const Omld__Reque
     oml_row_source rows; /* an index without float columns: its rows from the store */
     omld_fresh_rows(q, &rows);
     opts.src = &rows;
+    int filtered = opts.allow != NULL || opts.offset > 0;
     rc = v->fresh ? omld_fresh_retrieve(q, v, qi.x, k, qi.row, &opts, hits, &n, &d)
                   : oml_retrieve(v->ix, qi.x, k, qi.row, &opts, hits, &n, &d);
-    int filtered = opts.allow != NULL || opts.offset > 0;
+    int again = rc == OML_OK && !v->fresh ? omld__query_exclude_gone(q, v->ix, hits, n, &opts) : 0;
+    if (again > 0)
+        rc = oml_retrieve(v->ix, qi.x, k, qi.row, &opts, hits, &n, &d);
     free((void *)opts.allow);
+    if (again < 0)
+        return omld__query_oom(r, "retrieve");
     if (rc != OML_OK)
         return omld__query_lib_error(r, rc, &d, "retrieve");
     if (!filtered) /* the recall sample compares plain searches */
         omld__query_sample_recall(q, v, qi.x, k, qi.row, r);
-    if ((r->msg.retrieve = omld__query_retrieve_response(v->ix, hits, n, r)) == NULL ||
-        (m->with_metadata && omld__query_hits_metadata(q, v->ix, hits, r->msg.retrieve, r) != 0))
+    if ((r->msg.retrieve = omld__query_retrieve_response(q, v->ix, hits, n, m->with_metadata,
+                                                         r)) == NULL)
         return omld__query_oom(r, "retrieve");
     r->msg.body_case = OMLD__RESPONSE__BODY_RETRIEVE;
     return 0;

@@ -222,6 +222,18 @@ static int retrieve_block(const omld_query_ctx *q, omld_view *v,
     }
     if (rc == 0)
         rc = retrieve_some(q, v, qs, first, b, hits, n_hits, r);
+    for (size_t i = first; i < first + b && rc == 0 && !v->fresh; i++) {
+        int32_t j = (int32_t)(i - first);
+        int again = omld__query_exclude_gone(q, v->ix, hits[j], n_hits[j], &opts[i]);
+        oml_diag d = {0};
+        int lib = again > 0 ? oml_retrieve(v->ix, qs[i].x, qs[i].k, qs[i].exclude_row, &opts[i],
+                                           hits[j], &n_hits[j], &d)
+                            : OML_OK;
+        if (again < 0)
+            rc = omld__query_oom(r, RETRIEVE_OP);
+        else if (lib != OML_OK)
+            rc = batch_error(r, lib, &d, RETRIEVE_OP, i);
+    }
     for (size_t i = first; i < first + b; i++) {
         /* The recall sample compares plain searches. */
         if (rc == 0 && opts[i].allow == NULL && opts[i].offset == 0)
@@ -230,10 +242,9 @@ static int retrieve_block(const omld_query_ctx *q, omld_view *v,
         opts[i].allow = NULL;
     }
     for (size_t i = first; i < first + b && rc == 0; i++) {
-        answers[i] = omld__query_retrieve_response(v->ix, hits[i - first], n_hits[i - first], r);
-        if (answers[i] == NULL ||
-            (m->queries[i]->with_metadata &&
-             omld__query_hits_metadata(q, v->ix, hits[i - first], answers[i], r) != 0))
+        answers[i] = omld__query_retrieve_response(q, v->ix, hits[i - first], n_hits[i - first],
+                                                   m->queries[i]->with_metadata, r);
+        if (answers[i] == NULL)
             rc = omld__query_oom(r, RETRIEVE_OP);
         else
             *bytes += omld__retrieve_response__get_packed_size(answers[i]) + 6; /* tag, length */

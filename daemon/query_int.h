@@ -50,6 +50,15 @@ void omld__query_retrieve_opts(const Omld__RetrieveRequest *m, oml_retrieve_opts
 int omld__query_retrieve_filter(const omld_query_ctx *q, const omld_view *v,
                                 const Omld__RetrieveRequest *m, oml_retrieve_opts *opts);
 
+/* After a search of a view's own index: 0 when each of the n hits still
+ * names its item in the store; else opts->allow becomes the rows that
+ * still do (of those it allowed) and 1 says to search again, so that k
+ * hits come back where an item was deleted or replaced since the index
+ * was built (an index keeps no ids: such a row has none to give). -1:
+ * out of memory. */
+int omld__query_exclude_gone(const omld_query_ctx *q, const oml_index *ix, const oml_hit *hits,
+                             int32_t n, oml_retrieve_opts *opts);
+
 /* The rows of v whose items pass the metadata conditions c (n >= 1), as
  * the store holds them now (an item deleted or replaced since the view was
  * built fails): a malloc'd mask of v->ix->n bytes, NULL when out of memory.
@@ -58,18 +67,16 @@ uint8_t *omld__query_meta_allow(const omld_query_ctx *q, const omld_view *v,
                                 Omld__MetadataCondition *const *c, size_t n);
 
 /* The answers' messages, in r's arena: a classification (NULL or label
- * OML_LABEL_NONE: no labelled neighbour, an empty answer) and n hits by
- * index row. NULL when out of memory. */
+ * OML_LABEL_NONE: no labelled neighbour, an empty answer), and n hits by
+ * index row, each named by the store's id (and with_metadata, given its
+ * metadata) as it holds them now, under q's read lock: a hit whose item
+ * was deleted or replaced since the index was built is left out. NULL
+ * when out of memory. */
 Omld__ClassifyResponse *omld__query_classify_response(const oml_index *ix,
                                                       const oml_classification *c, omld_reply *r);
-Omld__RetrieveResponse *omld__query_retrieve_response(const oml_index *ix, const oml_hit *hits,
-                                                      int32_t n, omld_reply *r);
-
-/* With with_metadata: each hit's metadata as the store holds it now, set
- * on resp's hits (hits: the rows they came from). 0, or -1 when out of
- * memory. */
-int omld__query_hits_metadata(const omld_query_ctx *q, const oml_index *ix, const oml_hit *hits,
-                              Omld__RetrieveResponse *resp, omld_reply *r);
+Omld__RetrieveResponse *omld__query_retrieve_response(const omld_query_ctx *q, const oml_index *ix,
+                                                      const oml_hit *hits, int32_t n,
+                                                      int with_metadata, omld_reply *r);
 
 typedef int (*omld__query_fn)(const omld_query_ctx *q, omld_view *v, const Omld__Request *req,
                               omld_reply *r);

@@ -77,21 +77,27 @@ static int run_recommend(const omld_query_ctx *q, omld_view *v, const Omld__Requ
     oml_row_source rows; /* an index without float columns: its rows from the store */
     omld_fresh_rows(q, &rows);
     opts.src = &rows;
-    if (rc == 0) {
+    for (int pass = 0; rc == 0 && pass < 2; pass++) {
         int lib = oml_recommend(v->ix, X, (int32_t)np, nn ? X + np * dim : NULL, (int32_t)nn, k,
                                 &opts, hits, &n, &d);
+        int again = lib == OML_OK && pass == 0 ? omld__query_exclude_gone(q, v->ix, hits, n, &opts)
+                                               : 0;
         if (lib != OML_OK)
             rc = omld__query_lib_error(r, lib, &d, "recommend");
+        else if (again < 0)
+            rc = omld__query_oom(r, "recommend");
+        else if (again == 0)
+            break;
     }
     free((void *)opts.allow);
     free(X);
     free(excl);
     if (rc != 0)
         return rc;
-    Omld__RetrieveResponse *hitlist = omld__query_retrieve_response(v->ix, hits, n, r);
+    Omld__RetrieveResponse *hitlist =
+        omld__query_retrieve_response(q, v->ix, hits, n, as.with_metadata, r);
     Omld__RecommendResponse *resp = omld_reply_alloc(r, sizeof *resp);
-    if (hitlist == NULL || resp == NULL ||
-        (as.with_metadata && omld__query_hits_metadata(q, v->ix, hits, hitlist, r) != 0))
+    if (hitlist == NULL || resp == NULL)
         return omld__query_oom(r, "recommend");
     omld__recommend_response__init(resp);
     resp->n_hits = hitlist->n_hits;

@@ -67,23 +67,25 @@ struct omld_views {
     pthread_t thread;
 };
 
-int32_t omld_view_row_at(const omld_view *v, uint32_t slot, const char *id, size_t len)
+int32_t omld_view_row_at(const omld_view *v, uint32_t slot, uint32_t gen)
 {
     const oml_index *ix = v->ix;
     int32_t row = oml_index_row_of_slot(ix, slot);
-    return row >= 0 && oml_index_id_is(ix, row, id, len) ? row : -1;
+    return row >= 0 && ix->gens[row] == gen ? row : -1;
 }
 
 int32_t omld_view_row(const omld_view *v, const oml_store *store, omld_store_lock *lock,
                       const char *id, size_t len)
 {
-    uint32_t slot;
+    uint32_t slot, gen = 0;
     if (lock)
         pthread_rwlock_rdlock(&lock->rw);
     int found = oml_store_find(store, id, len, &slot) == OML_OK;
+    if (found)
+        gen = oml_store_generation(store, slot);
     if (lock)
         pthread_rwlock_unlock(&lock->rw);
-    return found ? omld_view_row_at(v, slot, id, len) : -1;
+    return found ? omld_view_row_at(v, slot, gen) : -1;
 }
 
 /* Set when a view's index without float columns is freed: a whole index
@@ -451,12 +453,16 @@ static omld_view *view_build(omld_views *vs, oml_snapshot *snap, uint64_t snapsh
         } else {
             /* A finite model, but some item embeds to NaN / Inf: its features
              * are too large for the network's sums (see max_feature_abs). */
-            char q[80];
+            char q[80] = "(deleted since)";
+            store_rdlock(lock);
             size_t len;
-            const char *id = oml_index_id(v->ix, row, &len);
+            const char *id = oml_index_row_id(v->ix, vs->store, row, &len);
+            if (id != NULL)
+                omld_reply_quote(q, sizeof q, id, len);
+            store_unlock(lock);
             snprintf(why, sizeof why, "item embeddings are not finite: %zu value(s), the first "
                      "of item %s, whose features are too large for the model (max_feature_abs)",
-                     bad_emb, omld_reply_quote(q, sizeof q, id, len));
+                     bad_emb, q);
         }
         view_refuse(vs, snap->version, why);
         *refused = 1;

@@ -38,12 +38,13 @@ typedef struct omld_view {
     uint32_t shard_i, shard_n; /* its index holds shard shard_i of shard_n (n <= 1: all) */
 } omld_view;
 
-/* The row of the item `id`, stored now at `slot`, in the view's index: -1
- * when the index does not hold that slot for that id (the view predates
- * the item, or it moved since). A view has no map of ids of its own (at 1M
- * items that was 50 MB a view, two of them while a rebuild swaps in): its
- * rows are in ascending slot order, and the store names the slot. */
-int32_t omld_view_row_at(const omld_view *v, uint32_t slot, const char *id, size_t len);
+/* The row of the item stored now at `slot`, of generation `gen`
+ * (oml_store_generation), in the view's index: -1 when the index does not
+ * hold that slot at that generation (the view predates the item, or the
+ * slot was reused since). A view has no map of ids of its own (at 1M items
+ * that was 50 MB a view, two of them while a rebuild swaps in): its rows
+ * are in ascending slot order, and the store names the slot. */
+int32_t omld_view_row_at(const omld_view *v, uint32_t slot, uint32_t gen);
 
 /* The model the view serves: the fresh one, else the index's. */
 static inline const oml_snapshot *omld_view_model(const omld_view *v)

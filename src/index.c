@@ -649,7 +649,6 @@ void oml_index_destroy(oml_index *ix)
     free(ix->_arena);
     free(ix->slots);
     free(ix->labels);
-    free(ix->id_off);
-    free(ix->id_chars);
+    free(ix->gens);
     free(ix);
 }

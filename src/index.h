@@ -1,10 +1,13 @@
 /* index.h - every stored item embedded under one snapshot, per head.
  *
  * Built in one pass (batched GEMM through oml_snapshot_embed) from a snapshot
- * and the live items of a store; afterwards fully immutable and independent
- * of the store: it copies the ids, label ids and label names it serves, so
- * queries on any thread need only the index (which holds a reference on its
- * snapshot). Exact search: distances D = ||f(q) - f(x)|| = sqrt(2 - 2 f(q).f(x))
+ * and the live items of a store; afterwards fully immutable: it copies the
+ * label ids and label names it serves, so a search on any thread needs only
+ * the index (which holds a reference on its snapshot). Its rows are named
+ * by store slot and the slot's generation when gathered: a row's id is the
+ * store's while the slot holds that item (oml_index_row_current), so the
+ * ids are not kept twice (at a million rows 17 bytes a row, 45 for
+ * 36-character ids, in each of the two indexes a rebuild holds). Exact search: distances D = ||f(q) - f(x)|| = sqrt(2 - 2 f(q).f(x))
  * for unit vectors (OAHU Eq. 6). */
 #ifndef OML_INDEX_H
 #define OML_INDEX_H
@@ -33,9 +36,8 @@ typedef struct oml_index {
                                 row's value) */
     uint32_t *slots;         /* (n) store slot of each row */
     int32_t *labels;         /* (n) label id or OML_LABEL_NONE */
-    size_t *id_off;          /* (n + 1) where each row's id starts in id_chars, and the
-                                end: ids are read with oml_index_id */
-    char *id_chars;          /* the ids, copied, each NUL-terminated */
+    uint32_t *gens;          /* (n) each row's slot generation when it was gathered
+                                (oml_store_generation): oml_index_row_current */
     int32_t n_labels;
     const char **label_names;/* (n_labels) copied */
     /* Inverted lists per head (hlist.h), for indexes of at least the
@@ -187,9 +189,8 @@ typedef struct oml_index_builder {
     float *out;               /* (heads, OML_INDEX_GATHER_ROWS, emb) embedding scratch */
     uint32_t *slots;          /* (n) */
     int32_t *labels;          /* (n) */
-    size_t *id_off;           /* (n) offset of each id in chars */
-    char *chars;              /* NUL-terminated ids */
-    size_t n_chars;
+    uint32_t *gens;           /* (n) */
+    uint8_t *mine;            /* (n) with shard_n > 1: the row's item is this shard's */
     float *cols;              /* (heads, emb, cap_cols) the embeddings, already in the
                                  index's column layout with a row stride of cap_cols:
                                  finish closes it up to stride n and hands it to the
@@ -198,7 +199,7 @@ typedef struct oml_index_builder {
     size_t cap_cols;          /* rows cols has room for */
     size_t cols_len;          /* bytes of cols' mapping */
     size_t expect;            /* live items when the build began (the first gather) */
-    size_t cap_rows, cap_labels, cap_off, cap_chars;
+    size_t cap_rows, cap_labels, cap_gens, cap_mine;
     uint32_t shard_i, shard_n; /* shard_n > 1: keep only the items of shard shard_i
                                   (shard.h), each embedded beside all the others as a
                                   full build embeds it; set after init */
@@ -430,23 +431,21 @@ static inline float oml_index_emb(const oml_index *ix, int head, int32_t row, in
                         (size_t)row];
 }
 
-/* The id of row `row` (NUL-terminated), and its length in *len (may be
- * NULL). 8 bytes a row besides the characters: at a million rows a
- * pointer and a length a row were 16 MB more in each of the two indexes a
- * rebuild holds. */
-static inline const char *oml_index_id(const oml_index *ix, int32_t row, size_t *len)
+/* Whether row `row` still names the item it was built from: its slot in
+ * store live at the generation the row saw (deleted since, or the slot
+ * reused: no). Its id is then oml_store_id(store, ix->slots[row]). The
+ * caller holds what keeps store from changing meanwhile. */
+static inline int oml_index_row_current(const oml_index *ix, const oml_store *store, int32_t row)
 {
-    if (len)
-        *len = ix->id_off[row + 1] - ix->id_off[row] - 1;
-    return ix->id_chars + ix->id_off[row];
+    return oml_store_slot_is(store, ix->slots[row], ix->gens[row]);
 }
 
-/* Whether row `row`'s id is id (len bytes). */
-static inline int oml_index_id_is(const oml_index *ix, int32_t row, const char *id, size_t len)
+/* Row `row`'s id as store holds it (NUL-terminated; its length in *len,
+ * may be NULL), or NULL when the row no longer names its item. */
+static inline const char *oml_index_row_id(const oml_index *ix, const oml_store *store,
+                                           int32_t row, size_t *len)
 {
-    size_t have;
-    const char *mine = oml_index_id(ix, row, &have);
-    return id != NULL && have == len && memcmp(mine, id, len) == 0;
+    return oml_index_row_current(ix, store, row) ? oml_store_id(store, ix->slots[row], len) : NULL;
 }
 
 /* Row of a store slot, or -1 if the slot is not in this index (a binary

@@ -116,7 +116,6 @@ int oml_index_builder_restart(oml_index_builder *b, oml_snapshot *snap, int32_t 
     b->next_slot = 0;
     b->n = 0;
     b->pending = 0;
-    b->n_chars = 0;
     b->shard_i = 0;
     b->shard_n = 0;
     b->use_cache = 0;
@@ -153,7 +152,7 @@ size_t oml_index_builder_bytes(const oml_index_builder *b)
     return (size_t)OML_INDEX_GATHER_ROWS * (((size_t)b->dim + per + 2 * in) * sizeof(float)
                                             + new_rows)
            + b->cap_rows * sizeof *b->slots + b->cap_labels * sizeof *b->labels
-           + b->cap_off * sizeof *b->id_off + b->cap_chars + b->cap_cols * per * sizeof(float);
+           + b->cap_gens * sizeof *b->gens + b->cap_mine + b->cap_cols * per * sizeof(float);
 }
 
 void oml_index_builder_free(oml_index_builder *b)
@@ -163,8 +162,8 @@ void oml_index_builder_free(oml_index_builder *b)
     free(b->out);
     free(b->slots);
     free(b->labels);
-    free(b->id_off);
-    free(b->chars);
+    free(b->gens);
+    free(b->mine);
     if (b->cols)
         munmap(b->cols, b->cols_len);
     free(b->H0);
@@ -271,10 +270,10 @@ int oml_index_builder_gather(oml_index_builder *b, const oml_store *store)
     if (grow((void **)&b->labels, &cap, want, sizeof *b->labels) != OML_OK)
         return OML_ENOMEM;
     b->cap_labels = cap;
-    cap = b->cap_off;
-    if (grow((void **)&b->id_off, &cap, want + 1, sizeof *b->id_off) != OML_OK)
+    if (grow((void **)&b->gens, &b->cap_gens, want, sizeof *b->gens) != OML_OK)
         return OML_ENOMEM;
-    b->cap_off = cap;
+    if (b->shard_n > 1 && grow((void **)&b->mine, &b->cap_mine, want, 1) != OML_OK)
+        return OML_ENOMEM;
     if (b->n == 0 && b->next_slot == 0) /* the build's first gather */
         b->use_cache = b->in > 0 && b->cache != NULL && !b->code_lists &&
                        oml_projcache_begin(b->cache, b->snap, slots) == OML_OK;
@@ -284,15 +283,13 @@ int oml_index_builder_gather(oml_index_builder *b, const oml_store *store)
     for (; s < slots && m < OML_INDEX_GATHER_ROWS; s++) {
         if (!oml_store_is_live(store, s))
             continue;
-        size_t len;
-        const char *id = oml_store_id(store, s, &len);
-        if (grow((void **)&b->chars, &b->cap_chars, b->n_chars + len + 1, 1) != OML_OK)
-            return OML_ENOMEM; /* nothing of this row was kept: the gather can be retried */
-        memcpy(b->chars + b->n_chars, id, len);
-        b->chars[b->n_chars + len] = '\0';
         size_t row = b->n + (size_t)m;
-        b->id_off[row] = b->n_chars;
-        b->n_chars += len + 1;
+        if (b->shard_n > 1) {
+            size_t len;
+            const char *id = oml_store_id(store, s, &len);
+            b->mine[row] = oml_shard_of(id, len, b->shard_n) == b->shard_i;
+        }
+        b->gens[row] = oml_store_generation(store, s);
         b->slots[row] = s;
         b->labels[row] = oml_store_label(store, s);
         gather_input(b, store, s, m);
@@ -308,17 +305,14 @@ int oml_index_builder_gather(oml_index_builder *b, const oml_store *store)
  * with every other item first, so that each row's embedding is what a
  * build over all items computes for it (a GEMM's result for a row depends
  * on the rows beside it in its block): merged shard answers then equal one
- * node's bit for bit. Rows, ids and embeddings are compacted in place. */
+ * node's bit for bit. Rows and embeddings are compacted in place. */
 static void keep_shard(oml_index_builder *b, size_t first)
 {
-    size_t cols = (size_t)b->heads * (size_t)b->emb, w = first, wc = b->id_off[first];
+    size_t cols = (size_t)b->heads * (size_t)b->emb, w = first;
     for (size_t r = first; r < b->n; r++) {
-        size_t off = b->id_off[r], end = r + 1 < b->n ? b->id_off[r + 1] : b->n_chars;
-        if (oml_shard_of(b->chars + off, end - off - 1, b->shard_n) != b->shard_i)
+        if (!b->mine[r])
             continue; /* another shard's item */
-        memmove(b->chars + wc, b->chars + off, end - off);
-        b->id_off[w] = wc;
-        wc += end - off;
+        b->gens[w] = b->gens[r];
         b->slots[w] = b->slots[r];
         b->labels[w] = b->labels[r];
         for (size_t c = 0; c < cols; c++) /* w <= r: a row moves up its column */
@@ -326,7 +320,6 @@ static void keep_shard(oml_index_builder *b, size_t first)
         w++;
     }
     b->n = w;
-    b->n_chars = wc;
 }
 
 /* Bytes of a mapping of rows x c floats: whole pages, at least one. */
@@ -533,37 +526,28 @@ static void *copy_of(const void *src, size_t bytes)
     return p;
 }
 
-/* The gathered rows' slots, labels and ids, in gathering (slot) order, to
- * the index. A coded build's builder is freed after it (its rebuilds are
- * seconds apart), so its buffers are handed over, not copied: at a
- * million rows the copies were 30 MB more while the new index is
- * finished beside the serving one. Any other builder keeps its buffers
- * for the next build, and the index gets copies. OML_OK or OML_ENOMEM. */
+/* The gathered rows' slots, labels and generations, in gathering (slot)
+ * order, to the index. A coded build's builder is freed after it (its
+ * rebuilds are seconds apart), so its buffers are handed over, not
+ * copied: at a million rows the copies were 30 MB more while the new
+ * index is finished beside the serving one. Any other builder keeps its
+ * buffers for the next build, and the index gets copies. OML_OK or
+ * OML_ENOMEM. */
 static int take_rows(oml_index *ix, oml_index_builder *b)
 {
     size_t n = (size_t)ix->n;
-    if (b->id_off == NULL || b->cap_off < n + 1) { /* nothing gathered: room for the end */
-        size_t cap = b->cap_off;
-        if (grow((void **)&b->id_off, &cap, n + 1, sizeof *b->id_off) != OML_OK)
-            return OML_ENOMEM;
-        b->cap_off = cap;
-    }
-    b->id_off[n] = b->n_chars;
     if (b->code_lists) {
         ix->slots = hand_over((void **)&b->slots, n * sizeof *ix->slots);
         ix->labels = hand_over((void **)&b->labels, n * sizeof *ix->labels);
-        ix->id_off = hand_over((void **)&b->id_off, (n + 1) * sizeof *ix->id_off);
-        ix->id_chars = hand_over((void **)&b->chars, b->n_chars);
-        b->cap_rows = b->cap_labels = b->cap_off = b->cap_chars = 0;
+        ix->gens = hand_over((void **)&b->gens, n * sizeof *ix->gens);
+        b->cap_rows = b->cap_labels = b->cap_gens = 0;
         b->n = 0;
-        b->n_chars = 0;
     } else {
         ix->slots = copy_of(b->slots, n * sizeof *ix->slots);
         ix->labels = copy_of(b->labels, n * sizeof *ix->labels);
-        ix->id_off = copy_of(b->id_off, (n + 1) * sizeof *ix->id_off);
-        ix->id_chars = copy_of(b->chars, b->n_chars);
+        ix->gens = copy_of(b->gens, n * sizeof *ix->gens);
     }
-    return ix->slots && ix->labels && ix->id_off && ix->id_chars ? OML_OK : OML_ENOMEM;
+    return ix->slots && ix->labels && ix->gens ? OML_OK : OML_ENOMEM;
 }
 
 /* The builder's columns, closed up from row stride cap_cols to n, to the

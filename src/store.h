@@ -23,10 +23,11 @@
  *     and treat a slot whose generation changed, or that is not live, as
  *     gone (oml_store_slot_is(): live and still that generation).
  * Generations are part of the encoding, so both survive a restart. An index
- * (oml_index) copies what it serves and never looks back at the store.
+ * (oml_index) keeps each row's slot and generation and copies what its
+ * searches read; its answers' ids are read here (oml_index_row_id).
  *
  * Thread: one writer (the owner). Readers on other threads must not use the
- * store while it is written; serving works from an oml_index copy instead. */
+ * store while it is written (the daemon's readers hold its read lock). */
 #ifndef OML_STORE_H
 #define OML_STORE_H
 

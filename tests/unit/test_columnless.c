@@ -365,7 +365,7 @@ static void test_views_drop_where_they_rerank(void **state)
     assert_int_equal(oml_retrieve(f->full, f->x[30], 6, 30, NULL, hw, &nw, NULL), OML_OK);
     assert_int_equal(r.msg.recommend->n_hits, (size_t)nw);
     for (int32_t i = 0; i < nw; i++)
-        assert_string_equal(r.msg.recommend->hits[i]->id, oml_index_id(f->full, hw[i].row, NULL));
+        assert_string_equal(r.msg.recommend->hits[i]->id, oml_index_row_id(f->full, f->store, hw[i].row, NULL));
     omld_reply_free(&r);
 
     /* The recall sample of a query on it: the candidates' share, every

@@ -443,7 +443,7 @@ static void test_retrieve(void **state)
                 const Omld__Hit *h = res->hits[j];
                 if (!by_vec)
                     assert_string_not_equal(h->id, id); /* never itself */
-                assert_string_equal(h->id, oml_index_id(ix, want[j].row, NULL));
+                assert_string_equal(h->id, oml_index_row_id(ix, f->store, want[j].row, NULL));
                 assert_true(h->score == want[j].score);
                 int32_t lab = ix->labels[want[j].row];
                 if (lab == OML_LABEL_NONE) {
@@ -466,6 +466,67 @@ static void test_retrieve(void **state)
             omld_reply_free(&r);
         }
     }
+}
+
+/* A view's rows are named by the store: an item deleted since the view was
+ * built, or whose slot another item took, is never answered, and the
+ * search goes on past it to k hits, alone or in a batch (the batch's
+ * answer is the single one's). */
+static void test_retrieve_after_delete(void **state)
+{
+    fx *f = *state;
+    Omld__Request req = OMLD__REQUEST__INIT;
+    Omld__RetrieveRequest rr = OMLD__RETRIEVE_REQUEST__INIT;
+    Omld__ItemRef q;
+    req.body_case = OMLD__REQUEST__BODY_RETRIEVE;
+    req.retrieve = &rr;
+    rr.query = &q;
+    rr.k_opt_case = OMLD__RETRIEVE_REQUEST__K_OPT_K;
+    rr.k = 3;
+    ref_id(&q, "a0");
+    omld_reply r;
+    run(f, &req, &r);
+    assert_ok(&r, OMLD__RESPONSE__BODY_RETRIEVE);
+    assert_int_equal(r.msg.retrieve->n_hits, 3);
+    char first[16], second[16];
+    snprintf(first, sizeof first, "%s", r.msg.retrieve->hits[0]->id);
+    snprintf(second, sizeof second, "%s", r.msg.retrieve->hits[1]->id);
+    omld_reply_free(&r);
+    /* the nearest leaves; the second leaves and a new item takes its slot */
+    uint32_t slot2;
+    assert_int_equal(oml_store_find(f->store, second, strlen(second), &slot2), OML_OK);
+    assert_int_equal(oml_store_delete(f->store, first, strlen(first)), OML_OK);
+    assert_int_equal(oml_store_delete(f->store, second, strlen(second)), OML_OK);
+    uint32_t got;
+    assert_int_equal(oml_store_put(f->store, "new", 3, feat(f, "a0"), NULL, 0, &got, NULL), OML_OK);
+    assert_true(got == slot2 || oml_index_row_of_slot(f->v.ix, got) >= 0); /* a reused slot */
+    assert_false(oml_index_row_current(f->v.ix, f->store, oml_index_row_of_slot(f->v.ix, got)));
+    run(f, &req, &r);
+    assert_ok(&r, OMLD__RESPONSE__BODY_RETRIEVE);
+    const Omld__RetrieveResponse *res = r.msg.retrieve;
+    assert_int_equal(res->n_hits, 3);
+    for (size_t j = 0; j < res->n_hits; j++) {
+        assert_string_not_equal(res->hits[j]->id, first);
+        assert_string_not_equal(res->hits[j]->id, second);
+        assert_string_not_equal(res->hits[j]->id, "new"); /* not in this view */
+    }
+    /* the same as one retrieve of a batch */
+    Omld__Request breq = OMLD__REQUEST__INIT;
+    Omld__RetrieveBatchRequest br = OMLD__RETRIEVE_BATCH_REQUEST__INIT;
+    Omld__RetrieveRequest *qp[1] = {&rr};
+    br.queries = qp;
+    br.n_queries = 1;
+    breq.body_case = OMLD__REQUEST__BODY_RETRIEVE_BATCH;
+    breq.retrieve_batch = &br;
+    omld_reply rb;
+    run(f, &breq, &rb);
+    assert_ok(&rb, OMLD__RESPONSE__BODY_RETRIEVE_BATCH);
+    const Omld__RetrieveResponse *one = rb.msg.retrieve_batch->answers[0];
+    assert_int_equal(one->n_hits, res->n_hits);
+    for (size_t j = 0; j < res->n_hits; j++)
+        assert_string_equal(one->hits[j]->id, res->hits[j]->id);
+    omld_reply_free(&rb);
+    omld_reply_free(&r);
 }
 
 /* -------------------------------------------------------------------- embed */
@@ -523,7 +584,7 @@ static void test_retrieve_filtered(void **state)
         if (c == 0)
             assert_int_equal(n, 5); /* b0 b2 b3 c0 c1 */
         for (int32_t j = 0; j < n; j++) {
-            assert_string_equal(res->hits[j]->id, oml_index_id(ix, want[j].row, NULL));
+            assert_string_equal(res->hits[j]->id, oml_index_row_id(ix, f->store, want[j].row, NULL));
             assert_true(allow[want[j].row]);
             assert_true(res->hits[j]->similarity == want[j].similarity);
             assert_true(res->hits[j]->similarity >= cases[c].floor);
@@ -585,7 +646,7 @@ static void test_fresh_view_reranks(void **state)
                      OML_OK);
     assert_int_equal(r.msg.retrieve->n_hits, n);
     for (int32_t j = 0; j < n; j++) {
-        assert_string_equal(r.msg.retrieve->hits[j]->id, oml_index_id(exact, want[j].row, NULL));
+        assert_string_equal(r.msg.retrieve->hits[j]->id, oml_index_row_id(exact, f->store, want[j].row, NULL));
         assert_float_equal(r.msg.retrieve->hits[j]->similarity, want[j].similarity, 1e-4);
     }
     omld_reply_free(&r);
@@ -1217,6 +1278,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_verify, setup, teardown),
         cmocka_unit_test_setup_teardown(test_retrieve, setup, teardown),
         cmocka_unit_test_setup_teardown(test_retrieve_filtered, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_retrieve_after_delete, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fresh_view_reranks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_embed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_get_items, setup, teardown),

@@ -126,7 +126,7 @@ static void make_queries(const rand_set *rs, oml_rng *r, int m, float *X, oml_qu
         int32_t exclude = -1;
         if (i % 3 == 0) {
             int32_t row = (int32_t)oml_rng_below(r, (uint64_t)ix->n);
-            int item = atoi(oml_index_id(ix, row, NULL) + 1); /* "i<item>" */
+            int item = atoi(oml_index_row_id(ix, rs->st, row, NULL) + 1); /* "i<item>" */
             memcpy(x, rs->items + (size_t)item * rs->dim, sizeof(float) * rs->dim);
             exclude = row;
         } else {
