@@ -7,8 +7,9 @@
  * by store slot and the slot's generation when gathered: a row's id is the
  * store's while the slot holds that item (oml_index_row_current), so the
  * ids are not kept twice (at a million rows 17 bytes a row, 45 for
- * 36-character ids, in each of the two indexes a rebuild holds). Exact search: distances D = ||f(q) - f(x)|| = sqrt(2 - 2 f(q).f(x))
- * for unit vectors (OAHU Eq. 6). */
+ * 36-character ids, in each of the two indexes a rebuild holds). Exact
+ * search: distances D = ||f(q) - f(x)|| = sqrt(2 - 2 f(q).f(x)) for unit
+ * vectors (OAHU Eq. 6). */
 #ifndef OML_INDEX_H
 #define OML_INDEX_H
 
