@@ -436,6 +436,27 @@ static void rescore_positions_of(const oml_hlist *hl, const oml_hlist_hit *cand,
     }
 }
 
+/* Positions pos[0 .. g) (g <= RESCORE), of rows row[], scored by their
+ * int8 codes (one batched dot product) and offered to keep with their
+ * bound: the dot and slack the int8 scan gives them. */
+static void offer_group(const oml_hlist *hl, const oml_code8_query *qc, const float *dots_c,
+                        const int32_t *pos, const int32_t *row, int32_t g, oml_hlist_keep *keep)
+{
+    size_t e = (size_t)hl->emb;
+    int8_t codes[RESCORE * OML_HLIST_MAX_EMB];
+    int32_t dot[RESCORE];
+    if (g < 1)
+        return;
+    for (int32_t i = 0; i < g; i++)
+        memcpy(codes + (size_t)i * e, hl->codes + (size_t)pos[i] * e, e);
+    oml_code8_dots(codes, g, hl->emb, qc->c, dot);
+    for (int32_t i = 0; i < g; i++) {
+        int32_t p = pos[i], l = list_of_pos(hl, p);
+        oml_hlist_keep_offer(keep, row[i], dots_c[l] + (float)dot[i] * hl->scale[p] * qc->qs,
+                             slack_of(hl, qc, p, l));
+    }
+}
+
 /* The rows are far apart in a large index: each costs a few cache misses
  * (its position, code, scale, bounds), which were two thirds of a fresh
  * view's rescoring at a million rows. So they go in groups, each group's
@@ -449,8 +470,7 @@ int32_t oml_hlist_rescore(const oml_hlist *hl, const float *q, const float *dots
         return 0;
     oml_code8_query qc;
     oml_code8_query_init(&qc, q, e);
-    int8_t codes[RESCORE * OML_HLIST_MAX_EMB];
-    int32_t pos[RESCORE], next[RESCORE], dot[RESCORE];
+    int32_t pos[RESCORE], next[RESCORE], row[RESCORE];
     for (int32_t i = 0; i < m && i < 2 * RESCORE; i++)
         __builtin_prefetch(hl->pos_of + cand[i].row);
     rescore_positions_of(hl, cand, 0, m < RESCORE ? m : RESCORE, next);
@@ -464,14 +484,8 @@ int32_t oml_hlist_rescore(const oml_hlist *hl, const float *q, const float *dots
         for (int32_t i = i0 + 2 * RESCORE; i < m && i < i0 + 3 * RESCORE; i++)
             __builtin_prefetch(hl->pos_of + cand[i].row);
         for (int32_t i = 0; i < g; i++)
-            memcpy(codes + (size_t)i * (size_t)e, hl->codes + (size_t)pos[i] * (size_t)e, (size_t)e);
-        oml_code8_dots(codes, g, e, qc.c, dot);
-        for (int32_t i = 0; i < g; i++) {
-            int32_t p = pos[i], l = list_of_pos(hl, p);
-            oml_hlist_keep_offer(keep, cand[i0 + i].row,
-                                 dots_c[l] + (float)dot[i] * hl->scale[p] * qc.qs,
-                                 slack_of(hl, &qc, p, l));
-        }
+            row[i] = cand[i0 + i].row;
+        offer_group(hl, &qc, dots_c, pos, row, g, keep);
     }
     return keep->cnt;
 }
@@ -578,8 +592,7 @@ static void rescore_positions(const oml_hlist *hl, const oml_code8_query *qc,
                               oml_hlist_keep *keep)
 {
     size_t e = (size_t)hl->emb;
-    int8_t codes[RESCORE * OML_PQ4_MAX_EMB];
-    int32_t dot[RESCORE];
+    int32_t pos[RESCORE], row[RESCORE];
     for (int32_t i = 0; i < m && i < RESCORE; i++)
         __builtin_prefetch(hl->codes + (size_t)best[i].row * e);
     for (int32_t i0 = 0; i0 < m; i0 += RESCORE) {
@@ -588,14 +601,11 @@ static void rescore_positions(const oml_hlist *hl, const oml_code8_query *qc,
             prefetch_position(hl, (size_t)best[i].row);
             __builtin_prefetch(hl->rows + best[i].row);
         }
-        for (int32_t i = 0; i < g; i++)
-            memcpy(codes + (size_t)i * e, hl->codes + (size_t)best[i0 + i].row * e, e);
-        oml_code8_dots(codes, g, hl->emb, qc->c, dot);
         for (int32_t i = 0; i < g; i++) {
-            int32_t p = best[i0 + i].row, l = list_of_pos(hl, p);
-            oml_hlist_keep_offer(keep, hl->rows[p], dots_c[l] + (float)dot[i] * hl->scale[p] * qc->qs,
-                                 slack_of(hl, qc, p, l));
+            pos[i] = best[i0 + i].row;
+            row[i] = hl->rows[pos[i]];
         }
+        offer_group(hl, qc, dots_c, pos, row, g, keep);
     }
 }
 
