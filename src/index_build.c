@@ -623,9 +623,9 @@ int oml_index_builder_finish(oml_index_builder *b, const oml_store *store, oml_i
     if (rc == OML_OK && b->code_lists) {
         drop_gather_buffers(b); /* every row is embedded: its builder is freed after it */
         rc = hand_over_lists(ix, b);
-    }
-    else if (rc == OML_OK)
+    } else if (rc == OML_OK) {
         hand_over_cols(ix, b);
+    }
     if (rc == OML_OK)
         rc = take_rows(ix, b);
     if (rc != OML_OK) {

@@ -287,8 +287,9 @@ static void freshness(omlc *cl, const char *server, const catalogue *c, double r
  * issue's targets hold queries "with the learner taking a steady 5,000
  * triplets/s", and a web service's many users send them side by side. One
  * connection that waits for each acknowledgement before its next batch
- * measures the round trip through two busy cores as much as the learner:
- * its rate is printed too. */
+ * measures the round trip through two busy cores as much as the learner
+ * (--load-connections 1); what the daemon learned meanwhile is printed
+ * beside what was sent. */
 #define LOAD_CONNECTIONS_MAX 8
 
 typedef struct load_sender {
@@ -303,7 +304,6 @@ typedef struct load_sender {
 } load_sender;
 
 typedef struct triplet_load {
-    double rate;
     volatile int run;
     int n;
     load_sender s[LOAD_CONNECTIONS_MAX];
@@ -334,7 +334,7 @@ static void triplet_load_start(triplet_load *t, const char *server, const catalo
         connections = 1;
     if (connections > LOAD_CONNECTIONS_MAX)
         connections = LOAD_CONNECTIONS_MAX;
-    *t = (triplet_load){.rate = rate, .run = 1, .n = rate > 0 ? connections : 0};
+    *t = (triplet_load){.run = 1, .n = rate > 0 ? connections : 0};
     for (int i = 0; i < t->n; i++) {
         t->s[i] = (load_sender){.server = server, .c = c, .rate = rate / connections,
                                 .seed = 0x10adull + (uint64_t)i, .run = &t->run};
