@@ -16,6 +16,11 @@
  *               index's inverted lists and the recall the daemon measured
  *               on its sample of these queries (its /metrics counters over
  *               the phase);
+ *   recall@10   once the load has stopped and a view has learned every
+ *               triplet: the same retrieve queries against the exact
+ *               answers under the model that served them, which this
+ *               bench works out from the exported model over every item
+ *               (exact_recall.h);
  *   memory      RSS now and at peak (VmHWM) against the raw features; from
  *               the end of the puts to the restart, RSS sampled every 100
  *               ms (lowest: between rebuilds; highest: during one) and the
@@ -39,6 +44,7 @@
 
 #include "bench_util.h"
 #include "catalogue.h"
+#include "exact_recall.h"
 #include "harness.h"
 #include "idx.h"
 #include "omlclient.h"
@@ -358,14 +364,21 @@ static double triplet_load_stop(triplet_load *t)
 
 /* ------------------------------------------------------------ queries */
 
+/* Query q of the latency's and recall's: a stored item with one feature
+ * raised by 1, so not an exact copy of one. */
+static void query_vector(const catalogue *c, int q, float *x)
+{
+    catalogue_item(c, (int64_t)q * 7919 + 3, x);
+    x[q % c->dim] += 1.0f;
+}
+
 static void query_latency(omlc *cl, const catalogue *c, int retrieve, double *p50, double *p99)
 {
     double lat[QUERIES];
     float *x = malloc((size_t)c->dim * sizeof(float));
     omlc_hit hits[10];
     for (int q = 0; q < QUERIES; q++) {
-        catalogue_item(c, (int64_t)q * 7919 + 3, x);
-        x[q % c->dim] += 1.0f; /* not an exact copy of a stored item */
+        query_vector(c, q, x);
         omlc_ref ref = {NULL, x, (uint32_t)c->dim};
         omlc_error err;
         double t0 = now_s();
@@ -459,6 +472,74 @@ static double search_recall(const char *http, long *lists, long *scanned, long *
     }
     free(body);
     return recall;
+}
+
+/* Recall@10 of the daemon's retrieve against the exact answer under the
+ * model that served it (exact_recall.h), on the latency's queries, once
+ * the learner's load has stopped and a view has learned every triplet:
+ * its inverted lists may still be an older model's, which is part of
+ * what this measures. A query served by another model than the one
+ * exported is not counted; *counted says how many were. -1: none. */
+static double recall_at_10(omlc *cl, const catalogue *c, int *counted, double *took_s)
+{
+    double t0 = now_s();
+    uint64_t vt, applied;
+    view_state(cl, &vt, &applied);
+    while (vt < applied && now_s() - t0 < 60) {
+        usleep(50000);
+        view_state(cl, &vt, &applied);
+    }
+    Omld__Response *r = NULL;
+    omlc_error err;
+    if (omlc_export_model(cl, NULL, &r, &err) != 0)
+        die("export model", &err);
+    oml_snapshot *snap = NULL;
+    oml_diag diag = {0};
+    if (oml_snapshot_decode(&snap, r->export_model->model.data, r->export_model->model.len,
+                            &diag) != OML_OK) {
+        fprintf(stderr, "omld-bench: the exported model: %s\n", diag.msg);
+        exit(1);
+    }
+    uint64_t version = r->export_model->version;
+    omld__response__free_unpacked(r, NULL);
+
+    size_t dim = (size_t)c->dim;
+    float *Q = malloc((size_t)QUERIES * dim * sizeof *Q);
+    static char got[QUERIES][10][OMLC_LABEL_MAX];
+    static size_t n_got[QUERIES];
+    static int64_t exact[QUERIES][10];
+    if (Q == NULL)
+        die("recall@10", NULL);
+    int n = 0;
+    for (int q = 0; q < QUERIES; q++) {
+        query_vector(c, q, Q + (size_t)n * dim);
+        omlc_ref ref = {NULL, Q + (size_t)n * dim, (uint32_t)dim};
+        omlc_hit hits[10];
+        uint64_t served_by = 0;
+        if (omlc_retrieve(cl, &ref, 10, NULL, hits, 10, &n_got[n], &served_by, &err) != 0)
+            die("retrieve", &err);
+        if (served_by != version)
+            continue;
+        for (size_t j = 0; j < n_got[n]; j++)
+            memcpy(got[n][j], hits[j].id, sizeof got[n][j]);
+        n++;
+    }
+    double hits = 0, total = 0;
+    if (n > 0 && exact_retrieve(snap, c, Q, n, 10, &exact[0][0]) != 0)
+        exit(1);
+    for (int q = 0; q < n; q++)
+        for (int j = 0; j < 10 && exact[q][j] >= 0; j++) {
+            char id[OMLC_LABEL_MAX];
+            item_id(exact[q][j], id, sizeof id);
+            for (size_t i = 0; i < n_got[q]; i++)
+                hits += strcmp(got[q][i], id) == 0;
+            total++;
+        }
+    oml_snapshot_release(snap);
+    free(Q);
+    *counted = n;
+    *took_s = now_s() - t0;
+    return total > 0 ? hits / total : -1;
 }
 
 /* A counter's sample line in a /metrics body, or -1. */
@@ -800,6 +881,11 @@ int omld_scale_bench(int64_t n_items, double rate, double seconds, double load_r
         printf(" %.3f (%.0f)", n > 0 ? (head_hits[h] - head_hits0[h]) / n : 1.0, n > 0 ? n : 0);
     }
     printf("\n");
+    int recall_queries;
+    double recall_s, recall10 = recall_at_10(cl, &c, &recall_queries, &recall_s);
+    printf("recall@10 of retrieve k=10 against the exact answer under the model that served it "
+           "(this bench's scan of all %lld items): %.4f over %d queries (%.1f s)\n",
+           (long long)n_items, recall10, recall_queries, recall_s);
 
     long long rss, peak, raw = (long long)n_items * c.dim * (long long)sizeof(float);
     rss_of(p.pid, &rss, &peak);
@@ -833,12 +919,12 @@ int omld_scale_bench(int64_t n_items, double rate, double seconds, double load_r
            "\"freshness_max_ms\":%.0f,\"classify_p50_ms\":%.3f,\"classify_p99_ms\":%.3f,"
            "\"retrieve_p50_ms\":%.3f,\"retrieve_p99_ms\":%.3f,\"classify_8_clients_per_s\":%.0f,\"query_load_triplets_per_s\":%.0f,"
            "\"query_load_connections\":%d,\"query_load_learned_per_s\":%.0f,"
-           "\"lists\":%ld,\"lists_scanned\":%ld,\"indexed_items\":%ld,\"recall\":%.4f,\"rss_bytes\":%lld,\"peak_rss_bytes\":%lld,"
+           "\"lists\":%ld,\"lists_scanned\":%ld,\"indexed_items\":%ld,\"recall\":%.4f,\"recall_at_10\":%.4f,\"recall_at_10_queries\":%d,\"rss_bytes\":%lld,\"peak_rss_bytes\":%lld,"
            "\"rss_low_bytes\":%lld,\"rss_high_bytes\":%lld,"
            "\"raw_feature_bytes\":%lld,\"checkpoint_s\":%.3f,\"checkpoint_max_ack_ms\":%.0f,"
            "\"restart_stop_s\":%.3f,\"restart_listen_s\":%.3f,\"restart_ready_s\":%.3f}\n",
            catalogue_name(kind), (long long)n_items, ingest_rate, first_rate, last_rate, start_s, achieved, publish_p50,
-           fresh_p50, fresh_max, c50, c99, r50, r99, qps, load_achieved, load.n, learned, lists, scanned, indexed, recall, rss, peak,
+           fresh_p50, fresh_max, c50, c99, r50, r99, qps, load_achieved, load.n, learned, lists, scanned, indexed, recall, recall10, recall_queries, rss, peak,
            sampler.low, sampler.high, raw, ckpt_s, max_ack,
            stop_s, listen_s, ready_s);
     free(c.images);

@@ -1,0 +1,143 @@
+/* exact_recall.c - the exact retrieve answers under one model (see
+ * exact_recall.h). */
+#include "exact_recall.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "index.h"
+#include "serve.h"
+#include "store.h"
+
+#define BLOCK 4096
+
+/* Each query's and head's k largest dot products so far, descending,
+ * with their item numbers. */
+typedef struct nearest {
+    float *dot;   /* (nq, heads, k) */
+    int64_t *item;
+    int k;
+} nearest;
+
+static void offer(nearest *nb, size_t at, float d, int64_t item)
+{
+    float *dot = nb->dot + at * (size_t)nb->k;
+    int64_t *it = nb->item + at * (size_t)nb->k;
+    int j = nb->k - 1;
+    if (d <= dot[j])
+        return;
+    for (; j > 0 && d > dot[j - 1]; j--) {
+        dot[j] = dot[j - 1];
+        it[j] = it[j - 1];
+    }
+    dot[j] = d;
+    it[j] = item;
+}
+
+/* Every item embedded under snap, block by block, its dot product with
+ * each query on each head offered to nb. */
+static int scan_items(oml_snapshot *snap, const catalogue *c, const float *qe, int nq,
+                      nearest *nb)
+{
+    int heads = oml_snapshot_heads(snap);
+    int32_t emb = snap->cfg.emb;
+    float *X = malloc((size_t)BLOCK * (size_t)c->dim * sizeof *X);
+    float *E = malloc((size_t)heads * BLOCK * (size_t)emb * sizeof *E);
+    float *D = malloc((size_t)nq * BLOCK * sizeof *D);
+    int rc = X && E && D ? 0 : -1;
+    for (int64_t i0 = 0; rc == 0 && i0 < c->n; i0 += BLOCK) {
+        int32_t m = (int32_t)(c->n - i0 < BLOCK ? c->n - i0 : BLOCK);
+        for (int32_t j = 0; j < m; j++)
+            catalogue_item(c, i0 + j, X + (size_t)j * (size_t)c->dim);
+        if (oml_snapshot_embed(snap, X, m, E) != OML_OK) {
+            rc = -1;
+            break;
+        }
+        for (int h = 0; h < heads; h++) {
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, m, emb, 1.0f,
+                        qe + (size_t)h * (size_t)nq * (size_t)emb, emb,
+                        E + (size_t)h * (size_t)m * (size_t)emb, emb, 0.0f, D, m);
+            for (int q = 0; q < nq; q++)
+                for (int32_t j = 0; j < m; j++)
+                    offer(nb, (size_t)q * (size_t)heads + (size_t)h, D[(size_t)q * (size_t)m + j],
+                          i0 + j);
+        }
+    }
+    free(X);
+    free(E);
+    free(D);
+    return rc;
+}
+
+/* The exact answer for query x from the rows its heads' k nearest name
+ * (items, cnt of them, duplicates included): oml_retrieve on an index of
+ * those rows alone. */
+static int answer_among(oml_snapshot *snap, const catalogue *c, const float *x,
+                        const int64_t *items, int cnt, int k, int64_t *out)
+{
+    oml_store *st = NULL;
+    oml_index *ix = NULL;
+    oml_hit *hits = malloc((size_t)k * sizeof *hits);
+    float *f = malloc((size_t)c->dim * sizeof *f);
+    oml_diag diag = {0};
+    int rc = hits && f ? oml_store_create(&st, c->dim, (uint32_t)cnt) : OML_ENOMEM;
+    for (int i = 0; rc == OML_OK && i < cnt; i++) {
+        char id[32];
+        int len = snprintf(id, sizeof id, "%lld", (long long)items[i]);
+        catalogue_item(c, items[i], f);
+        rc = oml_store_put(st, id, (size_t)len, f, NULL, 0, NULL, &diag); /* a repeat: same */
+    }
+    if (rc == OML_OK)
+        rc = oml_index_build(&ix, snap, st);
+    int32_t n = 0;
+    if (rc == OML_OK)
+        rc = oml_retrieve(ix, x, k, -1, NULL, hits, &n, &diag);
+    for (int j = 0; j < k; j++) {
+        size_t len;
+        out[j] = rc == OML_OK && j < n
+                     ? strtoll(oml_store_id(st, ix->slots[hits[j].row], &len), NULL, 10)
+                     : -1;
+    }
+    if (rc != OML_OK)
+        fprintf(stderr, "exact recall: %s (%s)\n", oml_strerror(rc), diag.msg);
+    oml_index_destroy(ix);
+    oml_store_destroy(st);
+    free(hits);
+    free(f);
+    return rc == OML_OK ? 0 : -1;
+}
+
+int exact_retrieve(oml_snapshot *snap, const catalogue *c, const float *Q, int nq, int k,
+                   int64_t *out)
+{
+    int heads = oml_snapshot_heads(snap);
+    size_t cells = (size_t)nq * (size_t)heads * (size_t)k;
+    nearest nb = {malloc(cells * sizeof *nb.dot), malloc(cells * sizeof *nb.item), k};
+    float *qe = malloc((size_t)heads * (size_t)nq * (size_t)snap->cfg.emb * sizeof *qe);
+    int rc = nb.dot && nb.item && qe ? 0 : -1;
+    for (size_t i = 0; rc == 0 && i < cells; i++) {
+        nb.dot[i] = -INFINITY;
+        nb.item[i] = -1;
+    }
+    if (rc == 0 && oml_snapshot_embed(snap, Q, nq, qe) != OML_OK)
+        rc = -1;
+    if (rc == 0)
+        rc = scan_items(snap, c, qe, nq, &nb);
+    for (int q = 0; rc == 0 && q < nq; q++) {
+        int64_t *items = nb.item + (size_t)q * (size_t)heads * (size_t)k;
+        int cnt = 0;
+        for (int i = 0; i < heads * k; i++) /* fewer than k items: a head's -1s */
+            if (items[i] >= 0)
+                items[cnt++] = items[i];
+        rc = answer_among(snap, c, Q + (size_t)q * (size_t)c->dim, items, cnt, k,
+                          out + (size_t)q * (size_t)k);
+    }
+    if (rc != 0)
+        fprintf(stderr, "exact recall: out of memory or an engine error\n");
+    free(nb.dot);
+    free(nb.item);
+    free(qe);
+    return rc;
+}
