@@ -71,8 +71,14 @@ static int scan_items(oml_snapshot *snap, const catalogue *c, const float *qe, i
     return rc;
 }
 
+static int cmp_item(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
 /* The exact answer for query x from the rows its heads' k nearest name
- * (items, cnt of them, duplicates included): oml_retrieve on an index of
+ * (items, cnt of them in ascending order, duplicates included): oml_retrieve on an index of
  * those rows alone. */
 static int answer_among(oml_snapshot *snap, const catalogue *c, const float *x,
                         const int64_t *items, int cnt, int k, int64_t *out)
@@ -131,6 +137,9 @@ int exact_retrieve(oml_snapshot *snap, const catalogue *c, const float *Q, int n
         for (int i = 0; i < heads * k; i++) /* fewer than k items: a head's -1s */
             if (items[i] >= 0)
                 items[cnt++] = items[i];
+        /* Rows in item order, as the daemon's slots are (the bench puts
+         * items in order): Eq. 27's ties go to the smaller row there too. */
+        qsort(items, (size_t)cnt, sizeof *items, cmp_item);
         rc = answer_among(snap, c, Q + (size_t)q * (size_t)c->dim, items, cnt, k,
                           out + (size_t)q * (size_t)k);
     }
