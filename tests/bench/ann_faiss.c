@@ -9,7 +9,12 @@
 
 #define K 10
 
-static int write_file(const char *dir, const char *name, int h, const void *p, size_t bytes)
+int ann_faiss_present(void)
+{
+    return system("/usr/bin/python3 -c 'import faiss' 2>/dev/null") == 0;
+}
+
+int ann_faiss_write(const char *dir, const char *name, int h, const void *p, size_t bytes)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/%s%d", dir, name, h);
@@ -18,7 +23,7 @@ static int write_file(const char *dir, const char *name, int h, const void *p, s
     if (f != NULL && fclose(f) != 0)
         ok = 0;
     if (!ok)
-        fprintf(stderr, "oml-ann-bench --faiss: cannot write %s\n", path);
+        fprintf(stderr, "faiss: cannot write %s\n", path);
     return ok ? 0 : 1;
 }
 
@@ -55,10 +60,10 @@ static int write_head(const oml_index *ix, int h, const float *Q, int32_t n_q, c
             for (int32_t j = 0; j < K; j++)
                 near[i * K + j] = j < g ? got[j].row : -1;
         }
-        rc = write_file(dir, "base", h, rows, n * e * sizeof *rows) ||
-             write_file(dir, "queries", h, q, (size_t)n_q * e * sizeof *q) ||
-             write_file(dir, "exact", h, exact, (size_t)n_q * K * sizeof *exact) ||
-             write_file(dir, "lists", h, near, (size_t)n_q * K * sizeof *near);
+        rc = ann_faiss_write(dir, "base", h, rows, n * e * sizeof *rows) ||
+             ann_faiss_write(dir, "queries", h, q, (size_t)n_q * e * sizeof *q) ||
+             ann_faiss_write(dir, "exact", h, exact, (size_t)n_q * K * sizeof *exact) ||
+             ann_faiss_write(dir, "lists", h, near, (size_t)n_q * K * sizeof *near);
     }
     free(rows);
     free(q);
@@ -66,6 +71,27 @@ static int write_head(const oml_index *ix, int h, const float *Q, int32_t n_q, c
     free(exact);
     free(near);
     free(mem);
+    return rc;
+}
+
+static void remove_dir(const char *dir)
+{
+    char rm[256];
+    snprintf(rm, sizeof rm, "rm -rf %s", dir);
+    if (system(rm) != 0)
+        fprintf(stderr, "faiss: could not remove %s\n", dir);
+}
+
+int ann_faiss_compare(const char *dir, int64_t n, int32_t emb, int heads, int32_t n_q)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/tests/bench/faiss_compare.py %s %lld %d %d %d",
+             OML_SOURCE_DIR, dir, (long long)n, emb, heads, n_q);
+    fflush(stdout);
+    int rc = system(cmd) == 0 ? 0 : 1;
+    if (rc)
+        fprintf(stderr, "faiss: %s failed\n", cmd);
+    remove_dir(dir);
     return rc;
 }
 
@@ -79,18 +105,9 @@ int ann_faiss_report(const oml_index *ix, const float *Q, int32_t n_q)
     int rc = 0;
     for (int h = 0; rc == 0 && h < ix->heads; h++) /* one head's files at a time: 1M x 96 is 384 MB */
         rc = write_head(ix, h, Q, n_q, dir);
-    if (rc == 0) {
-        char cmd[1024];
-        snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/tests/bench/faiss_compare.py %s %d %d %d %d",
-                 OML_SOURCE_DIR, dir, ix->n, ix->emb, ix->heads, n_q);
-        fflush(stdout);
-        rc = system(cmd) == 0 ? 0 : 1;
-        if (rc)
-            fprintf(stderr, "oml-ann-bench --faiss: %s failed\n", cmd);
+    if (rc != 0) {
+        remove_dir(dir);
+        return rc;
     }
-    char rm[256];
-    snprintf(rm, sizeof rm, "rm -rf %s", dir);
-    if (system(rm) != 0)
-        fprintf(stderr, "oml-ann-bench --faiss: could not remove %s\n", dir);
-    return rc;
+    return ann_faiss_compare(dir, ix->n, ix->emb, ix->heads, n_q);
 }

@@ -17,4 +17,12 @@
  * 0, or 1 when a file could not be written or the script not run. */
 int ann_faiss_report(const oml_index *ix, const float *Q, int32_t n_q);
 
+/* What omld-bench --items shares (its exact recall writes the files the
+ * same way, without the lists' answer): whether /usr/bin/python3 has
+ * faiss; bytes into dir/name{h} (0, or 1 said on stderr); and
+ * faiss_compare.py run on dir, which is then removed (0, or 1). */
+int ann_faiss_present(void);
+int ann_faiss_write(const char *dir, const char *name, int h, const void *p, size_t bytes);
+int ann_faiss_compare(const char *dir, int64_t n, int32_t emb, int heads, int32_t n_q);
+
 #endif

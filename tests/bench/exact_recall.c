@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "ann_faiss.h"
 #include "index.h"
 #include "serve.h"
 #include "store.h"
@@ -39,7 +40,7 @@ static void offer(nearest *nb, size_t at, float d, int64_t item)
 /* Every item embedded under snap, block by block, its dot product with
  * each query on each head offered to nb. */
 static int scan_items(oml_snapshot *snap, const catalogue *c, const float *qe, int nq,
-                      nearest *nb)
+                      nearest *nb, FILE *const *base)
 {
     int heads = oml_snapshot_heads(snap);
     int32_t emb = snap->cfg.emb;
@@ -56,9 +57,12 @@ static int scan_items(oml_snapshot *snap, const catalogue *c, const float *qe, i
             break;
         }
         for (int h = 0; h < heads; h++) {
+            const float *Eh = E + (size_t)h * (size_t)m * (size_t)emb;
+            if (base && fwrite(Eh, sizeof *E * (size_t)emb, (size_t)m, base[h]) != (size_t)m)
+                rc = -1;
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, m, emb, 1.0f,
                         qe + (size_t)h * (size_t)nq * (size_t)emb, emb,
-                        E + (size_t)h * (size_t)m * (size_t)emb, emb, 0.0f, D, m);
+                        Eh, emb, 0.0f, D, m);
             for (int q = 0; q < nq; q++)
                 for (int32_t j = 0; j < m; j++)
                     offer(nb, (size_t)q * (size_t)heads + (size_t)h, D[(size_t)q * (size_t)m + j],
@@ -115,8 +119,53 @@ static int answer_among(oml_snapshot *snap, const catalogue *c, const float *x,
     return rc == OML_OK ? 0 : -1;
 }
 
+/* Each head's file of item embeddings in dir, opened for scan_items
+ * (base[h] NULL: failed, said). */
+static int open_bases(const char *dir, int heads, FILE **base)
+{
+    int rc = 0;
+    for (int h = 0; h < heads; h++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/base%d", dir, h);
+        if ((base[h] = fopen(path, "wb")) == NULL) {
+            perror(path);
+            rc = -1;
+        }
+    }
+    return rc;
+}
+
+static int close_bases(int heads, FILE **base)
+{
+    int rc = 0;
+    for (int h = 0; h < heads; h++)
+        if (base[h] != NULL && fclose(base[h]) != 0)
+            rc = -1;
+    return rc;
+}
+
+/* The queries' embeddings and their exact k nearest a head, as
+ * faiss_compare.py reads them. */
+static int write_queries(const char *dir, int heads, int emb, const float *qe, int nq,
+                         const nearest *nb)
+{
+    int rc = 0;
+    int32_t *exact = malloc((size_t)nq * (size_t)nb->k * sizeof *exact);
+    for (int h = 0; exact && rc == 0 && h < heads; h++) {
+        for (int q = 0; q < nq; q++)
+            for (int j = 0; j < nb->k; j++)
+                exact[q * nb->k + j] =
+                    (int32_t)nb->item[((size_t)q * (size_t)heads + (size_t)h) * (size_t)nb->k + j];
+        rc = ann_faiss_write(dir, "queries", h, qe + (size_t)h * (size_t)nq * (size_t)emb,
+                             (size_t)nq * (size_t)emb * sizeof *qe) ||
+             ann_faiss_write(dir, "exact", h, exact, (size_t)nq * (size_t)nb->k * sizeof *exact);
+    }
+    free(exact);
+    return exact && rc == 0 ? 0 : -1;
+}
+
 int exact_retrieve(oml_snapshot *snap, const catalogue *c, const float *Q, int nq, int k,
-                   int64_t *out)
+                   const char *faiss_dir, int64_t *out)
 {
     int heads = oml_snapshot_heads(snap);
     size_t cells = (size_t)nq * (size_t)heads * (size_t)k;
@@ -129,8 +178,15 @@ int exact_retrieve(oml_snapshot *snap, const catalogue *c, const float *Q, int n
     }
     if (rc == 0 && oml_snapshot_embed(snap, Q, nq, qe) != OML_OK)
         rc = -1;
+    FILE *base[OML_MAX_LAYERS + 1] = {NULL};
+    if (rc == 0 && faiss_dir)
+        rc = open_bases(faiss_dir, heads, base);
     if (rc == 0)
-        rc = scan_items(snap, c, qe, nq, &nb);
+        rc = scan_items(snap, c, qe, nq, &nb, faiss_dir ? base : NULL);
+    if (faiss_dir && close_bases(heads, base) != 0)
+        rc = -1;
+    if (rc == 0 && faiss_dir) /* before the answers below reorder each query's nearest */
+        rc = write_queries(faiss_dir, heads, snap->cfg.emb, qe, nq, &nb);
     for (int q = 0; rc == 0 && q < nq; q++) {
         int64_t *items = nb.item + (size_t)q * (size_t)heads * (size_t)k;
         int cnt = 0;
@@ -144,7 +200,7 @@ int exact_retrieve(oml_snapshot *snap, const catalogue *c, const float *Q, int n
                           out + (size_t)q * (size_t)k);
     }
     if (rc != 0)
-        fprintf(stderr, "exact recall: out of memory or an engine error\n");
+        fprintf(stderr, "exact recall: out of memory, an engine error or a file not written\n");
     free(nb.dot);
     free(nb.item);
     free(qe);

@@ -18,9 +18,12 @@
 
 /* The exact retrieve answers, k item numbers each (best first), of the nq
  * queries Q (nq, c->dim) over the catalogue's c->n items under snap, into
- * out (nq, k; -1 past the items). 0, or -1 out of memory or on an engine
- * error (said on stderr). */
+ * out (nq, k; -1 past the items). faiss_dir not NULL: the same embeddings
+ * go there for faiss_compare.py (ann_faiss.h), each head's items in item
+ * order (base{h}), queries (queries{h}) and exact k nearest item numbers
+ * (exact{h}). 0, or -1 out of memory, on an engine error or a file not
+ * written (said on stderr). */
 int exact_retrieve(oml_snapshot *snap, const catalogue *c, const float *Q, int nq, int k,
-                   int64_t *out);
+                   const char *faiss_dir, int64_t *out);
 
 #endif

@@ -20,7 +20,9 @@
  *               triplet: the same retrieve queries against the exact
  *               answers under the model that served them, which this
  *               bench works out from the exported model over every item
- *               (exact_recall.h);
+ *               (exact_recall.h); then faiss's exact search and HNSW on
+ *               the same embeddings and queries (ann_faiss.h), when
+ *               /usr/bin/python3 has faiss, unless --no-faiss;
  *   memory      RSS now and at peak (VmHWM) against the raw features; from
  *               the end of the puts to the restart, RSS sampled every 100
  *               ms (lowest: between rebuilds; highest: during one) and the
@@ -43,6 +45,7 @@
 #include <unistd.h>
 
 #include "bench_util.h"
+#include "ann_faiss.h"
 #include "catalogue.h"
 #include "exact_recall.h"
 #include "harness.h"
@@ -479,8 +482,10 @@ static double search_recall(const char *http, long *lists, long *scanned, long *
  * the learner's load has stopped and a view has learned every triplet:
  * its inverted lists may still be an older model's, which is part of
  * what this measures. A query served by another model than the one
- * exported is not counted; *counted says how many were. -1: none. */
-static double recall_at_10(omlc *cl, const catalogue *c, int *counted, double *took_s)
+ * exported is not counted; *counted says how many were. Prints it, and
+ * then faiss's answers on the same embeddings when asked (faiss) and
+ * installed. -1: none counted. */
+static double recall_at_10(omlc *cl, const catalogue *c, int faiss, int *counted)
 {
     double t0 = now_s();
     uint64_t vt, applied;
@@ -524,9 +529,14 @@ static double recall_at_10(omlc *cl, const catalogue *c, int *counted, double *t
             memcpy(got[n][j], hits[j].id, sizeof got[n][j]);
         n++;
     }
-    double hits = 0, total = 0;
-    if (n > 0 && exact_retrieve(snap, c, Q, n, 10, &exact[0][0]) != 0)
+    /* faiss on the same embeddings, when asked and there */
+    char dir[] = "/tmp/omld-bench-faiss-XXXXXX";
+    int with_faiss = faiss && n > 0 && ann_faiss_present() && mkdtemp(dir) != NULL;
+    if (faiss && !with_faiss)
+        printf("faiss: absent from /usr/bin/python3 (Debian: python3-faiss), not compared\n");
+    if (n > 0 && exact_retrieve(snap, c, Q, n, 10, with_faiss ? dir : NULL, &exact[0][0]) != 0)
         exit(1);
+    double took_s = now_s() - t0, hits = 0, total = 0;
     for (int q = 0; q < n; q++)
         for (int j = 0; j < 10 && exact[q][j] >= 0; j++) {
             char id[OMLC_LABEL_MAX];
@@ -535,11 +545,16 @@ static double recall_at_10(omlc *cl, const catalogue *c, int *counted, double *t
                 hits += strcmp(got[q][i], id) == 0;
             total++;
         }
+    double recall = total > 0 ? hits / total : -1;
+    printf("recall@10 of retrieve k=10 against the exact answer under the model that served it "
+           "(this bench's scan of all %lld items): %.4f over %d queries (%.1f s)\n",
+           (long long)c->n, recall, n, took_s);
+    if (with_faiss)
+        ann_faiss_compare(dir, c->n, snap->cfg.emb, oml_snapshot_heads(snap), n);
     oml_snapshot_release(snap);
     free(Q);
     *counted = n;
-    *took_s = now_s() - t0;
-    return total > 0 ? hits / total : -1;
+    return recall;
 }
 
 /* A counter's sample line in a /metrics body, or -1. */
@@ -775,7 +790,7 @@ static void restart(omld_proc *p, const char *const *args, double *stop_s, doubl
 /* ------------------------------------------------------------ the run */
 
 int omld_scale_bench(int64_t n_items, double rate, double seconds, double load_rate,
-                     int load_connections, int kind, const char *const *omld_args)
+                     int load_connections, int kind, int faiss, const char *const *omld_args)
 {
     catalogue c = {.n = n_items, .kind = kind};
     oml_diag diag = {0};
@@ -882,10 +897,7 @@ int omld_scale_bench(int64_t n_items, double rate, double seconds, double load_r
     }
     printf("\n");
     int recall_queries;
-    double recall_s, recall10 = recall_at_10(cl, &c, &recall_queries, &recall_s);
-    printf("recall@10 of retrieve k=10 against the exact answer under the model that served it "
-           "(this bench's scan of all %lld items): %.4f over %d queries (%.1f s)\n",
-           (long long)n_items, recall10, recall_queries, recall_s);
+    double recall10 = recall_at_10(cl, &c, faiss, &recall_queries);
 
     long long rss, peak, raw = (long long)n_items * c.dim * (long long)sizeof(float);
     rss_of(p.pid, &rss, &peak);
