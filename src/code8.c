@@ -58,16 +58,25 @@ __attribute__((target("avx2"))) static void code_dots_avx2(const int8_t *codes, 
     code_dots_c(codes + (size_t)i * (size_t)e, m - i, e, q, out + i);
 }
 
+/* Eight 16-bit scales decoded (oml_code8_bf16: each shifted into a
+ * float's upper half). */
+__attribute__((target("avx2"))) static __m256 scales_avx2(const uint16_t *s)
+{
+    __m128i h = _mm_loadu_si128((const __m128i *)(const void *)s);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
 /* The approximate dot products of a block of m positions, 8 rows at a
  * time: each row's integer dot product as code_dots_avx2 computes it
  * (|q| and q's signs taken once per block, not per row), then
- * bias + dot * scale[p] * qs in the same float operations, in the same
- * order, as the portable path (no fused multiply-add), into d (m). Returns
- * a bit per position (bit i of word i / 64) set where d > thr: the only
- * rows the caller has to look at. e a multiple of 32, m <= OML_CODE8_BLOCK. */
+ * bias + dot * scale[p] * qs (the scale decoded) in the same float
+ * operations, in the same order, as the portable path (no fused
+ * multiply-add), into d (m). Returns a bit per position (bit i of word
+ * i / 64) set where d > thr: the only rows the caller has to look at. e a
+ * multiple of 32, m <= OML_CODE8_BLOCK. */
 __attribute__((target("avx2"))) static void block_scores_avx2(const int8_t *codes, int32_t m,
                                                               int32_t e, const int8_t *q,
-                                                              const float *scale, float qs,
+                                                              const uint16_t *scale, float qs,
                                                               const oml_code8_base *b,
                                                               float thr, float *d,
                                                               uint64_t *hit)
@@ -105,7 +114,7 @@ __attribute__((target("avx2"))) static void block_scores_avx2(const int8_t *code
         __m256i dots = _mm256_add_epi32(_mm256_permute2x128_si256(h, g, 0x20),
                                         _mm256_permute2x128_si256(h, g, 0x31));
         __m256 v = _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(dots),
-                                               _mm256_loadu_ps(scale + i)), vqs);
+                                               scales_avx2(scale + i)), vqs);
         __m256 bias = b->t ? _mm256_mul_ps(_mm256_loadu_ps(b->t + i), vtq) : vbase;
         v = _mm256_add_ps(bias, v);
         _mm256_storeu_ps(d + i, v);
@@ -116,7 +125,7 @@ __attribute__((target("avx2"))) static void block_scores_avx2(const int8_t *code
         int32_t dots[8];
         code_dots_c(codes + (size_t)i * (size_t)e, m - i, e, q, dots);
         for (int32_t t = i; t < m; t++) {
-            d[t] = oml_code8_bias(b, t) + (float)dots[t - i] * scale[t] * qs;
+            d[t] = oml_code8_bias(b, t) + (float)dots[t - i] * oml_code8_bf16(scale[t]) * qs;
             if (d[t] > thr)
                 hit[t / 64] |= (uint64_t)1 << (t % 64);
         }
@@ -136,7 +145,7 @@ void oml_code8_dots(const int8_t *codes, int32_t m, int32_t e, const int8_t *q, 
 }
 
 void oml_code8_block_scores(const int8_t *codes, int32_t m, int32_t e, const int8_t *q,
-                            const float *scale, float qs, const oml_code8_base *b, float thr,
+                            const uint16_t *scale, float qs, const oml_code8_base *b, float thr,
                             float *d, uint64_t *hit)
 {
 #ifdef HAVE_AVX2_KERNEL
@@ -150,7 +159,7 @@ void oml_code8_block_scores(const int8_t *codes, int32_t m, int32_t e, const int
     for (int32_t w = 0; w < (m + 63) / 64; w++)
         hit[w] = 0;
     for (int32_t t = 0; t < m; t++) {
-        d[t] = oml_code8_bias(b, t) + (float)dots[t] * scale[t] * qs;
+        d[t] = oml_code8_bias(b, t) + (float)dots[t] * oml_code8_bf16(scale[t]) * qs;
         if (d[t] > thr)
             hit[t / 64] |= (uint64_t)1 << (t % 64);
     }
@@ -179,7 +188,7 @@ void oml_code8_query_init(oml_code8_query *qc, const float *q, int32_t e)
     qc->margin = 8.0f * (float)(e + 4) * FLT_EPSILON * (float)(sqrt(qq) + 1.0);
 }
 
-/* v[j]'s code (inv: 127 / max |v|) and its error, in double. */
+/* v[j]'s code (inv: 1 / s) and its error, in double. */
 static inline double code_one(float v, float inv, float s, int8_t *c)
 {
     float x = v * inv;
@@ -187,12 +196,15 @@ static inline double code_one(float v, float inv, float s, int8_t *c)
     return (double)v - (double)*c * (double)s;
 }
 
-float oml_code8_encode(const float *v, int32_t e, int8_t *code, float *norm, float *err)
+uint16_t oml_code8_encode(const float *v, int32_t e, int8_t *code, float *norm, float *err)
 {
     float amax = 0;
     for (int32_t j = 0; j < e; j++)
         amax = fabsf(v[j]) > amax ? fabsf(v[j]) : amax;
-    float s = amax / 127.0f, inv = amax > 0 ? 127.0f / amax : 0.0f;
+    /* The code and its error of the scale stored (rounded up), not of
+     * max |v| / 127: the bound is of the reconstruction a scan uses. */
+    uint16_t s16 = oml_code8_bf16_up(amax / 127.0f);
+    float s = oml_code8_bf16(s16), inv = s > 0 ? 1.0f / s : 0.0f;
     /* In double, so the bound does not round down; four sums of each, so
      * the additions do not wait on each other. */
     double v0 = 0, v1 = 0, v2 = 0, v3 = 0, e0 = 0, e1 = 0, e2 = 0, e3 = 0;
@@ -217,5 +229,5 @@ float oml_code8_encode(const float *v, int32_t e, int8_t *code, float *norm, flo
     }
     *norm = (float)sqrt((v0 + v1) + (v2 + v3));
     *err = (float)sqrt((e0 + e1) + (e2 + e3));
-    return s;
+    return s16;
 }

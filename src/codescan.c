@@ -26,7 +26,8 @@
 
 size_t oml_codescan_bytes(int32_t n, int32_t emb)
 {
-    return (size_t)emb * sizeof(float) + (size_t)n * (4 * sizeof(float) + (size_t)emb);
+    return (size_t)emb * sizeof(float) +
+           (size_t)n * (3 * sizeof(float) + sizeof(uint16_t) + (size_t)emb);
 }
 
 void oml_codescan_free(oml_codescan *cs)
@@ -98,10 +99,10 @@ int oml_codescan_build(oml_codescan *cs, const float *cols, int32_t n, int32_t e
     *cs = (oml_codescan){.n = n, .emb = emb, ._block = p};
     cs->dir = (float *)(void *)p;
     cs->t = cs->dir + e;
-    cs->scale = cs->t + N;
-    cs->res_norm = cs->scale + N;
+    cs->res_norm = cs->t + N;
     cs->err = cs->res_norm + N;
-    cs->codes = (int8_t *)(void *)(cs->err + N);
+    cs->scale = (uint16_t *)(void *)(cs->err + N); /* after the floats: aligned */
+    cs->codes = (int8_t *)(void *)(cs->scale + N);
     mean_direction(cols, N, e, cs->dir);
     float *res = t + (size_t)CHUNK * e;
     for (size_t r0 = 0; r0 < N; r0 += CHUNK) {

@@ -31,9 +31,9 @@ typedef struct oml_codescan {
     int32_t n, emb;
     float *dir;      /* (emb) c: the rows' mean direction, unit (or 0) */
     float *t;        /* (n) row r's component along c */
-    float *scale;    /* (n) res_r is about codes[r] * scale[r] */
+    uint16_t *scale; /* (n) res_r is about codes[r] * s_r, s_r = oml_code8_bf16(scale[r]) */
     float *res_norm; /* (n) ||res_r||, and */
-    float *err;      /* (n) ||res_r - codes[r] * scale[r]||: the row's side of the bound */
+    float *err;      /* (n) ||res_r - codes[r] * s_r||: the row's side of the bound */
     int8_t *codes;   /* (n, emb) */
     float norm_max, err_max; /* the largest res_norm and err: no row has more slack */
     void *_block;

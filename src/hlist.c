@@ -5,7 +5,7 @@
  * centroid dot product, one GEMM per chunk of rows read straight from the
  * index's (emb, n) columns. A row's code is of its residual from its
  * list's centroid, res = v - c (code8.h: round(res * 127 / max |res_j|),
- * its scale max |res_j| / 127). Then q . v
+ * its scale max |res_j| / 127, rounded up to 16 bits). Then q . v
  * = q . c + q . res, the first term exact (the probe computed it) and the
  * second's error proportional to the list's spread, not to the vectors':
  * rows of a tight cluster (a trained metric makes them) stay apart. A
@@ -85,8 +85,8 @@ size_t oml_hlist_bytes(const oml_hlist *hl)
     size_t n = (size_t)hl->n, L = (size_t)hl->n_lists, e = (size_t)hl->emb;
     size_t bytes = L * e * sizeof(float)                         /* centroids */
                    + (L + 1) * sizeof(int32_t)                    /* list_start */
-                   + n * (2 * sizeof(int32_t) + sizeof(float) + 2) /* rows, pos_of, scale,
-                                                                     res_q, err_q */
+                   + n * (2 * sizeof(int32_t) + sizeof(uint16_t) + 2) /* rows, pos_of,
+                                                                        scale, res_q, err_q */
                    + n * e                                        /* int8 codes */
                    + 2 * L * sizeof(float);                       /* list_res_max, _err_max */
     if (hl->pq.m > 0 && hl->blk_start)
@@ -452,8 +452,8 @@ static void offer_group(const oml_hlist *hl, const oml_code8_query *qc, const fl
     oml_code8_dots(codes, g, hl->emb, qc->c, dot);
     for (int32_t i = 0; i < g; i++) {
         int32_t p = pos[i], l = list_of_pos(hl, p);
-        oml_hlist_keep_offer(keep, row[i], dots_c[l] + (float)dot[i] * hl->scale[p] * qc->qs,
-                             slack_of(hl, qc, p, l));
+        float d = dots_c[l] + (float)dot[i] * oml_code8_bf16(hl->scale[p]) * qc->qs;
+        oml_hlist_keep_offer(keep, row[i], d, slack_of(hl, qc, p, l));
     }
 }
 

@@ -53,10 +53,11 @@ typedef struct oml_hlist {
     int32_t *list_start;  /* (n_lists + 1) first position of each list */
     int32_t *rows;        /* (n) the index row at each position */
     int32_t *pos_of;      /* (n) the position of each index row */
-    float *scale;         /* (n) value j of position p in list l is about
-                             centroids[l, j] + codes[p, j] * scale[p] */
+    uint16_t *scale;      /* (n) value j of position p in list l is about
+                             centroids[l, j] + codes[p, j] * s, s =
+                             oml_code8_bf16(scale[p]) (code8.h: 16 bits) */
     int8_t *codes;        /* (n, emb) */
-    /* ||residual|| of position p and ||residual - codes[p] * scale[p]||,
+    /* ||residual|| of position p and ||residual - codes[p] * s||,
      * which with the query's own code error bound a code's dot error
      * (slack): at most res_q[p] and err_q[p] steps of their list
      * (oml_hlist_step: a 255th of the list's largest, rounded up). A

@@ -107,7 +107,7 @@ int oml_index_add_lists_threads(oml_index *ix, int threads);
 /* The exact scan's first pass for an index without lists (codescan.h):
  * oml_index_topk then scores every row by its int8 code and re-ranks on
  * the floats only the rows the codes cannot rule out, the same answer
- * from about a quarter of the bytes. emb + 12 bytes a row and head.
+ * from about a quarter of the bytes. emb + 14 bytes a row and head.
  * oml_index_build adds them; a builder's caller adds them after
  * oml_index_builder_finish, without the store's lock; oml_index_add_lists
  * drops them (the lists' codes serve instead). OML_OK, OML_ENOMEM (the

@@ -265,7 +265,7 @@ int ann_codes_report(const oml_index *ix, int head, const float *Q, int32_t n_q)
                     d8 += q[j] * (float)hl->codes[(size_t)p * e + j];
                     d4 += q[j] * (float)c4[(size_t)p * e + j];
                 }
-                a[0][m] = base + d8 * hl->scale[p];
+                a[0][m] = base + d8 * oml_code8_bf16(hl->scale[p]);
                 a[1][m] = base + d4 * s4[p];
                 scratch[m] = base; /* the full scan's is done with */
                 pos[m] = p;

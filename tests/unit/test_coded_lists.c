@@ -168,7 +168,7 @@ static void test_coder_matches_build(void **state)
     assert_memory_equal(coded.rows, built.rows, N * sizeof(int32_t));
     assert_memory_equal(coded.pos_of, built.pos_of, N * sizeof(int32_t));
     assert_memory_equal(coded.codes, built.codes, (size_t)N * E);
-    assert_memory_equal(coded.scale, built.scale, N * sizeof(float));
+    assert_memory_equal(coded.scale, built.scale, N * sizeof *coded.scale);
     assert_memory_equal(coded.res_q, built.res_q, N);
     assert_memory_equal(coded.err_q, built.err_q, N);
     assert_null(coded.res_norm); /* the floats are gone once they are steps */
@@ -187,10 +187,10 @@ static void test_coder_matches_build(void **state)
         float rs = oml_hlist_step(coded.list_res_max[l]), es = oml_hlist_step(coded.list_err_max[l]);
         for (int32_t p = coded.list_start[l]; p < coded.list_start[l + 1]; p++) {
             int32_t row = coded.rows[p];
-            double res = 0.0, err = 0.0;
+            double res = 0.0, err = 0.0, sc = oml_code8_bf16(coded.scale[p]);
             for (int j = 0; j < E; j++) {
                 double v = (double)rows[row * E + j] - coded.centroids[l * E + j];
-                double d = v - (double)coded.codes[(size_t)p * E + j] * coded.scale[p];
+                double d = v - (double)coded.codes[(size_t)p * E + j] * sc;
                 res += v * v;
                 err += d * d;
             }
@@ -368,7 +368,7 @@ static void test_coded_build_counts_what_is_not_finite(void **state)
     assert_string_equal(oml_index_row_id(coded, f->store, row, NULL), "i760");
     for (int h = 0; h < coded->heads; h++)
         for (int32_t p = 0; p < coded->n; p++)
-            assert_true(isfinite(coded->hl[h].scale[p]));
+            assert_true(isfinite(oml_code8_bf16(coded->hl[h].scale[p])));
     for (int h = 0; h < coded->heads; h++)
         for (int32_t l = 0; l < coded->n_lists; l++)
             assert_true(isfinite(coded->hl[h].list_err_max[l]));
@@ -387,7 +387,7 @@ static void same_lists(const oml_index *a, const oml_index *b)
         assert_memory_equal(x->list_start, y->list_start, (L + 1) * sizeof(int32_t));
         assert_memory_equal(x->rows, y->rows, n * sizeof(int32_t));
         assert_memory_equal(x->codes, y->codes, n * e);
-        assert_memory_equal(x->scale, y->scale, n * sizeof(float));
+        assert_memory_equal(x->scale, y->scale, n * sizeof *x->scale);
         assert_memory_equal(x->err_q, y->err_q, n);
         assert_memory_equal(x->res_q, y->res_q, n);
         assert_memory_equal(x->blk_start, y->blk_start, (L + 1) * sizeof(int32_t));
@@ -528,7 +528,7 @@ static void test_coded_build_skips_product_codes(void **state)
         assert_memory_equal(x->centroids, y->centroids, L * e * sizeof(float));
         assert_memory_equal(x->rows, y->rows, n * sizeof(int32_t));
         assert_memory_equal(x->codes, y->codes, n * e);
-        assert_memory_equal(x->scale, y->scale, n * sizeof(float));
+        assert_memory_equal(x->scale, y->scale, n * sizeof *x->scale);
     }
     check_exact(f, skip);
     oml_index_destroy(all);

@@ -708,7 +708,7 @@ static void test_threaded_build_same_bits(void **state)
             assert_memory_equal(a->centroids, z->centroids, L * e * sizeof(float));
             assert_memory_equal(a->rows, z->rows, n * sizeof(int32_t));
             assert_memory_equal(a->codes, z->codes, n * e);
-            assert_memory_equal(a->scale, z->scale, n * sizeof(float));
+            assert_memory_equal(a->scale, z->scale, n * sizeof *a->scale);
         }
         /* the calibration's searches on the workers: the same lists scanned */
         assert_int_equal(oml_index_calibrate_threads(ix, 0.95, threads), OML_OK);

@@ -367,10 +367,11 @@ static void test_index_with_lists(void **state)
                         mine = d;
                 }
                 assert_true(mine >= best - 1e-5f);
+                float sc = oml_code8_bf16(hl->scale[p]);
                 for (int j = 0; j < ix->emb; j++) /* the residual's code: within half a step */
                     assert_true(fabsf(hl->centroids[l * ix->emb + j] +
-                                      hl->codes[(size_t)p * ix->emb + j] * hl->scale[p] -
-                                      oml_index_emb(ix, h, row, j)) <= 0.5f * hl->scale[p] + 1e-6f);
+                                      hl->codes[(size_t)p * ix->emb + j] * sc -
+                                      oml_index_emb(ix, h, row, j)) <= 0.5f * sc + 1e-6f);
             }
         }
         for (int i = 0; i < N; i++)
