@@ -383,6 +383,7 @@ static int index_build(omld_views *vs, oml_snapshot *snap, omld_store_lock *lock
         omld_fresh_rows(&q, &src);
         oml_index_calibrate_from(*out, atomic_load(&vs->target_recall), threads, &src);
         oml_index_drop_shared_pq(*out);
+        oml_index_drop_unread_maps(*out); /* 12 MB at 1M items, in each index a rebuild holds */
     } else if (rc == OML_OK) {
         oml_index_add_codes(*out); /* the exact scan's first pass (codescan.h) */
     }

@@ -83,10 +83,11 @@ size_t oml_hlist_drop_pq(oml_hlist *hl)
 size_t oml_hlist_bytes(const oml_hlist *hl)
 {
     size_t n = (size_t)hl->n, L = (size_t)hl->n_lists, e = (size_t)hl->emb;
+    size_t maps = (hl->rows != NULL) + (hl->pos_of != NULL);
     size_t bytes = L * e * sizeof(float)                         /* centroids */
                    + (L + 1) * sizeof(int32_t)                    /* list_start */
-                   + n * (2 * sizeof(int32_t) + sizeof(uint16_t) + 2) /* rows, pos_of,
-                                                                        scale, res_q, err_q */
+                   + n * maps * sizeof(int32_t)                   /* rows, pos_of */
+                   + n * (sizeof(uint16_t) + 2)                   /* scale, res_q, err_q */
                    + n * e                                        /* int8 codes */
                    + 2 * L * sizeof(float);                       /* list_res_max, _err_max */
     if (hl->pq.m > 0 && hl->blk_start)
@@ -94,6 +95,45 @@ size_t oml_hlist_bytes(const oml_hlist *hl)
                  (L + 1) * sizeof(int32_t) +
                  (size_t)hl->blk_start[L] * oml_pq4_block_bytes(&hl->pq);
     return bytes;
+}
+
+int32_t *oml_hlist_inverse(const int32_t *map, int32_t n)
+{
+    int32_t *inv = malloc((n > 0 ? (size_t)n : 1) * sizeof *inv);
+    for (int32_t i = 0; inv && i < n; i++)
+        inv[map[i]] = i;
+    return inv;
+}
+
+/* *want made from have, its inverse, unless it is there. */
+static int make_map(int32_t **want, const int32_t *have, int32_t n)
+{
+    if (*want != NULL)
+        return OML_OK;
+    if (have == NULL)
+        return OML_EINVAL;
+    *want = oml_hlist_inverse(have, n);
+    return *want ? OML_OK : OML_ENOMEM;
+}
+
+int oml_hlist_keep_maps(oml_hlist *hl, int rows, int pos_of)
+{
+    int rc = rows || pos_of ? OML_OK : OML_EINVAL;
+    if (rc == OML_OK && rows)
+        rc = make_map(&hl->rows, hl->pos_of, hl->n);
+    if (rc == OML_OK && pos_of)
+        rc = make_map(&hl->pos_of, hl->rows, hl->n);
+    if (rc != OML_OK)
+        return rc;
+    if (!rows) {
+        free(hl->rows);
+        hl->rows = NULL;
+    }
+    if (!pos_of) {
+        free(hl->pos_of);
+        hl->pos_of = NULL;
+    }
+    return OML_OK;
 }
 
 /* Centroids trained on every (n / s)-th row, copied out of the columns. */
@@ -282,6 +322,7 @@ static int lay_out(oml_hlist *hl, const float *cols, const int32_t *list_of, flo
             oml__hlist_encode(hl, v, (size_t)hl->pos_of[r0 + i], pq_rows);
         }
     }
+    (void)oml_hlist_keep_maps(hl, 1, 0); /* laid out: a built head scans (rows only) */
     return oml__hlist_finish_lists(hl, pq_rows);
 }
 

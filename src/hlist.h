@@ -51,8 +51,13 @@ typedef struct oml_hlist {
                              many times the rows (calibrated: 2, 4, 8 or 16) */
     float *centroids;     /* (n_lists, emb) unit rows */
     int32_t *list_start;  /* (n_lists + 1) first position of each list */
-    int32_t *rows;        /* (n) the index row at each position */
-    int32_t *pos_of;      /* (n) the position of each index row */
+    /* The two maps between positions and index rows, inverse permutations
+     * of each other: a head keeps the one its search reads
+     * (oml_hlist_keep_maps), 4 bytes a row. */
+    int32_t *rows;        /* (n) the index row at each position: a scan of these
+                             lists reads it (NULL once the head shares a scan) */
+    int32_t *pos_of;      /* (n) the position of each index row: a rescore of
+                             another head's rows reads it (NULL once built) */
     uint16_t *scale;      /* (n) value j of position p in list l is about
                              centroids[l, j] + codes[p, j] * s, s =
                              oml_code8_bf16(scale[p]) (code8.h: 16 bits) */
@@ -131,8 +136,23 @@ int oml_hlist_coder_add(oml_hlist_coder *c, const float *rows, int32_t m);
  * OML_OK or OML_ENOMEM (the coder stays to be freed). */
 int oml_hlist_coder_finish(oml_hlist_coder *c, oml_hlist *out);
 void oml_hlist_coder_free(oml_hlist_coder *c); /* accepts a zeroed one */
-/* The bytes its arrays hold (centroids, codes, product codes, rows, bounds). */
+/* The bytes its arrays hold (centroids, codes, product codes, the maps it
+ * has, bounds). */
 size_t oml_hlist_bytes(const oml_hlist *hl);
+
+/* The inverse of the permutation map (n): a head's rows from its pos_of,
+ * or its pos_of from its rows. Allocated; NULL: out of memory. */
+int32_t *oml_hlist_inverse(const int32_t *map, int32_t n);
+
+/* Keeps those of the two maps asked for (at least one): rows, which a
+ * scan of the head's own lists reads, and pos_of, which a rescore of
+ * another head's rows reads (oml_hlist_rescore). One missing is made from
+ * the other, one not asked for is freed. A build leaves rows only (a
+ * built head scans; the coder's finish and the build need pos_of to lay
+ * the lists out, not after); a calibration makes pos_of for the heads
+ * that may share (index.h). OML_OK, OML_ENOMEM (nothing freed),
+ * OML_EINVAL (none asked for, or neither to make one from). */
+int oml_hlist_keep_maps(oml_hlist *hl, int rows, int pos_of);
 
 /* Frees the scan's first pass (its product codes and codebooks): a head
  * that shares another's scan (shared_from >= 0) rescores that scan's rows
@@ -170,8 +190,9 @@ int32_t oml_hlist_scan(const oml_hlist *hl, const float *q, const int32_t *order
                        const float *dots_c, int32_t n_probe, int32_t exclude,
                        const uint8_t *allow, oml_hlist_keep *keep);
 
-/* Another head's candidates scored by this head's codes: the m rows
- * cand[].row offered to keep as oml_hlist_scan offers its rows. dots_c:
+/* Another head's candidates scored by this head's codes (its pos_of:
+ * oml_hlist_keep_maps): the m rows cand[].row offered to keep as
+ * oml_hlist_scan offers its rows. dots_c:
  * this head's lists' dot products with q (oml_hlist_dots). Returns
  * keep->cnt. A row costs one code read, not a scan. */
 int32_t oml_hlist_rescore(const oml_hlist *hl, const float *q, const float *dots_c,

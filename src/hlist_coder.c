@@ -246,6 +246,8 @@ int oml_hlist_coder_finish(oml_hlist_coder *c, oml_hlist *out)
             rc = blocks_in_place(c);
         }
     }
+    if (rc == OML_OK) /* moved: a built head scans its lists (rows only) */
+        (void)oml_hlist_keep_maps(hl, 1, 0);
     if (rc == OML_OK) /* each list's bounds, the norms as steps (their floats freed) */
         rc = oml__hlist_finish_lists(hl, NULL);
     if (rc == OML_OK)

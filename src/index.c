@@ -409,13 +409,19 @@ int32_t oml_index_topk_lists(const oml_index *ix, int head, const float *q, int3
     if (k <= 0 || ix->hl == NULL)
         return 0;
     /* This head's own codes, every row by its int8 code: no first pass
-     * (hlist.h) drops a row the bound would keep. */
+     * (hlist.h) drops a row the bound would keep. A head that shares
+     * another's scan has no rows of its own (oml_index_drop_unread_maps):
+     * made from its pos_of for this scan. */
     oml_hlist whole = ix->hl[head];
     whole.pq_keep = 0;
+    int32_t *rows = whole.rows || !whole.pos_of ? NULL : oml_hlist_inverse(whole.pos_of, whole.n);
+    if (whole.rows == NULL && (whole.rows = rows) == NULL)
+        return 0;
     int32_t lists = oml_hlist_order(&whole, q, w->order, w->dots);
     oml_hlist_keep keep;
     oml_hlist_keep_init(&keep, w->cand, w->cap, 0, w->lows, k);
     oml_hlist_scan(&whole, q, w->order, w->dots, lists, exclude, allow, &keep);
+    free(rows);
     w->overflow = keep.overflow;
     w->n_cand = 0; /* not a scan a sharing head may take */
     int32_t m = keep_possible(&keep, w->cand);
@@ -619,6 +625,19 @@ size_t oml_index_drop_shared_pq(oml_index *ix)
     for (int h = 0; ix->hl && h < ix->heads; h++)
         if (ix->hl[h].shared_from >= 0)
             freed += oml_hlist_drop_pq(&ix->hl[h]);
+    return freed;
+}
+
+size_t oml_index_drop_unread_maps(oml_index *ix)
+{
+    size_t freed = 0;
+    for (int h = 0; ix->hl && h < ix->heads; h++) {
+        oml_hlist *hl = &ix->hl[h];
+        size_t before = oml_hlist_bytes(hl);
+        int shares = hl->shared_from >= 0;
+        if (oml_hlist_keep_maps(hl, !shares, shares) == OML_OK)
+            freed += before - oml_hlist_bytes(hl);
+    }
     return freed;
 }
 

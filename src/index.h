@@ -155,6 +155,17 @@ int oml_index_calibrate_from(oml_index *ix, double target, int threads,
  * its lists' int8 codes whole. */
 size_t oml_index_drop_shared_pq(oml_index *ix);
 
+/* After the calibration: frees the map between positions and rows that
+ * each head's search no longer reads (oml_hlist_keep_maps): a head that
+ * shares another's scan rescores that scan's rows by their positions and
+ * never reads its rows[]; a head that scans its own lists never reads its
+ * pos_of (a built index has none: the calibration makes them for the
+ * heads that may share). 4 bytes a row and head, 12 MB at a million rows
+ * of three heads. A later calibration makes them again, and
+ * oml_index_topk_lists a sharing head's rows for its scan. Returns the
+ * bytes freed. */
+size_t oml_index_drop_unread_maps(oml_index *ix);
+
 /* Builds an index of all live items of store under snap (takes its own
  * reference on snap), with the exact scan's codes (oml_index_add_codes).
  * OML_ENOMEM; an empty store gives an empty index. The store must not
@@ -370,9 +381,10 @@ int32_t oml_index_topk_near(const oml_index *ix, int head, const float *q, int32
 /* oml_index_topk's answer on an index with lists, also one without float
  * columns (from w->src; without a source, 0 rows): every row of every
  * list scored by this head's own int8 codes (no first pass; also for a
- * head that shares another's scan), and every row they cannot rule out
- * re-ranked exactly (unless w->overflow). Leaves no scan in w for
- * sharing heads. */
+ * head that shares another's scan, whose rows it makes from pos_of for
+ * the scan: 4 bytes a row while it runs), and every row they cannot rule
+ * out re-ranked exactly (unless w->overflow; 0 rows out of memory).
+ * Leaves no scan in w for sharing heads. */
 int32_t oml_index_topk_lists(const oml_index *ix, int head, const float *q, int32_t k,
                              int32_t exclude, const uint8_t *allow, oml_neighbor *out,
                              oml_near_ws *w);

@@ -385,6 +385,17 @@ static int share_wider(cal *c, int h, double target)
     return 0;
 }
 
+/* Both maps a head's search may read while it is calibrated: every head
+ * may scan its own lists (rows), any but head 0 share its scan (pos_of).
+ * A calibrated index may have dropped one (oml_index_drop_unread_maps). */
+static int maps_for_calibration(oml_index *ix)
+{
+    int rc = OML_OK;
+    for (int h = 0; rc == OML_OK && h < ix->heads; h++)
+        rc = oml_hlist_keep_maps(&ix->hl[h], 1, h > 0);
+    return rc;
+}
+
 int oml_index_calibrate_from(oml_index *ix, double target, int threads,
                              const oml_row_source *src)
 {
@@ -415,6 +426,8 @@ int oml_index_calibrate_from(oml_index *ix, double target, int threads,
     int rc = c.qrow && c.Q && c.exact && c.n_exact && c.gone && rank && list_of && need
                  ? OML_OK
                  : OML_ENOMEM;
+    if (rc == OML_OK)
+        rc = maps_for_calibration(ix);
     for (int t = 0; rc == OML_OK && t < c.threads; t++) {
         c.dots[t] = malloc(S * RB * sizeof *c.dots[t]);
         c.approx[t] = malloc(S * CAL_K * sizeof *c.approx[t]);

@@ -194,8 +194,9 @@ int ann_codes_report(const oml_index *ix, int head, const float *Q, int32_t n_q)
     float *a[4];
     int32_t *pos = malloc(n * sizeof *pos), *at_pos = malloc(n * sizeof *at_pos);
     float *scratch = malloc(n * sizeof *scratch);
+    int32_t *pos_of = oml_hlist_inverse(hl->rows, hl->n); /* (a scanning head keeps rows only) */
     int ok = R && c4 && nib && s4 && pq2.cent && pq4.cent && pq2.code && pq4.code && order && ld &&
-             pos && at_pos && scratch;
+             pos && at_pos && scratch && pos_of;
     for (int v = 0; v < 4; v++)
         ok = ok && (a[v] = malloc(n * sizeof(float))) != NULL;
     if (!ok)
@@ -290,7 +291,7 @@ int ann_codes_report(const oml_index *ix, int head, const float *Q, int32_t n_q)
         scanned += m;
         for (int32_t t = 0; t < ne; t++) {
             total++;
-            int32_t p = hl->pos_of[exact[t].row];
+            int32_t p = pos_of[exact[t].row];
             int32_t i = at_pos[p];
             if (i >= m || pos[i] != p)
                 continue; /* its list was not scanned */
@@ -332,6 +333,7 @@ int ann_codes_report(const oml_index *ix, int head, const float *Q, int32_t n_q)
     free(ld);
     free(pos);
     free(at_pos);
+    free(pos_of);
     free(scratch);
     free(wmem);
     return 0;

@@ -166,7 +166,8 @@ static void test_coder_matches_build(void **state)
     assert_memory_equal(coded.centroids, built.centroids, (size_t)L * E * sizeof(float));
     assert_memory_equal(coded.list_start, built.list_start, (L + 1) * sizeof(int32_t));
     assert_memory_equal(coded.rows, built.rows, N * sizeof(int32_t));
-    assert_memory_equal(coded.pos_of, built.pos_of, N * sizeof(int32_t));
+    assert_null(coded.pos_of); /* a built head scans: rows only (oml_hlist_keep_maps) */
+    assert_null(built.pos_of);
     assert_memory_equal(coded.codes, built.codes, (size_t)N * E);
     assert_memory_equal(coded.scale, built.scale, N * sizeof *coded.scale);
     assert_memory_equal(coded.res_q, built.res_q, N);
@@ -443,15 +444,21 @@ static void test_coded_threads_give_the_same_bits(void **state)
 }
 
 /* Head h's k nearest to every 29th item through w (heads in ascending
- * order, as a query searches them), into got (rows of K each). */
-static void search_all(const fx *f, const oml_index *ix, oml_near_ws *w, oml_neighbor *got)
+ * order, as a query searches them), into got (rows of K each): by its
+ * search, or with every_list by every row's code (oml_index_topk_lists). */
+static void search_all(const fx *f, const oml_index *ix, oml_near_ws *w, int every_list,
+                       oml_neighbor *got)
 {
     float q[2 * 4];
     for (int s = 0, at = 0; s < NL; s += 29, at++) {
         assert_int_equal(oml_snapshot_embed(f->snap, f->x[s], 1, q), OML_OK);
-        for (int h = 0; h < ix->heads; h++)
-            oml_index_topk_near(ix, h, q + h * ix->emb, K, -1, -1, NULL,
-                                got + ((size_t)at * ix->heads + (size_t)h) * K, w);
+        for (int h = 0; h < ix->heads; h++) {
+            oml_neighbor *out = got + ((size_t)at * ix->heads + (size_t)h) * K;
+            if (every_list)
+                oml_index_topk_lists(ix, h, q + h * ix->emb, K, -1, NULL, out, w);
+            else
+                oml_index_topk_near(ix, h, q + h * ix->emb, K, -1, -1, NULL, out, w);
+        }
     }
 }
 
@@ -479,7 +486,7 @@ static void test_shared_heads_drop_their_product_codes(void **state)
     oml_near_ws w;
     oml_near_ws_init(&w, coded, K, mem);
     w.src = &f->src;
-    search_all(f, coded, &w, before);
+    search_all(f, coded, &w, 0, before);
     size_t bytes = oml_index_code_bytes(coded), head0 = oml_hlist_bytes(&coded->hl[0]);
     size_t freed = oml_index_drop_shared_pq(coded);
     assert_true(freed > 0);
@@ -488,7 +495,7 @@ static void test_shared_heads_drop_their_product_codes(void **state)
     assert_int_equal(coded->hl[1].pq.m, 0);
     assert_null(coded->hl[1].pq_codes);
     assert_int_equal(coded->hl[1].pq_keep, 0);
-    search_all(f, coded, &w, after);
+    search_all(f, coded, &w, 0, after);
     assert_memory_equal(before, after, (size_t)Q * 2 * K * sizeof *before);
     assert_int_equal(oml_index_drop_shared_pq(coded), 0); /* nothing left to free */
     coded->hl[1].shared_from = -1; /* parted: its own scan of every list, int8 codes whole */
@@ -504,6 +511,92 @@ static void test_shared_heads_drop_their_product_codes(void **state)
     }
     free(before);
     free(after);
+    free(mem);
+    oml_index_destroy(coded);
+}
+
+enum { QS = (NL + 28) / 29, ANSWERS = 2 * QS * 2 * K }; /* search_all's, both ways */
+
+/* Both heads' answers both ways (search_all) into got (ANSWERS). */
+static void answers(const fx *f, const oml_index *ix, oml_near_ws *w, oml_neighbor *got)
+{
+    memset(got, 0, ANSWERS * sizeof *got);
+    search_all(f, ix, w, 0, got);
+    search_all(f, ix, w, 1, got + ANSWERS / 2);
+}
+
+/* The maps of head h as a search that shares a scan (or not) reads them. */
+static void maps_read(const oml_hlist *hl, int shares)
+{
+    assert_true((hl->rows == NULL) == shares);
+    assert_true((hl->pos_of == NULL) == !shares);
+}
+
+/* A head keeps of the two maps between positions and rows the one its
+ * search reads: built, rows only; calibrated, head 1 (which may share)
+ * has pos_of too; dropped (oml_index_drop_unread_maps), a head sharing a
+ * scan keeps pos_of only, one scanning its lists rows only, 4 bytes a
+ * row less, with the same answers, its search's and every list's (a
+ * sharing head's rows made again for the scan). A second calibration
+ * makes the maps again and decides as the first. */
+static void test_heads_keep_only_the_map_they_read(void **state)
+{
+    fx *f = *state;
+    oml_index *coded = coded_index(f, NL);
+    size_t n = (size_t)coded->n;
+    maps_read(&coded->hl[0], 0);
+    maps_read(&coded->hl[1], 0);
+    assert_int_equal(oml_index_calibrate_from(coded, 0.95, 1, &f->src), OML_OK);
+    oml_hlist first[2]; /* what the calibration decided */
+    memcpy(first, coded->hl, sizeof first);
+    maps_read(&coded->hl[0], 0);
+    assert_non_null(coded->hl[1].rows);
+    assert_non_null(coded->hl[1].pos_of);
+    int32_t *rows1 = malloc(n * sizeof *rows1);
+    oml_neighbor *want = malloc(ANSWERS * sizeof *want), *got = malloc(ANSWERS * sizeof *got);
+    void *mem = malloc(oml_near_ws_bytes(coded, K));
+    assert_non_null(rows1);
+    assert_non_null(want);
+    assert_non_null(got);
+    assert_non_null(mem);
+    memcpy(rows1, coded->hl[1].rows, n * sizeof *rows1);
+    oml_near_ws w;
+    oml_near_ws_init(&w, coded, K, mem);
+    w.src = &f->src;
+    answers(f, coded, &w, want);
+    /* head 1 shares head 0's scan, whatever the sample said */
+    coded->hl[0].donor = 4;
+    coded->hl[1].shared_from = 0;
+    coded->hl[1].n_probe = coded->hl[0].n_probe;
+    oml_neighbor *shared = malloc(ANSWERS * sizeof *shared);
+    assert_non_null(shared);
+    answers(f, coded, &w, shared);
+    size_t bytes = oml_index_code_bytes(coded);
+    assert_int_equal(oml_index_drop_unread_maps(coded), n * sizeof(int32_t)); /* head 1's rows */
+    assert_int_equal(oml_index_code_bytes(coded), bytes - n * sizeof(int32_t));
+    maps_read(&coded->hl[0], 0);
+    maps_read(&coded->hl[1], 1);
+    answers(f, coded, &w, got);
+    assert_memory_equal(got, shared, ANSWERS * sizeof *got);
+    assert_int_equal(oml_index_drop_unread_maps(coded), 0); /* nothing left to free */
+    /* calibrated again: the maps it reads made again, the same decisions */
+    assert_int_equal(oml_index_calibrate_from(coded, 0.95, 1, &f->src), OML_OK);
+    assert_memory_equal(coded->hl[1].rows, rows1, n * sizeof *rows1);
+    for (int h = 0; h < 2; h++) {
+        assert_int_equal(coded->hl[h].shared_from, first[h].shared_from);
+        assert_int_equal(coded->hl[h].n_probe, first[h].n_probe);
+        assert_int_equal(coded->hl[h].donor, first[h].donor);
+        assert_int_equal(coded->hl[h].pq_keep, first[h].pq_keep);
+    }
+    assert_int_equal(oml_index_drop_unread_maps(coded), n * sizeof(int32_t)); /* head 1's one */
+    maps_read(&coded->hl[0], 0);
+    maps_read(&coded->hl[1], first[1].shared_from >= 0);
+    answers(f, coded, &w, got);
+    assert_memory_equal(got, want, ANSWERS * sizeof *got);
+    free(rows1);
+    free(want);
+    free(got);
+    free(shared);
     free(mem);
     oml_index_destroy(coded);
 }
@@ -574,6 +667,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_shared_heads_drop_their_product_codes, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_coded_build_skips_product_codes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_heads_keep_only_the_map_they_read, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
