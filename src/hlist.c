@@ -156,7 +156,7 @@ static int train(oml_hlist *hl, const float *cols)
 
 /* The list of every row: argmax over the centroids, GEMM on the columns
  * (A = cols[:, i .. i + m) read transposed, lda n). */
-static int assign(const oml_hlist *hl, const float *cols, int32_t *list_of)
+static int assign(const oml_hlist *hl, const float *cols, uint16_t *list_of)
 {
     size_t n = (size_t)hl->n, L = (size_t)hl->n_lists;
     float *dots = malloc((size_t)CHUNK * L * sizeof *dots);
@@ -167,7 +167,7 @@ static int assign(const oml_hlist *hl, const float *cols, int32_t *list_of)
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasTrans, (int)m, (int)L, hl->emb, 1.0f,
                     cols + i, (int)n, hl->centroids, hl->emb, 0.0f, dots, (int)L);
         for (size_t r = 0; r < m; r++)
-            list_of[i + r] = oml_ivf_first_max(dots + r * L, (int32_t)L);
+            list_of[i + r] = (uint16_t)oml_ivf_first_max(dots + r * L, (int32_t)L);
     }
     free(dots);
     return OML_OK;
@@ -176,7 +176,7 @@ static int assign(const oml_hlist *hl, const float *cols, int32_t *list_of)
 /* The product codes' codebooks, trained on the residuals of a strided
  * sample of rows from their lists' centroids. Nothing (pq.m 0) where the
  * head's width does not fit them. */
-static int train_pq(oml_hlist *hl, const float *cols, const int32_t *list_of)
+static int train_pq(oml_hlist *hl, const float *cols, const uint16_t *list_of)
 {
     size_t n = (size_t)hl->n, e = (size_t)hl->emb;
     if (!oml_pq4_fits(hl->emb))
@@ -198,8 +198,10 @@ static int train_pq(oml_hlist *hl, const float *cols, const int32_t *list_of)
 
 void oml__hlist_encode(oml_hlist *hl, const float *v, size_t p, uint8_t *pq_rows)
 {
-    hl->scale[p] = oml_code8_encode(v, hl->emb, hl->codes + p * (size_t)hl->emb, &hl->res_norm[p],
-                                    &hl->code_err[p]);
+    float norm, err;
+    hl->scale[p] = oml_code8_encode(v, hl->emb, hl->codes + p * (size_t)hl->emb, &norm, &err);
+    hl->res_norm[p] = oml_code8_bf16_up(norm); /* upper bounds: rounded up */
+    hl->code_err[p] = oml_code8_bf16_up(err);
     if (pq_rows == NULL)
         return;
     uint8_t pc[OML_PQ4_MAX_EMB / OML_PQ4_DSUB];
@@ -208,7 +210,7 @@ void oml__hlist_encode(oml_hlist *hl, const float *v, size_t p, uint8_t *pq_rows
         pq_rows[p * (size_t)(hl->pq.m / 2) + (size_t)(j / 2)] = (uint8_t)(pc[j] | pc[j + 1] << 4);
 }
 
-int oml__hlist_group(oml_hlist *hl, const int32_t *list_of, int blocks)
+int oml__hlist_group(oml_hlist *hl, const uint16_t *list_of, int blocks)
 {
     int32_t *pos_of = hl->pos_of, *at = hl->list_start;
     size_t n = (size_t)hl->n, L = (size_t)hl->n_lists;
@@ -279,15 +281,16 @@ int oml__hlist_finish_lists(oml_hlist *hl, const uint8_t *pq_rows)
     for (int32_t l = 0; l < hl->n_lists; l++) {
         float rm = 0.0f, em = 0.0f;
         for (int32_t p = at[l]; p < at[l + 1]; p++) {
-            rm = hl->res_norm[p] > rm ? hl->res_norm[p] : rm;
-            em = hl->code_err[p] > em ? hl->code_err[p] : em;
+            float r = oml_code8_bf16(hl->res_norm[p]), e = oml_code8_bf16(hl->code_err[p]);
+            rm = r > rm ? r : rm;
+            em = e > em ? e : em;
         }
         hl->list_res_max[l] = reachable(rm);
         hl->list_err_max[l] = reachable(em);
         float rs = oml_hlist_step(hl->list_res_max[l]), es = oml_hlist_step(hl->list_err_max[l]);
         for (int32_t p = at[l]; p < at[l + 1]; p++) {
-            hl->res_q[p] = steps_up(hl->res_norm[p], rs);
-            hl->err_q[p] = steps_up(hl->code_err[p], es);
+            hl->res_q[p] = steps_up(oml_code8_bf16(hl->res_norm[p]), rs);
+            hl->err_q[p] = steps_up(oml_code8_bf16(hl->code_err[p]), es);
         }
     }
     free(hl->res_norm);
@@ -302,7 +305,7 @@ int oml__hlist_finish_lists(oml_hlist *hl, const uint8_t *pq_rows)
  * order into rows (t), and each row's code is written whole to its
  * position; its product codes likewise into pq_rows (by position), then
  * into their blocks. */
-static int lay_out(oml_hlist *hl, const float *cols, const int32_t *list_of, float *t,
+static int lay_out(oml_hlist *hl, const float *cols, const uint16_t *list_of, float *t,
                    uint8_t *pq_rows)
 {
     int rc = oml__hlist_group(hl, list_of, 1);
@@ -329,7 +332,8 @@ static int lay_out(oml_hlist *hl, const float *cols, const int32_t *list_of, flo
 int oml_hlist_build(oml_hlist *hl, const float *cols, int32_t n, int32_t emb, int32_t n_lists)
 {
     memset(hl, 0, sizeof *hl);
-    if (cols == NULL || emb < 1 || emb > OML_HLIST_MAX_EMB || n_lists < 1 || n < n_lists)
+    if (cols == NULL || emb < 1 || emb > OML_HLIST_MAX_EMB || n_lists < 1 ||
+        n_lists > OML_HLIST_MAX_LISTS || n < n_lists)
         return OML_EINVAL;
     *hl = (oml_hlist){.n_lists = n_lists, .emb = emb, .n = n, .n_probe = (n_lists + 3) / 4,
                       .shared_from = -1};
@@ -344,7 +348,7 @@ int oml_hlist_build(oml_hlist *hl, const float *cols, int32_t n, int32_t emb, in
     hl->code_err = malloc(N * sizeof *hl->code_err);
     hl->list_res_max = malloc(L * sizeof *hl->list_res_max);
     hl->list_err_max = malloc(L * sizeof *hl->list_err_max);
-    int32_t *list_of = malloc(N * sizeof *list_of);
+    uint16_t *list_of = malloc(N * sizeof *list_of);
     float *t = malloc((size_t)CHUNK * e * sizeof *t);
     int rc = hl->centroids && hl->list_start && hl->rows && hl->scale && hl->codes && list_of &&
                      hl->pos_of && t &&

@@ -72,8 +72,9 @@ typedef struct oml_hlist {
     uint8_t *err_q;       /* (n) */
     float *list_res_max;  /* (n_lists) each list's largest ||residual|| and code error, */
     float *list_err_max;  /* rounded up so that 255 steps reach it */
-    float *res_norm;      /* (n) while built only (NULL after): the floats the bytes */
-    float *code_err;      /* above are rounded up from */
+    uint16_t *res_norm;   /* (n) while built only (NULL after): the norms the bytes */
+    uint16_t *code_err;   /* above are rounded up from, themselves rounded up to 16
+                             bits (oml_code8_bf16_up: within 2^-7 above the floats) */
     /* The scan's first pass (pq4.h): the same residuals as 4-bit product
      * codes, each list's positions in blocks of OML_PQ4_BLOCK (its last
      * one padded). pq.m 0: none (emb not a multiple of 4, or above
@@ -98,15 +99,20 @@ static inline float oml_hlist_step(float max)
 #define OML_HLIST_PQ_KEEP 1024
 #define OML_HLIST_PQ_MAX_KEEP 4096
 
+/* The most lists a head has: a row's list is 16 bits while its lists are
+ * built (oml_hlist_lists_for gives at most 4096). */
+#define OML_HLIST_MAX_LISTS UINT16_MAX
+
 /* Lists for a head of n rows: about sqrt(n) / 2, within [16, 4096]. Many
  * small lists let a query scan few rows; assigning the rows costs n x
  * lists x emb multiply-adds per head when the index is built. */
 int32_t oml_hlist_lists_for(size_t n);
 
 /* Builds hl over the head whose values are cols (emb, n; value j of row r
- * at cols[j * n + r]), with n_lists lists (n >= n_lists >= 1, emb <=
- * OML_HLIST_MAX_EMB). n_probe starts at a quarter of the lists, with its
- * own scan. OML_OK, OML_EINVAL, OML_ENOMEM (hl is then empty). */
+ * at cols[j * n + r]), with n_lists lists (n >= n_lists >= 1, n_lists <=
+ * OML_HLIST_MAX_LISTS, emb <= OML_HLIST_MAX_EMB). n_probe starts at a
+ * quarter of the lists, with its own scan. OML_OK, OML_EINVAL, OML_ENOMEM
+ * (hl is then empty). */
 int oml_hlist_build(oml_hlist *hl, const float *cols, int32_t n, int32_t emb, int32_t n_lists);
 void oml_hlist_free(oml_hlist *hl); /* accepts a zeroed one */
 
@@ -115,15 +121,17 @@ void oml_hlist_free(oml_hlist *hl); /* accepts a zeroed one */
  * order, a block at a time as they are embedded, and grouped by list at
  * the end. Given the rows the build samples, the same centroids, lists
  * and int8 codes (its product codebooks come from the sample's residuals,
- * not the rows': test_hlist_coder). Memory: the lists' own bytes, and 16
- * bytes a row more while coding. */
+ * not the rows': test_hlist_coder). Memory: the lists' own bytes, and 6
+ * bytes a row more while coding (16-bit norms and list), 10 while the
+ * rows are grouped. */
 typedef struct oml_hlist_coder {
     oml_hlist hl;       /* centroids and codebooks; codes, scales and norms by row */
-    int32_t *list_of;   /* (cap) each row's list */
+    uint16_t *list_of;  /* (cap) each row's list */
     uint8_t *pq_rows;   /* (cap, pq.m / 2) each row's product codes */
     size_t cap;         /* rows the arrays have room for */
 } oml_hlist_coder;
-/* Trains on sample (s unit rows of emb, row-major; s >= n_lists), with
+/* Trains on sample (s unit rows of emb, row-major; s >= n_lists, n_lists
+ * <= OML_HLIST_MAX_LISTS), with
  * room for about `expect` rows. with_pq 0: no product codes (the lists
  * of a head expected to share another's scan, which never reads them:
  * oml_hlist_drop_pq). OML_OK, OML_EINVAL, OML_ENOMEM (then freed). */

@@ -54,7 +54,7 @@ static int room_code_rows(oml_hlist *hl, size_t cap)
     return rc;
 }
 
-/* Those and the norms (floats until the lists are finished) sized to cap rows. */
+/* Those and the norms (16-bit bounds until the lists are finished) sized to cap rows. */
 static int room_codes(oml_hlist *hl, size_t cap)
 {
     int rc = room_code_rows(hl, cap);
@@ -107,7 +107,7 @@ int oml_hlist_coder_init(oml_hlist_coder *c, const float *sample, size_t s, int3
 {
     memset(c, 0, sizeof *c);
     if (sample == NULL || emb < 1 || emb > OML_HLIST_MAX_EMB || n_lists < 1 ||
-        s < (size_t)n_lists)
+        n_lists > OML_HLIST_MAX_LISTS || s < (size_t)n_lists)
         return OML_EINVAL;
     oml_hlist *hl = &c->hl;
     *hl = (oml_hlist){.n_lists = n_lists, .emb = emb, .n_probe = (n_lists + 3) / 4,
@@ -141,18 +141,21 @@ int oml_hlist_coder_add(oml_hlist_coder *c, const float *rows, int32_t m)
         return OML_EINVAL;
     if (n + (size_t)m > c->cap && room(c, n + (size_t)m + (n + (size_t)m) / 8 + 1024) != OML_OK)
         return OML_ENOMEM;
-    int rc = oml_ivf_assign(rows, (size_t)m, hl->emb, hl->centroids, hl->n_lists, c->list_of + n);
-    if (rc != OML_OK)
-        return rc;
+    int32_t *of = malloc((size_t)m * sizeof *of); /* the block's lists, kept in 16 bits */
+    int rc = of ? oml_ivf_assign(rows, (size_t)m, hl->emb, hl->centroids, hl->n_lists, of)
+                : OML_ENOMEM;
     float v[OML_HLIST_MAX_EMB];
-    for (size_t i = 0; i < (size_t)m; i++) {
-        const float *x = rows + i * e, *ctr = hl->centroids + (size_t)c->list_of[n + i] * e;
+    for (size_t i = 0; rc == OML_OK && i < (size_t)m; i++) {
+        const float *x = rows + i * e, *ctr = hl->centroids + (size_t)of[i] * e;
         for (size_t j = 0; j < e; j++)
             v[j] = x[j] - ctr[j];
         oml__hlist_encode(hl, v, n + i, c->pq_rows);
+        c->list_of[n + i] = (uint16_t)of[i];
     }
-    hl->n = (int32_t)(n + (size_t)m);
-    return OML_OK;
+    free(of);
+    if (rc == OML_OK)
+        hl->n = (int32_t)(n + (size_t)m);
+    return rc;
 }
 
 /* Moves each row's element (elem bytes) of the row-ordered array a to

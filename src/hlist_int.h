@@ -15,7 +15,7 @@ void oml__hlist_encode(oml_hlist *hl, const float *v, size_t p, uint8_t *pq_rows
  * start (blk_start: a list of c positions takes ceil(c / 32)), with the
  * blocks themselves allocated (zeroed) when `blocks`. OML_OK or
  * OML_ENOMEM. */
-int oml__hlist_group(oml_hlist *hl, const int32_t *list_of, int blocks);
+int oml__hlist_group(oml_hlist *hl, const uint16_t *list_of, int blocks);
 
 /* The product codes (m, one a subspace) of a position packed two a byte
  * (row: m / 2 bytes), as oml__hlist_encode packs them. */

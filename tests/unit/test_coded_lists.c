@@ -123,13 +123,43 @@ static oml_index *column_index(const fx *f)
     return ix;
 }
 
+/* ||x - ctr|| and ||x - ctr - code * sc|| of a row x (E), in double. */
+static void norms_of(const float *x, const float *ctr, const int8_t *code, double sc, int E,
+                     double *res, double *err)
+{
+    *res = *err = 0.0;
+    for (int j = 0; j < E; j++) {
+        double v = (double)x[j] - ctr[j], d = v - (double)code[j] * sc;
+        *res += v * v;
+        *err += d * d;
+    }
+    *res = sqrt(*res);
+    *err = sqrt(*err);
+}
+
+/* While the coder codes, each row's norms are 16-bit upper bounds of its
+ * floats, within 2^-7 above them (the encoder's floats: within rounding
+ * of these). */
+static void coder_norms_bound(const oml_hlist_coder *c, const float *rows)
+{
+    const oml_hlist *hl = &c->hl;
+    int E = hl->emb;
+    for (int32_t i = 0; i < hl->n; i++) {
+        double res, err;
+        norms_of(rows + (size_t)i * E, hl->centroids + (size_t)c->list_of[i] * E,
+                 hl->codes + (size_t)i * E, oml_code8_bf16(hl->scale[i]), E, &res, &err);
+        float r16 = oml_code8_bf16(hl->res_norm[i]), e16 = oml_code8_bf16(hl->code_err[i]);
+        assert_true(r16 >= res * (1.0 - 0x1p-22) && r16 <= res * (1.0 + 0x1p-7) * (1.0 + 0x1p-22));
+        assert_true(e16 >= err * (1.0 - 0x1p-22) && e16 <= err * (1.0 + 0x1p-7) * (1.0 + 0x1p-22));
+    }
+}
+
 /* Given the rows oml_hlist_build trains on, the coder's lists are the
  * build's: centroids, grouping, int8 codes, norms and bounds, bit for bit,
- * whatever the blocks the rows come in. */
-static void test_coder_matches_build(void **state)
+ * whatever the blocks the rows come in; with L lists (past 256: a row's
+ * list is 16 bits while its lists are built). */
+static void coder_matches_build(int32_t N, int32_t E, int32_t L)
 {
-    (void)state;
-    enum { N = 4000, E = 16, L = 24 };
     float *cols = malloc((size_t)N * E * sizeof *cols), *rows = malloc((size_t)N * E * sizeof *rows);
     assert_non_null(cols);
     assert_non_null(rows);
@@ -155,9 +185,10 @@ static void test_coder_matches_build(void **state)
         memcpy(sample + i * E, rows + i * N / s * E, E * sizeof *sample);
     oml_hlist_coder c;
     assert_int_equal(oml_hlist_coder_init(&c, sample, s, E, L, 100, 1), OML_OK);
-    const int32_t blocks[] = {1, 1000, 7, 2991, 1};
+    const int32_t blocks[] = {1, N / 4, 7, N - N / 4 - 9, 1};
     for (int i = 0, at = 0; i < 5; at += blocks[i++])
         assert_int_equal(oml_hlist_coder_add(&c, rows + (size_t)at * E, blocks[i]), OML_OK);
+    coder_norms_bound(&c, rows);
     oml_hlist coded;
     assert_int_equal(oml_hlist_coder_finish(&c, &coded), OML_OK);
     assert_int_equal(coded.n, N);
@@ -172,7 +203,7 @@ static void test_coder_matches_build(void **state)
     assert_memory_equal(coded.scale, built.scale, N * sizeof *coded.scale);
     assert_memory_equal(coded.res_q, built.res_q, N);
     assert_memory_equal(coded.err_q, built.err_q, N);
-    assert_null(coded.res_norm); /* the floats are gone once they are steps */
+    assert_null(coded.res_norm); /* the 16-bit norms are gone once they are steps */
     assert_null(coded.code_err);
     assert_memory_equal(coded.list_res_max, built.list_res_max, L * sizeof(float));
     assert_memory_equal(coded.list_err_max, built.list_err_max, L * sizeof(float));
@@ -182,26 +213,21 @@ static void test_coder_matches_build(void **state)
     assert_int_equal(coded.pq_keep, built.pq_keep);
     assert_true(oml_hlist_bytes(&coded) == oml_hlist_bytes(&built));
     /* Each position's norms are kept as the fewest steps of its list that
-     * reach them (the slack they give is never below the float's), and
-     * 255 steps reach the list's largest. */
+     * reach their 16-bit bounds (the slack they give is never below the
+     * float's, nor a step above the bound), and 255 steps reach the
+     * list's largest. */
     for (int32_t l = 0; l < L; l++) {
         float rs = oml_hlist_step(coded.list_res_max[l]), es = oml_hlist_step(coded.list_err_max[l]);
         for (int32_t p = coded.list_start[l]; p < coded.list_start[l + 1]; p++) {
-            int32_t row = coded.rows[p];
-            double res = 0.0, err = 0.0, sc = oml_code8_bf16(coded.scale[p]);
-            for (int j = 0; j < E; j++) {
-                double v = (double)rows[row * E + j] - coded.centroids[l * E + j];
-                double d = v - (double)coded.codes[(size_t)p * E + j] * sc;
-                res += v * v;
-                err += d * d;
-            }
-            /* (the encoder's floats: within rounding of these) */
-            float fr = (float)sqrt(res) * (1.0f - 1e-5f) - 1e-7f;
-            float fe = (float)sqrt(err) * (1.0f - 1e-5f) - 1e-7f;
+            double res, err;
+            norms_of(rows + (size_t)coded.rows[p] * E, coded.centroids + (size_t)l * E,
+                     coded.codes + (size_t)p * E, oml_code8_bf16(coded.scale[p]), E, &res, &err);
+            float fr = (float)res * (1.0f - 1e-5f) - 1e-7f;
+            float fe = (float)err * (1.0f - 1e-5f) - 1e-7f;
             assert_true((float)coded.res_q[p] * rs >= fr);
             assert_true((float)coded.err_q[p] * es >= fe);
-            assert_true((float)coded.res_q[p] * rs <= fr + rs * 1.01f + 1e-6f);
-            assert_true((float)coded.err_q[p] * es <= fe + es * 1.01f + 1e-6f);
+            assert_true((float)coded.res_q[p] * rs <= fr * (1.0f + 0x1p-7f) + rs * 1.01f + 1e-6f);
+            assert_true((float)coded.err_q[p] * es <= fe * (1.0f + 0x1p-7f) + es * 1.01f + 1e-6f);
             assert_true(255.0f * rs >= fr && 255.0f * es >= fe);
         }
     }
@@ -214,8 +240,8 @@ static void test_coder_matches_build(void **state)
         const uint8_t *blk = coded.pq_codes + (size_t)coded.blk_start[l] * bb;
         for (int32_t i = 0; i < cnt; i++) {
             int32_t row = coded.rows[first + i];
-            float v[E];
-            uint8_t want[E / OML_PQ4_DSUB];
+            float v[OML_HLIST_MAX_EMB];
+            uint8_t want[OML_PQ4_MAX_EMB / OML_PQ4_DSUB];
             for (int j = 0; j < E; j++)
                 v[j] = rows[row * E + j] - coded.centroids[l * E + j];
             oml_pq4_codes(&coded.pq, v, want);
@@ -238,7 +264,15 @@ static void test_coder_matches_build(void **state)
     free(rows);
 }
 
-/* A sample smaller than the lists, or a bad width, is refused. */
+static void test_coder_matches_build(void **state)
+{
+    (void)state;
+    coder_matches_build(4000, 16, 24);
+    coder_matches_build(300 * OML_HLIST_SAMPLE_PER_LIST, 8, 300); /* lists past 8 bits */
+}
+
+/* A sample smaller than the lists, a bad width, or more lists than a
+ * row's 16-bit list names, is refused (before the sample is read). */
 static void test_coder_refuses_a_short_sample(void **state)
 {
     (void)state;
@@ -247,6 +281,9 @@ static void test_coder_refuses_a_short_sample(void **state)
     assert_int_equal(oml_hlist_coder_init(&c, sample, 8, 4, 9, 100, 1), OML_EINVAL);
     assert_int_equal(oml_hlist_coder_init(&c, sample, 8, 0, 2, 100, 1), OML_EINVAL);
     assert_int_equal(oml_hlist_coder_init(&c, NULL, 8, 4, 2, 100, 1), OML_EINVAL);
+    assert_int_equal(oml_hlist_coder_init(&c, sample, (size_t)OML_HLIST_MAX_LISTS + 1, 1,
+                                          OML_HLIST_MAX_LISTS + 1, 100, 1),
+                     OML_EINVAL);
 }
 
 /* Every row's exact k nearest in every head, as the column index's exact

@@ -653,6 +653,9 @@ static void test_lists_bad_input(void **state)
     assert_int_equal(oml_hlist_build(&hl, NULL, 4, 8, 1), OML_EINVAL);
     assert_int_equal(oml_hlist_build(&hl, cols, 4, 0, 1), OML_EINVAL);
     assert_int_equal(oml_hlist_build(&hl, cols, 4, OML_HLIST_MAX_EMB + 1, 1), OML_EINVAL);
+    /* more lists than a row's 16-bit list names (refused before cols is read) */
+    assert_int_equal(oml_hlist_build(&hl, cols, OML_HLIST_MAX_LISTS + 1, 1, OML_HLIST_MAX_LISTS + 1),
+                     OML_EINVAL);
     oml_hlist_free(&hl); /* zeroed: fine */
     assert_int_equal(oml_hlist_lists_for(0), 16);
     assert_int_equal(oml_hlist_lists_for(1000000), 500);
