@@ -121,7 +121,7 @@ void oml_hlist_free(oml_hlist *hl); /* accepts a zeroed one */
  * order, a block at a time as they are embedded, and grouped by list at
  * the end. Given the rows the build samples, the same centroids, lists
  * and int8 codes (its product codebooks come from the sample's residuals,
- * not the rows': test_hlist_coder). Memory: the lists' own bytes, and 6
+ * not the rows': test_coded_lists). Memory: the lists' own bytes, and 6
  * bytes a row more while coding (16-bit norms and list), 10 while the
  * rows are grouped. */
 typedef struct oml_hlist_coder {
