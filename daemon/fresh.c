@@ -51,10 +51,15 @@ static int gather(const omld_query_ctx *q, const omld_view *v, const float *x, i
     return OML_OK;
 }
 
-static int32_t candidates_per_head(const omld_query_ctx *q, int32_t ranked)
+#define CANDIDATES_PER_K 10  /* rerank_candidates is for this many neighbours, */
+#define CANDIDATES_MIN_K 5   /* and below this many they stay as for this many */
+
+int32_t omld_fresh_candidates(const omld_query_ctx *q, int32_t ranked)
 {
-    int32_t k_c = (int32_t)q->lim->rerank_k;
-    return k_c > ranked ? k_c : ranked;
+    int64_t per = ranked > CANDIDATES_MIN_K ? ranked : CANDIDATES_MIN_K;
+    int64_t k_c = (int64_t)q->lim->rerank_k * per / CANDIDATES_PER_K;
+    k_c = k_c < OML_SERVE_MAX_K ? k_c : OML_SERVE_MAX_K;
+    return k_c > ranked ? (int32_t)k_c : ranked;
 }
 
 int omld_fresh_classify(const omld_query_ctx *q, const omld_view *v, const float *x, int32_t k,
@@ -62,7 +67,7 @@ int omld_fresh_classify(const omld_query_ctx *q, const omld_view *v, const float
                         oml_diag *d)
 {
     oml_rerank_set c;
-    int rc = gather(q, v, x, candidates_per_head(q, k), exclude_row, allow, &c, d);
+    int rc = gather(q, v, x, omld_fresh_candidates(q, k), exclude_row, allow, &c, d);
     if (rc == OML_OK)
         rc = oml_classify_among(v->ix, v->fresh, x, k, &c, out, d);
     free((void *)c.rows);
@@ -76,7 +81,7 @@ int omld_fresh_retrieve(const omld_query_ctx *q, const omld_view *v, const float
 {
     oml_rerank_set c;
     int32_t ranked = k + (opts ? opts->offset : 0);
-    int rc = gather(q, v, x, candidates_per_head(q, ranked), exclude_row,
+    int rc = gather(q, v, x, omld_fresh_candidates(q, ranked), exclude_row,
                     opts ? opts->allow : NULL, &c, d);
     if (rc == OML_OK)
         rc = oml_retrieve_among(v->ix, v->fresh, x, k, &c, opts, out, n_out, d);

@@ -9,6 +9,16 @@
 #include "query.h"
 #include "rerank.h"
 
+/* The candidates per head a fresh view's query of `ranked` neighbours (k
+ * + offset) re-ranks: rerank_candidates (q->lim->rerank_k) for 10, in
+ * proportion for more, and as for 5 below that; at least ranked, at most
+ * OML_SERVE_MAX_K. At 1M items a query's largest cost is re-embedding
+ * them, and the share of the exact neighbours found follows the
+ * candidates a neighbour asked for: 16 for k = 5 found 0.964 of them as 32
+ * for k = 10 found 0.953-0.967, where a flat 32 for every k spent twice
+ * that on a classify (k 5). */
+int32_t omld_fresh_candidates(const omld_query_ctx *q, int32_t ranked);
+
 /* allow (n, NULL: every row) as oml_retrieve_opts.allow: only those rows vote. */
 int omld_fresh_classify(const omld_query_ctx *q, const omld_view *v, const float *x, int32_t k,
                         int32_t exclude_row, const uint8_t *allow, oml_classification *out,

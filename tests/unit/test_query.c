@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fresh.h"
 #include "query.h"
 #include "rng.h"
 #include "serve.h"
@@ -683,6 +684,25 @@ static void test_fresh_view_reranks(void **state)
     oml_index_destroy(exact);
 }
 
+/* A fresh view's candidates a head follow the neighbours asked for:
+ * rerank_candidates for 10, in proportion above, as for 5 below; never
+ * fewer than asked, never past the serving limit. */
+static void test_fresh_candidates(void **state)
+{
+    fx *f = *state;
+    f->lim.rerank_k = 32;
+    assert_int_equal(omld_fresh_candidates(&f->q, 10), 32);
+    assert_int_equal(omld_fresh_candidates(&f->q, 20), 64);
+    assert_int_equal(omld_fresh_candidates(&f->q, 5), 16);
+    assert_int_equal(omld_fresh_candidates(&f->q, 1), 16);
+    assert_int_equal(omld_fresh_candidates(&f->q, OML_SERVE_MAX_K), OML_SERVE_MAX_K);
+    assert_int_equal(omld_fresh_candidates(&f->q, 1000), 3200);
+    assert_int_equal(omld_fresh_candidates(&f->q, 6000), OML_SERVE_MAX_K);
+    f->lim.rerank_k = 1;
+    assert_int_equal(omld_fresh_candidates(&f->q, 5), 5);
+    assert_int_equal(omld_fresh_candidates(&f->q, 200), 200);
+}
+
 static void test_embed(void **state)
 {
     fx *f = *state;
@@ -1280,6 +1300,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_retrieve_filtered, setup, teardown),
         cmocka_unit_test_setup_teardown(test_retrieve_after_delete, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fresh_view_reranks, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fresh_candidates, setup, teardown),
         cmocka_unit_test_setup_teardown(test_embed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_get_items, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unknown_id, setup, teardown),
