@@ -56,6 +56,7 @@ struct omld_views {
     oml_index_builder builder; /* indexer thread only: its buffers kept between builds */
     size_t keep_builder;        /* ... while they hold at most this (omld_views_keep_builder) */
     oml_projcache projections;  /* indexer thread only: inputs on the basis between builds */
+    oml_probe_history probes;   /* indexer thread only: the calibrations' lists a head */
     atomic_int nice;            /* the indexer's nice above the process's (omld_views_set_nice) */
     int nice_set;               /* indexer thread only: the nice it last applied */
     uint64_t pending_ns;
@@ -382,6 +383,8 @@ static int index_build(omld_views *vs, oml_snapshot *snap, omld_store_lock *lock
         oml_row_source src;
         omld_fresh_rows(&q, &src);
         oml_index_calibrate_from(*out, atomic_load(&vs->target_recall), threads, &src);
+        if (lock) /* the indexer's rebuilds: one calibration is 64 queries (index.h) */
+            oml_index_smooth_probes(*out, &vs->probes);
         oml_index_drop_shared_pq(*out);
         oml_index_drop_unread_maps(*out); /* 12 MB at 1M items, in each index a rebuild holds */
     } else if (rc == OML_OK) {

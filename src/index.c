@@ -628,6 +628,30 @@ size_t oml_index_drop_shared_pq(oml_index *ix)
     return freed;
 }
 
+void oml_index_smooth_probes(oml_index *ix, oml_probe_history *hist)
+{
+    if (ix->hl == NULL || ix->heads > OML_MAX_LAYERS + 1)
+        return;
+    if (hist->n_lists != ix->n_lists) {
+        memset(hist, 0, sizeof *hist);
+        hist->n_lists = ix->n_lists;
+    }
+    for (int h = 0; h < ix->heads; h++)
+        hist->n_probe[hist->next][h] = ix->hl[h].n_probe;
+    hist->next = (hist->next + 1) % OML_PROBE_HISTORY;
+    hist->n += hist->n < OML_PROBE_HISTORY;
+    for (int h = 0; h < ix->heads; h++) {
+        int64_t sum = 0;
+        for (int32_t i = 0; i < hist->n; i++)
+            sum += hist->n_probe[i][h];
+        int32_t mean = (int32_t)((sum + hist->n - 1) / hist->n);
+        ix->hl[h].n_probe = mean < 1 ? 1 : mean > ix->n_lists ? ix->n_lists : mean;
+    }
+    for (int h = 1; h < ix->heads; h++) /* a shared scan is its donor's */
+        if (ix->hl[h].shared_from >= 0)
+            ix->hl[h].n_probe = ix->hl[ix->hl[h].shared_from].n_probe;
+}
+
 size_t oml_index_drop_unread_maps(oml_index *ix)
 {
     size_t freed = 0;

@@ -149,6 +149,24 @@ int oml_index_calibrate_threads(oml_index *ix, double target, int threads);
 int oml_index_calibrate_from(oml_index *ix, double target, int threads,
                              const oml_row_source *src);
 
+/* The lists a query scans, smoothed over rebuilds: each calibration
+ * measures them on 64 queries, and at a million items a head's count
+ * moved 10 -> 24 -> 18 between consecutive rebuilds of the same store at
+ * the same sample recall (0.986), the recall of omld-bench's queries
+ * with it from 0.92 to 0.975. A caller that rebuilds keeps a history
+ * and, after each calibration, has every head scan the mean of its last
+ * OML_PROBE_HISTORY calibrated counts (rounded up; a head that shares
+ * another's scan takes that head's). It starts afresh when the number of
+ * lists changes (the index grew into another size). */
+#define OML_PROBE_HISTORY 4
+typedef struct oml_probe_history {
+    int32_t n_lists;                                   /* of the indexes it holds counts of */
+    int32_t n;                                         /* counts held (at most the history) */
+    int32_t next;                                      /* where the next goes */
+    int32_t n_probe[OML_PROBE_HISTORY][OML_MAX_LAYERS + 1]; /* calibrated, per head */
+} oml_probe_history;
+void oml_index_smooth_probes(oml_index *ix, oml_probe_history *hist);
+
 /* After the calibration: frees the product codes of every head that
  * shares another's scan (oml_hlist_drop_pq), and returns the bytes freed.
  * A later calibration that parts the heads leaves such a head scanning

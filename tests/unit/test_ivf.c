@@ -331,6 +331,56 @@ static void test_calibration_for_new_items(void **state)
     }
 }
 
+/* Rebuilds scan the mean of the last calibrations' lists a head, rounded
+ * up (by hand: 24; 24, 10 -> 17; 24, 10, 18 -> 18; then 24, 10, 18, 9 ->
+ * 16 and the fifth drops the first), a sharing head its donor's; an
+ * index with another number of lists starts afresh. */
+static void test_probes_smoothed_over_rebuilds(void **state)
+{
+    (void)state;
+    enum { N = 8000 };
+    oml_snapshot *s = oml_test_snapshot(0, 6, 10, 5, NULL, (const float[]){1.0f}, 9);
+    assert_non_null(s);
+    oml_store *st;
+    oml_index *ix = lists_index_of(s, &st, N, 21, 0);
+    assert_true(ix->heads == 1 && ix->n_lists >= 24);
+    oml_probe_history hist = {0};
+    const int32_t calibrated[] = {24, 10, 18, 9, 30}, want[] = {24, 17, 18, 16, 17};
+    for (int i = 0; i < 5; i++) {
+        ix->hl[0].n_probe = calibrated[i];
+        oml_index_smooth_probes(ix, &hist);
+        assert_int_equal(ix->hl[0].n_probe, want[i]);
+    }
+    int32_t lists = ix->n_lists;
+    ix->n_lists = lists - 1; /* another size: afresh */
+    ix->hl[0].n_probe = 5;
+    oml_index_smooth_probes(ix, &hist);
+    assert_int_equal(ix->hl[0].n_probe, 5);
+    ix->n_lists = lists;
+    oml_index_destroy(ix);
+    oml_store_destroy(st);
+    oml_snapshot_release(s);
+
+    /* two heads, the second on the first's scan */
+    s = oml_test_snapshot(1, 6, 10, 5, NULL, (const float[]){0.5f, 0.5f}, 9);
+    assert_non_null(s);
+    ix = lists_index_of(s, &st, N, 21, 0);
+    assert_int_equal(ix->heads, 2);
+    memset(&hist, 0, sizeof hist);
+    ix->hl[1].shared_from = 0;
+    const int32_t head0[] = {20, 11}, head1[] = {3, 3};
+    for (int i = 0; i < 2; i++) {
+        ix->hl[0].n_probe = head0[i];
+        ix->hl[1].n_probe = head1[i];
+        oml_index_smooth_probes(ix, &hist);
+    }
+    assert_int_equal(ix->hl[0].n_probe, 16);
+    assert_int_equal(ix->hl[1].n_probe, 16);
+    oml_index_destroy(ix);
+    oml_store_destroy(st);
+    oml_snapshot_release(s);
+}
+
 /* The lists and codes by brute force; every list scanned is the full
  * scan; classification and retrieval go through the lists. */
 static void test_index_with_lists(void **state)
@@ -836,6 +886,7 @@ int main(void)
         cmocka_unit_test(test_index_with_lists),
         cmocka_unit_test(test_calibrated_search),
         cmocka_unit_test(test_calibration_for_new_items),
+        cmocka_unit_test(test_probes_smoothed_over_rebuilds),
         cmocka_unit_test(test_shared_scan),
         cmocka_unit_test(test_wider_shared_scan),
         cmocka_unit_test(test_calibration_widens_first_pass),
