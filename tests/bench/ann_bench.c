@@ -30,6 +30,11 @@
  * faiss's exact search and HNSW (ann_faiss.h; the Python faiss).
  * With --graph, then an HNSW graph per head against the lists, and both
  * after the model moves on (ann_graph.h; it learns more triplets).
+ * With --sweep, then the lists calibrated for several targets in turn and
+ * what the queries find at each (ann_sweep.h).
+ * --model FILE: a daemon's model (omlctl export-model, or omld-bench with
+ * OMLD_BENCH_MODEL_OUT=FILE) instead of T triplets learned here; with
+ * --newer FILE, --sweep also serves that later model over this index.
  * Prints a readable report and, last, one JSON line. */
 #include <math.h>
 #include <stdio.h>
@@ -41,6 +46,7 @@
 #include "ann_faiss.h"
 #include "ann_graph.h"
 #include "ann_pq.h"
+#include "ann_sweep.h"
 #include "bench_util.h"
 #include "exact_bits.h"
 #include "catalogue.h"
@@ -152,12 +158,42 @@ void ann_learn(oml_learner *l, const catalogue *c, int64_t n, int64_t T, uint64_
 
 extern void openblas_set_num_threads(int);
 
+/* A model as omlctl export-model writes it (a snapshot's encoding); NULL
+ * and diag on an error. */
+static oml_snapshot *model_from_file(const char *path, oml_diag *diag)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        snprintf(diag->msg, sizeof diag->msg, "cannot open %s", path);
+        return NULL;
+    }
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *buf = len > 0 ? malloc((size_t)len) : NULL;
+    oml_snapshot *snap = NULL;
+    if (buf != NULL && fread(buf, 1, (size_t)len, f) == (size_t)len)
+        (void)oml_snapshot_decode(&snap, buf, (size_t)len, diag);
+    free(buf);
+    fclose(f);
+    return snap;
+}
+
 int main(int argc, char **argv)
 {
     /* One BLAS thread, as the daemon's threads have: the figures are this
      * thread's CPU clock, which a helper thread's share would escape. */
     openblas_set_num_threads(1);
     int kind = CATALOGUE_SHIFTED;
+    const char *model_file = NULL, *newer_file = NULL;
+    for (int i = 1; i + 1 < argc; i++)
+        if (strcmp(argv[i], "--model") == 0 || strcmp(argv[i], "--newer") == 0) {
+            *(argv[i][2] == 'm' ? &model_file : &newer_file) = argv[i + 1];
+            for (int j = i; j + 2 <= argc; j++) /* the pair taken out */
+                argv[j] = argv[j + 2];
+            argc -= 2;
+            i--;
+        }
     if (argc > 2 && strcmp(argv[argc - 2], "--catalogue") == 0) {
         kind = catalogue_kind(argv[argc - 1]);
         argc -= 2;
@@ -167,10 +203,13 @@ int main(int argc, char **argv)
     int graph = argc > 3 && strcmp(argv[3], "--graph") == 0;
     int pq = argc > 3 && strcmp(argv[3], "--pq") == 0;
     int with_faiss = argc > 3 && strcmp(argv[3], "--faiss") == 0;
-    if (n < 1000 || n > 4000000 || T < 0 || (argc > 3 && !codes && !graph && !pq && !with_faiss) || argc > 4 ||
+    int sweep = argc > 3 && strcmp(argv[3], "--sweep") == 0;
+    if (n < 1000 || n > 4000000 || T < 0 ||
+        (argc > 3 && !codes && !graph && !pq && !with_faiss && !sweep) || argc > 4 ||
         kind < 0) {
         fprintf(stderr, "usage: oml-ann-bench [ITEMS in 1000..4000000 [TRIPLETS "
-                        "[--codes | --graph | --pq | --faiss]]] [--catalogue shifted|copies|noise]\n");
+                        "[--codes | --graph | --pq | --faiss | --sweep]]] [--catalogue shifted|copies|noise] "
+                        "[--model FILE [--newer FILE]]\n");
         return 2;
     }
     catalogue c = {.n = n, .kind = kind};
@@ -207,15 +246,22 @@ int main(int argc, char **argv)
         catalogue_item(&c, at, X + (size_t)i * (size_t)c.dim);
         y[i] = catalogue_label(&c, at);
     }
-    if (oml_config_needs_data(&cfg) && oml_learner_prepare(l, X, y, ns) != OML_OK) {
+    if (model_file == NULL && oml_config_needs_data(&cfg) &&
+        oml_learner_prepare(l, X, y, ns) != OML_OK) {
         fprintf(stderr, "oml-ann-bench: the start failed\n");
         return 1;
     }
     free(X);
     free(y);
     uint64_t rs = 12345;
-    ann_learn(l, &c, n, T, &rs);
-    oml_snapshot *snap = oml_learner_snapshot(l, 1);
+    oml_snapshot *snap = NULL;
+    if (model_file != NULL) { /* a daemon's (omlctl export-model) instead of T triplets */
+        snap = model_from_file(model_file, &diag);
+        T = 0;
+    } else {
+        ann_learn(l, &c, n, T, &rs);
+        snap = oml_learner_snapshot(l, 1);
+    }
     oml_index *ix = NULL;
     double t0 = now_s();
     if (snap == NULL || oml_index_build(&ix, snap, st) != OML_OK) {
@@ -252,9 +298,11 @@ int main(int argc, char **argv)
     float *feats = malloc((size_t)3 * 32 * (size_t)c.dim * sizeof *feats);
     float *E = malloc((size_t)3 * 32 * (size_t)H * (size_t)e * sizeof *E);
     float *Q = malloc((size_t)QUERIES * (size_t)H * (size_t)e * sizeof *Q); /* for --codes */
+    X = malloc((size_t)QUERIES * (size_t)c.dim * sizeof *X); /* their features, for --sweep */
     for (int i = 0; i < QUERIES; i++) {
         catalogue_item(&c, (int64_t)i * 7919 + 3, x);
         x[i % c.dim] += 1.0f; /* not an exact copy of a stored item */
+        memcpy(X + (size_t)i * (size_t)c.dim, x, (size_t)c.dim * sizeof *x);
         oml_snapshot_embed(snap, x, 1, q);
         memcpy(Q + (size_t)i * (size_t)H * (size_t)e, q, (size_t)H * (size_t)e * sizeof *q);
         double a = cpu_us();
@@ -301,6 +349,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "oml-ann-bench: --codes: out of memory\n");
     if (pq && ann_pq_report(ix, Q, QUERIES) != 0)
         fprintf(stderr, "oml-ann-bench: --pq: out of memory\n");
+    oml_snapshot *newer = newer_file ? model_from_file(newer_file, &diag) : NULL;
+    if (sweep) {
+        static const double targets[] = {0.95, 0.96, 0.97, 0.98, 0.99};
+        if (ann_sweep_report(ix, snap, &c, X, Q, QUERIES, targets, 5, st, newer) != 0)
+            fprintf(stderr, "oml-ann-bench: --sweep: out of memory\n");
+    }
     if (with_faiss && ann_faiss_report(ix, Q, QUERIES) != 0)
         fprintf(stderr, "oml-ann-bench: --faiss failed\n");
     double r = total ? (double)hits / (double)total : 1.0;
@@ -324,6 +378,7 @@ int main(int argc, char **argv)
     if (graph && ann_graph_report(l, snap, ix, st, &c, &rs) != 0)
         fprintf(stderr, "oml-ann-bench: --graph failed\n");
     free(Q);
+    free(X);
     free(q);
     free(scratch);
     free(mem);

@@ -22,7 +22,9 @@
  *               bench works out from the exported model over every item
  *               (exact_recall.h); then faiss's exact search and HNSW on
  *               the same embeddings and queries (ann_faiss.h), when
- *               /usr/bin/python3 has faiss, unless --no-faiss;
+ *               /usr/bin/python3 has faiss, unless --no-faiss; with
+ *               OMLD_BENCH_MODEL_OUT=FILE in the environment, that model
+ *               is written to FILE (oml-ann-bench --model FILE);
  *   memory      RSS now and at peak (VmHWM) against the raw features; from
  *               the end of the puts to the restart, RSS sampled every 100
  *               ms (lowest: between rebuilds; highest: during one) and the
@@ -506,6 +508,12 @@ static double recall_at_10(omlc *cl, const catalogue *c, int faiss, int *counted
         exit(1);
     }
     uint64_t version = r->export_model->version;
+    const char *keep = getenv("OMLD_BENCH_MODEL_OUT"); /* for oml-ann-bench --model */
+    FILE *mf = keep && *keep ? fopen(keep, "wb") : NULL;
+    if (mf != NULL) {
+        fwrite(r->export_model->model.data, 1, r->export_model->model.len, mf);
+        fclose(mf);
+    }
     omld__response__free_unpacked(r, NULL);
 
     size_t dim = (size_t)c->dim;
