@@ -276,6 +276,10 @@ void omld_engine_stats(omld_engine *e, omld_model_stats *out)
         out->view_coded_lists = v->ix->coded;
         out->view_recall_hits = atomic_load(&b->recall_hits);
         out->view_recall_total = atomic_load(&b->recall_total);
+        out->view_depth_step = (uint32_t)atomic_load(&b->depth.step);
+        out->view_depth_samples = atomic_load(&b->depth.samples);
+        uint64_t share = atomic_load(&b->depth.share);
+        out->view_depth_share = share > 0 ? (double)share / 1e6 : NAN;
         omld_view_release(v);
     }
 }

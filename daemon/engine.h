@@ -78,6 +78,9 @@ typedef struct omld_model_stats {
     int view_coded_lists;             /* its lists were coded as its items were embedded
                                          (oml_index_builder_code_lists: no float columns ever) */
     uint64_t view_recall_hits, view_recall_total; /* its sampled recall (query.c) */
+    uint32_t view_depth_step;    /* its fresh views' candidates' step (depth.h) */
+    double view_depth_share;     /* that step's share of the depth sample (NaN: none yet) */
+    uint64_t view_depth_samples; /* depth samples taken on this index */
     /* persistence (persist.c), as of the last group the learner took */
     uint64_t wal_bytes;               /* write-ahead log segments on disk */
     uint64_t wal_records_since_ckpt;  /* log records the newest checkpoint does not hold */

@@ -54,7 +54,7 @@ static int gather(const omld_query_ctx *q, const omld_view *v, const float *x, i
 #define CANDIDATES_PER_K 10  /* rerank_candidates is for this many neighbours, */
 #define CANDIDATES_MIN_K 5   /* and below this many they stay as for this many */
 
-int32_t omld_fresh_candidates(const omld_query_ctx *q, int32_t ranked)
+int32_t omld_fresh_base_candidates(const omld_query_ctx *q, int32_t ranked)
 {
     int64_t per = ranked > CANDIDATES_MIN_K ? ranked : CANDIDATES_MIN_K;
     int64_t k_c = (int64_t)q->lim->rerank_k * per / CANDIDATES_PER_K;
@@ -62,12 +62,45 @@ int32_t omld_fresh_candidates(const omld_query_ctx *q, int32_t ranked)
     return k_c > ranked ? (int32_t)k_c : ranked;
 }
 
+int32_t omld_fresh_candidates(const omld_query_ctx *q, const omld_view *v, int32_t ranked)
+{
+    const omld_view *b = v->base ? v->base : v;
+    return omld_depth_at(atomic_load(&b->depth.step), omld_fresh_base_candidates(q, ranked));
+}
+
+int omld_fresh_depth_sample(const omld_query_ctx *q, const omld_view *v, const float *x,
+                            int32_t k, int32_t exclude_row, int64_t *hits, int64_t *total)
+{
+    int32_t base = omld_fresh_base_candidates(q, k), n_set[OMLD_DEPTH_STEPS];
+    int32_t *sets[OMLD_DEPTH_STEPS] = {0};
+    oml_diag d = {0};
+    oml_rerank_set c;
+    memset(hits, 0, OMLD_DEPTH_STEPS * sizeof *hits);
+    *total = 0;
+    int rc = gather(q, v, x, omld_depth_deep(base), exclude_row, NULL, &c, &d);
+    for (int s = 0; rc == OML_OK && s < OMLD_DEPTH_STEPS; s++) {
+        int32_t k_c = omld_depth_at(s, base);
+        sets[s] = malloc((size_t)v->ix->heads * (size_t)k_c * sizeof *sets[s]);
+        rc = sets[s] ? oml_rerank_candidates(v->ix, x, k_c, exclude_row, NULL, sets[s],
+                                             &n_set[s], &d)
+                     : OML_ENOMEM;
+    }
+    if (rc == OML_OK)
+        rc = oml_rerank_depth(v->ix, v->fresh, x, k, &c, (const int32_t *const *)sets, n_set,
+                              OMLD_DEPTH_STEPS, hits, total, &d);
+    for (int s = 0; s < OMLD_DEPTH_STEPS; s++)
+        free(sets[s]);
+    free((void *)c.rows);
+    free((void *)c.feats);
+    return rc;
+}
+
 int omld_fresh_classify(const omld_query_ctx *q, const omld_view *v, const float *x, int32_t k,
                         int32_t exclude_row, const uint8_t *allow, oml_classification *out,
                         oml_diag *d)
 {
     oml_rerank_set c;
-    int rc = gather(q, v, x, omld_fresh_candidates(q, k), exclude_row, allow, &c, d);
+    int rc = gather(q, v, x, omld_fresh_candidates(q, v, k), exclude_row, allow, &c, d);
     if (rc == OML_OK)
         rc = oml_classify_among(v->ix, v->fresh, x, k, &c, out, d);
     free((void *)c.rows);
@@ -81,7 +114,7 @@ int omld_fresh_retrieve(const omld_query_ctx *q, const omld_view *v, const float
 {
     oml_rerank_set c;
     int32_t ranked = k + (opts ? opts->offset : 0);
-    int rc = gather(q, v, x, omld_fresh_candidates(q, ranked), exclude_row,
+    int rc = gather(q, v, x, omld_fresh_candidates(q, v, ranked), exclude_row,
                     opts ? opts->allow : NULL, &c, d);
     if (rc == OML_OK)
         rc = oml_retrieve_among(v->ix, v->fresh, x, k, &c, opts, out, n_out, d);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "depth.h"
 #include "ingest.h"
 #include "replication.h"
 #include "json.h" /* omld_buf */
@@ -421,6 +422,12 @@ static void metrics_search(omld_buf *b, const omld_metrics *mt, const omld_model
           (double)m->view_float_bytes);
     gauge(b, "omld_search_index_code_bytes", "Bytes of the serving index's codes (its inverted "
           "lists', or the exact scan's).", (double)m->view_code_bytes);
+    gauge(b, "omld_search_rerank_depth", "Candidates a fresh view re-ranks, as a multiple of "
+          "rerank_candidates, chosen by the depth sample for the index's lag (1 until it says "
+          "more).", omld_depth_at((int)m->view_depth_step, 2) / 2.0);
+    gauge(b, "omld_search_rerank_depth_share", "Of the serving model's k nearest among 4 x "
+          "the candidates in the depth sample, the share the chosen depth holds (1 before a "
+          "sample).", isnan(m->view_depth_share) ? 1.0 : m->view_depth_share);
     gauge(b, "omld_search_index_versions_behind", "Model versions between the serving model "
           "and the one its index was built under (> 0: queries re-rank the index's candidates "
           "under the serving model while the next index is built).",

@@ -111,7 +111,7 @@ void omld__query_sample_recall(const omld_query_ctx *q, omld_view *v, const floa
         return;
     /* A fresh view answers among k_c candidates per head (fresh.c): that
      * set's recall is the index's share of its answers. */
-    int32_t k_c = omld_fresh_candidates(q, k);
+    int32_t k_c = omld_fresh_candidates(q, v, k);
     omld_recall_job *j = omld_recall_offer(q, v, x, k, v->fresh ? k_c : 0, row);
     if (j) {
         r->after = j;

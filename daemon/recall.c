@@ -1,15 +1,18 @@
 /* recall.c - the recall sample off the query's path (see recall.h).
  *
- * DESIGN: the gate is process-wide: one flag says a scan is queued or
+ * DESIGN: each of the two samples (the lists' recall, a fresh view's
+ * depth) has a process-wide gate: one flag says a job is queued or
  * running, and a deadline says when the next may start (after the last
- * one's duration times (1 - duty) / duty). An offer that loses either is
- * declined, so queries never wait for a scan and never queue them up. */
+ * one's duration times (1 - duty) / duty). An offer that loses both is
+ * declined, so queries never wait for a sample and never queue them up;
+ * one job may carry both. */
 #include "recall.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "depth.h"
 #include "fresh.h"
 #include "rerank.h"
 #include "serve.h"
@@ -20,31 +23,57 @@ struct omld_recall_job {
     const omld_query_ctx *q;
     omld_view *v;
     int32_t k, k_c, row;
+    int recall, depth; /* the samples it takes (each holds its gate) */
     float x[]; /* (dim) */
 };
 
-static atomic_int busy;                 /* a job is queued or running */
-static atomic_uint_fast64_t next_ns;    /* no job starts before */
+typedef struct gate {
+    atomic_int busy;               /* a job is queued or running */
+    atomic_uint_fast64_t next_ns;  /* no job starts before */
+} gate;
+
+static gate recall_gate, depth_gate;
+
+static atomic_uint_fast64_t depth_offers;
+
+/* One offer in `every` (counted in *offers) that finds g idle and past its
+ * pause takes it. */
+static int gate_take(gate *g, atomic_uint_fast64_t *offers, unsigned every)
+{
+    if (atomic_fetch_add(offers, 1) % every != 0 || omld_now_ns() < atomic_load(&g->next_ns))
+        return 0;
+    int idle = 0;
+    return atomic_compare_exchange_strong(&g->busy, &idle, 1);
+}
+
+/* The next job waits the last one's duration (since t0) x (1 - duty) / duty. */
+static void gate_pause(gate *g, uint64_t t0, double duty)
+{
+    uint64_t t1 = omld_now_ns();
+    atomic_store(&g->next_ns, t1 + (uint64_t)((double)(t1 - t0) * (1.0 - duty) / duty));
+}
 
 omld_recall_job *omld_recall_offer(const omld_query_ctx *q, omld_view *v, const float *x,
                                    int32_t k, int32_t k_c, int32_t row)
 {
     omld_metrics *m = q->metrics;
-    if (m == NULL || v == NULL || v->ix->hl == NULL)
+    if (m == NULL || v == NULL)
         return NULL;
-    if (atomic_fetch_add(&m->ann_queries, 1) % OMLD_RECALL_EVERY != 0)
-        return NULL;
-    if (omld_now_ns() < atomic_load(&next_ns))
-        return NULL;
-    int idle = 0;
-    if (!atomic_compare_exchange_strong(&busy, &idle, 1))
+    int depth = v->fresh != NULL && gate_take(&depth_gate, &depth_offers, OMLD_DEPTH_EVERY);
+    int recall = v->ix->hl != NULL && gate_take(&recall_gate, &m->ann_queries, OMLD_RECALL_EVERY);
+    if (!recall && !depth)
         return NULL;
     size_t dim = (size_t)v->ix->snap->cfg.dim;
     omld_recall_job *j = malloc(sizeof *j + dim * sizeof(float));
     if (j == NULL) {
-        atomic_store(&busy, 0);
+        if (recall)
+            atomic_store(&recall_gate.busy, 0);
+        if (depth)
+            atomic_store(&depth_gate.busy, 0);
         return NULL;
     }
+    j->recall = recall;
+    j->depth = depth;
     j->m = m;
     j->q = q;
     j->v = omld_view_retain(v);
@@ -58,11 +87,26 @@ omld_recall_job *omld_recall_offer(const omld_query_ctx *q, omld_view *v, const 
 static void job_free(omld_recall_job *j)
 {
     omld_view_release(j->v);
+    if (j->recall)
+        atomic_store(&recall_gate.busy, 0);
+    if (j->depth)
+        atomic_store(&depth_gate.busy, 0);
     free(j);
-    atomic_store(&busy, 0);
 }
 
-static void job_run(omld_recall_job *j)
+/* The depth sample (depth.h): its counts move the index's depth. */
+static void depth_run(omld_recall_job *j)
+{
+    uint64_t t0 = omld_now_ns();
+    int64_t hits[OMLD_DEPTH_STEPS], total = 0;
+    omld_view *b = j->v->base ? j->v->base : j->v;
+    if (omld_fresh_depth_sample(j->q, j->v, j->x, j->k, j->row, hits, &total) == OML_OK &&
+        total > 0)
+        omld_depth_observe(&b->depth, hits, total, j->q->lim->depth_target);
+    gate_pause(&depth_gate, t0, OMLD_DEPTH_DUTY);
+}
+
+static void recall_run(omld_recall_job *j)
 {
     uint64_t t0 = omld_now_ns();
     int64_t head_hits[OML_MAX_HEADS], head_total[OML_MAX_HEADS], hits = 0, total = 0;
@@ -83,9 +127,15 @@ static void job_run(omld_recall_job *j)
     omld_view *b = j->v->base ? j->v->base : j->v; /* the index's figure, whichever model serves */
     atomic_fetch_add(&b->recall_hits, (uint64_t)hits);
     atomic_fetch_add(&b->recall_total, (uint64_t)total);
-    uint64_t t1 = omld_now_ns();
-    atomic_store(&next_ns, t1 + (uint64_t)((double)(t1 - t0) * (1.0 - OMLD_RECALL_DUTY) /
-                                           OMLD_RECALL_DUTY));
+    gate_pause(&recall_gate, t0, OMLD_RECALL_DUTY);
+}
+
+static void job_run(omld_recall_job *j)
+{
+    if (j->depth)
+        depth_run(j);
+    if (j->recall)
+        recall_run(j);
 }
 
 static void work_cb(uv_work_t *w)

@@ -10,7 +10,12 @@
  * out, one at a time, and takes at most OMLD_RECALL_DUTY of one core: one
  * query in OMLD_RECALL_EVERY is offered, and an offer while a scan runs,
  * or before its pause is over, is declined. The sample stays a sample of
- * the queries served, only sparser under load. */
+ * the queries served, only sparser under load.
+ *
+ * On a fresh view, one query in OMLD_DEPTH_EVERY is also offered for the
+ * depth sample (depth.h, fresh.c): OMLD_DEPTH_DEEP / 2 times its
+ * candidates re-ranked under the serving model, a few milliseconds at a
+ * million items, on the same terms under its own gate and duty. */
 #ifndef OMLD_RECALL_H
 #define OMLD_RECALL_H
 
@@ -23,13 +28,15 @@
 
 #define OMLD_RECALL_EVERY 32
 #define OMLD_RECALL_DUTY 0.05
+#define OMLD_DEPTH_EVERY 8
+#define OMLD_DEPTH_DUTY 0.05
 
 typedef struct omld_recall_job omld_recall_job;
 
 /* A job checking query x (the view's dimension, copied) with k neighbours
  * per head, leaving row out (-1: none), against v (retained), when this
- * query is sampled; else (no lists, no q->metrics, declined, out of
- * memory) NULL. k_c 0: the lists' search for k (oml_index_recall); k_c >=
+ * query is sampled for either sample; else (no lists and not fresh, no
+ * q->metrics, declined, out of memory) NULL. k_c 0: the lists' search for k (oml_index_recall); k_c >=
  * k: the k_c candidates per head a view that re-ranks chooses its answer
  * among (oml_rerank_recall; an index without float columns takes its
  * exact reference from q's store). q must outlive the job. */

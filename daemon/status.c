@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "depth.h"
 #include "json.h"
 #include "status_int.h"
 #include "replay.h"
@@ -330,6 +331,15 @@ static void json_search(omld_json *j, const omld_status_input *in, const omld_mo
         omld_json_kv_uint(j, "query_groups", omld_read(&in->metrics->query_groups));
         omld_json_kv_uint(j, "queries_grouped", omld_read(&in->metrics->queries_grouped));
     }
+    /* How deep a fresh view's candidates go for its index's lag (depth.h):
+     * a head's for a query of 10, and the share of the depth sample's
+     * neighbours that depth holds. */
+    omld_json_kv_uint(j, "rerank_candidates",
+                      in->cfg ? (uint64_t)omld_depth_at((int)m->view_depth_step,
+                                                        (int32_t)in->cfg->rerank_candidates)
+                              : 0);
+    omld_json_kv_uint(j, "rerank_depth_samples", m->view_depth_samples);
+    omld_json_kv_double(j, "rerank_depth_share", m->view_depth_share);
     omld_json_kv_uint(j, "recall_checked", m->view_recall_total);
     omld_json_kv_double(j, "recall", m->view_recall_total > 0
                                          ? (double)m->view_recall_hits /

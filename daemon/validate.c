@@ -436,6 +436,7 @@ omld_limits omld_limits_of(const omld_config *cfg)
                          .max_abs = (float)cfg->max_feature_abs,
                          .max_answer = (uint32_t)cfg->max_frame_bytes,
                          .rerank_k = (uint32_t)cfg->rerank_candidates,
+                         .depth_target = (float)cfg->ann_target_recall,
                          .max_meta_entries = (uint32_t)cfg->max_metadata_entries,
                          .max_meta_key = (uint32_t)cfg->max_metadata_key_bytes,
                          .max_meta_value = (uint32_t)cfg->max_metadata_value_bytes};

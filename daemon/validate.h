@@ -35,6 +35,7 @@ typedef struct omld_limits {
     float max_abs;           /* largest |feature value| accepted; 0: no bound */
     uint32_t max_answer;     /* largest answer frame (max_frame_bytes); 0: no bound */
     uint32_t rerank_k;       /* candidates per head a fresh view's query re-ranks */
+    float depth_target;      /* ann_target_recall: the share their depth must keep (depth.h) */
     uint32_t max_meta_entries, max_meta_key, max_meta_value; /* item metadata bounds */
 } omld_limits;
 

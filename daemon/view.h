@@ -15,6 +15,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "depth.h"
 #include "index.h"
 #include "metrics.h"
 #include "snapshot.h"
@@ -34,6 +35,7 @@ typedef struct omld_view {
     /* An index with inverted lists: of the exact k nearest rows per head
      * of a sample of its queries, how many its search found (query.c). */
     atomic_uint_fast64_t recall_hits, recall_total;
+    omld_depth depth;       /* how deep its fresh views' candidates go (depth.h) */
     uint64_t snapshot_ns;   /* omld_now_ns() when its snapshot was taken */
     uint32_t shard_i, shard_n; /* its index holds shard shard_i of shard_n (n <= 1: all) */
 } omld_view;

@@ -214,3 +214,27 @@ int oml_retrieve_among(const oml_index *ix, const oml_snapshot *snap, const floa
     free(w._block);
     return OML_OK;
 }
+
+int oml_rerank_depth(const oml_index *ix, const oml_snapshot *snap, const float *x, int32_t k,
+                     const oml_rerank_set *c, const int32_t *const *sets, const int32_t *n_set,
+                     int n_sets, int64_t *hits, int64_t *total, oml_diag *diag)
+{
+    memset(hits, 0, (size_t)n_sets * sizeof *hits);
+    *total = 0;
+    int rc = check_among(ix, snap, x, k, c, diag);
+    if (rc != OML_OK || c->m == 0)
+        return rc;
+    among_ws w;
+    void *ex;
+    if ((rc = among_init(&w, ix, snap, x, k, c, 0, &ex)) != OML_OK)
+        return oml_diag_set(diag, rc, "", "re-ranking the candidates");
+    for (int h = 0; h < oml_snapshot_heads(snap); h++)
+        for (int32_t j = 0; j < w.cnt[h]; j++) {
+            int32_t row = c->rows[w.nb[(size_t)h * (size_t)k + (size_t)j].row];
+            for (int i = 0; i < n_sets; i++)
+                hits[i] += bsearch(&row, sets[i], (size_t)n_set[i], sizeof row, cmp_int32) != NULL;
+            (*total)++;
+        }
+    free(w._block);
+    return OML_OK;
+}

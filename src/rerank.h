@@ -50,6 +50,16 @@ typedef struct oml_rerank_set {
     int32_t m;
 } oml_rerank_set;
 
+/* How deep the candidates of a view that re-ranks must go (daemon
+ * depth.h): under snap (the newer model), each head's k nearest among the
+ * deep candidates c; hits[i] gets how many of them, over every head, set
+ * i holds (n_set[i] index rows, ascending, as oml_rerank_candidates gives
+ * them: the candidates of a shallower depth), *total how many there are.
+ * Errors as oml_retrieve_among's; the counts are then 0. */
+int oml_rerank_depth(const oml_index *ix, const oml_snapshot *snap, const float *x, int32_t k,
+                     const oml_rerank_set *c, const int32_t *const *sets, const int32_t *n_set,
+                     int n_sets, int64_t *hits, int64_t *total, oml_diag *diag);
+
 /* oml_classify among the candidates under snap (the newest model): each
  * head's k nearest candidates by snap's embedding, voted with snap's alpha
  * and the index's labels. OML_EEMPTY when no candidate neighbour has a

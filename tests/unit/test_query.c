@@ -684,6 +684,67 @@ static void test_fresh_view_reranks(void **state)
     oml_index_destroy(exact);
 }
 
+static int by_row(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The depth sample of a fresh view (depth.h): every other item among its
+ * deep candidates, its counts are how many of the newer model's exact 3
+ * nearest a head each step's candidates (3, 4, 6, 9 a head) hold; once
+ * its counts are observed, the view's queries take the first step that
+ * holds them all (target 1). */
+static void test_fresh_depth_sample(void **state)
+{
+    fx *f = *state;
+    omld_view *fv = fresh_view(f, VERSION + 1);
+    oml_index *exact = NULL;
+    assert_int_equal(oml_index_build(&exact, fv->fresh, f->store), OML_OK);
+    f->lim.rerank_k = 1; /* 3 candidates a head for k 3 */
+    f->lim.depth_target = 1.0f;
+    assert_int_equal(omld_fresh_candidates(&f->q, fv, 3), 3);
+    int deeper = 0;
+    for (size_t i = 0; i < N_ITEMS; i++) {
+        const float *x = feat(f, ITEMS[i].id);
+        int32_t r = row(f, ITEMS[i].id), sets[OMLD_DEPTH_STEPS][2 * 9], n_set[OMLD_DEPTH_STEPS];
+        int64_t hits[OMLD_DEPTH_STEPS], total = -1, want[OMLD_DEPTH_STEPS] = {0};
+        assert_int_equal(omld_fresh_depth_sample(&f->q, fv, x, 3, r, hits, &total), OML_OK);
+        for (int st = 0; st < OMLD_DEPTH_STEPS; st++)
+            assert_int_equal(oml_rerank_candidates(f->v.ix, x, omld_depth_at(st, 3), r, NULL,
+                                                   sets[st], &n_set[st], NULL),
+                             OML_OK);
+        float q[2 * 3], scratch[N_ITEMS];
+        assert_int_equal(oml_snapshot_embed(fv->fresh, x, 1, q), OML_OK);
+        for (int h = 0; h < 2; h++) {
+            oml_neighbor nb[3];
+            int32_t n = oml_index_topk(exact, h, q + h * exact->emb, 3, r, NULL, nb, scratch);
+            assert_int_equal(n, 3);
+            for (int32_t j = 0; j < n; j++)
+                for (int st = 0; st < OMLD_DEPTH_STEPS; st++)
+                    want[st] += bsearch(&nb[j].row, sets[st], (size_t)n_set[st], sizeof(int32_t),
+                                        by_row) != NULL;
+        }
+        assert_int_equal(total, 6);
+        int step = OMLD_DEPTH_STEPS - 1;
+        for (int st = OMLD_DEPTH_STEPS - 1; st >= 0; st--) {
+            assert_int_equal(hits[st], want[st]);
+            if (hits[st] == total)
+                step = st;
+        }
+        omld_depth fresh_counts = {0};
+        f->v.depth = fresh_counts;
+        for (int n = 0; n < 40; n++) /* past the 100 neighbours the counts need */
+            omld_depth_observe(&f->v.depth, hits, total, f->lim.depth_target);
+        assert_int_equal(omld_fresh_candidates(&f->q, fv, 3), omld_depth_at(step, 3));
+        deeper += step > 0;
+    }
+    assert_true(deeper > 0); /* the newer model reaches past 3 a head somewhere */
+    f->v.depth = (omld_depth){0};
+    omld_view_release(fv);
+    oml_index_destroy(exact);
+}
+
 /* A fresh view's candidates a head follow the neighbours asked for:
  * rerank_candidates for 10, in proportion above, as for 5 below; never
  * fewer than asked, never past the serving limit. */
@@ -691,16 +752,16 @@ static void test_fresh_candidates(void **state)
 {
     fx *f = *state;
     f->lim.rerank_k = 32;
-    assert_int_equal(omld_fresh_candidates(&f->q, 10), 32);
-    assert_int_equal(omld_fresh_candidates(&f->q, 20), 64);
-    assert_int_equal(omld_fresh_candidates(&f->q, 5), 16);
-    assert_int_equal(omld_fresh_candidates(&f->q, 1), 16);
-    assert_int_equal(omld_fresh_candidates(&f->q, OML_SERVE_MAX_K), OML_SERVE_MAX_K);
-    assert_int_equal(omld_fresh_candidates(&f->q, 1000), 3200);
-    assert_int_equal(omld_fresh_candidates(&f->q, 6000), OML_SERVE_MAX_K);
+    assert_int_equal(omld_fresh_base_candidates(&f->q, 10), 32);
+    assert_int_equal(omld_fresh_base_candidates(&f->q, 20), 64);
+    assert_int_equal(omld_fresh_base_candidates(&f->q, 5), 16);
+    assert_int_equal(omld_fresh_base_candidates(&f->q, 1), 16);
+    assert_int_equal(omld_fresh_base_candidates(&f->q, OML_SERVE_MAX_K), OML_SERVE_MAX_K);
+    assert_int_equal(omld_fresh_base_candidates(&f->q, 1000), 3200);
+    assert_int_equal(omld_fresh_base_candidates(&f->q, 6000), OML_SERVE_MAX_K);
     f->lim.rerank_k = 1;
-    assert_int_equal(omld_fresh_candidates(&f->q, 5), 5);
-    assert_int_equal(omld_fresh_candidates(&f->q, 200), 200);
+    assert_int_equal(omld_fresh_base_candidates(&f->q, 5), 5);
+    assert_int_equal(omld_fresh_base_candidates(&f->q, 200), 200);
 }
 
 static void test_embed(void **state)
@@ -1301,6 +1362,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_retrieve_after_delete, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fresh_view_reranks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fresh_candidates, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fresh_depth_sample, setup, teardown),
         cmocka_unit_test_setup_teardown(test_embed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_get_items, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unknown_id, setup, teardown),

@@ -270,12 +270,67 @@ static void test_candidates_from_lists(void **state)
     oml_store_destroy(st);
 }
 
+static int by_row(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The depth counts (daemon depth.h): with every row a deep candidate, each
+ * head's k nearest among them under the new model are its exact k (the
+ * new model's own index's), and a shallower set holds as many of them as
+ * a lookup of each finds. */
+static void test_depth_counts(void **state)
+{
+    fx *f = *state;
+    enum { K = 5, SETS = 3 };
+    const int32_t depth[SETS] = {2, 6, N};
+    int32_t rows[2 * N], set_rows[SETS][2 * N], n_set[SETS];
+    const int32_t *sets[SETS];
+    static float feats[2 * N][DIM];
+    float q[2 * 4], scratch[N];
+    int heads = oml_snapshot_heads(f->new_snap);
+    for (int qi = 0; qi < N; qi += 5) {
+        const float *x = f->x[qi];
+        int32_t m = candidates(f, x, N, qi, NULL, rows, &feats[0][0]);
+        oml_rerank_set c = {rows, &feats[0][0], m};
+        for (int s = 0; s < SETS; s++) {
+            assert_int_equal(oml_rerank_candidates(f->old_ix, x, depth[s], qi, NULL, set_rows[s],
+                                                   &n_set[s], NULL),
+                             OML_OK);
+            sets[s] = set_rows[s];
+        }
+        int64_t hits[SETS], total = -1, want[SETS] = {0}, want_total = 0;
+        assert_int_equal(oml_rerank_depth(f->old_ix, f->new_snap, x, K, &c, sets, n_set, SETS,
+                                          hits, &total, NULL),
+                         OML_OK);
+        assert_int_equal(oml_snapshot_embed(f->new_snap, x, 1, q), OML_OK);
+        for (int h = 0; h < heads; h++) {
+            oml_neighbor nb[K];
+            int32_t n = oml_index_topk(f->new_ix, h, q + (size_t)h * (size_t)f->new_ix->emb, K, qi,
+                                       NULL, nb, scratch);
+            want_total += n;
+            for (int32_t j = 0; j < n; j++)
+                for (int s = 0; s < SETS; s++)
+                    want[s] += bsearch(&nb[j].row, sets[s], (size_t)n_set[s], sizeof(int32_t),
+                                       by_row) != NULL;
+        }
+        assert_int_equal(total, want_total);
+        assert_int_equal(total, heads * K);
+        for (int s = 0; s < SETS; s++)
+            assert_int_equal(hits[s], want[s]);
+        assert_int_equal(hits[SETS - 1], total); /* every row: every neighbour */
+        assert_true(hits[0] < total);            /* 2 a head cannot hold 5 a head */
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_all_candidates_equal_the_new_index, setup, teardown),
         cmocka_unit_test_setup_teardown(test_answers_come_from_the_candidates, setup, teardown),
         cmocka_unit_test(test_candidates_from_lists),
+        cmocka_unit_test_setup_teardown(test_depth_counts, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
