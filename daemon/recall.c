@@ -14,6 +14,7 @@
 
 #include "depth.h"
 #include "fresh.h"
+#include "log.h"
 #include "rerank.h"
 #include "serve.h"
 
@@ -100,9 +101,17 @@ static void depth_run(omld_recall_job *j)
     uint64_t t0 = omld_now_ns();
     int64_t hits[OMLD_DEPTH_STEPS], total = 0;
     omld_view *b = j->v->base ? j->v->base : j->v;
+    int was = atomic_load(&b->depth.step);
     if (omld_fresh_depth_sample(j->q, j->v, j->x, j->k, j->row, hits, &total) == OML_OK &&
         total > 0)
         omld_depth_observe(&b->depth, hits, total, j->q->lim->depth_target);
+    int now = atomic_load(&b->depth.step);
+    if (now != was)
+        LOG_DEBUG("query", "index %llu, serving model %llu: fresh candidates x%.1f (the depth "
+                  "sample's share %.3f there; this sample of k %d: %lld of %lld at x1, %.1f ms)",
+                  (unsigned long long)b->version, (unsigned long long)j->v->version,
+                  omld_depth_at(now, 2) / 2.0, (double)atomic_load(&b->depth.share) / 1e6, j->k,
+                  (long long)hits[0], (long long)total, (double)(omld_now_ns() - t0) / 1e6);
     gate_pause(&depth_gate, t0, OMLD_DEPTH_DUTY);
 }
 

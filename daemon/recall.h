@@ -15,7 +15,8 @@
  * On a fresh view, one query in OMLD_DEPTH_EVERY is also offered for the
  * depth sample (depth.h, fresh.c): OMLD_DEPTH_DEEP / 2 times its
  * candidates re-ranked under the serving model, a few milliseconds at a
- * million items, on the same terms under its own gate and duty. */
+ * million items, on the same terms under its own gate, at most
+ * OMLD_DEPTH_DUTY of a core. */
 #ifndef OMLD_RECALL_H
 #define OMLD_RECALL_H
 
@@ -29,7 +30,7 @@
 #define OMLD_RECALL_EVERY 32
 #define OMLD_RECALL_DUTY 0.05
 #define OMLD_DEPTH_EVERY 8
-#define OMLD_DEPTH_DUTY 0.05
+#define OMLD_DEPTH_DUTY 0.02
 
 typedef struct omld_recall_job omld_recall_job;
 
