@@ -383,7 +383,7 @@ static int index_build(omld_views *vs, oml_snapshot *snap, omld_store_lock *lock
         oml_row_source src;
         omld_fresh_rows(&q, &src);
         /* The indexer's rebuilds: each calibration is 64 queries (index.h),
-         * a new sample each time, and they scan the median of the last few. */
+         * a new sample each time, and they scan the mean of the last few. */
         oml_index_calibrate_round(*out, atomic_load(&vs->target_recall), threads, &src,
                                   lock ? vs->probes.rounds : 0);
         if (lock)

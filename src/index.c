@@ -643,17 +643,12 @@ void oml_index_smooth_probes(oml_index *ix, oml_probe_history *hist)
         hist->n_probe[hist->next][h] = ix->hl[h].n_probe;
     hist->next = (hist->next + 1) % OML_PROBE_HISTORY;
     hist->n += hist->n < OML_PROBE_HISTORY;
-    for (int h = 0; h < ix->heads; h++) { /* the median (of two middle ones: their mean) */
-        int32_t v[OML_PROBE_HISTORY], n = hist->n;
-        for (int32_t i = 0; i < n; i++) { /* insertion sort: a handful */
-            int32_t x = hist->n_probe[i][h], j = i;
-            for (; j > 0 && v[j - 1] > x; j--)
-                v[j] = v[j - 1];
-            v[j] = x;
-        }
-        int64_t mid2 = (int64_t)v[(n - 1) / 2] + v[n / 2];
-        int32_t median = (int32_t)((mid2 + 1) / 2);
-        ix->hl[h].n_probe = median < 1 ? 1 : median > ix->n_lists ? ix->n_lists : median;
+    for (int h = 0; h < ix->heads; h++) {
+        int64_t sum = 0;
+        for (int32_t i = 0; i < hist->n; i++)
+            sum += hist->n_probe[i][h];
+        int32_t mean = (int32_t)((sum + hist->n - 1) / hist->n);
+        ix->hl[h].n_probe = mean < 1 ? 1 : mean > ix->n_lists ? ix->n_lists : mean;
     }
     for (int h = 1; h < ix->heads; h++) /* a shared scan is its donor's */
         if (ix->hl[h].shared_from >= 0)

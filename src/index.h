@@ -152,8 +152,7 @@ int oml_index_calibrate_from(oml_index *ix, double target, int threads,
  * 64 rows a calibration takes moves its count far: at 1M items, under one
  * model, samples shifted within their strides chose 12 to 42 lists at
  * target 0.98 (oml-ann-bench --sweep), so a caller that rebuilds samples
- * anew each time (oml_probe_history.rounds) and scans the median of the
- * last few (oml_index_smooth_probes). */
+ * anew each time (oml_probe_history.rounds) and scans the mean. */
 int oml_index_calibrate_round(oml_index *ix, double target, int threads,
                               const oml_row_source *src, uint32_t round);
 /* Sample query s of S over n rows in a round: s n / S, moved on by the
@@ -166,11 +165,9 @@ int32_t oml_index_calibration_row(int32_t n, int32_t S, int32_t s, uint32_t roun
  * moved 10 -> 24 -> 18 between consecutive rebuilds of the same store at
  * the same sample recall (0.986), the recall of omld-bench's queries
  * with it from 0.92 to 0.975. A caller that rebuilds keeps a history
- * and, after each calibration, has every head scan the median of its last
- * OML_PROBE_HISTORY calibrated counts (of an even count, the two middle
- * ones' mean, rounded up; a head that shares another's scan takes that
- * head's): a sample that drew a few hard rows asks for many more lists
- * (67 against 13-18 in one 1M run), and the mean followed it to 40. It starts afresh when the number of
+ * and, after each calibration, has every head scan the mean of its last
+ * OML_PROBE_HISTORY calibrated counts (rounded up; a head that shares
+ * another's scan takes that head's). It starts afresh when the number of
  * lists changes (the index grew into another size). */
 #define OML_PROBE_HISTORY 4
 typedef struct oml_probe_history {
