@@ -382,11 +382,8 @@ static int index_build(omld_views *vs, oml_snapshot *snap, omld_store_lock *lock
         omld_query_ctx q = {.store = vs->store, .lock = lock};
         oml_row_source src;
         omld_fresh_rows(&q, &src);
-        /* The indexer's rebuilds: each calibration is 64 queries (index.h),
-         * a new sample each time, and they scan the mean of the last few. */
-        oml_index_calibrate_round(*out, atomic_load(&vs->target_recall), threads, &src,
-                                  lock ? vs->probes.rounds : 0);
-        if (lock)
+        oml_index_calibrate_from(*out, atomic_load(&vs->target_recall), threads, &src);
+        if (lock) /* the indexer's rebuilds: one calibration is 64 queries (index.h) */
             oml_index_smooth_probes(*out, &vs->probes);
         oml_index_drop_shared_pq(*out);
         oml_index_drop_unread_maps(*out); /* 12 MB at 1M items, in each index a rebuild holds */

@@ -632,11 +632,8 @@ void oml_index_smooth_probes(oml_index *ix, oml_probe_history *hist)
 {
     if (ix->hl == NULL || ix->heads > OML_MAX_LAYERS + 1)
         return;
-    hist->rounds++;
     if (hist->n_lists != ix->n_lists) {
-        uint32_t rounds = hist->rounds;
         memset(hist, 0, sizeof *hist);
-        hist->rounds = rounds;
         hist->n_lists = ix->n_lists;
     }
     for (int h = 0; h < ix->heads; h++)

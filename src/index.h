@@ -148,17 +148,6 @@ int oml_index_calibrate_threads(oml_index *ix, double target, int threads);
  * columns and no source. */
 int oml_index_calibrate_from(oml_index *ix, double target, int threads,
                              const oml_row_source *src);
-/* The same on the round-th sample of rows (round 0: the above's). Which
- * 64 rows a calibration takes moves its count far: at 1M items, under one
- * model, samples shifted within their strides chose 12 to 42 lists at
- * target 0.98 (oml-ann-bench --sweep), so a caller that rebuilds samples
- * anew each time (oml_probe_history.rounds) and scans the mean. */
-int oml_index_calibrate_round(oml_index *ix, double target, int threads,
-                              const oml_row_source *src, uint32_t round);
-/* Sample query s of S over n rows in a round: s n / S, moved on by the
- * round x the golden ratio's fraction of the stride (Weyl: every round's
- * rows differ, spread evenly within the strides). */
-int32_t oml_index_calibration_row(int32_t n, int32_t S, int32_t s, uint32_t round);
 
 /* The lists a query scans, smoothed over rebuilds: each calibration
  * measures them on 64 queries, and at a million items a head's count
@@ -171,8 +160,6 @@ int32_t oml_index_calibration_row(int32_t n, int32_t S, int32_t s, uint32_t roun
  * lists changes (the index grew into another size). */
 #define OML_PROBE_HISTORY 4
 typedef struct oml_probe_history {
-    uint32_t rounds;                                   /* calibrations counted: the next's
-                                                          sample (oml_index_calibrate_round) */
     int32_t n_lists;                                   /* of the indexes it holds counts of */
     int32_t n;                                         /* counts held (at most the history) */
     int32_t next;                                      /* where the next goes */

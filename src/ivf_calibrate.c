@@ -108,7 +108,7 @@ static int exact_neighbors(cal *c, int h, int leave_out, float *dots, oml_neighb
 /* A fixed pseudo-random value in [-1, 1) for (query, coordinate), the
  * same in every head, so that heads alike move a query alike (one scan
  * can serve them: try_sharing); the calibration stays a pure function of
- * the index and its round. splitmix64's finaliser. */
+ * the index (replicas calibrate alike). splitmix64's finaliser. */
 static float unit_noise(int32_t s, size_t j)
 {
     uint64_t z = (((uint64_t)s << 24) ^ (uint64_t)j) + 0x9e3779b97f4a7c15ull;
@@ -396,22 +396,8 @@ static int maps_for_calibration(oml_index *ix)
     return rc;
 }
 
-int32_t oml_index_calibration_row(int32_t n, int32_t S, int32_t s, uint32_t round)
-{
-    /* round x 0.6180339887 (2^32 / phi, wrapping: the fraction in 32 bits) */
-    uint64_t frac = (uint64_t)(uint32_t)(round * 2654435769u);
-    int64_t stride = (int64_t)n / S, at = (int64_t)s * n / S + (int64_t)((stride * frac) >> 32);
-    return (int32_t)(at % n);
-}
-
 int oml_index_calibrate_from(oml_index *ix, double target, int threads,
                              const oml_row_source *src)
-{
-    return oml_index_calibrate_round(ix, target, threads, src, 0);
-}
-
-int oml_index_calibrate_round(oml_index *ix, double target, int threads,
-                              const oml_row_source *src, uint32_t round)
 {
     if (ix == NULL || ix->hl == NULL || ix->n <= CAL_K || !(target > 0.0))
         return OML_OK;
@@ -453,7 +439,7 @@ int oml_index_calibrate_round(oml_index *ix, double target, int threads,
         c.ws[t].src = src;
     }
     for (int32_t s = 0; rc == OML_OK && s < c.S; s++)
-        c.qrow[s] = oml_index_calibration_row(ix->n, c.S, s, round);
+        c.qrow[s] = (int32_t)((int64_t)s * ix->n / c.S);
     if (rc == OML_OK && ix->emb_cols == NULL)
         rc = sample_from_source(&c, src);
     if (rc == OML_OK) /* each head's exact neighbours on its own worker */

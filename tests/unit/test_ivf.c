@@ -356,7 +356,6 @@ static void test_probes_smoothed_over_rebuilds(void **state)
     ix->hl[0].n_probe = 5;
     oml_index_smooth_probes(ix, &hist);
     assert_int_equal(ix->hl[0].n_probe, 5);
-    assert_int_equal(hist.rounds, 6); /* every calibration counted, across sizes */
     ix->n_lists = lists;
     oml_index_destroy(ix);
     oml_store_destroy(st);
@@ -380,47 +379,6 @@ static void test_probes_smoothed_over_rebuilds(void **state)
     oml_index_destroy(ix);
     oml_store_destroy(st);
     oml_snapshot_release(s);
-}
-
-/* Each round samples other rows, evenly within the strides, worked out by
- * hand: n 1000, S 64 (stride 15): row 3's query at 46 in round 0 (s n /
- * S, as before rounds), 46 + 9 in round 1 (15 x 0.618), 46 + 3 in round 2
- * (15 x 0.236); never past the rows. A calibration of round 0 is
- * oml_index_calibrate_from's; another round may choose otherwise, and a
- * round is the same whenever it is taken. */
-static void test_calibration_rounds(void **state)
-{
-    (void)state;
-    assert_int_equal(oml_index_calibration_row(1000, 64, 3, 0), 46);
-    assert_int_equal(oml_index_calibration_row(1000, 64, 3, 1), 55);
-    assert_int_equal(oml_index_calibration_row(1000, 64, 3, 2), 49);
-    assert_int_equal(oml_index_calibration_row(1000, 64, 63, 1), 993);
-    for (uint32_t r = 0; r < 50; r++)
-        for (int32_t s = 0; s < 64; s++) {
-            int32_t row = oml_index_calibration_row(1000, 64, s, r);
-            assert_true(row >= s * 1000 / 64 && row < (s + 1) * 1000 / 64 + 15 && row < 1000);
-        }
-    enum { N = 8000 };
-    oml_snapshot *snap = oml_test_snapshot(0, 6, 10, 5, NULL, (const float[]){1.0f}, 9);
-    oml_store *st;
-    oml_index *ix = lists_index_of(snap, &st, N, 21, 0);
-    int32_t probes[4];
-    assert_int_equal(oml_index_calibrate_from(ix, 0.95, 1, NULL), OML_OK);
-    probes[0] = ix->hl[0].n_probe;
-    assert_int_equal(oml_index_calibrate_round(ix, 0.95, 1, NULL, 0), OML_OK);
-    assert_int_equal(ix->hl[0].n_probe, probes[0]);
-    int differs = 0;
-    for (uint32_t r = 1; r < 4; r++) {
-        assert_int_equal(oml_index_calibrate_round(ix, 0.95, 1, NULL, r), OML_OK);
-        probes[r] = ix->hl[0].n_probe;
-        differs |= probes[r] != probes[0];
-        assert_int_equal(oml_index_calibrate_round(ix, 0.95, 2, NULL, r), OML_OK);
-        assert_int_equal(ix->hl[0].n_probe, probes[r]); /* a round is a pure function */
-    }
-    assert_true(differs); /* other rows, another count: 2 lists in rounds 0, 1, 3, 3 in 2 */
-    oml_index_destroy(ix);
-    oml_store_destroy(st);
-    oml_snapshot_release(snap);
 }
 
 /* The lists and codes by brute force; every list scanned is the full
@@ -929,7 +887,6 @@ int main(void)
         cmocka_unit_test(test_calibrated_search),
         cmocka_unit_test(test_calibration_for_new_items),
         cmocka_unit_test(test_probes_smoothed_over_rebuilds),
-        cmocka_unit_test(test_calibration_rounds),
         cmocka_unit_test(test_shared_scan),
         cmocka_unit_test(test_wider_shared_scan),
         cmocka_unit_test(test_calibration_widens_first_pass),
