@@ -85,8 +85,7 @@ static void exact_scan_report(oml_index *ix, oml_snapshot *snap, const catalogue
     if (cs == NULL || !q || !scratch || !hits || !nb || !cnt)
         goto out;
     for (int i = 0; i < QUERIES; i++) {
-        catalogue_item(c, (int64_t)i * 7919 + 3, x);
-        x[i % c->dim] += 1.0f;
+        catalogue_query(c, i, x);
         oml_snapshot_embed(snap, x, 1, q + (size_t)i * he);
         for (int h = 0; h < H; h++) {
             oml_hlist_keep keep;
@@ -300,8 +299,7 @@ int main(int argc, char **argv)
     float *Q = malloc((size_t)QUERIES * (size_t)H * (size_t)e * sizeof *Q); /* for --codes */
     X = malloc((size_t)QUERIES * (size_t)c.dim * sizeof *X); /* their features, for --sweep */
     for (int i = 0; i < QUERIES; i++) {
-        catalogue_item(&c, (int64_t)i * 7919 + 3, x);
-        x[i % c.dim] += 1.0f; /* not an exact copy of a stored item */
+        catalogue_query(&c, i, x);
         memcpy(X + (size_t)i * (size_t)c.dim, x, (size_t)c.dim * sizeof *x);
         oml_snapshot_embed(snap, x, 1, q);
         memcpy(Q + (size_t)i * (size_t)H * (size_t)e, q, (size_t)H * (size_t)e * sizeof *q);

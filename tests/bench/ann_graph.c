@@ -156,10 +156,8 @@ int ann_graph_report(oml_learner *l, oml_snapshot *snap, oml_index *ix, const om
     memset(g, 0, sizeof g);
     if (!x || !X || !Q0 || !Q1 || !T0 || !T1 || oml_hgraph_ws_init(&ws, n, 2048) != OML_OK)
         return 1;
-    for (int i = 0; i < GQ; i++) { /* oml-ann-bench's queries */
-        catalogue_item(c, (int64_t)i * 7919 + 3, X + (size_t)i * (size_t)c->dim);
-        X[(size_t)i * (size_t)c->dim + (size_t)(i % c->dim)] += 1.0f;
-    }
+    for (int i = 0; i < GQ; i++) /* oml-ann-bench's queries */
+        catalogue_query(c, i, X + (size_t)i * (size_t)c->dim);
     oml_snapshot_embed(snap, X, GQ, Q0);
     exact_truth(ix, Q0, T0);
 

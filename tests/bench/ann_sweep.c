@@ -16,12 +16,6 @@
 #define CAND 32 /* a fresh view's candidates a head for a retrieve of 10 (daemon/fresh.c) */
 #define DEEP (2 * CAND) /* and twice as many, against the newer model's drift */
 
-static int cmp_i32(const void *a, const void *b)
-{
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    return (x > y) - (x < y);
-}
-
 /* Of each head's truth (nq, heads, K), the share among rows (m). */
 static long found(const oml_neighbor *truth, int32_t nt, const int32_t *rows, int32_t m)
 {
@@ -124,16 +118,11 @@ int ann_sweep_report(oml_index *ix, oml_snapshot *snap, const catalogue *c, cons
                 hit10 += found(truth + ((size_t)i * H + h) * K, n_truth[i * H + h], r, g);
                 tot += n_truth[i * H + h];
             }
-            for (int h = 0; h < H; h++)
-                m += oml_index_near_candidates(ix, h, Q + ((size_t)i * H + h) * e, CAND, -1,
-                                               NULL, rows + m, &w);
+            /* the union a fresh view re-ranks (the query embedded again) */
+            if (oml_rerank_candidates(ix, X + (size_t)i * (size_t)c->dim, CAND, -1, NULL, rows,
+                                      &m, NULL) != OML_OK)
+                m = 0;
             us += cpu_us() - a;
-            qsort(rows, (size_t)m, sizeof *rows, cmp_i32); /* the union: each row once */
-            int32_t u = 0;
-            for (int32_t j = 0; j < m; j++)
-                if (u == 0 || rows[j] != rows[u - 1])
-                    rows[u++] = rows[j];
-            m = u;
             oml_hit hits[K];
             int32_t nh = 0;
             oml_diag d = {0};
@@ -154,7 +143,7 @@ int ann_sweep_report(oml_index *ix, oml_snapshot *snap, const catalogue *c, cons
         for (int h = 0; h < H; h++)
             printf(" %d%s (%.3f)", ix->hl[h].n_probe, ix->hl[h].shared_from < 0 ? "" : "s",
                    (double)ix->hl[h].recall);
-        printf("; k=10 %.4f, candidates %.4f; %.0f us a query (CPU, mean); retrieve "
+        printf("; k=10 %.4f, candidates %.4f; both %.0f us a query (CPU, mean); retrieve "
                "recall@10 %.4f\n", tot ? (double)hit10 / (double)tot : 1.0,
                tot ? (double)hitc / (double)tot : 1.0, us / nq,
                totr ? (double)hitr / (double)totr : 1.0);

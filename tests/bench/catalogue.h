@@ -85,6 +85,15 @@ static inline void catalogue_item(const catalogue *c, int64_t i, float *x)
     }
 }
 
+/* The benchmarks' query q (omld-bench's latency and recall@10,
+ * oml-ann-bench's): a stored item with one feature raised by 1, so not an
+ * exact copy of one. */
+static inline void catalogue_query(const catalogue *c, int q, float *x)
+{
+    catalogue_item(c, (int64_t)q * 7919 + 3, x);
+    x[q % c->dim] += 1.0f;
+}
+
 static inline int32_t catalogue_label(const catalogue *c, int64_t i)
 {
     return c->labels[i % c->n_images];

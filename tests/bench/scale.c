@@ -369,21 +369,13 @@ static double triplet_load_stop(triplet_load *t)
 
 /* ------------------------------------------------------------ queries */
 
-/* Query q of the latency's and recall's: a stored item with one feature
- * raised by 1, so not an exact copy of one. */
-static void query_vector(const catalogue *c, int q, float *x)
-{
-    catalogue_item(c, (int64_t)q * 7919 + 3, x);
-    x[q % c->dim] += 1.0f;
-}
-
 static void query_latency(omlc *cl, const catalogue *c, int retrieve, double *p50, double *p99)
 {
     double lat[QUERIES];
     float *x = malloc((size_t)c->dim * sizeof(float));
     omlc_hit hits[10];
     for (int q = 0; q < QUERIES; q++) {
-        query_vector(c, q, x);
+        catalogue_query(c, q, x);
         omlc_ref ref = {NULL, x, (uint32_t)c->dim};
         omlc_error err;
         double t0 = now_s();
@@ -525,7 +517,7 @@ static double recall_at_10(omlc *cl, const catalogue *c, int faiss, int *counted
         die("recall@10", NULL);
     int n = 0;
     for (int q = 0; q < QUERIES; q++) {
-        query_vector(c, q, Q + (size_t)n * dim);
+        catalogue_query(c, q, Q + (size_t)n * dim);
         omlc_ref ref = {NULL, Q + (size_t)n * dim, (uint32_t)dim};
         omlc_hit hits[10];
         uint64_t served_by = 0;
